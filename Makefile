@@ -1,0 +1,31 @@
+# Two commands on a fresh machine:
+#   make serve   set everything up, serve the embedded demo (SQLite) on :8000 and print a token
+#   make test    set everything up and run the whole test suite (SQLite and PostgreSQL)
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: serve test setup postgres clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@if [ -f ../shared/conformance/requirements.txt ]; then $(BIN)/pip install --quiet -r ../shared/conformance/requirements.txt; fi
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/orgunit-fhir serve
+
+postgres:
+	@pg_isready -h 127.0.0.1 -p 5432 -q || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql | tail -n 1) main start
+	@for i in $$(seq 1 40); do pg_isready -h 127.0.0.1 -p 5432 -q && exit 0; sleep 0.25; done; echo "PostgreSQL did not start"; exit 1
+
+test: $(STAMP) postgres
+	$(BIN)/pytest -q
+
+clean:
+	rm -rf $(VENV) var .pytest_cache *.egg-info

@@ -1,0 +1,1 @@
+"""Plugins shipped with orgunit-fhir; each is loaded through the `orgunit_fhir` entry-point group."""

@@ -1,0 +1,226 @@
+"""The Location provider: each organization unit as a FHIR R4 Location.
+
+Plugin settings (`plugins.location.config` in settings.yaml):
+  status_map:      validation status -> Location.status  (default NEW: suspended, VALID: active, REJECTED: inactive)
+  physical_types:  org-unit type category -> location-physical-type code
+                   (default COUNTRY/REGION/DISTRICT: jdn, HF: bu)
+  default_physical_type: code for any other category (default si)
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from types import MappingProxyType
+from typing import Any
+
+from sqlalchemy import func, literal
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.orm import aliased
+
+from server import hookimpl
+from server.errors import ConfigError
+from server.provider import (
+    Operation,
+    ReferenceTarget,
+    ResourceProvider,
+    SearchParam,
+    StringTarget,
+    Through,
+    TokenTarget,
+)
+from server.settings import Settings
+from server.store.models import VALIDATION_STATUSES, data_source, org_unit, org_unit_name, org_unit_type, source_version
+
+PLUGIN = "location"
+HL7_SP = "http://hl7.org/fhir/SearchParameter/Location-"
+LOCATION_STATUS = "http://hl7.org/fhir/location-status"
+PHYSICAL_TYPE = "http://terminology.hl7.org/CodeSystem/location-physical-type"
+PHYSICAL_TYPE_DISPLAY = {
+    "si": "Site", "bu": "Building", "wi": "Wing", "wa": "Ward", "lvl": "Level", "co": "Corridor", "ro": "Room",
+    "bd": "Bed", "ve": "Vehicle", "ho": "House", "ca": "Cabinet", "rd": "Road", "area": "Area", "jdn": "Jurisdiction",
+}
+CLOSED = {"system": "http://terminology.hl7.org/CodeSystem/v2-0116", "code": "C", "display": "Closed"}
+UUID_SYSTEM = "urn:ietf:rfc:3986"
+
+
+@dataclass(frozen=True)
+class LocationConfig:
+    namespace: str
+    status_map: Mapping[str, str]
+    physical_types: Mapping[str, str]
+    default_physical_type: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LocationConfig:
+        raw = dict(settings.plugin_config(PLUGIN))
+        unknown = set(raw) - {"status_map", "physical_types", "default_physical_type"}
+        if unknown:
+            raise ConfigError(f"plugins.location.config: unknown key(s) {', '.join(sorted(unknown))}")
+        status_map = {"NEW": "suspended", "VALID": "active", "REJECTED": "inactive", **(raw.get("status_map") or {})}
+        if set(status_map) != set(VALIDATION_STATUSES) or not set(status_map.values()) <= {"active", "suspended", "inactive"}:
+            raise ConfigError("plugins.location.config.status_map: map NEW, VALID and REJECTED "
+                              "to active, suspended or inactive")
+        physical = {"COUNTRY": "jdn", "REGION": "jdn", "DISTRICT": "jdn", "HF": "bu", **(raw.get("physical_types") or {})}
+        default = raw.get("default_physical_type", "si")
+        bad = sorted({str(v) for v in [*physical.values(), default]} - set(PHYSICAL_TYPE_DISPLAY))
+        if bad:
+            raise ConfigError(f"plugins.location.config: {', '.join(bad)} not in {PHYSICAL_TYPE} "
+                              f"({', '.join(PHYSICAL_TYPE_DISPLAY)})")
+        return cls(settings.fhir.extension_namespace, MappingProxyType(status_map), MappingProxyType(physical), default)
+
+    def url(self, kind: str, name: str) -> str:
+        return f"{self.namespace}/fhir/{kind}/{name}"
+
+
+def _instant(value: datetime) -> str:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    value = value.astimezone(timezone.utc)
+    text = value.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{value.microsecond // 1000:03d}Z" if value.microsecond else f"{text}Z"
+
+
+def _date(value: date | str) -> str:
+    return value if isinstance(value, str) else value.isoformat()
+
+
+parent = aliased(org_unit, name="parent")
+COLUMNS = (
+    org_unit.c.id, org_unit.c.name, org_unit.c.uuid, org_unit.c.source_ref, org_unit.c.aliases,
+    org_unit.c.validation_status, org_unit.c.parent_id, org_unit.c.latitude, org_unit.c.longitude,
+    org_unit.c.altitude, org_unit.c.opening_date, org_unit.c.closing_date, org_unit.c.updated_at,
+    org_unit.c.version_id,
+    org_unit_type.c.name.label("type_name"), org_unit_type.c.short_name.label("type_code"),
+    org_unit_type.c.category.label("type_category"), org_unit_type.c.depth.label("type_depth"),
+    source_version.c.number.label("source_version"),
+    data_source.c.name.label("source_name"), data_source.c.slug.label("source_slug"),
+    data_source.c.identifier_system.label("source_system"),
+    parent.c.name.label("parent_name"),
+)
+FROM = (
+    org_unit.join(org_unit_type, org_unit.c.org_unit_type_id == org_unit_type.c.id)
+    .join(source_version, org_unit.c.source_version_id == source_version.c.id)
+    .join(data_source, source_version.c.data_source_id == data_source.c.id)
+    .outerjoin(parent, org_unit.c.parent_id == parent.c.id)
+)
+
+
+class LocationMapper:
+    def __init__(self, config: LocationConfig) -> None:
+        self.config = config
+        self.ext = {name: config.url("StructureDefinition", name) for name in
+                    ("org-unit-validation-status", "org-unit-type-depth", "source-version", "opening-date", "closing-date")}
+        self.type_system = config.url("CodeSystem", "org-unit-type")
+        self.alias_system = config.url("sid", "alias")
+        self.data_source_system = config.url("sid", "data-source")
+
+    def source_system(self, row: RowMapping) -> str:
+        return row["source_system"] or self.config.url("sid", row["source_slug"])
+
+    def __call__(self, row: RowMapping) -> dict[str, Any]:
+        cfg, ext = self.config, self.ext
+        extensions: list[dict[str, Any]] = [
+            {"url": ext["org-unit-validation-status"], "valueCode": row["validation_status"]}]
+        if row["type_depth"] is not None:
+            extensions.append({"url": ext["org-unit-type-depth"], "valueInteger": row["type_depth"]})
+        extensions.append({"url": ext["source-version"], "valueInteger": row["source_version"]})
+        if row["opening_date"]:
+            extensions.append({"url": ext["opening-date"], "valueDate": _date(row["opening_date"])})
+        if row["closing_date"]:
+            extensions.append({"url": ext["closing-date"], "valueDate": _date(row["closing_date"])})
+
+        aliases = [a for a in (row["aliases"] or ()) if a and a.strip()]
+        identifiers: list[dict[str, Any]] = []
+        if row["source_ref"]:
+            identifiers.append({"use": "official", "system": self.source_system(row), "value": row["source_ref"]})
+        if row["uuid"]:
+            identifiers.append({"use": "secondary", "system": UUID_SYSTEM, "value": f"urn:uuid:{row['uuid']}"})
+        identifiers += [{"use": "secondary", "system": self.alias_system, "value": a} for a in aliases]
+
+        resource: dict[str, Any] = {
+            "resourceType": "Location",
+            "id": str(row["id"]),
+            "meta": {"versionId": str(row["version_id"]), "lastUpdated": _instant(row["updated_at"])},
+            "extension": extensions,
+        }
+        if identifiers:
+            resource["identifier"] = identifiers
+        resource["status"] = cfg.status_map[row["validation_status"]]
+        closing = row["closing_date"]
+        if closing and _date(closing) <= date.today().isoformat():
+            resource["operationalStatus"] = CLOSED
+        resource["name"] = row["name"]
+        if aliases:
+            resource["alias"] = aliases
+        resource["mode"] = "instance"
+        resource["type"] = [{"coding": [{"system": self.type_system, "code": row["type_code"],
+                                         "display": row["type_name"]}], "text": row["type_name"]}]
+        physical = cfg.physical_types.get(row["type_category"], cfg.default_physical_type)
+        resource["physicalType"] = {"coding": [{"system": PHYSICAL_TYPE, "code": physical,
+                                                "display": PHYSICAL_TYPE_DISPLAY[physical]}]}
+        if row["latitude"] is not None and row["longitude"] is not None:
+            position = {"longitude": row["longitude"], "latitude": row["latitude"]}
+            if row["altitude"] is not None:
+                position["altitude"] = row["altitude"]
+            resource["position"] = position
+        resource["managingOrganization"] = {
+            "identifier": {"system": self.data_source_system, "value": row["source_slug"]},
+            "display": row["source_name"],
+        }
+        if row["parent_id"] is not None:
+            part_of = {"reference": f"Location/{row['parent_id']}"}
+            if row["parent_name"]:
+                part_of["display"] = row["parent_name"]
+            resource["partOf"] = part_of
+        return resource
+
+
+def location_provider(config: LocationConfig) -> ResourceProvider:
+    names = Through(org_unit_name, org_unit_name.c.org_unit_id)
+    aliases = Through(org_unit_name, org_unit_name.c.org_unit_id, org_unit_name.c.position > 0)
+    source_system = func.coalesce(data_source.c.identifier_system,
+                                  literal(config.url("sid", "")) + data_source.c.slug)
+    statuses = {code: tuple(s for s, c in config.status_map.items() if c == code)
+                for code in ("active", "suspended", "inactive")}
+    params = (
+        SearchParam("name", "string", (StringTarget(org_unit_name.c.norm, org_unit_name.c.text, names),),
+                    "Name or alias starts with the value, ignoring case and accents; "
+                    ":exact (case- and accent-sensitive, whole name) and :contains are supported",
+                    HL7_SP + "name"),
+        SearchParam("status", "token",
+                    (TokenTarget(org_unit.c.validation_status, LOCATION_STATUS, MappingProxyType(statuses)),),
+                    "active (VALID), suspended (NEW) or inactive (REJECTED)", HL7_SP + "status"),
+        SearchParam("identifier", "token", (
+            TokenTarget(org_unit.c.source_ref, source_system),
+            TokenTarget(org_unit.c.uuid, UUID_SYSTEM, prefix="urn:uuid:"),
+            TokenTarget(org_unit_name.c.text, config.url("sid", "alias"), through=aliases),
+        ), "The source reference, the uuid (bare or urn:uuid:) or an alias; value, system|value, |value or system|",
+            HL7_SP + "identifier"),
+        SearchParam("type", "token", (TokenTarget(org_unit_type.c.short_name, config.url("CodeSystem", "org-unit-type")),),
+                    "Org unit type short name (code) or system|code", HL7_SP + "type"),
+        SearchParam("partof", "reference", (ReferenceTarget(org_unit.c.parent_id, "Location"),),
+                    "The parent Location: id, Location/id or absolute URL", HL7_SP + "partof"),
+    )
+    children = Operation(
+        "children", "partof",
+        "GET [base]/Location/[id]/$children (also /children/): the direct children of a Location as a searchset "
+        "Bundle, paged like search and filtered by the same parameters; 404 if the Location does not exist",
+        config.url("OperationDefinition", "Location-children"),
+    )
+    return ResourceProvider(
+        resource_type="Location",
+        table=org_unit,
+        id_column=org_unit.c.id,
+        columns=COLUMNS,
+        from_clause=FROM,
+        to_resource=LocationMapper(config),
+        search_params=params,
+        operations=(children,),
+        documentation="Organization units (country, region, district, health area, facility) as Locations",
+    )
+
+
+@hookimpl
+def register_resource_providers(settings: Settings) -> list[ResourceProvider]:
+    return [location_provider(LocationConfig.from_settings(settings))]

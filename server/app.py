@@ -1,0 +1,42 @@
+"""create_app(settings) -> Starlette."""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+
+from sqlalchemy import Engine
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+
+from server.context import ServerContext, create_context
+from server.routes import fhir_routes, http_exception
+from server.settings import Settings
+
+
+def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = (), db: Engine | None = None,
+               context: ServerContext | None = None) -> Starlette:
+    ctx = context or create_context(settings, extra_plugins, db)
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        ctx.db.dispose()
+
+    middleware = []
+    if settings.server.cors_origins:
+        middleware.append(Middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.server.cors_origins),
+            allow_methods=["GET", "HEAD", "OPTIONS"],
+            allow_headers=["Authorization", "Accept", "Prefer", "Content-Type", "If-None-Match",
+                           "If-Modified-Since", "X-Request-ID"],
+            expose_headers=["ETag", "Last-Modified", "Location", "Content-Location", "X-Request-ID"],
+            max_age=600,
+        ))
+    app = Starlette(routes=fhir_routes(), middleware=middleware, lifespan=lifespan,
+                    exception_handlers={HTTPException: http_exception})
+    app.router.redirect_slashes = False
+    app.state.ctx = ctx
+    return app

@@ -1,0 +1,180 @@
+"""orgunit-fhir serve | demo | load | token"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from server.errors import ConfigError
+from server.settings import DATABASE_ENV, SETTINGS_ENV, Settings, load_settings
+
+DEFAULT_DEMO_SIZE = 2000
+log = logging.getLogger("orgunit_fhir")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--settings", help=f"settings file (default: ${SETTINGS_ENV} or ./settings.yaml)")
+    parser.add_argument("--database", help=f"database URL, e.g. postgresql://user@host/db (default: ${DATABASE_ENV} "
+                                           "or SQLite in the data directory)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="orgunit-fhir", description="Read-only FHIR R4 server for org units")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="serve the FHIR API (creates demo data in an empty embedded database)")
+    _common(serve)
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--workers", type=int)
+    serve.add_argument("--no-demo", action="store_true", help="do not create demo data in an empty database")
+
+    demo = sub.add_parser("demo", help="write a synthetic 5-level pyramid")
+    _common(demo)
+    demo.add_argument("--size", type=int, default=DEFAULT_DEMO_SIZE)
+    demo.add_argument("--seed", type=int, default=42)
+
+    load = sub.add_parser("load", help="import org units from a file (one transaction)")
+    _common(load)
+    load.add_argument("format", choices=["iaso-csv"])
+    load.add_argument("path")
+    load.add_argument("--data-source", default="Iaso", help="data source name (default: Iaso)")
+    load.add_argument("--version", type=int, default=1, help="source version number (default: 1)")
+
+    token = sub.add_parser("token", help="print a JWT signed with the local key")
+    _common(token)
+    token.add_argument("--sub", default="orgunit-fhir-cli")
+    token.add_argument("--permission", action="append", help="permission to grant (repeatable; default: the required one)")
+    token.add_argument("--ttl", type=int, default=24 * 3600, help="lifetime in seconds (default: one day)")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(args.settings, args.database)
+
+
+def _ensure_schema(settings: Settings) -> None:
+    from server.store.db import create_db_engine, create_schema
+
+    engine = create_db_engine(settings)
+    try:
+        create_schema(engine)
+    finally:
+        engine.dispose()
+
+
+def _demo(settings: Settings, size: int, seed: int) -> int:
+    from server.store.db import create_db_engine
+    from server.store.demo import generate_demo
+
+    _ensure_schema(settings)
+    engine = create_db_engine(settings)
+    try:
+        started = time.perf_counter()
+        written = generate_demo(engine, size=size, seed=seed)
+        print(f"demo: {written} org units written in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+        return written
+    finally:
+        engine.dispose()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if args.size < 5:
+        raise ConfigError("--size must be at least 5 (one unit per level)")
+    _demo(_settings(args), args.size, args.seed)
+    return 0
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    from server.store.db import create_db_engine
+    from server.store.iaso_csv import load_iaso_csv
+
+    settings = _settings(args)
+    _ensure_schema(settings)
+    engine = create_db_engine(settings)
+    try:
+        report = load_iaso_csv(engine, args.path, data_source=args.data_source, version=args.version)
+    finally:
+        engine.dispose()
+    print(f"load {args.format}: {report.inserted} inserted, {report.updated} updated, "
+          f"{report.unchanged} unchanged", file=sys.stderr)
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from server.auth import mint_token
+
+    print(mint_token(_settings(args), subject=args.sub, permissions=args.permission, ttl=args.ttl))
+    return 0
+
+
+def _is_empty(settings: Settings) -> bool:
+    from sqlalchemy import select
+
+    from server.store.db import create_db_engine
+    from server.store.models import org_unit
+
+    engine = create_db_engine(settings)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(select(org_unit.c.id).limit(1)).first() is None
+    finally:
+        engine.dispose()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from server.auth import mint_token
+
+    settings = _settings(args)
+    embedded = settings.database_url.startswith("sqlite")
+    if embedded:
+        _ensure_schema(settings)
+        if not args.no_demo and _is_empty(settings):
+            _demo(settings, DEFAULT_DEMO_SIZE, 42)
+    host = args.host or settings.server.host
+    port = args.port or settings.server.port
+    workers = args.workers or settings.server.workers
+    if settings.source:
+        os.environ[SETTINGS_ENV] = os.path.abspath(settings.source)
+    if settings.database.url:
+        os.environ[DATABASE_ENV] = settings.database.url
+    from server.app import create_app
+
+    create_app(settings)  # fail here, with a clear message, before uvicorn starts
+    try:
+        token = mint_token(settings, ttl=24 * 3600)
+        print(f"FHIR base: http://{host}:{port}/fhir\nA token valid for 24 hours:\n{token}", file=sys.stderr, flush=True)
+    except ConfigError as exc:
+        print(f"(no local token: {exc})", file=sys.stderr)
+    uvicorn.run("server.asgi:create", factory=True, host=host, port=port, workers=workers,
+                loop="uvloop", http="httptools", log_level="info", proxy_headers=False)
+    return 0
+
+
+COMMANDS = {"serve": cmd_serve, "demo": cmd_demo, "load": cmd_load, "token": cmd_token}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as exc:
+        print(f"orgunit-fhir {args.command}: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        from server.store.errors import LoadError
+
+        if isinstance(exc, LoadError):
+            print(f"orgunit-fhir {args.command}: {exc}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""One error hierarchy (a status and an issue code each) and the one OperationOutcome renderer."""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ConfigError(Exception):
+    """Bad settings or a misconfigured plugin: the server refuses to start."""
+
+
+class FhirError(Exception):
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "exception"
+    severity: ClassVar[str] = "error"
+
+    def __init__(self, diagnostics: str, *, headers: dict[str, str] | None = None,
+                 expression: str | None = None) -> None:
+        super().__init__(diagnostics)
+        self.diagnostics = diagnostics
+        self.headers = headers or {}
+        self.expression = expression
+
+    def outcome(self) -> dict[str, Any]:
+        return operation_outcome(self.severity, self.code, self.diagnostics, self.expression)
+
+
+class InvalidRequest(FhirError):
+    status, code = 400, "invalid"
+
+
+class InvalidValue(InvalidRequest):
+    code = "value"
+
+
+class UnsupportedParameter(InvalidRequest):
+    code = "not-supported"
+
+
+class AuthenticationFailed(FhirError):
+    status, code = 401, "login"
+
+
+class Forbidden(FhirError):
+    status, code = 403, "forbidden"
+
+
+class ResourceNotFound(FhirError):
+    status, code = 404, "not-found"
+
+
+class ResourceTypeNotSupported(FhirError):
+    status, code = 404, "not-supported"
+
+
+class MethodNotAllowed(FhirError):
+    status, code = 405, "not-supported"
+
+
+class NotAcceptable(FhirError):
+    status, code = 406, "not-supported"
+
+
+class InternalError(FhirError):
+    status, code = 500, "exception"
+
+
+class ServiceUnavailable(FhirError):
+    status, code = 503, "transient"
+
+
+def operation_outcome(severity: str, code: str, diagnostics: str, expression: str | None = None) -> dict[str, Any]:
+    issue: dict[str, Any] = {"severity": severity, "code": code, "diagnostics": diagnostics}
+    if expression:
+        issue["expression"] = [expression]
+    return {"resourceType": "OperationOutcome", "issue": [issue]}

@@ -1,0 +1,41 @@
+"""Hook specifications. Hooks are keyword-only, synchronous and cheap: no database I/O in a hook."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from server.auth import Principal
+    from server.errors import FhirError
+    from server.interaction import Interaction
+    from server.provider import ResourceProvider
+    from server.settings import Settings
+
+PROJECT = "orgunit_fhir"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# -- start-up -------------------------------------------------------------------------------------
+
+@hookspec
+def register_resource_providers(settings: Settings) -> list[ResourceProvider] | None:
+    """Return this plugin's providers; raise ConfigError if the plugin's settings are wrong."""
+
+
+@hookspec
+def update_capability_statement(statement: dict[str, Any], settings: Settings) -> None:
+    """Amend the generated CapabilityStatement in place (called once, at start-up)."""
+
+
+# -- per request ----------------------------------------------------------------------------------
+
+@hookspec
+def authorize(principal: Principal, interaction: Interaction, settings: Settings) -> str | None:
+    """Return a reason to deny the interaction (403), or None to allow it."""
+
+
+@hookspec(firstresult=True)
+def translate_exception(exception: BaseException, interaction: Interaction | None) -> FhirError | None:
+    """Map a foreign exception to a FhirError; the first answer wins."""

@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+InteractionKind = Literal["read", "search-type", "operation", "capabilities"]
+
+
+@dataclass(frozen=True)
+class Interaction:
+    kind: InteractionKind
+    resource_type: str | None = None
+    id: str | None = None
+    operation: str | None = None

@@ -1,0 +1,55 @@
+"""Response format from `_format` and `Accept` (q-values honoured); JSON is the only format for now."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.errors import NotAcceptable
+
+FHIR_JSON = "application/fhir+json"
+JSON = "application/json"
+_FORMAT_PARAM = {"json": FHIR_JSON, JSON: JSON, FHIR_JSON: FHIR_JSON, "application/json+fhir": FHIR_JSON}
+_ACCEPT = {FHIR_JSON: FHIR_JSON, "application/json+fhir": FHIR_JSON, JSON: JSON,
+           "application/*": FHIR_JSON, "*/*": FHIR_JSON}
+
+
+@dataclass(frozen=True)
+class Format:
+    media_type: str = FHIR_JSON
+    pretty: bool = False
+
+    @property
+    def content_type(self) -> str:
+        return f"{self.media_type};charset=utf-8"
+
+
+def _accept_ranges(header: str) -> list[tuple[float, int, str]]:
+    ranges = []
+    for position, part in enumerate(header.split(",")):
+        media, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if media:
+            ranges.append((-q, position, media.lower()))
+    return sorted(ranges)
+
+
+def negotiate(format_param: str | None, accept: str | None, pretty: str | None) -> Format:
+    is_pretty = (pretty or "").lower() == "true"
+    if format_param:
+        media = _FORMAT_PARAM.get(format_param.strip().lower().split(";")[0].replace(" ", "+"))
+        if media is None:
+            raise NotAcceptable(f"_format={format_param!r} is not supported; use json or application/fhir+json")
+        return Format(media, is_pretty)
+    if not accept or not accept.strip():
+        return Format(FHIR_JSON, is_pretty)
+    for negative_q, _, media in _accept_ranges(accept):
+        if negative_q < 0 and media in _ACCEPT:
+            return Format(_ACCEPT[media], is_pretty)
+    raise NotAcceptable(f"none of the accepted media types ({accept}) is served; "
+                        f"this server answers {FHIR_JSON} or {JSON}")

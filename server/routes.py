@@ -1,0 +1,106 @@
+"""The route table and thin async endpoints around the interactions."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from server import interactions
+from server.auth import Principal
+from server.context import ServerContext
+from server.errors import FhirError, InternalError, InvalidRequest, MethodNotAllowed, ResourceNotFound
+from server.http import base_url, error_response, fhir_response, request_id
+from server.interaction import Interaction
+from server.negotiation import negotiate
+
+METHODS = ["GET", "HEAD"]
+CARRIED_PARAMS = ("_format", "_pretty")
+
+
+async def _serve(request: Request, interaction: Interaction, call: Callable[..., dict[str, Any]],
+                 *args: Any, **kwargs: Any) -> Response:
+    ctx: ServerContext = request.app.state.ctx
+    try:
+        query = request.query_params
+        fmt = negotiate(query.get("_format"), request.headers.get("accept"), query.get("_pretty"))
+        principal: Principal | None = None
+        if not (interaction.kind == "capabilities" and ctx.settings.auth.public_metadata):
+            principal = ctx.authenticator.authenticate(request.headers.get("authorization"))
+        body = await run_in_threadpool(call, ctx, principal, *args, **kwargs)
+        return fhir_response(body, fmt, headers={"X-Request-ID": request_id(request)})
+    except Exception as exc:  # every failure becomes an OperationOutcome in one place
+        return error_response(request, exc, interaction)
+
+
+def _search_args(request: Request) -> dict[str, Any]:
+    items = request.query_params.multi_items()
+    strict = "handling=strict" in request.headers.get("prefer", "").replace(" ", "").lower()
+    extra = [(k, v) for k, v in items if k in CARRIED_PARAMS]
+    return {"items": items, "strict": strict, "extra": extra}
+
+
+async def metadata(request: Request) -> Response:
+    ctx: ServerContext = request.app.state.ctx
+    rtype = request.path_params.get("rtype")
+    interaction = Interaction("capabilities", rtype)
+    if rtype is not None and rtype not in ctx.registry.providers:
+        try:
+            ctx.registry.get(rtype)
+        except FhirError as exc:
+            return error_response(request, exc, interaction)
+    return await _serve(request, interaction, interactions.capabilities, base_url(request, request.app.state.ctx))
+
+
+async def search(request: Request) -> Response:
+    rtype = request.path_params["rtype"]
+    return await _serve(request, Interaction("search-type", rtype), interactions.search_type,
+                        base_url(request, request.app.state.ctx), rtype, **_search_args(request))
+
+
+async def read(request: Request) -> Response:
+    rtype, rid = request.path_params["rtype"], request.path_params["rid"]
+    return await _serve(request, Interaction("read", rtype, rid), interactions.read, rtype, rid)
+
+
+async def operation(request: Request) -> Response:
+    rtype, rid, name = request.path_params["rtype"], request.path_params["rid"], request.path_params["op"]
+    name = name.removeprefix("$")
+    return await _serve(request, Interaction("operation", rtype, rid, name), interactions.run_operation,
+                        base_url(request, request.app.state.ctx), rtype, rid, name, **_search_args(request))
+
+
+def _both(path: str, endpoint: Callable[[Request], Any]) -> list[Route]:
+    """Each path answers with and without the trailing slash, never by redirect."""
+    return [Route(path, endpoint, methods=METHODS), Route(path + "/", endpoint, methods=METHODS)]
+
+
+def fhir_routes() -> list[Route]:
+    return [
+        *_both("/fhir/metadata", metadata),
+        *_both("/fhir/{rtype}/metadata", metadata),
+        *_both("/fhir/{rtype}", search),
+        *_both("/fhir/{rtype}/{rid}", read),
+        *_both("/fhir/{rtype}/{rid}/{op}", operation),
+    ]
+
+
+async def http_exception(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404 (no route) and 405 (wrong method) as OperationOutcomes."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        allow = (exc.headers or {}).get("Allow", ", ".join(METHODS))
+        error: FhirError = MethodNotAllowed(
+            f"method {request.method} is not allowed here: this FHIR server is read-only (allowed: {allow})",
+            headers={"Allow": allow})
+    elif exc.status_code == 404:
+        error = ResourceNotFound(f"no FHIR endpoint at {request.url.path}; the FHIR base is /fhir")
+    elif exc.status_code < 500:
+        error = InvalidRequest(str(exc.detail))
+    else:
+        error = InternalError(str(exc.detail))
+    return error_response(request, error)

@@ -1,0 +1,192 @@
+"""settings.yaml + environment -> frozen dataclasses, validated once at start-up."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import yaml
+
+from server.errors import ConfigError
+
+SETTINGS_ENV = "ORGUNIT_FHIR_SETTINGS"
+DATABASE_ENV = "ORGUNIT_FHIR_DATABASE_URL"
+DEFAULT_SETTINGS_FILE = "settings.yaml"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    base_url: str | None = None
+    trust_forwarded: bool = False
+    data_dir: str = "./var"
+    cors_origins: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    url: str | None = None
+    pool_size: int = 5
+    statement_timeout_ms: int = 10_000
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    algorithms: tuple[str, ...] = ("HS256",)
+    secret: str | None = None
+    secret_file: str | None = None
+    public_key_file: str | None = None
+    jwks_file: str | None = None
+    jwks_url: str | None = None
+    issuer: str | None = None
+    audience: str | None = None
+    leeway: int = 30
+    permission: str = "service_org_units"
+    permission_claim: str = "permissions"
+    public_metadata: bool = False
+
+
+@dataclass(frozen=True)
+class FhirSettings:
+    extension_namespace: str = "https://orgunit-fhir.example.org"
+    default_count: int = 20
+    max_count: int = 100
+    software_name: str = "orgunit-fhir"
+    publisher: str | None = None
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    enabled: bool = True
+    config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class Settings:
+    server: ServerSettings = ServerSettings()
+    database: DatabaseSettings = DatabaseSettings()
+    auth: AuthSettings = AuthSettings()
+    fhir: FhirSettings = FhirSettings()
+    plugins: Mapping[str, PluginConfig] = field(default_factory=lambda: MappingProxyType({}))
+    source: str | None = None
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.server.data_dir)
+
+    @property
+    def database_url(self) -> str:
+        if self.database.url:
+            return self.database.url
+        return f"sqlite:///{self.data_path / 'orgunits.db'}"
+
+    def plugin_config(self, name: str) -> Mapping[str, Any]:
+        plugin = self.plugins.get(name)
+        return plugin.config if plugin else MappingProxyType({})
+
+    def disabled_plugins(self) -> tuple[str, ...]:
+        return tuple(name for name, plugin in self.plugins.items() if not plugin.enabled)
+
+    def with_database(self, url: str | None) -> Settings:
+        return self if not url else replace(self, database=replace(self.database, url=url))
+
+
+def _section(cls: type, raw: Any, where: str) -> Any:
+    if raw is None:
+        return cls()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        default = getattr(cls(), key)
+        values[key] = _coerce(value, default, f"{where}.{key}")
+    return cls(**values)
+
+
+def _coerce(value: Any, default: Any, where: str) -> Any:
+    if value is None:
+        return None
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{where}: expected a non-negative integer, got {value!r}")
+        return value
+    if isinstance(default, tuple):
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+        return tuple(items)
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def _plugins(raw: Any) -> Mapping[str, PluginConfig]:
+    if raw is None:
+        return MappingProxyType({})
+    if not isinstance(raw, dict):
+        raise ConfigError("plugins: expected a mapping of plugin name -> {enabled, config}")
+    out: dict[str, PluginConfig] = {}
+    for name, spec in raw.items():
+        if isinstance(spec, bool):
+            out[name] = PluginConfig(enabled=spec)
+            continue
+        spec = spec or {}
+        if not isinstance(spec, dict) or set(spec) - {"enabled", "config"}:
+            raise ConfigError(f"plugins.{name}: expected keys 'enabled' and 'config', got {spec!r}")
+        enabled = spec.get("enabled", True)
+        config = spec.get("config") or {}
+        if not isinstance(enabled, bool) or not isinstance(config, dict):
+            raise ConfigError(f"plugins.{name}: 'enabled' must be true/false and 'config' a mapping")
+        out[name] = PluginConfig(enabled=enabled, config=MappingProxyType(dict(config)))
+    return MappingProxyType(out)
+
+
+def parse_settings(raw: Mapping[str, Any] | None, source: str | None = None) -> Settings:
+    raw = dict(raw or {})
+    sections = {"server": ServerSettings, "database": DatabaseSettings, "auth": AuthSettings, "fhir": FhirSettings}
+    unknown = sorted(set(raw) - set(sections) - {"plugins"})
+    if unknown:
+        raise ConfigError(f"unknown settings section(s) {', '.join(unknown)}; known: {', '.join(sorted([*sections, 'plugins']))}")
+    settings = Settings(
+        **{name: _section(cls, raw.get(name), name) for name, cls in sections.items()},
+        plugins=_plugins(raw.get("plugins")),
+        source=source,
+    )
+    if settings.fhir.max_count < 1 or not 0 < settings.fhir.default_count <= settings.fhir.max_count:
+        raise ConfigError("fhir: default_count must be between 1 and max_count")
+    if settings.fhir.extension_namespace.endswith("/") or "://" not in settings.fhir.extension_namespace:
+        raise ConfigError("fhir.extension_namespace must be an absolute URL without a trailing slash")
+    if settings.server.base_url and "://" not in settings.server.base_url:
+        raise ConfigError("server.base_url must be an absolute URL such as https://registry.example.org/fhir")
+    return settings
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, database_url: str | None = None) -> Settings:
+    """Read the settings file (argument, $ORGUNIT_FHIR_SETTINGS, ./settings.yaml, else defaults)."""
+    chosen = path or os.environ.get(SETTINGS_ENV)
+    if chosen is None and Path(DEFAULT_SETTINGS_FILE).exists():
+        chosen = DEFAULT_SETTINGS_FILE
+    raw: Any = {}
+    if chosen is not None:
+        try:
+            raw = yaml.safe_load(Path(chosen).read_text(encoding="utf-8")) or {}
+        except FileNotFoundError:
+            raise ConfigError(f"settings file {chosen} does not exist") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"settings file {chosen} is not valid YAML: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"settings file {chosen} must hold a mapping")
+    settings = parse_settings(raw, str(chosen) if chosen else None)
+    return settings.with_database(database_url or os.environ.get(DATABASE_ENV))

@@ -1,0 +1,1 @@
+"""The org-unit store: SQLModel tables, database engines, demo data and importers."""

@@ -1,0 +1,82 @@
+"""SQLModel tables of the organization-unit domain (the pyramid that the Location provider publishes)."""
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+VALIDATION_STATUSES = ("NEW", "VALID", "REJECTED")
+
+
+class DataSource(SQLModel, table=True):
+    __tablename__ = "data_source"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True)
+    slug: str = Field(unique=True)
+    identifier_system: str | None = None
+
+
+class SourceVersion(SQLModel, table=True):
+    __tablename__ = "source_version"
+    __table_args__ = (UniqueConstraint("data_source_id", "number"),)
+    id: int | None = Field(default=None, primary_key=True)
+    number: int
+    data_source_id: int = Field(foreign_key="data_source.id", index=True)
+
+
+class OrgUnitType(SQLModel, table=True):
+    __tablename__ = "org_unit_type"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str
+    short_name: str = Field(unique=True)
+    category: str
+    depth: int | None = None
+
+
+class OrgUnit(SQLModel, table=True):
+    __tablename__ = "org_unit"
+    __table_args__ = (
+        Index("ix_org_unit_parent_id_id", "parent_id", "id"),
+        Index("ix_org_unit_status_id", "validation_status", "id"),
+        Index("ix_org_unit_type_id_id", "org_unit_type_id", "id"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    name: str
+    uuid: str | None = Field(default=None, index=True)
+    source_ref: str | None = Field(default=None, index=True)
+    aliases: list[str] | None = Field(default=None, sa_column=Column(JSON))
+    validation_status: str = "NEW"
+    org_unit_type_id: int = Field(foreign_key="org_unit_type.id")
+    parent_id: int | None = Field(default=None, foreign_key="org_unit.id")
+    source_version_id: int = Field(foreign_key="source_version.id", index=True)
+    latitude: float | None = None
+    longitude: float | None = None
+    altitude: float | None = None
+    opening_date: date | None = None
+    closing_date: date | None = None
+    created_at: datetime
+    updated_at: datetime = Field(index=True)
+    version_id: int = 1
+
+
+class OrgUnitName(SQLModel, table=True):
+    """The name (position 0) and each alias (1..n) of an org unit, with its search-normalized form."""
+
+    __tablename__ = "org_unit_name"
+    __table_args__ = (
+        Index("ix_org_unit_name_norm", "norm", postgresql_ops={"norm": "text_pattern_ops"}),
+        Index("ix_org_unit_name_text", "text"),
+    )
+    org_unit_id: int = Field(foreign_key="org_unit.id", primary_key=True)
+    position: int = Field(primary_key=True)
+    text: str
+    norm: str
+
+
+data_source = DataSource.__table__
+source_version = SourceVersion.__table__
+org_unit_type = OrgUnitType.__table__
+org_unit = OrgUnit.__table__
+org_unit_name = OrgUnitName.__table__
+metadata = SQLModel.metadata

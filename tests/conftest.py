@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typing import Any
+
+from sqlalchemy import Engine
+from starlette.testclient import TestClient
+
+from server.app import create_app
+from server.auth import mint_token
+from server.context import ServerContext, create_context
+
+from server.settings import Settings, parse_settings
+from server.store.db import create_db_engine, create_schema
+from tests import pg
+
+REAL_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
+IASO_CSV = REAL_DATA / "iaso_burkina_faso" / "org_units.csv"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database on each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'test.db'}"
+    else:
+        with pg.scratch_database() as url:
+            yield url
+
+
+def make_settings(database_url: str, tmp_path: Path, **sections: dict) -> Settings:
+    raw = {"server": {"data_dir": str(tmp_path / "var")}, "database": {"url": database_url}}
+    for name, values in sections.items():
+        raw.setdefault(name, {}).update(values)
+    return parse_settings(raw)
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return make_settings(database_url, tmp_path, auth={"secret": "test-secret-with-at-least-32-bytes!!"})
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[Engine]:
+    eng = create_db_engine(settings)
+    create_schema(eng)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def backend_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A fresh database on each backend, shared by one test module (populate it in a module fixture)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('db') / 'module.db'}"
+    else:
+        with pg.scratch_database() as url:
+            yield url
+
+
+SECRET = "test-secret-with-at-least-32-bytes!!"
+
+
+@pytest.fixture(scope="module")
+def small_ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
+    """A server context over the small hand-made pyramid, on each backend."""
+    from tests.data import load_small_pyramid
+
+    settings = make_settings(backend_url, tmp_path_factory.mktemp("var"), auth={"secret": SECRET})
+    ctx = create_context(settings)
+    create_schema(ctx.db)
+    load_small_pyramid(ctx.db)
+    yield ctx
+    ctx.db.dispose()
+
+
+def token_for(settings: Settings, **kwargs: Any) -> str:
+    return mint_token(settings, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def client(small_ctx: ServerContext) -> Iterator[TestClient]:
+    app = create_app(small_ctx.settings, context=small_ctx)
+    with TestClient(app, base_url="http://testserver") as c:
+        c.headers["Authorization"] = f"Bearer {mint_token(small_ctx.settings)}"
+        yield c

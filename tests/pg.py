@@ -1,0 +1,48 @@
+"""The local PostgreSQL server for tests: started when it is down, one throwaway database per use."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+
+ADMIN_URL = os.environ.get("ORGUNIT_FHIR_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _reachable() -> bool:
+    try:
+        with psycopg.connect(ADMIN_URL, connect_timeout=2):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+def ensure_running() -> None:
+    if _reachable():
+        return
+    versions = sorted(p.name for p in Path("/etc/postgresql").glob("*")) if Path("/etc/postgresql").exists() else []
+    if versions:
+        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", versions[-1], "main", "start"], check=False)
+    for _ in range(40):
+        if _reachable():
+            return
+        time.sleep(0.25)
+    raise RuntimeError(f"PostgreSQL is not reachable at {ADMIN_URL} and could not be started")
+
+
+@contextmanager
+def scratch_database() -> Iterator[str]:
+    ensure_running()
+    name = f"oft_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
