@@ -130,9 +130,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from server.auth import mint_token
 
+    from server.app import create_app
+
     settings = _settings(args)
-    embedded = settings.database_url.startswith("sqlite")
-    if embedded:
+    create_app(settings)  # fail here, with a clear message, before anything is written or served
+    if settings.database_url.startswith("sqlite"):
         _ensure_schema(settings)
         if not args.no_demo and _is_empty(settings):
             _demo(settings, DEFAULT_DEMO_SIZE, 42)
@@ -143,9 +145,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ[SETTINGS_ENV] = os.path.abspath(settings.source)
     if settings.database.url:
         os.environ[DATABASE_ENV] = settings.database.url
-    from server.app import create_app
-
-    create_app(settings)  # fail here, with a clear message, before uvicorn starts
     try:
         token = mint_token(settings, ttl=24 * 3600)
         print(f"FHIR base: http://{host}:{port}/fhir\nA token valid for 24 hours:\n{token}", file=sys.stderr, flush=True)

@@ -29,7 +29,8 @@ def sqlite_engine(tmp_path: Path, name: str) -> Engine:
 
 def depth_counts(engine: Engine) -> dict[int, int]:
     with engine.connect() as conn:
-        query = (select(org_unit_type.c.depth, func.count()).join(org_unit, org_unit.c.org_unit_type_id == org_unit_type.c.id)
+        query = (select(org_unit_type.c.depth, func.count())
+                 .join(org_unit, org_unit.c.org_unit_type_id == org_unit_type.c.id)
                  .group_by(org_unit_type.c.depth))
         return dict(conn.execute(query).all())
 

@@ -1,0 +1,32 @@
+"""Comparable snapshots of the org-unit tables, the same on SQLite (naive datetimes) and PostgreSQL."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, Table, func, select
+
+from server.store.models import data_source, org_unit, org_unit_name, org_unit_type, source_version
+from server.store.writer import as_utc
+
+TABLES: tuple[Table, ...] = (data_source, source_version, org_unit_type, org_unit, org_unit_name)
+
+
+def rows(engine: Engine, table: Table) -> list[tuple[Any, ...]]:
+    with engine.connect() as conn:
+        result = conn.execute(select(table).order_by(*table.primary_key.columns))
+        return [tuple(as_utc(value) if isinstance(value, datetime) else value for value in row) for row in result]
+
+
+def snapshot(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
+    return {table.name: rows(engine, table) for table in TABLES}
+
+
+def count(engine: Engine, table: Table) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+
+
+def units(engine: Engine) -> dict[int, Any]:
+    with engine.connect() as conn:
+        return {row.id: row for row in conn.execute(select(org_unit))}
