@@ -5,22 +5,27 @@ Plugin settings (`plugins.location.config` in settings.yaml):
   physical_types:  org-unit type category -> location-physical-type code
                    (default COUNTRY/REGION/DISTRICT: jdn, HF: bu)
   default_physical_type: code for any other category (default si)
+  boundaries_in_search: include GeoJSON boundaries in search results too (default false: they are large;
+                   a read, vread and _history always carry them)
 """
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date
 from types import MappingProxyType
 from typing import Any
 
+import orjson
 from sqlalchemy import func, literal
 from sqlalchemy.engine import RowMapping
-from sqlalchemy.orm import aliased
 
 from server import hookimpl
 from server.errors import ConfigError
+from server.http_dates import instant
 from server.provider import (
+    NearTarget,
     Operation,
     ReferenceTarget,
     ResourceProvider,
@@ -28,9 +33,18 @@ from server.provider import (
     StringTarget,
     Through,
     TokenTarget,
+    Versioning,
 )
 from server.settings import Settings
-from server.store.models import VALIDATION_STATUSES, data_source, org_unit, org_unit_name, org_unit_type, source_version
+from server.store.models import (
+    VALIDATION_STATUSES,
+    data_source,
+    org_unit,
+    org_unit_history,
+    org_unit_name,
+    org_unit_type,
+)
+from server.store.views import PUBLISHED_COLUMNS, PUBLISHED_FROM
 
 PLUGIN = "location"
 HL7_SP = "http://hl7.org/fhir/SearchParameter/Location-"
@@ -42,6 +56,7 @@ PHYSICAL_TYPE_DISPLAY = {
 }
 CLOSED = {"system": "http://terminology.hl7.org/CodeSystem/v2-0116", "code": "C", "display": "Closed"}
 UUID_SYSTEM = "urn:ietf:rfc:3986"
+BOUNDARY = "http://hl7.org/fhir/StructureDefinition/location-boundary-geojson"
 
 
 @dataclass(frozen=True)
@@ -50,11 +65,12 @@ class LocationConfig:
     status_map: Mapping[str, str]
     physical_types: Mapping[str, str]
     default_physical_type: str
+    boundaries_in_search: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LocationConfig:
         raw = dict(settings.plugin_config(PLUGIN))
-        unknown = set(raw) - {"status_map", "physical_types", "default_physical_type"}
+        unknown = set(raw) - {"status_map", "physical_types", "default_physical_type", "boundaries_in_search"}
         if unknown:
             raise ConfigError(f"plugins.location.config: unknown key(s) {', '.join(sorted(unknown))}")
         status_map = {"NEW": "suspended", "VALID": "active", "REJECTED": "inactive", **(raw.get("status_map") or {})}
@@ -67,43 +83,18 @@ class LocationConfig:
         if bad:
             raise ConfigError(f"plugins.location.config: {', '.join(bad)} not in {PHYSICAL_TYPE} "
                               f"({', '.join(PHYSICAL_TYPE_DISPLAY)})")
-        return cls(settings.fhir.extension_namespace, MappingProxyType(status_map), MappingProxyType(physical), default)
+        boundaries = raw.get("boundaries_in_search", False)
+        if not isinstance(boundaries, bool):
+            raise ConfigError("plugins.location.config.boundaries_in_search must be true or false")
+        return cls(settings.fhir.extension_namespace, MappingProxyType(status_map), MappingProxyType(physical), default,
+                   boundaries)
 
     def url(self, kind: str, name: str) -> str:
         return f"{self.namespace}/fhir/{kind}/{name}"
 
 
-def _instant(value: datetime) -> str:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    value = value.astimezone(timezone.utc)
-    text = value.strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{text}.{value.microsecond // 1000:03d}Z" if value.microsecond else f"{text}Z"
-
-
 def _date(value: date | str) -> str:
     return value if isinstance(value, str) else value.isoformat()
-
-
-parent = aliased(org_unit, name="parent")
-COLUMNS = (
-    org_unit.c.id, org_unit.c.name, org_unit.c.uuid, org_unit.c.source_ref, org_unit.c.aliases,
-    org_unit.c.validation_status, org_unit.c.parent_id, org_unit.c.latitude, org_unit.c.longitude,
-    org_unit.c.altitude, org_unit.c.opening_date, org_unit.c.closing_date, org_unit.c.updated_at,
-    org_unit.c.version_id,
-    org_unit_type.c.name.label("type_name"), org_unit_type.c.short_name.label("type_code"),
-    org_unit_type.c.category.label("type_category"), org_unit_type.c.depth.label("type_depth"),
-    source_version.c.number.label("source_version"),
-    data_source.c.name.label("source_name"), data_source.c.slug.label("source_slug"),
-    data_source.c.identifier_system.label("source_system"),
-    parent.c.name.label("parent_name"),
-)
-FROM = (
-    org_unit.join(org_unit_type, org_unit.c.org_unit_type_id == org_unit_type.c.id)
-    .join(source_version, org_unit.c.source_version_id == source_version.c.id)
-    .join(data_source, source_version.c.data_source_id == data_source.c.id)
-    .outerjoin(parent, org_unit.c.parent_id == parent.c.id)
-)
 
 
 class LocationMapper:
@@ -129,6 +120,10 @@ class LocationMapper:
             extensions.append({"url": ext["opening-date"], "valueDate": _date(row["opening_date"])})
         if row["closing_date"]:
             extensions.append({"url": ext["closing-date"], "valueDate": _date(row["closing_date"])})
+        if row.get("geometry"):
+            extensions.append({"url": BOUNDARY, "valueAttachment": {
+                "contentType": "application/geo+json",
+                "data": base64.b64encode(orjson.dumps(row["geometry"])).decode("ascii")}})
 
         aliases = [a for a in (row["aliases"] or ()) if a and a.strip()]
         identifiers: list[dict[str, Any]] = []
@@ -141,7 +136,7 @@ class LocationMapper:
         resource: dict[str, Any] = {
             "resourceType": "Location",
             "id": str(row["id"]),
-            "meta": {"versionId": str(row["version_id"]), "lastUpdated": _instant(row["updated_at"])},
+            "meta": {"versionId": str(row["version_id"]), "lastUpdated": instant(row["updated_at"])},
             "extension": extensions,
         }
         if identifiers:
@@ -185,22 +180,29 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
                 for code in ("active", "suspended", "inactive")}
     params = (
         SearchParam("name", "string", (StringTarget(org_unit_name.c.norm, org_unit_name.c.text, names),),
-                    "Name or alias starts with the value, ignoring case and accents; "
-                    ":exact (case- and accent-sensitive, whole name) and :contains are supported",
-                    HL7_SP + "name"),
+                    "Name or alias starts with the value, ignoring case and accents; :exact (whole name, case- and "
+                    "accent-sensitive), :contains, :missing", HL7_SP + "name", sort=org_unit.c.name),
         SearchParam("status", "token",
                     (TokenTarget(org_unit.c.validation_status, LOCATION_STATUS, MappingProxyType(statuses)),),
-                    "active (VALID), suspended (NEW) or inactive (REJECTED)", HL7_SP + "status"),
+                    "active (VALID), suspended (NEW) or inactive (REJECTED); :not, :missing", HL7_SP + "status",
+                    sort=org_unit.c.validation_status),
         SearchParam("identifier", "token", (
-            TokenTarget(org_unit.c.source_ref, source_system),
+            TokenTarget(org_unit.c.source_ref, source_system, text=org_unit.c.source_ref),
             TokenTarget(org_unit.c.uuid, UUID_SYSTEM, prefix="urn:uuid:"),
-            TokenTarget(org_unit_name.c.text, config.url("sid", "alias"), through=aliases),
-        ), "The source reference, the uuid (bare or urn:uuid:) or an alias; value, system|value, |value or system|",
-            HL7_SP + "identifier"),
-        SearchParam("type", "token", (TokenTarget(org_unit_type.c.short_name, config.url("CodeSystem", "org-unit-type")),),
-                    "Org unit type short name (code) or system|code", HL7_SP + "type"),
-        SearchParam("partof", "reference", (ReferenceTarget(org_unit.c.parent_id, "Location"),),
-                    "The parent Location: id, Location/id or absolute URL", HL7_SP + "partof"),
+            TokenTarget(org_unit_name.c.text, config.url("sid", "alias"), through=aliases, text=org_unit_name.c.text),
+        ), "The source reference, the uuid (bare or urn:uuid:) or an alias; value, system|value, |value or system|; "
+           ":not, :missing, :text (source reference or alias starts with, ignoring case)", HL7_SP + "identifier"),
+        SearchParam("type", "token", (TokenTarget(org_unit_type.c.short_name, config.url("CodeSystem", "org-unit-type"),
+                                                  text=org_unit_type.c.name),),
+                    "Org unit type short name (code) or system|code; :not, :missing, :text (type name starts with, "
+                    "ignoring case)", HL7_SP + "type"),
+        SearchParam("partof", "reference", (ReferenceTarget(org_unit.c.parent_id, "Location", path=org_unit.c.path),),
+                    "The parent Location: id, Location/id or absolute URL; :missing=true gives the roots, :below every "
+                    "descendant, :above every ancestor", HL7_SP + "partof"),
+        SearchParam("near", "special", (NearTarget(org_unit.c.latitude, org_unit.c.longitude),),
+                    "latitude|longitude|distance|units (km default; m, mi): within that great-circle distance, "
+                    "sorted by distance unless _sort is given; the distance is in entry.search.extension",
+                    HL7_SP + "near"),
     )
     children = Operation(
         "children", "partof",
@@ -212,11 +214,19 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
         resource_type="Location",
         table=org_unit,
         id_column=org_unit.c.id,
-        columns=COLUMNS,
-        from_clause=FROM,
+        columns=PUBLISHED_COLUMNS,
+        search_columns=None if config.boundaries_in_search else
+        tuple(c for c in PUBLISHED_COLUMNS if c.key != "geometry"),
+        from_clause=PUBLISHED_FROM,
         to_resource=LocationMapper(config),
         search_params=params,
         operations=(children,),
+        versioning=Versioning(
+            version=org_unit.c.version_id, last_updated=org_unit.c.updated_at, deleted=org_unit.c.deleted,
+            history=org_unit_history, history_id=org_unit_history.c.org_unit_id,
+            history_version=org_unit_history.c.version_id, history_updated=org_unit_history.c.updated_at,
+            history_deleted=org_unit_history.c.deleted, history_snapshot=org_unit_history.c.snapshot,
+        ),
         documentation="Organization units (country, region, district, health area, facility) as Locations",
     )
 

@@ -11,7 +11,15 @@ import pluggy
 from server.registry import Registry
 from server.settings import Settings
 
-FORMATS = ["application/fhir+json", "json"]
+FORMATS = ["application/fhir+json", "json", "application/fhir+xml", "xml"]
+MCSD_DIRECTORY = "https://profiles.ihe.net/ITI/mCSD/CapabilityStatement/IHE.mCSD.Directory"
+RESULT_PARAMETERS = (
+    "Result parameters: _count (default {default}, at most {max}), _skip, _sort (comma-separated, '-' descending; "
+    "ties broken by id), _total (none, estimate, accurate), _summary (true, data, count, false), _elements, "
+    "_include / _include:iterate, _revinclude, _format (json, xml), _pretty. Modifiers: :missing on every "
+    "parameter, :not on tokens, :text on type and identifier, :exact and :contains on strings, :below and :above "
+    "on partof. Unknown parameters are ignored (listed nowhere in the self link) unless Prefer: handling=strict."
+)
 
 
 def software_version() -> str:
@@ -21,19 +29,37 @@ def software_version() -> str:
         return "0.0.0"
 
 
-def _resource(provider: Any, settings: Settings) -> dict[str, Any]:
+def _interactions(rtype: str, versioned: bool) -> list[dict[str, str]]:
+    out = [{"code": "read", "documentation": f"GET [base]/{rtype}/[id]; 410 if deleted"}]
+    if versioned:
+        out += [
+            {"code": "vread", "documentation": f"GET [base]/{rtype}/[id]/_history/[vid]"},
+            {"code": "history-instance", "documentation": f"GET [base]/{rtype}/[id]/_history (_since, _at, _count)"},
+            {"code": "history-type", "documentation": f"GET [base]/{rtype}/_history (_since, _at, _count): "
+                                                      "every version, newest first"},
+        ]
+    out.append({"code": "search-type", "documentation": f"GET [base]/{rtype}?[parameters]"})
+    return out
+
+
+def _includes(provider: Any, registry: Registry) -> tuple[list[str], list[str]]:
+    forward = [f"{provider.resource_type}:{p.name}" for p in provider.params_by_name.values() if p.type == "reference"]
+    reverse = [f"{other.resource_type}:{p.name}" for other in registry for p in other.params_by_name.values()
+               if p.type == "reference" and any(getattr(t, "resource_type", None) == provider.resource_type
+                                                for t in p.targets)]
+    return forward, reverse
+
+
+def _resource(provider: Any, settings: Settings, registry: Registry) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "type": provider.resource_type,
         "profile": provider.profile or f"http://hl7.org/fhir/StructureDefinition/{provider.resource_type}",
-        "interaction": [
-            {"code": "read", "documentation": f"GET [base]/{provider.resource_type}/[id]"},
-            {"code": "search-type", "documentation": f"GET [base]/{provider.resource_type}?[parameters]"},
-        ],
-        "versioning": "versioned",
-        "readHistory": False,
+        "interaction": _interactions(provider.resource_type, provider.versioning is not None),
+        "versioning": "versioned" if provider.versioning is not None else "no-version",
+        "readHistory": provider.versioning is not None,
         "updateCreate": False,
         "conditionalCreate": False,
-        "conditionalRead": "not-supported",
+        "conditionalRead": "full-support",
         "conditionalUpdate": False,
         "conditionalDelete": "not-supported",
     }
@@ -42,7 +68,7 @@ def _resource(provider: Any, settings: Settings) -> dict[str, Any]:
     params = [
         {k: v for k, v in {"name": p.name, "definition": p.definition, "type": p.type,
                            "documentation": p.documentation}.items() if v}
-        for p in provider.search_params
+        for p in provider.params_by_name.values()
     ]
     params += [
         {"name": "_count", "type": "number",
@@ -51,6 +77,11 @@ def _resource(provider: Any, settings: Settings) -> dict[str, Any]:
         {"name": "_skip", "type": "number", "documentation": "Number of matches to skip (paging offset)"},
     ]
     entry["searchParam"] = params
+    forward, reverse = _includes(provider, registry)
+    if forward:
+        entry["searchInclude"] = forward
+    if reverse:
+        entry["searchRevInclude"] = reverse
     if provider.operations:
         entry["operation"] = [
             {"name": op.name, "definition": op.definition, "documentation": op.documentation}
@@ -70,7 +101,10 @@ def build_capability_statement(registry: Registry, settings: Settings, pm: plugg
         "date": now,
         "publisher": settings.fhir.publisher or settings.fhir.software_name,
         "description": "Read-only FHIR R4 server publishing a health-system organization-unit pyramid. "
-                       "GET and HEAD only; every request needs a JWT bearer token.",
+                       "GET and HEAD only; every request needs a JWT bearer token. It instantiates the IHE mCSD "
+                       "Directory capability statement for reading (ITI-90 search, ITI-91 _history) and differs by "
+                       "design: no create/update/delete, no POST [base]/[type]/_search, no transaction.",
+        "instantiates": [MCSD_DIRECTORY],
         "kind": "instance",
         "software": {"name": settings.fhir.software_name, "version": software_version()},
         "implementation": {"description": "orgunit-fhir"},
@@ -78,7 +112,9 @@ def build_capability_statement(registry: Registry, settings: Settings, pm: plugg
         "format": list(FORMATS),
         "rest": [{
             "mode": "server",
-            "documentation": "Search results are ordered by id; follow the next link to page.",
+            "documentation": "Search results are ordered by id unless _sort says otherwise; follow the next link "
+                             "to page. " + RESULT_PARAMETERS.format(default=settings.fhir.default_count,
+                                                                   max=settings.fhir.max_count),
             "security": {
                 "cors": bool(settings.server.cors_origins),
                 "service": [{
@@ -93,7 +129,7 @@ def build_capability_statement(registry: Registry, settings: Settings, pm: plugg
             },
         }],
     }
-    resources = [_resource(p, settings) for p in registry]
+    resources = [_resource(p, settings, registry) for p in registry]
     if resources:
         statement["rest"][0]["resource"] = resources
     pm.hook.update_capability_statement(statement=statement, settings=settings)

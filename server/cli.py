@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 
 from server.errors import ConfigError
+from server.progress import Progress
 from server.settings import DATABASE_ENV, SETTINGS_ENV, Settings, load_settings
 
 DEFAULT_DEMO_SIZE = 2000
@@ -39,10 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     load = sub.add_parser("load", help="import org units from a file (one transaction)")
     _common(load)
-    load.add_argument("format", choices=["iaso-csv"])
+    load.add_argument("format", choices=["iaso-csv", "iaso-gpkg", "dhis2", "fhir-bundle"])
     load.add_argument("path")
-    load.add_argument("--data-source", default="Iaso", help="data source name (default: Iaso)")
+    load.add_argument("--data-source", help="data source name (default: Iaso, DHIS2 or FHIR by format)")
     load.add_argument("--version", type=int, default=1, help="source version number (default: 1)")
+    load.add_argument("--delete-missing", action="store_true",
+                      help="units of this data source absent from the file become deleted versions")
+
+    migrate = sub.add_parser("migrate", help="bring the database schema to this version (writer role)")
+    _common(migrate)
 
     token = sub.add_parser("token", help="print a JWT signed with the local key")
     _common(token)
@@ -74,7 +80,9 @@ def _demo(settings: Settings, size: int, seed: int) -> int:
     engine = create_db_engine(settings)
     try:
         started = time.perf_counter()
-        written = generate_demo(engine, size=size, seed=seed)
+        progress = Progress("demo", size)
+        written = generate_demo(engine, size=size, seed=seed, progress=progress)
+        progress.close()
         print(f"demo: {written} org units written in {time.perf_counter() - started:.1f}s", file=sys.stderr)
         return written
     finally:
@@ -90,18 +98,52 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_load(args: argparse.Namespace) -> int:
     from server.store.db import create_db_engine
-    from server.store.iaso_csv import load_iaso_csv
+    from server.store.importers.common import load_file
 
     settings = _settings(args)
     _ensure_schema(settings)
     engine = create_db_engine(settings)
+    progress = Progress(f"load {args.format}")
     try:
-        report = load_iaso_csv(engine, args.path, data_source=args.data_source, version=args.version)
+        started = time.perf_counter()
+        report = load_file(engine, args.format, args.path, data_source=args.data_source, version=args.version,
+                           delete_missing=args.delete_missing, progress=progress)
+        progress.close()
     finally:
         engine.dispose()
     print(f"load {args.format}: {report.inserted} inserted, {report.updated} updated, "
-          f"{report.unchanged} unchanged", file=sys.stderr)
+          f"{report.unchanged} unchanged in {time.perf_counter() - started:.1f}s", file=sys.stderr)
     return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from server.store.db import create_db_engine
+    from server.store.migrate import current_revision, head_revision, upgrade
+
+    engine = create_db_engine(_settings(args))
+    try:
+        before = current_revision(engine)
+        upgrade(engine)
+        print(f"migrate: schema {before or 'empty'} -> {head_revision()}", file=sys.stderr)
+    finally:
+        engine.dispose()
+    return 0
+
+
+def check_schema(settings: Settings) -> None:
+    """The embedded database migrates itself; any other must have been migrated by `orgunit-fhir migrate`."""
+    from server.store.db import create_db_engine
+    from server.store.migrate import current_revision, head_revision
+
+    engine = create_db_engine(settings)
+    try:
+        current = current_revision(engine)
+    finally:
+        engine.dispose()
+    if current != head_revision():
+        raise ConfigError(
+            f"the database schema is at revision {current or '(none)'} but this server needs {head_revision()}: "
+            f"run `orgunit-fhir migrate --database <url>` with a role that may alter the schema")
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -138,6 +180,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         _ensure_schema(settings)
         if not args.no_demo and _is_empty(settings):
             _demo(settings, DEFAULT_DEMO_SIZE, 42)
+    check_schema(settings)
     host = args.host or settings.server.host
     port = args.port or settings.server.port
     workers = args.workers or settings.server.workers
@@ -155,11 +198,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"serve": cmd_serve, "demo": cmd_demo, "load": cmd_load, "token": cmd_token}
+COMMANDS = {"serve": cmd_serve, "demo": cmd_demo, "load": cmd_load, "migrate": cmd_migrate, "token": cmd_token}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

@@ -48,6 +48,10 @@ class ResourceNotFound(FhirError):
     status, code = 404, "not-found"
 
 
+class ResourceGone(FhirError):
+    status, code = 410, "deleted"
+
+
 class ResourceTypeNotSupported(FhirError):
     status, code = 404, "not-supported"
 

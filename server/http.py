@@ -38,14 +38,23 @@ def request_id(request: Request) -> str:
     return rid
 
 
-def fhir_response(body: dict[str, Any], fmt: Format, status: int = 200,
+def render(body: dict[str, Any], fmt: Format) -> bytes:
+    if fmt.xml:
+        from fhir.resources.R4B import get_fhir_model_class  # XML only: keep models off the JSON path
+
+        model = get_fhir_model_class(body["resourceType"]).model_validate(body)
+        return model.model_dump_xml(pretty_print=fmt.pretty)  # type: ignore[no-any-return]
+    return orjson.dumps(body, option=orjson.OPT_INDENT_2 if fmt.pretty else 0)
+
+
+def fhir_response(body: dict[str, Any] | bytes, fmt: Format, status: int = 200,
                   headers: dict[str, str] | None = None) -> Response:
-    option = orjson.OPT_INDENT_2 if fmt.pretty else 0
-    return Response(orjson.dumps(body, option=option), status_code=status, headers=headers,
-                    media_type=fmt.content_type)
+    content = body if isinstance(body, bytes) else render(body, fmt)
+    return Response(content, status_code=status, headers=headers, media_type=fmt.content_type)
 
 
-def error_response(request: Request, exc: BaseException, interaction: Interaction | None = None) -> Response:
+def error_response(request: Request, exc: BaseException, interaction: Interaction | None = None,
+                   fmt: Format = ERROR_FORMAT) -> Response:
     ctx: ServerContext = request.app.state.ctx
     rid = request_id(request)
     if isinstance(exc, FhirError):
@@ -58,4 +67,4 @@ def error_response(request: Request, exc: BaseException, interaction: Interactio
                   exc_info=exc if not isinstance(exc, FhirError) else None)
         error.diagnostics = f"{error.diagnostics} (request id {rid})"
     headers = {**error.headers, "X-Request-ID": rid}
-    return fhir_response(error.outcome(), ERROR_FORMAT, error.status, headers)
+    return fhir_response(error.outcome(), fmt, error.status, headers)

@@ -3,7 +3,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-InteractionKind = Literal["read", "search-type", "operation", "capabilities"]
+InteractionKind = Literal["read", "vread", "search-type", "history-instance", "history-type", "operation",
+                          "capabilities"]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Response format from `_format` and `Accept` (q-values honoured); JSON is the only format for now."""
+"""Response format from `_format` (first) and `Accept` (q-values honoured): FHIR JSON (default) or XML."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,9 +7,14 @@ from server.errors import NotAcceptable
 
 FHIR_JSON = "application/fhir+json"
 JSON = "application/json"
-_FORMAT_PARAM = {"json": FHIR_JSON, JSON: JSON, FHIR_JSON: FHIR_JSON, "application/json+fhir": FHIR_JSON}
+FHIR_XML = "application/fhir+xml"
+XML = "application/xml"
+_FORMAT_PARAM = {"json": FHIR_JSON, JSON: JSON, FHIR_JSON: FHIR_JSON, "application/json+fhir": FHIR_JSON,
+                 "xml": FHIR_XML, XML: XML, "text/xml": "text/xml", FHIR_XML: FHIR_XML,
+                 "application/xml+fhir": FHIR_XML}
 _ACCEPT = {FHIR_JSON: FHIR_JSON, "application/json+fhir": FHIR_JSON, JSON: JSON,
-           "application/*": FHIR_JSON, "*/*": FHIR_JSON}
+           "application/*": FHIR_JSON, "*/*": FHIR_JSON,
+           FHIR_XML: FHIR_XML, "application/xml+fhir": FHIR_XML, XML: XML, "text/xml": "text/xml"}
 
 
 @dataclass(frozen=True)
@@ -20,6 +25,10 @@ class Format:
     @property
     def content_type(self) -> str:
         return f"{self.media_type};charset=utf-8"
+
+    @property
+    def xml(self) -> bool:
+        return self.media_type.endswith("xml")
 
 
 def _accept_ranges(header: str) -> list[tuple[float, int, str]]:
@@ -44,7 +53,8 @@ def negotiate(format_param: str | None, accept: str | None, pretty: str | None) 
     if format_param:
         media = _FORMAT_PARAM.get(format_param.strip().lower().split(";")[0].replace(" ", "+"))
         if media is None:
-            raise NotAcceptable(f"_format={format_param!r} is not supported; use json or application/fhir+json")
+            raise NotAcceptable(f"_format={format_param!r} is not supported; use json, xml, "
+                                f"{FHIR_JSON} or {FHIR_XML}")
         return Format(media, is_pretty)
     if not accept or not accept.strip():
         return Format(FHIR_JSON, is_pretty)
@@ -52,4 +62,4 @@ def negotiate(format_param: str | None, accept: str | None, pretty: str | None) 
         if negative_q < 0 and media in _ACCEPT:
             return Format(_ACCEPT[media], is_pretty)
     raise NotAcceptable(f"none of the accepted media types ({accept}) is served; "
-                        f"this server answers {FHIR_JSON} or {JSON}")
+                        f"this server answers {FHIR_JSON}, {JSON}, {FHIR_XML} or {XML}")

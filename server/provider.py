@@ -12,7 +12,7 @@ from sqlalchemy.engine import RowMapping
 
 from server.errors import ConfigError
 
-SearchParamType = Literal["string", "token", "reference"]
+SearchParamType = Literal["string", "token", "reference", "date", "special"]
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 RESOURCE_TYPE_RE = re.compile(r"^[A-Z][A-Za-z]+$")
 
@@ -40,21 +40,32 @@ class TokenTarget:
     codes: Mapping[str, tuple[Any, ...]] | None = None  # FHIR code -> stored values; closes the value set
     prefix: str = ""  # a value written "<prefix><stored>" (urn:uuid:...) also matches
     through: Through | None = None
+    text: ColumnElement[Any] | None = None  # what :text matches (case-insensitive starts-with)
 
 
 @dataclass(frozen=True)
 class ReferenceTarget:
     column: ColumnElement[Any]
     resource_type: str
+    path: ColumnElement[Any] | None = None  # materialized path "/root/.../self/" of the same table: :below, :above
 
 
-Target = StringTarget | TokenTarget | ReferenceTarget
-TARGET_TYPES: dict[str, type] = {"string": StringTarget, "token": TokenTarget, "reference": ReferenceTarget}
-MODIFIERS: dict[str, frozenset[str]] = {
-    "string": frozenset({"exact", "contains"}),
-    "token": frozenset(),
-    "reference": frozenset(),
-}
+@dataclass(frozen=True)
+class DateTarget:
+    column: ColumnElement[Any]  # a timezone-aware instant, stored in UTC
+
+
+@dataclass(frozen=True)
+class NearTarget:
+    """The R4 `near` special parameter over a position in decimal degrees."""
+
+    latitude: ColumnElement[Any]
+    longitude: ColumnElement[Any]
+
+
+Target = StringTarget | TokenTarget | ReferenceTarget | DateTarget | NearTarget
+TARGET_TYPES: dict[str, type] = {"string": StringTarget, "token": TokenTarget, "reference": ReferenceTarget,
+                                 "date": DateTarget, "special": NearTarget}
 
 
 @dataclass(frozen=True)
@@ -64,10 +75,21 @@ class SearchParam:
     targets: tuple[Target, ...]
     documentation: str
     definition: str | None = None  # canonical URL of the SearchParameter (the HL7 one for standard parameters)
+    sort: ColumnElement[Any] | None = None  # what _sort orders by; None: not sortable
 
     @property
     def modifiers(self) -> frozenset[str]:
-        return MODIFIERS[self.type]
+        if self.type == "string":
+            return frozenset({"exact", "contains", "missing"})
+        if self.type == "token":
+            has_text = any(isinstance(t, TokenTarget) and t.text is not None for t in self.targets)
+            return frozenset({"not", "missing", *(["text"] if has_text else [])})
+        if self.type == "reference":
+            hierarchy = all(isinstance(t, ReferenceTarget) and t.path is not None for t in self.targets)
+            return frozenset({"missing", *(["below", "above"] if hierarchy else [])})
+        if self.type == "date":
+            return frozenset({"missing"})
+        return frozenset()
 
 
 @dataclass(frozen=True)
@@ -81,6 +103,26 @@ class Operation:
 
 
 @dataclass(frozen=True)
+class Versioning:
+    """How the provider keeps versions: current-row columns, and a table with one row per version
+    holding what `to_resource` takes (as JSON), or a deletion."""
+
+    version: ColumnElement[Any]
+    last_updated: ColumnElement[Any]
+    deleted: ColumnElement[Any]
+    history: FromClause
+    history_id: ColumnElement[Any]
+    history_version: ColumnElement[Any]
+    history_updated: ColumnElement[Any]
+    history_deleted: ColumnElement[Any]
+    history_snapshot: ColumnElement[Any]
+
+
+LAST_UPDATED = "http://hl7.org/fhir/SearchParameter/Resource-lastUpdated"
+RESOURCE_ID = "http://hl7.org/fhir/SearchParameter/Resource-id"
+
+
+@dataclass(frozen=True)
 class ResourceProvider:
     resource_type: str
     table: FromClause
@@ -90,13 +132,23 @@ class ResourceProvider:
     search_params: tuple[SearchParam, ...] = ()
     operations: tuple[Operation, ...] = ()
     from_clause: FromClause | None = None  # the table joined with what to_resource needs
+    search_columns: tuple[ColumnElement[Any], ...] | None = None  # fewer columns for search pages (default: columns)
+    versioning: Versioning | None = None
     profile: str | None = None
     documentation: str | None = None
     params_by_name: Mapping[str, SearchParam] = field(init=False, repr=False, compare=False)
     operations_by_name: Mapping[str, Operation] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "params_by_name", {p.name: p for p in self.search_params})
+        params = {"_id": SearchParam("_id", "token", (TokenTarget(self.id_column),),
+                                     "Logical id; a comma gives several (OR)", RESOURCE_ID, sort=self.id_column)}
+        params.update({p.name: p for p in self.search_params})
+        if self.versioning is not None:
+            params["_lastUpdated"] = SearchParam(
+                "_lastUpdated", "date", (DateTarget(self.versioning.last_updated),),
+                "When the resource last changed: eq, ne, gt, lt, ge, le, sa, eb with a date or instant "
+                "(2025, 2025-03, 2025-03-04, 2025-03-04T10:20:30Z)", LAST_UPDATED, sort=self.versioning.last_updated)
+        object.__setattr__(self, "params_by_name", params)
         object.__setattr__(self, "operations_by_name", {o.name: o for o in self.operations})
 
     @property
@@ -108,7 +160,7 @@ class ResourceProvider:
         where = f"provider {self.resource_type}"
         if not RESOURCE_TYPE_RE.match(self.resource_type):
             raise ConfigError(f"{where}: resource type must look like 'Location'")
-        if len(self.params_by_name) != len(self.search_params):
+        if len({p.name for p in self.search_params}) != len(self.search_params):
             raise ConfigError(f"{where}: duplicate search parameter names")
         if len(self.operations_by_name) != len(self.operations):
             raise ConfigError(f"{where}: duplicate operation names")

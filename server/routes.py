@@ -14,17 +14,19 @@ from server import interactions
 from server.auth import Principal
 from server.context import ServerContext
 from server.errors import FhirError, InternalError, InvalidRequest, MethodNotAllowed, ResourceNotFound
-from server.http import base_url, error_response, fhir_response, request_id
+from server.conditional import headers_for, not_modified, validators
+from server.http import ERROR_FORMAT, base_url, error_response, fhir_response, render, request_id
 from server.interaction import Interaction
 from server.negotiation import negotiate
 
 METHODS = ["GET", "HEAD"]
-CARRIED_PARAMS = ("_format", "_pretty")
+CARRIED_PARAMS = ("_format", "_pretty")  # kept in paging links, though not search parameters
 
 
 async def _serve(request: Request, interaction: Interaction, call: Callable[..., dict[str, Any]],
                  *args: Any, **kwargs: Any) -> Response:
     ctx: ServerContext = request.app.state.ctx
+    fmt = ERROR_FORMAT
     try:
         query = request.query_params
         fmt = negotiate(query.get("_format"), request.headers.get("accept"), query.get("_pretty"))
@@ -32,9 +34,14 @@ async def _serve(request: Request, interaction: Interaction, call: Callable[...,
         if not (interaction.kind == "capabilities" and ctx.settings.auth.public_metadata):
             principal = ctx.authenticator.authenticate(request.headers.get("authorization"))
         body = await run_in_threadpool(call, ctx, principal, *args, **kwargs)
-        return fhir_response(body, fmt, headers={"X-Request-ID": request_id(request)})
+        content = render(body, fmt)
+        etag, last_modified = validators(body, content)
+        headers = {**headers_for(etag, last_modified), "X-Request-ID": request_id(request)}
+        if not_modified(request.headers, etag, last_modified):
+            return Response(status_code=304, headers=headers)
+        return fhir_response(content, fmt, headers=headers)
     except Exception as exc:  # every failure becomes an OperationOutcome in one place
-        return error_response(request, exc, interaction)
+        return error_response(request, exc, interaction, fmt)
 
 
 def _search_args(request: Request) -> dict[str, Any]:
@@ -64,7 +71,8 @@ async def search(request: Request) -> Response:
 
 async def read(request: Request) -> Response:
     rtype, rid = request.path_params["rtype"], request.path_params["rid"]
-    return await _serve(request, Interaction("read", rtype, rid), interactions.read, rtype, rid)
+    return await _serve(request, Interaction("read", rtype, rid), interactions.read, rtype, rid,
+                        request.query_params.multi_items())
 
 
 async def operation(request: Request) -> Response:
@@ -72,6 +80,24 @@ async def operation(request: Request) -> Response:
     name = name.removeprefix("$")
     return await _serve(request, Interaction("operation", rtype, rid, name), interactions.run_operation,
                         base_url(request, request.app.state.ctx), rtype, rid, name, **_search_args(request))
+
+
+async def vread(request: Request) -> Response:
+    rtype, rid, vid = (request.path_params[k] for k in ("rtype", "rid", "vid"))
+    return await _serve(request, Interaction("vread", rtype, rid), interactions.vread, rtype, rid, vid,
+                        request.query_params.multi_items())
+
+
+async def history_instance(request: Request) -> Response:
+    rtype, rid = request.path_params["rtype"], request.path_params["rid"]
+    return await _serve(request, Interaction("history-instance", rtype, rid), interactions.history_instance,
+                        base_url(request, request.app.state.ctx), rtype, rid, **_search_args(request))
+
+
+async def history_type(request: Request) -> Response:
+    rtype = request.path_params["rtype"]
+    return await _serve(request, Interaction("history-type", rtype), interactions.history_type,
+                        base_url(request, request.app.state.ctx), rtype, **_search_args(request))
 
 
 def _both(path: str, endpoint: Callable[[Request], Any]) -> list[Route]:
@@ -83,7 +109,10 @@ def fhir_routes() -> list[Route]:
     return [
         *_both("/fhir/metadata", metadata),
         *_both("/fhir/{rtype}/metadata", metadata),
+        *_both("/fhir/{rtype}/_history", history_type),
         *_both("/fhir/{rtype}", search),
+        *_both("/fhir/{rtype}/{rid}/_history", history_instance),
+        *_both("/fhir/{rtype}/{rid}/_history/{vid}", vread),
         *_both("/fhir/{rtype}/{rid}", read),
         *_both("/fhir/{rtype}/{rid}/{op}", operation),
     ]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,25 @@ REAL_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 IASO_CSV = REAL_DATA / "iaso_burkina_faso" / "org_units.csv"
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An SQLite file at the newest migration; tests copy it instead of migrating again."""
+    path = tmp_path_factory.mktemp("template") / "migrated.db"
+    engine = create_db_engine(parse_settings({"database": {"url": f"sqlite:///{path}"}}))
+    create_schema(engine)
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    engine.dispose()
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_pg_templates() -> Iterator[None]:
+    yield
+    if pg._templates:
+        pg.drop_templates()
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database on each backend."""
@@ -28,6 +48,17 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield f"sqlite:///{tmp_path / 'test.db'}"
     else:
         with pg.scratch_database() as url:
+            yield url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def migrated_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path) -> Iterator[str]:
+    """A fresh database already at the newest schema, on each backend."""
+    if request.param == "sqlite":
+        shutil.copyfile(sqlite_template, tmp_path / "test.db")
+        yield f"sqlite:///{tmp_path / 'test.db'}"
+    else:
+        with pg.scratch_database(migrated=True) as url:
             yield url
 
 
@@ -39,14 +70,13 @@ def make_settings(database_url: str, tmp_path: Path, **sections: dict) -> Settin
 
 
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    return make_settings(database_url, tmp_path, auth={"secret": "test-secret-with-at-least-32-bytes!!"})
+def settings(migrated_url: str, tmp_path: Path) -> Settings:
+    return make_settings(migrated_url, tmp_path, auth={"secret": "test-secret-with-at-least-32-bytes!!"})
 
 
 @pytest.fixture
 def engine(settings: Settings) -> Iterator[Engine]:
     eng = create_db_engine(settings)
-    create_schema(eng)
     yield eng
     eng.dispose()
 

@@ -35,12 +35,43 @@ def ensure_running() -> None:
     raise RuntimeError(f"PostgreSQL is not reachable at {ADMIN_URL} and could not be started")
 
 
+_templates: dict[str, str] = {}
+
+
+def migrated_template() -> str:
+    """A database at the newest migration, made once per test session; scratch databases copy it."""
+    from sqlalchemy import create_engine
+
+    from server.store.migrate import head_revision, upgrade
+
+    head = head_revision() or "empty"
+    if head not in _templates:
+        name = f"oft_template_{head}_{os.getpid()}"
+        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        engine = create_engine(ADMIN_URL.replace("postgresql://", "postgresql+psycopg://").rsplit("/", 1)[0] + f"/{name}")
+        upgrade(engine)
+        engine.dispose()
+        _templates[head] = name
+    return _templates[head]
+
+
+def drop_templates() -> None:
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        for name in _templates.values():
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _templates.clear()
+
+
 @contextmanager
-def scratch_database() -> Iterator[str]:
+def scratch_database(migrated: bool = False) -> Iterator[str]:
+    """A new empty database, or with `migrated` one already at the newest schema (copied from a template)."""
     ensure_running()
     name = f"oft_{uuid.uuid4().hex[:12]}"
+    template = f' TEMPLATE "{migrated_template()}"' if migrated else ""
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{template}')
     try:
         yield ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     finally:

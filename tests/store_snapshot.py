@@ -28,5 +28,7 @@ def count(engine: Engine, table: Table) -> int:
 
 
 def units(engine: Engine) -> dict[int, Any]:
+    """The org_unit rows without the derived `path` (it follows moves, it is not published data)."""
+    columns = [c for c in org_unit.c if c.key != "path"]
     with engine.connect() as conn:
-        return {row.id: row for row in conn.execute(select(org_unit))}
+        return {row.id: row for row in conn.execute(select(*columns))}

@@ -22,6 +22,11 @@ RESPONSES = [
     "/fhir/Location/30/children/",
     *[f"/fhir/Location/{i}" for i in (1, 2, 3, 10, 11, 20, 30, 31, 32)],
     "/fhir/Location/404404",
+    "/fhir/Location/_history",
+    "/fhir/Location/_history?_count=2&_skip=2",
+    "/fhir/Location/20/_history",
+    "/fhir/Location/20/_history/1",
+    "/fhir/Location?_lastUpdated=ge2025-03-04",
     "/fhir/Location?status=open",
     "/fhir/Patient",
 ]
@@ -35,7 +40,7 @@ def test_responses_validate(client: TestClient, path: str) -> None:
 def test_errors_validate(client: TestClient) -> None:
     assert_valid(client.post("/fhir/Location").json())
     assert_valid(TestClient(client.app).get("/fhir/Location").json())
-    assert_valid(client.get("/fhir/Location", headers={"Accept": "application/fhir+xml"}).json())
+    assert_valid(client.get("/fhir/Location", headers={"Accept": "text/turtle"}).json())
 
 
 def test_capability_statement_parses_with_fhirclient(client: TestClient) -> None:
@@ -47,10 +52,16 @@ def test_capability_statement_parses_with_fhirclient(client: TestClient) -> None
     assert statement.implementation.url == "http://testserver/fhir"
     location = statement.rest[0].resource[0]
     assert location.type == "Location"
-    assert {i.code for i in location.interaction} == {"read", "search-type"}
+    assert {i.code for i in location.interaction} == {"read", "vread", "history-instance", "history-type", "search-type"}
+    assert location.versioning == "versioned" and location.readHistory is True
     params = {p.name: p.type for p in location.searchParam}
-    assert params == {"name": "string", "status": "token", "identifier": "token", "type": "token",
-                      "partof": "reference", "_count": "number", "_skip": "number"}
+    assert params == {"_id": "token", "name": "string", "status": "token", "identifier": "token", "type": "token",
+                      "partof": "reference", "near": "special", "_lastUpdated": "date", "_count": "number",
+                      "_skip": "number"}
+    assert location.searchInclude == ["Location:partof"] and location.searchRevInclude == ["Location:partof"]
+    assert location.conditionalRead == "full-support"
+    assert statement.instantiates == ["https://profiles.ihe.net/ITI/mCSD/CapabilityStatement/IHE.mCSD.Directory"]
+    assert set(statement.format) >= {"application/fhir+json", "application/fhir+xml"}
     assert location.operation[0].name == "children"
     assert location.operation[0].definition == f"{NS}/fhir/OperationDefinition/Location-children"
     assert statement.rest[0].security.service[0].coding[0].code == "OAuth"

@@ -91,10 +91,15 @@ def test_errors_are_operation_outcomes(client: TestClient, path: str, status: in
     pytest.param({"Accept": "application/json;q=0.5, application/fhir+json"}, "", "application/fhir+json", id="q-order"),
     pytest.param({"Accept": "application/fhir+json;q=0.2, application/json;q=0.9"}, "", "application/json", id="q-prefers-json"),
     pytest.param({"Accept": "application/fhir+json; fhirVersion=4.0"}, "", "application/fhir+json", id="fhir-version-param"),
-    pytest.param({"Accept": "application/xml"}, "_format=json", "application/fhir+json", id="format-overrides"),
+    pytest.param({"Accept": "text/html"}, "_format=json", "application/fhir+json", id="format-overrides"),
     pytest.param({}, "_format=application/json", "application/json", id="format-json-mime"),
     pytest.param({}, "_format=application/fhir%2Bjson", "application/fhir+json", id="format-fhir-json"),
     pytest.param({}, "_format=application/fhir+json", "application/fhir+json", id="format-plus-as-space"),
+    pytest.param({"Accept": "application/fhir+xml"}, "", "application/fhir+xml", id="fhir-xml"),
+    pytest.param({"Accept": "application/xml"}, "", "application/xml", id="xml"),
+    pytest.param({"Accept": "text/xml"}, "", "text/xml", id="text-xml"),
+    pytest.param({}, "_format=xml", "application/fhir+xml", id="format-xml"),
+    pytest.param({"Accept": "application/fhir+xml"}, "_format=json", "application/fhir+json", id="format-beats-accept"),
 ])
 def test_json_negotiation(client: TestClient, headers: dict[str, str], query: str, media: str) -> None:
     response = client.get(f"/fhir/Location/30?{query}", headers=headers)
@@ -103,10 +108,9 @@ def test_json_negotiation(client: TestClient, headers: dict[str, str], query: st
 
 
 @pytest.mark.parametrize("headers, query", [
-    pytest.param({"Accept": "application/fhir+xml"}, "", id="xml"),
     pytest.param({"Accept": "text/html"}, "", id="html-only"),
     pytest.param({"Accept": "application/fhir+json;q=0"}, "", id="q-zero"),
-    pytest.param({}, "_format=xml", id="format-xml"),
+    pytest.param({"Accept": "text/turtle"}, "", id="turtle"),
     pytest.param({}, "_format=turtle", id="format-turtle"),
 ])
 def test_other_formats_are_406(client: TestClient, headers: dict[str, str], query: str) -> None:

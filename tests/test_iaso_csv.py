@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from server.store.errors import LoadError
-from server.store.iaso_csv import load_iaso_csv
+from server.store.importers.iaso_csv import load_iaso_csv
 from server.store.models import data_source, org_unit, org_unit_name, org_unit_type
 from server.store.writer import WriteReport, as_utc
 from tests.conftest import IASO_CSV

@@ -96,7 +96,13 @@ def test_changed_unit_gets_next_version(engine: Engine, change: dict) -> None:
     after = units(engine)
     assert after[2].version_id == 2 and as_utc(after[2].updated_at) == T1
     assert as_utc(after[2].created_at) == as_utc(before[2].created_at)
-    assert {k: v for k, v in after.items() if k != 2} == {k: v for k, v in before.items() if k != 2}
+    # a rename also gives each child a new version (its partOf.display changes); nothing else moves
+    children = {k for k, v in before.items() if v.parent_id == 2} if "name" in change else set()
+    assert children or "name" not in change
+    for child in children:
+        assert after[child].version_id == before[child].version_id + 1 and as_utc(after[child].updated_at) == T1
+    assert {k: v for k, v in after.items() if k not in {2, *children}} == \
+        {k: v for k, v in before.items() if k not in {2, *children}}
     with engine.connect() as conn:
         texts = conn.execute(select(org_unit_name.c.text).where(org_unit_name.c.org_unit_id == 2)
                              .order_by(org_unit_name.c.position)).scalars().all()
@@ -181,3 +187,14 @@ def test_ensure_helpers_are_idempotent(engine: Engine) -> None:
 def test_naive_now_is_utc(engine: Engine) -> None:
     write(engine, [UnitRecord(1, "A", "C", "VALID")], now=(T0 + timedelta(hours=1)).replace(tzinfo=None))
     assert as_utc(units(engine)[1].created_at) == T0 + timedelta(hours=1)
+
+
+def test_materialized_paths_follow_moves(engine: Engine) -> None:
+    from server.store.models import org_unit
+
+    write(engine, tree())
+    paths = lambda: dict(engine.connect().execute(select(org_unit.c.id, org_unit.c.path)).all())  # noqa: E731
+    assert paths() == {1: "/1/", 2: "/1/2/", 3: "/1/3/", 4: "/1/2/4/", 5: "/1/3/5/"}
+    moved = [replace(record, parent_id=3) if record.id == 2 else record for record in tree()]
+    write(engine, moved, now=T1)
+    assert paths() == {1: "/1/", 2: "/1/3/2/", 3: "/1/3/", 4: "/1/3/2/4/", 5: "/1/3/5/"}

@@ -2,17 +2,22 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 from urllib.parse import quote
 
 from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
-from server.provider import ResourceProvider, SearchParam
+from server.provider import ReferenceTarget, ResourceProvider, SearchParam
 from server.search.values import SearchValue, parse_value
 
-# Result and format parameters the engine understands; anything else starting with "_" is unknown.
 FORMAT_PARAMS = frozenset({"_format", "_pretty"})
+SUMMARY_MODES = ("true", "false", "count", "data")
+TOTAL_MODES = ("none", "estimate", "accurate")
 _COMMA = re.compile(r"(?<!\\),")
+
+Summary = Literal["true", "false", "count", "data"]
+Total = Literal["none", "estimate", "accurate"]
 
 
 @dataclass(frozen=True)
@@ -33,24 +38,76 @@ class Clause:
 
 
 @dataclass(frozen=True)
+class SortKey:
+    param: SearchParam
+    descending: bool = False
+
+    @property
+    def raw(self) -> str:
+        return f"-{self.param.name}" if self.descending else self.param.name
+
+
+@dataclass(frozen=True)
+class Include:
+    """`_include=Source:param[:Target]` (or `_revinclude`): the resources a reference parameter links."""
+
+    source: str  # the resource type that holds the reference
+    param: SearchParam
+    target: str  # the resource type referred to
+    iterate: bool = False
+    reverse: bool = False
+
+    @property
+    def key(self) -> str:
+        name = "_revinclude" if self.reverse else "_include"
+        return f"{name}:iterate" if self.iterate else name
+
+    @property
+    def raw(self) -> str:
+        return f"{self.source}:{self.param.name}:{self.target}"
+
+
+@dataclass(frozen=True)
 class SearchRequest:
     resource_type: str
     clauses: tuple[Clause, ...] = ()
     count: int = 20
     skip: int = 0
     fixed: tuple[Clause, ...] = ()  # bound by the path (an operation), not shown in the query
+    sort: tuple[SortKey, ...] = ()
+    total: Total = "accurate"
+    summary: Summary | None = None
+    elements: tuple[str, ...] | None = None
+    includes: tuple[Include, ...] = ()
 
     @property
     def all_clauses(self) -> tuple[Clause, ...]:
         return self.fixed + self.clauses
 
-    def at(self, skip: int) -> SearchRequest:
+    @property
+    def near(self) -> Clause | None:
+        return next((c for c in self.all_clauses if c.param.type == "special"), None)
+
+    @property
+    def counts(self) -> bool:
+        return self.total != "none" or self.summary == "count"
+
+    def page(self, skip: int) -> SearchRequest:
         return replace(self, skip=skip)
 
     def query_string(self, extra: Sequence[tuple[str, str]] = ()) -> str:
         """The applied parameters, rebuilt from the typed form (the self/next links show exactly these)."""
         pairs = [(c.key, c.raw) for c in self.clauses]
-        pairs += [("_count", str(self.count))]
+        if self.sort:
+            pairs.append(("_sort", ",".join(k.raw for k in self.sort)))
+        pairs += [(i.key, i.raw) for i in self.includes]
+        if self.total != "accurate":
+            pairs.append(("_total", self.total))
+        if self.summary:
+            pairs.append(("_summary", self.summary))
+        if self.elements is not None:
+            pairs.append(("_elements", ",".join(self.elements)))
+        pairs.append(("_count", str(self.count)))
         if self.skip:
             pairs.append(("_skip", str(self.skip)))
         pairs += list(extra)
@@ -59,8 +116,44 @@ class SearchRequest:
 
 def _integer(name: str, raw: str) -> int:
     if not re.fullmatch(r"\d{1,9}", raw.strip()):
-        raise InvalidValue(f"{name} must be a non-negative integer, got {raw!r}", expression=name)
+        raise InvalidValue(f"{name} must be a non-negative integer, got {raw!r}")
     return int(raw)
+
+
+def _one_of(name: str, raw: str, allowed: Sequence[str]) -> str:
+    if raw not in allowed:
+        raise InvalidValue(f"{name} must be one of {', '.join(allowed)}, got {raw!r}")
+    return raw
+
+
+def _sort(provider: ResourceProvider, raw: str) -> tuple[SortKey, ...]:
+    keys = []
+    for part in raw.split(","):
+        name = part.strip().removeprefix("-")
+        param = provider.params_by_name.get(name)
+        if param is None or param.sort is None:
+            sortable = ", ".join(n for n, p in provider.params_by_name.items() if p.sort is not None)
+            raise UnsupportedParameter(f"_sort: cannot sort {provider.resource_type} by {name!r}; use {sortable}")
+        keys.append(SortKey(param, part.strip().startswith("-")))
+    return tuple(keys)
+
+
+def _include(providers: Mapping[str, ResourceProvider], resource_type: str, key: str, raw: str) -> Include:
+    reverse, iterate = key.startswith("_revinclude"), key.endswith(":iterate")
+    source, _, rest = raw.partition(":")
+    name, _, target = rest.partition(":")
+    provider = providers.get(source)
+    param = provider.params_by_name.get(name) if provider else None
+    targets = {t.resource_type for t in param.targets if isinstance(t, ReferenceTarget)} if param else set()
+    target = target or (next(iter(targets)) if len(targets) == 1 else "")
+    if param is None or param.type != "reference" or target not in targets or \
+            (reverse and target != resource_type) or (not reverse and source != resource_type):
+        raise UnsupportedParameter(
+            f"{key}={raw!r} is not supported; use {'_revinclude' if reverse else '_include'}=Type:parameter with a "
+            f"reference parameter of {'a type that refers to ' + resource_type if reverse else resource_type}")
+    if iterate and (reverse or target != source):
+        raise UnsupportedParameter(f"{key}={raw!r}: :iterate is supported on _include of a self-reference only")
+    return Include(source, param, target, iterate, reverse)
 
 
 def parse_search(
@@ -70,40 +163,77 @@ def parse_search(
     default_count: int,
     max_count: int,
     strict: bool = False,
+    providers: Mapping[str, ResourceProvider] | None = None,
 ) -> SearchRequest:
+    request = SearchRequest(provider.resource_type, count=default_count)
     clauses: list[Clause] = []
-    count, skip = default_count, 0
+    includes: list[Include] = []
     for key, raw in items:
         if key in FORMAT_PARAMS:
             continue
+        if not key:
+            raise InvalidRequest("a query parameter has an empty name")
         if key == "_count":
-            count = min(_integer("_count", raw), max_count)
-            continue
-        if key == "_skip":
-            skip = _integer("_skip", raw)
-            continue
-        name, _, modifier = key.partition(":")
-        param = provider.params_by_name.get(name)
-        if param is None:
-            if strict:
-                raise UnsupportedParameter(
-                    f"unknown search parameter {name!r} for {provider.resource_type}; "
-                    f"supported: {', '.join(sorted(provider.params_by_name))}, _count, _skip",
-                    expression=name,
-                )
-            continue
-        if modifier and modifier not in param.modifiers:
-            allowed = ", ".join(f":{m}" for m in sorted(param.modifiers)) or "none"
+            request = replace(request, count=min(_integer("_count", raw), max_count))
+        elif key == "_skip":
+            request = replace(request, skip=_integer("_skip", raw))
+        elif key == "_sort":
+            request = replace(request, sort=_sort(provider, raw)) if raw else request
+        elif key == "_total":
+            request = replace(request, total=_one_of("_total", raw, TOTAL_MODES))  # type: ignore[arg-type]
+        elif key == "_summary":
+            if raw == "text":
+                raise UnsupportedParameter("_summary=text is not supported (resources here carry no narrative)")
+            request = replace(request, summary=_one_of("_summary", raw, SUMMARY_MODES))  # type: ignore[arg-type]
+        elif key == "_elements":
+            request = replace(request, elements=_elements(raw))
+        elif key in ("_include", "_include:iterate", "_revinclude", "_revinclude:iterate"):
+            for part in raw.split(","):
+                includes.append(_include(providers or {provider.resource_type: provider}, provider.resource_type,
+                                         key, part.strip()))
+        else:
+            clause = _clause(provider, key, raw, strict)
+            if clause is not None:
+                clauses.append(clause)
+    return replace(request, clauses=tuple(clauses), includes=tuple(dict.fromkeys(includes)))
+
+
+def parse_subset(items: Sequence[tuple[str, str]]) -> tuple[Summary | None, tuple[str, ...] | None]:
+    """_summary and _elements on read and vread."""
+    summary: Summary | None = None
+    elements: tuple[str, ...] | None = None
+    for key, raw in items:
+        if key == "_summary" and raw:
+            if raw in ("count", "text"):
+                raise UnsupportedParameter(f"_summary={raw} does not apply to a read")
+            summary = _one_of("_summary", raw, SUMMARY_MODES)  # type: ignore[assignment]
+        elif key == "_elements" and raw:
+            elements = _elements(raw)
+    return summary, elements
+
+
+def _elements(raw: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(n.strip() for n in raw.split(",") if n.strip() and n.strip() != "resourceType"))
+
+
+def _clause(provider: ResourceProvider, key: str, raw: str, strict: bool) -> Clause | None:
+    name, _, modifier = key.partition(":")
+    param = provider.params_by_name.get(name)
+    if param is None:
+        if strict:
             raise UnsupportedParameter(
-                f"modifier :{modifier} is not supported on {name} ({param.type}); supported: {allowed}",
-                expression=key,
-            )
-        if not raw:
-            continue  # an empty value is ignored, as the FHIR search page says
-        values = tuple(parse_value(param, modifier or None, part.replace("\\,", ","))
-                       for part in _COMMA.split(raw))
-        clauses.append(Clause(param, modifier or None, values))
-    return SearchRequest(provider.resource_type, tuple(clauses), count, skip)
+                f"unknown search parameter {name!r} for {provider.resource_type}; "
+                f"supported: {', '.join(sorted(provider.params_by_name))} and the result parameters")
+        return None
+    if modifier and modifier not in param.modifiers:
+        allowed = ", ".join(f":{m}" for m in sorted(param.modifiers)) or "none"
+        raise UnsupportedParameter(f"modifier :{modifier} is not supported on {name} ({param.type}); "
+                                   f"supported: {allowed}")
+    if not raw:
+        return None  # an empty value is ignored, as the FHIR search page says
+    parts = [raw] if param.type == "special" or modifier == "missing" else _COMMA.split(raw)
+    values = tuple(parse_value(param, modifier or None, part.replace("\\,", ",")) for part in parts)
+    return Clause(param, modifier or None, values)
 
 
 def bind_operation(provider: ResourceProvider, request: SearchRequest, operation: str, resource_id: str) -> SearchRequest:
@@ -111,9 +241,3 @@ def bind_operation(provider: ResourceProvider, request: SearchRequest, operation
     param = provider.params_by_name[op.param]
     clause = Clause(param, None, (parse_value(param, None, f"{provider.resource_type}/{resource_id}"),))
     return replace(request, fixed=(clause,))
-
-
-def reject_bad_params(items: Sequence[tuple[str, str]]) -> None:
-    for key, _ in items:
-        if not key:
-            raise InvalidRequest("a query parameter has an empty name")

@@ -7,7 +7,6 @@ from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
 
 from server.settings import Settings
-from server.store.models import metadata
 
 
 def normalize_url(url: str) -> str:
@@ -45,7 +44,10 @@ def create_db_engine(settings: Settings) -> Engine:
 
 
 def create_schema(engine: Engine) -> None:
-    metadata.create_all(engine)
+    """Bring the schema to the newest migration (creates it on an empty database)."""
+    from server.store.migrate import upgrade
+
+    upgrade(engine)
 
 
 def schema_exists(engine: Engine) -> bool:

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 from datetime import date, datetime
+from typing import Any
 
-from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 VALIDATION_STATUSES = ("NEW", "VALID", "REJECTED")
+PATH_TYPE = String().with_variant(String(collation="C"), "postgresql")  # byte order for prefix ranges
 
 
 class DataSource(SQLModel, table=True):
@@ -55,9 +57,25 @@ class OrgUnit(SQLModel, table=True):
     altitude: float | None = None
     opening_date: date | None = None
     closing_date: date | None = None
+    geometry: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))  # GeoJSON boundary
     created_at: datetime
     updated_at: datetime = Field(index=True)
     version_id: int = 1
+    deleted: bool = False
+    # materialized path of ids, "/<root>/.../<self>/": descendants and ancestors by index (partof:below/above)
+    path: str | None = Field(default=None, sa_column=Column(PATH_TYPE, index=True))
+
+
+class OrgUnitHistory(SQLModel, table=True):
+    """Every version of every org unit: the published row as JSON (what to_resource takes), or a deletion."""
+
+    __tablename__ = "org_unit_history"
+    __table_args__ = (Index("ix_org_unit_history_updated_at", "updated_at", "org_unit_id", "version_id"),)
+    org_unit_id: int = Field(primary_key=True)
+    version_id: int = Field(primary_key=True)
+    updated_at: datetime
+    deleted: bool = False
+    snapshot: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
 
 
 class OrgUnitName(SQLModel, table=True):
@@ -79,4 +97,5 @@ source_version = SourceVersion.__table__
 org_unit_type = OrgUnitType.__table__
 org_unit = OrgUnit.__table__
 org_unit_name = OrgUnitName.__table__
+org_unit_history = OrgUnitHistory.__table__
 metadata = SQLModel.metadata

@@ -3,23 +3,40 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from itertools import islice
 from typing import Any
 
-from sqlalchemy import JSON, Connection, Integer, Row, bindparam, delete, insert, literal_column, select, update
+from sqlalchemy import (
+    JSON,
+    Connection,
+    Integer,
+    Row,
+    String,
+    bindparam,
+    cast,
+    delete,
+    exists,
+    insert,
+    literal,
+    literal_column,
+    select,
+    update,
+)
 
 from server.store.errors import LoadError
 from server.store.models import (
     VALIDATION_STATUSES,
     data_source,
     org_unit,
+    org_unit_history,
     org_unit_name,
     org_unit_type,
     source_version,
 )
+from server.store.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, snapshot
 from server.text import normalize
 
 BATCH_SIZE = 2000
@@ -53,6 +70,7 @@ class UnitRecord:
     closing_date: date | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    geometry: Mapping[str, Any] | None = None  # GeoJSON (Multi)Polygon boundary
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +159,9 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
 
     Compared are the mapped fields (not created_at/updated_at); moving a unit to another source version
     counts as a change. Unchanged units keep their version_id and updated_at; changed ones get
-    version_id + 1 and updated_at = now; new ones take the record's timestamps, else now.
+    version_id + 1 and updated_at = now; new ones take the record's timestamps, else now. The children of
+    a renamed unit get a new version too (their partOf.display changes). Every new version is recorded in
+    org_unit_history.
     Raises LoadError for duplicate ids, dangling parents, cycles and invalid field values, possibly after
     some batches were written: run it in a transaction that is rolled back on error (engine.begin()).
     """
@@ -153,11 +173,15 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
         if progress is not None:
             progress(report.total)
     _refuse_cycles(conn, writer.reparented)
+    refresh_paths(conn, writer.moved)
+    new_versions_for_children(conn, writer.renamed, as_utc(now))
+    record_history(conn)
     return report
 
 
 _COMPARED = ("name", "uuid", "source_ref", "aliases", "validation_status", "org_unit_type_id", "parent_id",
-             "source_version_id", "latitude", "longitude", "altitude", "opening_date", "closing_date")
+             "source_version_id", "latitude", "longitude", "altitude", "opening_date", "closing_date", "geometry",
+             "deleted")
 
 
 class _BatchWriter:
@@ -168,6 +192,8 @@ class _BatchWriter:
         self.type_ids = {row.short_name: row.id for row in conn.execute(
             select(org_unit_type.c.short_name, org_unit_type.c.id))}
         self.reparented: list[int] = []
+        self.renamed: list[int] = []
+        self.moved: list[int] = []
         set_values = {name: bindparam(f"b_{name}") for name in (*_COMPARED, "updated_at", "version_id")}
         self._update = (update(org_unit).where(org_unit.c.id == bindparam("b_id"))
                         .values({**set_values, "aliases": bindparam("b_aliases", type_=_ALIASES)}))
@@ -192,6 +218,10 @@ class _BatchWriter:
                                 "b_updated_at": self.now, "b_version_id": row.version_id + 1})
                 if row.parent_id != values["parent_id"] and values["parent_id"] is not None:
                     self.reparented.append(record.id)
+                if row.name != values["name"]:
+                    self.renamed.append(record.id)
+                if row.parent_id != values["parent_id"]:
+                    self.moved.append(record.id)
             else:
                 continue
             names.extend({"org_unit_id": record.id, "position": position, "text": text, "norm": normalize(text)}
@@ -229,6 +259,8 @@ class _BatchWriter:
             "altitude": record.altitude,
             "opening_date": record.opening_date,
             "closing_date": record.closing_date,
+            "geometry": dict(record.geometry) if record.geometry is not None else None,
+            "deleted": False,
         }
 
 
@@ -357,3 +389,89 @@ def _refuse_cycles(conn: Connection, ids: list[int]) -> None:
         if looped is not None:
             name = conn.execute(select(org_unit.c.name).where(org_unit.c.id == looped)).scalar()
             raise LoadError(f"org unit {looped} ({name!r}) would become its own ancestor (parent cycle)")
+
+
+def refresh_paths(conn: Connection, moved: list[int]) -> None:
+    """Keep org_unit.path ("/root/.../self/") right: clear it under moved units, then fill level by level."""
+    for start in range(0, len(moved), _ID_CHUNK):
+        old = conn.execute(select(org_unit.c.path).where(org_unit.c.id.in_(moved[start:start + _ID_CHUNK]),
+                                                         org_unit.c.path.is_not(None))).scalars().all()
+        for path in old:
+            conn.execute(update(org_unit).where(org_unit.c.path.like(f"{path}%")).values(path=None))
+    as_text = cast(org_unit.c.id, String)
+    conn.execute(update(org_unit).where(org_unit.c.path.is_(None), org_unit.c.parent_id.is_(None))
+                 .values(path=literal("/") + as_text + literal("/")))
+    parent = org_unit.alias("p")
+    parent_path = select(parent.c.path).where(parent.c.id == org_unit.c.parent_id).scalar_subquery()
+    ready = exists().where(parent.c.id == org_unit.c.parent_id, parent.c.path.is_not(None))
+    for _ in range(MAX_DEPTH):
+        done = conn.execute(update(org_unit).where(org_unit.c.path.is_(None), ready)
+                            .values(path=parent_path + as_text + literal("/")))
+        if not done.rowcount:
+            return
+
+
+def new_versions_for_children(conn: Connection, renamed: list[int], now: datetime) -> None:
+    """Children of renamed units get a new version, unless this load already gave them one."""
+    recorded = exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,
+                              org_unit_history.c.version_id == org_unit.c.version_id)
+    for start in range(0, len(renamed), _ID_CHUNK):
+        chunk = renamed[start:start + _ID_CHUNK]
+        conn.execute(update(org_unit)
+                     .where(org_unit.c.parent_id.in_(chunk), org_unit.c.deleted.is_(False), recorded)
+                     .values(version_id=org_unit.c.version_id + 1, updated_at=now))
+
+
+def record_history(conn: Connection, batch_size: int = BATCH_SIZE) -> int:
+    """Snapshot every org unit whose current version is not in org_unit_history yet (keyset-paged)."""
+    missing = ~exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,
+                              org_unit_history.c.version_id == org_unit.c.version_id)
+    last_id, written = None, 0
+    while True:
+        query = select(*PUBLISHED_COLUMNS).select_from(PUBLISHED_FROM).where(missing)
+        if last_id is not None:
+            query = query.where(org_unit.c.id > last_id)
+        rows = conn.execute(query.order_by(org_unit.c.id).limit(batch_size)).mappings().all()
+        if not rows:
+            return written
+        conn.execute(insert(org_unit_history), [
+            {"org_unit_id": row["id"], "version_id": row["version_id"], "updated_at": row["updated_at"],
+             "deleted": row["deleted"], "snapshot": None if row["deleted"] else snapshot(row)}
+            for row in rows
+        ])
+        written += len(rows)
+        last_id = rows[-1]["id"]
+
+
+def delete_missing(conn: Connection, *, data_source_id: int, seen_ids: set[int], now: datetime) -> int:
+    """Units of this data source absent from the file become deleted versions; returns how many."""
+    now = as_utc(now)
+    of_source = (select(org_unit.c.id, org_unit.c.parent_id)
+                 .join(source_version, org_unit.c.source_version_id == source_version.c.id)
+                 .where(source_version.c.data_source_id == data_source_id, org_unit.c.deleted.is_(False)))
+    missing: list[int] = []
+    kept_parents: dict[int, int] = {}
+    for unit_id, parent_id in conn.execute(of_source):
+        if unit_id in seen_ids:
+            if parent_id is not None:
+                kept_parents[parent_id] = unit_id
+        else:
+            missing.append(unit_id)
+    orphaned = next((kept_parents[m] for m in missing if m in kept_parents), None)
+    if orphaned is not None:
+        parent_id = conn.execute(select(org_unit.c.parent_id).where(org_unit.c.id == orphaned)).scalar()
+        raise LoadError(f"org unit {orphaned} is in the file but its parent {parent_id} is not: "
+                        "--delete-missing would leave it under a deleted parent")
+    live_children = (select(org_unit.c.id, org_unit.c.parent_id)
+                     .where(org_unit.c.deleted.is_(False), org_unit.c.parent_id.in_(bindparam("ids", expanding=True))))
+    missing_set = set(missing)
+    for start in range(0, len(missing), _ID_CHUNK):
+        chunk = missing[start:start + _ID_CHUNK]
+        for child_id, parent_id in conn.execute(live_children, {"ids": chunk}):
+            if child_id not in missing_set:
+                raise LoadError(f"org unit {child_id} (of another data source) has parent {parent_id}, which "
+                                "--delete-missing would delete")
+        conn.execute(update(org_unit).where(org_unit.c.id.in_(chunk))
+                     .values(deleted=True, version_id=org_unit.c.version_id + 1, updated_at=now))
+    record_history(conn)
+    return len(missing)

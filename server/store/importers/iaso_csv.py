@@ -11,19 +11,12 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine
 
 from server.store.errors import LoadError
-from server.store.models import VALIDATION_STATUSES, org_unit, source_version
-from server.store.writer import (
-    TypeRecord,
-    UnitRecord,
-    WriteReport,
-    ensure_data_source,
-    ensure_source_version,
-    ensure_types,
-    write_units,
-)
+from server.store.importers.common import Progress, import_units, stored_by
+from server.store.models import VALIDATION_STATUSES, org_unit
+from server.store.writer import TypeRecord, UnitRecord, WriteReport
 
 ID, NAME, TYPE = "ID", "Nom", "Type"
 LATITUDE, LONGITUDE = "Latitude", "Longitude"
@@ -34,7 +27,6 @@ REQUIRED = (ID, NAME, TYPE)
 CATEGORIES = {"COUN": "COUNTRY", "REG": "REGION", "DIST": "DISTRICT"}
 _PARENT_NAME = re.compile(r"parent (\d+)")
 _PARENT_REF = re.compile(r"Ref Ext parent (\d+)")
-_BATCH = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,20 +57,23 @@ class _Row:
         return f"line {self.line} (ID {self.id}, {self.name!r})"
 
 
-def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str = "Iaso",
-                  version: int = 1) -> WriteReport:
+def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str | None = "Iaso",
+                  version: int = 1, *, delete_missing: bool = False, now: datetime | None = None,
+                  progress: Progress | None = None) -> WriteReport:
     """Load the file into `data_source`/`version` in one transaction; raises LoadError and writes nothing
     if any row is wrong."""
+    source = data_source or "Iaso"
     rows = read_rows(Path(path))
     types = _types(rows)
-    with engine.begin() as conn:
-        source_id = ensure_data_source(conn, data_source)
-        version_id = ensure_source_version(conn, source_id, version)
-        parents = _resolve_parents(conn, rows, source_id, data_source)
+
+    def records(conn: Connection, source_id: int) -> list[UnitRecord]:
+        parents = _resolve_parents(conn, rows, source_id, source)
         _refuse_cycles(rows, parents)
-        ensure_types(conn, sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)))
-        records = [_record(row, parents[row.id]) for row in rows]
-        return write_units(conn, records, version_id, now=datetime.now(timezone.utc))
+        return [_record(row, parents[row.id]) for row in rows]
+
+    return import_units(engine, data_source=source, version=version,
+                        types=sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)),
+                        records=records, delete_missing=delete_missing, now=now, progress=progress)
 
 
 def read_rows(path: Path) -> list[_Row]:
@@ -99,6 +94,8 @@ def read_rows(path: Path) -> list[_Row]:
                     raise LoadError(f"line {row.line}: ID {row.id} is already used on line {first_line[row.id]}")
                 first_line[row.id] = row.line
                 rows.append(row)
+    except OSError as exc:
+        raise LoadError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise LoadError(f"{path}: not UTF-8 text ({exc})") from None
     except csv.Error as exc:
@@ -218,8 +215,13 @@ def _types(rows: Iterable[_Row]) -> dict[str, TypeRecord]:
             raise LoadError(f"line {row.line}: type {row.type_name!r} has the code {row.code!r} already used by "
                             f"type {first.type_name!r} on line {first.line}; codes must be unique per type")
         found[row.code] = (first, min(depth, row.depth))
-    return {code: TypeRecord(first.type_name, code, CATEGORIES.get(code.upper(), code.upper()), depth)
-            for code, (first, depth) in found.items()}
+    return {code: iaso_type(first.type_name, code, depth) for code, (first, depth) in found.items()}
+
+
+def iaso_type(name: str, code: str, depth: int | None) -> TypeRecord:
+    """An Iaso org unit type ('Health facility/Formation sanitaire - HF'): short name = the code, category =
+    COUNTRY/REGION/DISTRICT for COUN/REG/DIST, else the code upper-cased. Shared by the CSV and GeoPackage."""
+    return TypeRecord(name, code, CATEGORIES.get(code.upper(), code.upper()), depth)
 
 
 def _resolve_parents(conn: Connection, rows: list[_Row], source_id: int, source: str) -> dict[int, int | None]:
@@ -234,8 +236,8 @@ def _resolve_parents(conn: Connection, rows: list[_Row], source_id: int, source:
     wanted_refs = {row.parent_refs[0] for row in rows if row.parent_refs and row.parent_refs[0]} - set(by_ref)
     wanted_names = {row.parent_names[0] for row in rows
                     if row.parent_names and row.parent_names[0] and not (row.parent_refs and row.parent_refs[0])}
-    stored_refs = _stored(conn, org_unit.c.source_ref, wanted_refs, source_id)
-    stored_names = _stored(conn, org_unit.c.name, wanted_names - set(by_name), source_id)
+    stored_refs = stored_by(conn, org_unit.c.source_ref, wanted_refs, source_id)
+    stored_names = stored_by(conn, org_unit.c.name, wanted_names - set(by_name), source_id)
     parents: dict[int, int | None] = {}
     for row in rows:
         ref = row.parent_refs[0] if row.parent_refs else ""
@@ -263,20 +265,6 @@ def _pick(row: _Row, what: str, in_file: list[_Row], stored: list[int], source: 
         raise LoadError(f"{row.label()}: {what} is ambiguous, it matches stored org units "
                         f"{', '.join(map(str, stored))} of data source {source!r}")
     raise LoadError(f"{row.label()}: {what} matches no org unit in the file nor in data source {source!r}")
-
-
-def _stored(conn: Connection, column: object, values: set[str], source_id: int) -> dict[str, list[int]]:
-    found: dict[str, list[int]] = defaultdict(list)
-    pending = sorted(values)
-    for start in range(0, len(pending), _BATCH):
-        chunk = pending[start:start + _BATCH]
-        query = (select(column, org_unit.c.id)  # type: ignore[call-overload]
-                 .join(source_version, source_version.c.id == org_unit.c.source_version_id)
-                 .where(source_version.c.data_source_id == source_id, column.in_(chunk))  # type: ignore[attr-defined]
-                 .order_by(org_unit.c.id))
-        for key, unit_id in conn.execute(query):
-            found[key].append(unit_id)
-    return found
 
 
 def _refuse_cycles(rows: list[_Row], parents: dict[int, int | None]) -> None:

@@ -1,0 +1,69 @@
+"""FHIR date/dateTime/instant search values -> the half-open UTC range [lower, upper) they denote."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from server.errors import InvalidValue
+
+PREFIXES = ("eq", "ne", "gt", "lt", "ge", "le", "sa", "eb")
+_DATE = re.compile(
+    r"(?P<y>\d{4})(?:-(?P<m>\d{2})(?:-(?P<d>\d{2})"
+    r"(?:T(?P<H>\d{2}):(?P<M>\d{2})(?::(?P<S>\d{2})(?P<f>\.\d{1,9})?)?(?P<z>Z|[+-]\d{2}:\d{2})?)?)?)?"
+)
+
+
+@dataclass(frozen=True)
+class DateRange:
+    raw: str
+    prefix: str
+    lower: datetime
+    upper: datetime
+
+
+def _add_months(value: datetime, months: int) -> datetime:
+    month = value.month - 1 + months
+    return value.replace(year=value.year + month // 12, month=month % 12 + 1)
+
+
+def parse_range(name: str, raw: str, *, prefixes: bool = True) -> DateRange:
+    prefix = "eq"
+    text = raw.strip()
+    if prefixes and len(text) > 2 and text[:2].isalpha():
+        prefix, text = text[:2], text[2:]
+        if prefix not in PREFIXES:
+            raise InvalidValue(f"{name}: prefix {prefix!r} is not supported; use one of {', '.join(PREFIXES)}")
+    match = _DATE.fullmatch(text)
+    if not match:
+        raise InvalidValue(f"{name}: {raw!r} is not a FHIR date or instant (e.g. 2025, 2025-03, 2025-03-04, "
+                           "2025-03-04T10:20:30Z)")
+    g = match.groupdict()
+    zone = timezone.utc  # a time without a zone is taken as UTC
+    if g["z"] and g["z"] != "Z":
+        sign = 1 if g["z"][0] == "+" else -1
+        hours, minutes = int(g["z"][1:3]), int(g["z"][4:6])
+        zone = timezone(sign * timedelta(hours=hours, minutes=minutes))
+    try:
+        lower = datetime(int(g["y"]), int(g["m"] or 1), int(g["d"] or 1), int(g["H"] or 0), int(g["M"] or 0),
+                         int(g["S"] or 0), int(float(g["f"] or 0) * 1_000_000), tzinfo=zone)
+    except ValueError:
+        raise InvalidValue(f"{name}: {raw!r} is not a valid date") from None
+    if g["m"] is None:
+        upper = lower.replace(year=lower.year + 1)
+    elif g["d"] is None:
+        upper = _add_months(lower, 1)
+    elif g["H"] is None:
+        upper = lower + timedelta(days=1)
+    elif g["S"] is None:
+        upper = lower + timedelta(minutes=1)
+    elif g["f"] is None:
+        upper = lower + timedelta(seconds=1)
+    else:
+        upper = lower + timedelta(microseconds=10 ** (6 - min(6, len(g["f"]) - 1)))
+    return DateRange(raw, prefix, lower.astimezone(timezone.utc), upper.astimezone(timezone.utc))
+
+
+def parse_instant(name: str, raw: str) -> datetime:
+    """An instant parameter such as _since or _at: the start of the given precision."""
+    return parse_range(name, raw, prefixes=False).lower

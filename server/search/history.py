@@ -1,0 +1,91 @@
+"""_history requests: typed form, SQL, and the query string rebuilt for links."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import Select, exists, func, select
+
+from server.errors import UnsupportedParameter
+from server.provider import Versioning
+from server.search.dates import DateRange, parse_instant, parse_range
+from server.search.request import FORMAT_PARAMS, _integer
+
+
+@dataclass(frozen=True)
+class HistoryRequest:
+    since: tuple[str, datetime] | None = None
+    at: DateRange | None = None
+    count: int = 20
+    skip: int = 0
+
+    def page(self, skip: int) -> HistoryRequest:
+        return replace(self, skip=skip)
+
+    def query_string(self, extra: Sequence[tuple[str, str]] = ()) -> str:
+        pairs: list[tuple[str, str]] = []
+        if self.since:
+            pairs.append(("_since", self.since[0]))
+        if self.at:
+            pairs.append(("_at", self.at.raw))
+        pairs.append(("_count", str(self.count)))
+        if self.skip:
+            pairs.append(("_skip", str(self.skip)))
+        pairs += list(extra)
+        return "&".join(f"{k}={quote(v, safe=':')}" for k, v in pairs)
+
+
+def parse_history(items: Sequence[tuple[str, str]], *, default_count: int, max_count: int,
+                  strict: bool = False) -> HistoryRequest:
+    request = HistoryRequest(count=default_count)
+    for key, raw in items:
+        if key in FORMAT_PARAMS or not raw:
+            continue
+        if key == "_since":
+            request = replace(request, since=(raw, parse_instant("_since", raw)))
+        elif key == "_at":
+            request = replace(request, at=parse_range("_at", raw, prefixes=False))
+        elif key == "_count":
+            request = replace(request, count=min(_integer("_count", raw), max_count))
+        elif key == "_skip":
+            request = replace(request, skip=_integer("_skip", raw))
+        elif strict:
+            raise UnsupportedParameter(f"unknown _history parameter {key!r}; supported: _since, _at, _count, _skip")
+    return request
+
+
+def _conditions(v: Versioning, request: HistoryRequest, stored_id: Any | None) -> list[Any]:
+    conds: list[Any] = []
+    if stored_id is not None:
+        conds.append(v.history_id == stored_id)
+    if request.since:
+        conds.append(v.history_updated >= request.since[1])
+    if request.at:
+        later = v.history.alias("later")
+        superseded = exists().where(
+            later.c[v.history_id.key] == v.history_id,
+            later.c[v.history_version.key] > v.history_version,
+            later.c[v.history_updated.key] <= request.at.lower,
+        )
+        conds += [v.history_updated < request.at.upper, ~superseded]
+    return conds
+
+
+def history_page(v: Versioning, request: HistoryRequest, stored_id: Any | None = None) -> Select[Any]:
+    return (select(v.history_id, v.history_version, v.history_updated, v.history_deleted, v.history_snapshot)
+            .where(*_conditions(v, request, stored_id))
+            .order_by(v.history_updated.desc(), v.history_id.desc(), v.history_version.desc())
+            .limit(request.count).offset(request.skip))
+
+
+def history_count(v: Versioning, request: HistoryRequest, stored_id: Any | None = None) -> Select[Any]:
+    return select(func.count()).select_from(v.history).where(*_conditions(v, request, stored_id))
+
+
+def version_query(v: Versioning, stored_id: Any, version: int) -> Select[Any]:
+    return select(v.history_deleted, v.history_snapshot).where(v.history_id == stored_id,
+                                                              v.history_version == version)
+

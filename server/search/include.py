@@ -1,0 +1,71 @@
+"""_include / _revinclude: the resources a page's references lead to (and back), fetched in bulk."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection
+from sqlalchemy.engine import RowMapping
+
+from server.provider import ReferenceTarget, ResourceProvider
+from server.registry import Registry
+from server.search.request import Include
+from server.search.sql import coerce_id, read_query, referring_query
+
+MAX_ITERATE_DEPTH = 10
+MAX_INCLUDED = 1000
+
+
+@dataclass(frozen=True)
+class Included:
+    rows: list[tuple[ResourceProvider, RowMapping]]
+    truncated: bool = False
+
+
+def _targets(provider: ResourceProvider, include: Include) -> list[ReferenceTarget]:
+    return [t for t in include.param.targets if isinstance(t, ReferenceTarget) and t.resource_type == include.target]
+
+
+def _live(provider: ResourceProvider, row: RowMapping) -> bool:
+    return provider.versioning is None or not row[provider.versioning.deleted.key]
+
+
+def fetch_included(conn: Connection, registry: Registry, provider: ResourceProvider, includes: Sequence[Include],
+                   page: Sequence[RowMapping]) -> Included:
+    seen = {(provider.resource_type, str(row[provider.id_column.key])) for row in page}
+    out: list[tuple[ResourceProvider, RowMapping]] = []
+    truncated = False
+    for include in includes:
+        if include.reverse:
+            source = registry.get(include.source)
+            ids = [row[provider.id_column.key] for row in page]
+            for target in _targets(source, include):
+                room = MAX_INCLUDED - len(out)
+                rows = conn.execute(referring_query(source, target, ids, room + 1)).mappings().all() if ids else []
+                truncated |= len(rows) > room
+                for row in rows[:room]:
+                    key = (source.resource_type, str(row[source.id_column.key]))
+                    if key not in seen:
+                        seen.add(key)
+                        out.append((source, row))
+            continue
+        frontier = list(page)
+        for _ in range(MAX_ITERATE_DEPTH if include.iterate else 1):
+            target_provider = registry.providers.get(include.target)
+            if target_provider is None or not frontier:
+                break
+            wanted: list[Any] = []
+            for target in _targets(provider, include):
+                for row in frontier:
+                    ref = row.get(target.column.key)
+                    key = (include.target, str(ref))
+                    if ref is not None and key not in seen:
+                        seen.add(key)
+                        wanted.append(coerce_id(target_provider.id_column, str(ref)))
+            if not wanted:
+                break
+            frontier = [r for r in conn.execute(read_query(target_provider, wanted)).mappings().all()
+                        if _live(target_provider, r)]
+            out += [(target_provider, r) for r in frontier]
+    return Included(out, truncated)
