@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 import orjson
-from sqlalchemy import func, literal
+from sqlalchemy import case, func, literal
 from sqlalchemy.engine import RowMapping
 
 from server import hookimpl
@@ -181,11 +181,11 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
     params = (
         SearchParam("name", "string", (StringTarget(org_unit_name.c.norm, org_unit_name.c.text, names),),
                     "Name or alias starts with the value, ignoring case and accents; :exact (whole name, case- and "
-                    "accent-sensitive), :contains, :missing", HL7_SP + "name", sort=org_unit.c.name),
+                    "accent-sensitive), :contains, :missing", HL7_SP + "name", sort=func.lower(org_unit.c.name)),
         SearchParam("status", "token",
                     (TokenTarget(org_unit.c.validation_status, LOCATION_STATUS, MappingProxyType(statuses)),),
                     "active (VALID), suspended (NEW) or inactive (REJECTED); :not, :missing", HL7_SP + "status",
-                    sort=org_unit.c.validation_status),
+                    sort=case(dict(config.status_map), value=org_unit.c.validation_status)),
         SearchParam("identifier", "token", (
             TokenTarget(org_unit.c.source_ref, source_system, text=org_unit.c.source_ref),
             TokenTarget(org_unit.c.uuid, UUID_SYSTEM, prefix="urn:uuid:"),

@@ -65,7 +65,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _ensure_schema(settings: Settings) -> None:
     from server.store.db import create_db_engine, create_schema
 
-    engine = create_db_engine(settings)
+    engine = create_db_engine(settings, writing=True)
     try:
         create_schema(engine)
     finally:
@@ -77,7 +77,7 @@ def _demo(settings: Settings, size: int, seed: int) -> int:
     from server.store.demo import generate_demo
 
     _ensure_schema(settings)
-    engine = create_db_engine(settings)
+    engine = create_db_engine(settings, writing=True)
     try:
         started = time.perf_counter()
         progress = Progress("demo", size)
@@ -102,7 +102,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     _ensure_schema(settings)
-    engine = create_db_engine(settings)
+    engine = create_db_engine(settings, writing=True)
     progress = Progress(f"load {args.format}")
     try:
         started = time.perf_counter()
@@ -120,7 +120,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from server.store.db import create_db_engine
     from server.store.migrate import current_revision, head_revision, upgrade
 
-    engine = create_db_engine(_settings(args))
+    engine = create_db_engine(_settings(args), writing=True)
     try:
         before = current_revision(engine)
         upgrade(engine)

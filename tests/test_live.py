@@ -45,11 +45,14 @@ def test_shared_checker_passes_on_demo_data(demo_server: LiveServer) -> None:
     fhircheck(demo_server, "--pages", "30", "--sample", "15")
 
 
-def test_shared_checker_passes_with_iaso_csv(database_url: str, tmp_path: Path) -> None:
+def test_shared_checker_passes_with_real_data(database_url: str, tmp_path: Path) -> None:
+    """Iaso (CSV, then its GeoPackage with boundaries) and DHIS2 Sierra Leone (FHIR Bundle) in one server."""
     (tmp_path / "settings.yaml").write_text("")
-    run_cli("load", "iaso-csv", str(IASO_CSV), settings=tmp_path / "settings.yaml", database=database_url)
+    for fmt, path in (("iaso-csv", IASO_CSV), ("iaso-gpkg", IASO_CSV.with_suffix(".gpkg")),
+                      ("fhir-bundle", REAL_DATA / "dhis2_sierra_leone_fhir" / "orgUnits.bundle.json")):
+        run_cli("load", fmt, str(path), settings=tmp_path / "settings.yaml", database=database_url)
     with live_server(tmp_path, database_url) as server:
-        out = fhircheck(server, "--pages", "10", "--sample", "30")
+        out = fhircheck(server, "--pages", "40", "--sample", "30")
     assert "walking every page yields Bundle.total ids" in out
 
 
@@ -83,3 +86,39 @@ def test_fhirclient_reads_capabilities_and_locations(demo_server: LiveServer) ->
     bundle = Location.where(struct={"_count": "5", "status": "active"}).perform(smart.server)
     assert len(bundle.entry) == 5 and all(e.resource.status == "active" for e in bundle.entry)
     assert Location.read(bundle.entry[0].resource.id, smart.server).id == bundle.entry[0].resource.id
+
+
+def test_fhirpy_drives_search_depth(demo_server: LiveServer) -> None:
+    from fhirpy import SyncFHIRClient
+
+    client = SyncFHIRClient(demo_server.base, authorization=f"Bearer {demo_server.token}")
+    locations = client.resources("Location")
+    total = locations.search(status="active").count()  # fhirpy asks _summary=count
+    assert total == len(locations.search(status="active").limit(100).fetch_all())
+    by_name = locations.search(status="active").sort("name").limit(20).fetch()
+    names = [loc["name"].lower() for loc in by_name]
+    assert names == sorted(names)
+    newest = locations.sort("-_lastUpdated").limit(5).fetch()
+    assert len(newest) == 5
+    facility = next(loc for loc in locations.sort("-_id").limit(50).fetch() if loc.get("position"))
+    lat, lon = facility["position"]["latitude"], facility["position"]["longitude"]
+    near = locations.search(near=f"{lat}|{lon}|5|km").limit(10).fetch()
+    assert near and near[0].id == facility.id
+    with_parents = locations.search(_id=facility.id).include("Location", "partof").fetch_raw()
+    modes = {e["search"]["mode"] for e in with_parents["entry"]}
+    assert modes == {"match", "include"} and with_parents["total"] == 1
+    elements = locations.search(_id=facility.id).elements("name").fetch()
+    assert set(elements[0]) <= {"resourceType", "id", "meta", "name"}
+
+
+def test_fhirclient_drives_sort_and_include(demo_server: LiveServer) -> None:
+    from fhirclient import client as fc
+    from fhirclient.models.location import Location
+
+    smart = fc.FHIRClient(settings={"app_id": "test", "api_base": demo_server.base})
+    smart.server.session.headers["Authorization"] = f"Bearer {demo_server.token}"
+    bundle = Location.where(struct={"_sort": "-_id", "_count": "5", "_include": "Location:partof"}).perform(smart.server)
+    matches = [e.resource.id for e in bundle.entry if e.search.mode == "match"]
+    assert matches == sorted(matches, key=int, reverse=True) and len(matches) == 5
+    counted = Location.where(struct={"_summary": "count"}).perform(smart.server)
+    assert counted.total > 0 and not counted.entry

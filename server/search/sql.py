@@ -109,8 +109,8 @@ def _token(target: TokenTarget, value: TokenValue) -> ColumnElement[bool]:
     return and_(system_cond, code_cond)
 
 
-def _reference(target: ReferenceTarget, modifier: str | None, value: ReferenceValue, paths: Paths,
-               param: str) -> ColumnElement[bool]:
+def _reference(provider: ResourceProvider, target: ReferenceTarget, modifier: str | None, value: ReferenceValue,
+               paths: Paths, param: str) -> ColumnElement[bool]:
     if value.resource_type != target.resource_type:
         return false()
     if modifier in ("below", "above") and target.path is not None:
@@ -119,8 +119,8 @@ def _reference(target: ReferenceTarget, modifier: str | None, value: ReferenceVa
             return false()
         if modifier == "below":  # strictly inside the subtree: paths that extend this one
             return and_(target.path > path, target.path < path[:-1] + "0")
-        ancestors = [coerce_id(target.column, part) for part in path.strip("/").split("/")[:-1]]
-        return target.column.in_([a for a in ancestors if a is not None]) if ancestors else false()
+        ancestors = [coerce_id(provider.id_column, part) for part in path.strip("/").split("/")[:-1]]
+        return provider.id_column.in_([a for a in ancestors if a is not None]) if ancestors else false()
     stored = coerce_id(target.column, value.id)
     return false() if stored is None else target.column == stored
 
@@ -179,7 +179,7 @@ def _match(provider: ResourceProvider, clause: Clause, target: Target, value: Se
     if isinstance(target, TokenTarget) and isinstance(value, TokenValue):
         return _through(provider, target.through, _token(target, value))
     if isinstance(target, ReferenceTarget) and isinstance(value, ReferenceValue):
-        return _reference(target, clause.modifier, value, paths, clause.param.name)
+        return _reference(provider, target, clause.modifier, value, paths, clause.param.name)
     if isinstance(target, DateTarget) and isinstance(value, DateRange):
         return _date(target, value)
     if isinstance(target, NearTarget) and isinstance(value, NearValue):

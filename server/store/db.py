@@ -17,7 +17,8 @@ def normalize_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def create_db_engine(settings: Settings) -> Engine:
+def create_db_engine(settings: Settings, *, writing: bool = False) -> Engine:
+    """The serving engine has the per-statement timeout; a writing one (migrate, load, demo) has none."""
     url = normalize_url(settings.database_url)
     if url.startswith("sqlite"):
         path = make_url(url).database
@@ -34,7 +35,7 @@ def create_db_engine(settings: Settings) -> Engine:
             cursor.close()
 
         return engine
-    timeout = settings.database.statement_timeout_ms
+    timeout = 0 if writing else settings.database.statement_timeout_ms
     return create_engine(
         url,
         pool_size=settings.database.pool_size,
