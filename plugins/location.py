@@ -43,6 +43,7 @@ from server.store.models import (
     org_unit_history,
     org_unit_name,
     org_unit_type,
+    source_version,
 )
 from server.store.views import PUBLISHED_COLUMNS, PUBLISHED_FROM
 
@@ -160,6 +161,7 @@ class LocationMapper:
                 position["altitude"] = row["altitude"]
             resource["position"] = position
         resource["managingOrganization"] = {
+            "reference": f"Organization/{row['data_source_id']}",  # left out when no Organization provider
             "identifier": {"system": self.data_source_system, "value": row["source_slug"]},
             "display": row["source_name"],
         }
@@ -199,6 +201,9 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
         SearchParam("partof", "reference", (ReferenceTarget(org_unit.c.parent_id, "Location", path=org_unit.c.path),),
                     "The parent Location: id, Location/id or absolute URL; :missing=true gives the roots, :below every "
                     "descendant, :above every ancestor", HL7_SP + "partof"),
+        SearchParam("organization", "reference", (ReferenceTarget(source_version.c.data_source_id, "Organization"),),
+                    "The managing Organization (the data source): id, Organization/id or absolute URL",
+                    HL7_SP + "organization"),
         SearchParam("near", "special", (NearTarget(org_unit.c.latitude, org_unit.c.longitude),),
                     "latitude|longitude|distance|units (km default; m, mi): within that great-circle distance, "
                     "sorted by distance unless _sort is given; the distance is in entry.search.extension",
@@ -221,6 +226,7 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
         to_resource=LocationMapper(config),
         search_params=params,
         operations=(children,),
+        references={"managingOrganization": "Organization"},
         versioning=Versioning(
             version=org_unit.c.version_id, last_updated=org_unit.c.updated_at, deleted=org_unit.c.deleted,
             history=org_unit_history, history_id=org_unit_history.c.org_unit_id,

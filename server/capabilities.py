@@ -8,6 +8,7 @@ from typing import Any
 
 import pluggy
 
+from server.provider import ResourceProvider, StaticProvider
 from server.registry import Registry
 from server.settings import Settings
 
@@ -44,13 +45,35 @@ def _interactions(rtype: str, versioned: bool) -> list[dict[str, str]]:
 
 def _includes(provider: Any, registry: Registry) -> tuple[list[str], list[str]]:
     forward = [f"{provider.resource_type}:{p.name}" for p in provider.params_by_name.values() if p.type == "reference"]
-    reverse = [f"{other.resource_type}:{p.name}" for other in registry for p in other.params_by_name.values()
+    reverse = [f"{other.resource_type}:{p.name}" for other in registry if isinstance(other, ResourceProvider)
+               for p in other.params_by_name.values()
                if p.type == "reference" and any(getattr(t, "resource_type", None) == provider.resource_type
                                                 for t in p.targets)]
     return forward, reverse
 
 
+def _static_resource(provider: StaticProvider) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "type": provider.resource_type,
+        "profile": f"http://hl7.org/fhir/StructureDefinition/{provider.resource_type}",
+        "interaction": [{"code": "read"}, {"code": "search-type"}],
+        "versioning": "no-version",
+        "readHistory": False,
+        "updateCreate": False,
+        "searchParam": [
+            {"name": "_id", "definition": "http://hl7.org/fhir/SearchParameter/Resource-id", "type": "token"},
+            {"name": "url", "definition": "http://hl7.org/fhir/SearchParameter/conformance-url", "type": "uri",
+             "documentation": "The canonical URL, exactly"},
+        ],
+    }
+    if provider.documentation:
+        entry["documentation"] = provider.documentation
+    return entry
+
+
 def _resource(provider: Any, settings: Settings, registry: Registry) -> dict[str, Any]:
+    if isinstance(provider, StaticProvider):
+        return _static_resource(provider)
     entry: dict[str, Any] = {
         "type": provider.resource_type,
         "profile": provider.profile or f"http://hl7.org/fhir/StructureDefinition/{provider.resource_type}",

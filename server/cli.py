@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int)
     serve.add_argument("--workers", type=int)
     serve.add_argument("--no-demo", action="store_true", help="do not create demo data in an empty database")
+    serve.add_argument("--no-access-log", action="store_true", help="do not log each request (benchmarks)")
 
     demo = sub.add_parser("demo", help="write a synthetic 5-level pyramid")
     _common(demo)
@@ -170,9 +171,8 @@ def _is_empty(settings: Settings) -> bool:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from server.auth import mint_token
-
     from server.app import create_app
+    from server.auth import mint_token
 
     settings = _settings(args)
     create_app(settings)  # fail here, with a clear message, before anything is written or served
@@ -194,7 +194,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"(no local token: {exc})", file=sys.stderr)
     uvicorn.run("server.asgi:create", factory=True, host=host, port=port, workers=workers,
-                loop="uvloop", http="httptools", log_level="info", proxy_headers=False)
+                loop="uvloop", http="httptools", log_level="info", proxy_headers=False,
+                access_log=not args.no_access_log)
     return 0
 
 

@@ -40,7 +40,9 @@ def request_id(request: Request) -> str:
 
 def render(body: dict[str, Any], fmt: Format) -> bytes:
     if fmt.xml:
-        from fhir.resources.R4B import get_fhir_model_class  # XML only: keep models off the JSON path
+        from fhir.resources.R4B import (
+            get_fhir_model_class,  # XML only: keep models off the JSON path
+        )
 
         model = get_fhir_model_class(body["resourceType"]).model_validate(body)
         return model.model_dump_xml(pretty_print=fmt.pretty)  # type: ignore[no-any-return]

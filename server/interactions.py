@@ -10,11 +10,29 @@ from server.capabilities import for_base
 from server.context import ServerContext
 from server.errors import Forbidden, ResourceGone, ResourceNotFound, operation_outcome
 from server.interaction import Interaction
-from server.provider import ResourceProvider, Versioning
-from server.search.history import HistoryRequest, history_count, history_page, parse_history, version_query
+from server.provider import ResourceProvider, StaticProvider, Versioning
+from server.search.history import (
+    HistoryRequest,
+    history_count,
+    history_page,
+    parse_history,
+    version_query,
+)
 from server.search.include import MAX_INCLUDED, fetch_included
-from server.search.request import SearchRequest, bind_operation, parse_search, parse_subset
-from server.search.sql import count_query, page_query, read_query, resolve_paths, stored_id
+from server.search.request import (
+    SearchRequest,
+    bind_operation,
+    parse_search,
+    parse_subset,
+)
+from server.search.sql import (
+    count_query,
+    page_query,
+    read_query,
+    resolve_paths,
+    stored_id,
+)
+from server.static import read_static, search_static
 from server.subset import subset
 
 
@@ -44,10 +62,20 @@ def _fetch(ctx: ServerContext, provider: ResourceProvider, rid: str) -> dict[str
     return provider.to_resource(row)
 
 
+def _provider(ctx: ServerContext, resource_type: str, what: str) -> ResourceProvider:
+    provider = ctx.registry.get(resource_type)
+    if not isinstance(provider, ResourceProvider):
+        raise ResourceNotFound(f"{resource_type} supports read and search only, not {what}")
+    return provider
+
+
 def read(ctx: ServerContext, principal: Principal | None, resource_type: str, rid: str,
          items: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     provider = ctx.registry.get(resource_type)
     authorize(ctx, principal, Interaction("read", resource_type, rid))
+    if isinstance(provider, StaticProvider):
+        with ctx.db.connect() as conn:
+            return read_static(provider, conn, rid, items)
     summary, elements = parse_subset(items)
     return subset(_fetch(ctx, provider, rid), summary, elements)
 
@@ -83,6 +111,10 @@ def search_type(ctx: ServerContext, principal: Principal | None, base: str, reso
                 extra: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     provider = ctx.registry.get(resource_type)
     authorize(ctx, principal, Interaction("search-type", resource_type))
+    if isinstance(provider, StaticProvider):
+        with ctx.db.connect() as conn:
+            return search_static(provider, conn, base, items, default_count=ctx.settings.fhir.default_count,
+                                 max_count=ctx.settings.fhir.max_count, strict=strict, extra=extra)
     request = _parse(ctx, provider, items, strict)
     return _run_search(ctx, provider, request, base, resource_type, extra)
 
@@ -90,7 +122,7 @@ def search_type(ctx: ServerContext, principal: Principal | None, base: str, reso
 def run_operation(ctx: ServerContext, principal: Principal | None, base: str, resource_type: str, rid: str,
                   operation: str, items: Sequence[tuple[str, str]], *, strict: bool = False,
                   extra: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-    provider = ctx.registry.get(resource_type)
+    provider = _provider(ctx, resource_type, f"${operation}")
     if operation not in provider.operations_by_name:
         raise ResourceNotFound(f"{resource_type} has no operation {operation!r}; "
                                f"available: {', '.join('$' + n for n in provider.operations_by_name) or 'none'}")
@@ -109,7 +141,7 @@ def _versioned(provider: ResourceProvider) -> Versioning:
 
 def vread(ctx: ServerContext, principal: Principal | None, resource_type: str, rid: str, vid: str,
           items: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-    provider = ctx.registry.get(resource_type)
+    provider = _provider(ctx, resource_type, "_history")
     authorize(ctx, principal, Interaction("vread", resource_type, rid))
     versioning = _versioned(provider)
     stored = stored_id(provider, rid)
@@ -147,7 +179,7 @@ def _parse_history(ctx: ServerContext, items: Sequence[tuple[str, str]], strict:
 def history_instance(ctx: ServerContext, principal: Principal | None, base: str, resource_type: str, rid: str,
                      items: Sequence[tuple[str, str]], *, strict: bool = False,
                      extra: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-    provider = ctx.registry.get(resource_type)
+    provider = _provider(ctx, resource_type, "_history")
     authorize(ctx, principal, Interaction("history-instance", resource_type, rid))
     versioning = _versioned(provider)
     request = _parse_history(ctx, items, strict)
@@ -164,7 +196,7 @@ def history_instance(ctx: ServerContext, principal: Principal | None, base: str,
 def history_type(ctx: ServerContext, principal: Principal | None, base: str, resource_type: str,
                  items: Sequence[tuple[str, str]], *, strict: bool = False,
                  extra: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-    provider = ctx.registry.get(resource_type)
+    provider = _provider(ctx, resource_type, "_history")
     authorize(ctx, principal, Interaction("history-type", resource_type))
     request = _parse_history(ctx, items, strict)
     return _history(ctx, provider, request, base, f"{resource_type}/_history", None, extra)

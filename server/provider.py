@@ -3,7 +3,7 @@ its typed search parameters bound to columns, and its operations. The engine doe
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -134,6 +134,10 @@ class ResourceProvider:
     from_clause: FromClause | None = None  # the table joined with what to_resource needs
     search_columns: tuple[ColumnElement[Any], ...] | None = None  # fewer columns for search pages (default: columns)
     versioning: Versioning | None = None
+    last_updated: ColumnElement[Any] | None = None  # default: versioning.last_updated; gives _lastUpdated
+    # element -> resource type of the references to_resource writes there (e.g. managingOrganization ->
+    # Organization); when no provider serves that type, the engine leaves the `reference` out
+    references: Mapping[str, str] = field(default_factory=dict)
     profile: str | None = None
     documentation: str | None = None
     params_by_name: Mapping[str, SearchParam] = field(init=False, repr=False, compare=False)
@@ -143,11 +147,13 @@ class ResourceProvider:
         params = {"_id": SearchParam("_id", "token", (TokenTarget(self.id_column),),
                                      "Logical id; a comma gives several (OR)", RESOURCE_ID, sort=self.id_column)}
         params.update({p.name: p for p in self.search_params})
-        if self.versioning is not None:
+        last_updated = self.last_updated if self.last_updated is not None else (
+            self.versioning.last_updated if self.versioning is not None else None)
+        if last_updated is not None:
             params["_lastUpdated"] = SearchParam(
-                "_lastUpdated", "date", (DateTarget(self.versioning.last_updated),),
+                "_lastUpdated", "date", (DateTarget(last_updated),),
                 "When the resource last changed: eq, ne, gt, lt, ge, le, sa, eb with a date or instant "
-                "(2025, 2025-03, 2025-03-04, 2025-03-04T10:20:30Z)", LAST_UPDATED, sort=self.versioning.last_updated)
+                "(2025, 2025-03, 2025-03-04, 2025-03-04T10:20:30Z)", LAST_UPDATED, sort=last_updated)
         object.__setattr__(self, "params_by_name", params)
         object.__setattr__(self, "operations_by_name", {o.name: o for o in self.operations})
 
@@ -178,3 +184,20 @@ class ResourceProvider:
             bound = self.params_by_name.get(op.param)
             if bound is None or bound.type != "reference":
                 raise ConfigError(f"{where}: operation {op.name} must bind a reference search parameter, not {op.param!r}")
+
+
+@dataclass(frozen=True)
+class StaticProvider:
+    """A few resources built in code (canonical resources: OperationDefinition, StructureDefinition,
+    CodeSystem...), read and searched by `_id` and `url` in memory. `load` may read the database."""
+
+    resource_type: str
+    load: Callable[[Any], Sequence[dict[str, Any]]]  # (connection) -> resources, each with an id
+    documentation: str | None = None
+
+    def check(self) -> None:
+        if not RESOURCE_TYPE_RE.match(self.resource_type):
+            raise ConfigError(f"provider {self.resource_type}: resource type must look like 'CodeSystem'")
+
+
+AnyProvider = ResourceProvider | StaticProvider

@@ -1,42 +1,78 @@
 """Providers by resource type, built once at start-up from the plugins' hook results."""
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 import pluggy
 
 from server.errors import ConfigError, ResourceTypeNotSupported
-from server.provider import ResourceProvider
+from server.provider import (
+    AnyProvider,
+    ReferenceTarget,
+    ResourceProvider,
+    StaticProvider,
+)
 from server.settings import Settings
+
+
+def _without_references(to_resource: Callable[[Any], dict[str, Any]],
+                        elements: frozenset[str]) -> Callable[[Any], dict[str, Any]]:
+    def render(row: Any) -> dict[str, Any]:
+        resource = to_resource(row)
+        for element in elements:
+            value = resource.get(element)
+            if isinstance(value, dict) and "reference" in value:
+                value = {k: v for k, v in value.items() if k != "reference"}
+                if value:
+                    resource[element] = value
+                else:
+                    del resource[element]
+        return resource
+
+    return render
+
+
+def _link(provider: ResourceProvider, served: frozenset[str]) -> ResourceProvider:
+    """References to a type no provider serves are neither written nor searchable."""
+    dangling = frozenset(e for e, rtype in provider.references.items() if rtype not in served)
+    params = tuple(p for p in provider.search_params if p.type != "reference" or any(
+        isinstance(t, ReferenceTarget) and t.resource_type in served for t in p.targets))
+    if not dangling and len(params) == len(provider.search_params):
+        return provider
+    to_resource = _without_references(provider.to_resource, dangling) if dangling else provider.to_resource
+    return replace(provider, search_params=params, to_resource=to_resource)
 
 
 @dataclass(frozen=True)
 class Registry:
-    providers: Mapping[str, ResourceProvider]
+    providers: Mapping[str, AnyProvider]
 
     @classmethod
     def collect(cls, pm: pluggy.PluginManager, settings: Settings) -> Registry:
-        providers: dict[str, ResourceProvider] = {}
+        providers: dict[str, AnyProvider] = {}
         for impl in pm.hook.register_resource_providers.get_hookimpls():
             try:
                 declared = impl.function(settings=settings) or ()
             except ConfigError as exc:
                 raise ConfigError(f"plugin {impl.plugin_name} is misconfigured: {exc}") from exc
             for provider in declared:
-                if not isinstance(provider, ResourceProvider):
+                if not isinstance(provider, ResourceProvider | StaticProvider):
                     raise ConfigError(f"plugin {impl.plugin_name} returned {provider!r}, not a ResourceProvider")
                 provider.check()
                 if provider.resource_type in providers:
                     raise ConfigError(f"plugin {impl.plugin_name}: resource type {provider.resource_type} is already provided")
                 providers[provider.resource_type] = provider
-        return cls(dict(sorted(providers.items())))
+        served = frozenset(providers)
+        linked = {t: _link(p, served) if isinstance(p, ResourceProvider) else p for t, p in providers.items()}
+        return cls(dict(sorted(linked.items())))
 
-    def get(self, resource_type: str) -> ResourceProvider:
+    def get(self, resource_type: str) -> AnyProvider:
         provider = self.providers.get(resource_type)
         if provider is None:
             raise ResourceTypeNotSupported(f"resource type {resource_type!r} is not supported by this server")
         return provider
 
-    def __iter__(self) -> Iterator[ResourceProvider]:
+    def __iter__(self) -> Iterator[AnyProvider]:
         return iter(self.providers.values())

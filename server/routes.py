@@ -12,10 +12,23 @@ from starlette.routing import Route
 
 from server import interactions
 from server.auth import Principal
-from server.context import ServerContext
-from server.errors import FhirError, InternalError, InvalidRequest, MethodNotAllowed, ResourceNotFound
 from server.conditional import headers_for, not_modified, validators
-from server.http import ERROR_FORMAT, base_url, error_response, fhir_response, render, request_id
+from server.context import ServerContext
+from server.errors import (
+    FhirError,
+    InternalError,
+    InvalidRequest,
+    MethodNotAllowed,
+    ResourceNotFound,
+)
+from server.http import (
+    ERROR_FORMAT,
+    base_url,
+    error_response,
+    fhir_response,
+    render,
+    request_id,
+)
 from server.interaction import Interaction
 from server.negotiation import negotiate
 

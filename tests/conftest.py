@@ -3,17 +3,15 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from server.app import create_app
 from server.auth import mint_token
 from server.context import ServerContext, create_context
-
 from server.settings import Settings, parse_settings
 from server.store.db import create_db_engine, create_schema
 from tests import pg
@@ -117,3 +115,20 @@ def client(small_ctx: ServerContext) -> Iterator[TestClient]:
     with TestClient(app, base_url="http://testserver") as c:
         c.headers["Authorization"] = f"Bearer {mint_token(small_ctx.settings)}"
         yield c
+
+
+def closing_client(app: Any) -> TestClient:
+    """A TestClient whose app's database pool is disposed when the test ends (no stray connections)."""
+    client = TestClient(app)
+    _clients.append(client)
+    return client
+
+
+_clients: list[TestClient] = []
+
+
+@pytest.fixture(autouse=True)
+def _dispose_clients() -> Iterator[None]:
+    yield
+    while _clients:
+        _clients.pop().app.state.ctx.db.dispose()

@@ -5,7 +5,14 @@ from datetime import date, datetime, timezone
 
 from sqlalchemy import Engine
 
-from server.store.writer import TypeRecord, UnitRecord, ensure_data_source, ensure_source_version, ensure_types, write_units
+from server.store.writer import (
+    TypeRecord,
+    UnitRecord,
+    ensure_data_source,
+    ensure_source_version,
+    ensure_types,
+    write_units,
+)
 
 NOW = datetime(2025, 3, 4, 10, 20, 30, tzinfo=timezone.utc)
 TYPES = (
@@ -36,7 +43,7 @@ UNITS = (
 
 def load_small_pyramid(engine: Engine) -> None:
     with engine.begin() as conn:
-        ds = ensure_data_source(conn, "Ministère de la Santé")
-        version = ensure_source_version(conn, ds, 3)
+        ds = ensure_data_source(conn, "Ministère de la Santé", now=NOW)
+        version = ensure_source_version(conn, ds, 3, now=NOW)
         ensure_types(conn, TYPES)
         write_units(conn, UNITS, version, NOW)

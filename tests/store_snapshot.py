@@ -6,7 +6,13 @@ from typing import Any
 
 from sqlalchemy import Engine, Table, func, select
 
-from server.store.models import data_source, org_unit, org_unit_name, org_unit_type, source_version
+from server.store.models import (
+    data_source,
+    org_unit,
+    org_unit_name,
+    org_unit_type,
+    source_version,
+)
 from server.store.writer import as_utc
 
 TABLES: tuple[Table, ...] = (data_source, source_version, org_unit_type, org_unit, org_unit_name)

@@ -13,7 +13,12 @@ from starlette.testclient import TestClient
 from server.app import create_app
 from server.auth import mint_token
 from server.store.db import create_db_engine
-from server.store.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
+from server.store.writer import (
+    ensure_data_source,
+    ensure_source_version,
+    ensure_types,
+    write_units,
+)
 from tests.conftest import SECRET, make_settings
 from tests.data import NOW, TYPES, UNITS
 from tests.validators import assert_valid

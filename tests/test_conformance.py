@@ -50,15 +50,18 @@ def test_capability_statement_parses_with_fhirclient(client: TestClient) -> None
     statement = CapabilityStatement(body, strict=True)
     assert statement.fhirVersion == "4.0.1" and statement.kind == "instance"
     assert statement.implementation.url == "http://testserver/fhir"
-    location = statement.rest[0].resource[0]
-    assert location.type == "Location"
+    location = next(r for r in statement.rest[0].resource if r.type == "Location")
+    assert [r.type for r in statement.rest[0].resource] == [
+        "CodeSystem", "Location", "OperationDefinition", "Organization", "StructureDefinition"]
     assert {i.code for i in location.interaction} == {"read", "vread", "history-instance", "history-type", "search-type"}
     assert location.versioning == "versioned" and location.readHistory is True
     params = {p.name: p.type for p in location.searchParam}
     assert params == {"_id": "token", "name": "string", "status": "token", "identifier": "token", "type": "token",
-                      "partof": "reference", "near": "special", "_lastUpdated": "date", "_count": "number",
+                      "partof": "reference", "organization": "reference", "near": "special", "_lastUpdated": "date",
+                      "_count": "number",
                       "_skip": "number"}
-    assert location.searchInclude == ["Location:partof"] and location.searchRevInclude == ["Location:partof"]
+    assert location.searchInclude == ["Location:partof", "Location:organization"]
+    assert location.searchRevInclude == ["Location:partof"]
     assert location.conditionalRead == "full-support"
     assert statement.instantiates == ["https://profiles.ihe.net/ITI/mCSD/CapabilityStatement/IHE.mCSD.Directory"]
     assert set(statement.format) >= {"application/fhir+json", "application/fhir+xml"}
@@ -93,7 +96,8 @@ EXPECTED_30: dict[str, Any] = {
     "physicalType": {"coding": [{"system": "http://terminology.hl7.org/CodeSystem/location-physical-type",
                                  "code": "bu", "display": "Building"}]},
     "position": {"longitude": -3.339844, "latitude": 11.716788, "altitude": 300.0},
-    "managingOrganization": {"identifier": {"system": f"{NS}/fhir/sid/data-source", "value": "ministere-de-la-sante"},
+    "managingOrganization": {"reference": "Organization/1",
+                             "identifier": {"system": f"{NS}/fhir/sid/data-source", "value": "ministere-de-la-sante"},
                              "display": "Ministère de la Santé"},
     "partOf": {"reference": "Location/20", "display": "Aire de Ségou"},
 }

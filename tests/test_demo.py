@@ -14,7 +14,13 @@ from sqlalchemy.orm import aliased
 from server.settings import parse_settings
 from server.store.db import create_db_engine, create_schema
 from server.store.demo import LAT_RANGE, LON_RANGE, generate_demo, level_counts
-from server.store.models import data_source, org_unit, org_unit_name, org_unit_type, source_version
+from server.store.models import (
+    data_source,
+    org_unit,
+    org_unit_name,
+    org_unit_type,
+    source_version,
+)
 from server.text import normalize
 from tests.store_snapshot import count, rows, snapshot
 

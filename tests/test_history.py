@@ -15,7 +15,12 @@ from starlette.testclient import TestClient
 from server.app import create_app
 from server.auth import mint_token
 from server.store.db import create_db_engine
-from server.store.writer import delete_missing, ensure_data_source, ensure_source_version, write_units
+from server.store.writer import (
+    delete_missing,
+    ensure_data_source,
+    ensure_source_version,
+    write_units,
+)
 from tests.conftest import SECRET, make_settings
 from tests.data import NOW, UNITS, load_small_pyramid
 from tests.validators import assert_valid

@@ -25,7 +25,13 @@ from server.store.importers.geometry import decode_gpkg
 from server.store.importers.iaso_csv import load_iaso_csv
 from server.store.importers.iaso_gpkg import load_iaso_gpkg
 from server.store.models import data_source, org_unit, org_unit_type, source_version
-from server.store.writer import TypeRecord, UnitRecord, WriteReport, as_utc, ensure_data_source
+from server.store.writer import (
+    TypeRecord,
+    UnitRecord,
+    WriteReport,
+    as_utc,
+    ensure_data_source,
+)
 from tests.conftest import IASO_CSV, REAL_DATA
 from tests.store_snapshot import TABLES, count, snapshot, units
 

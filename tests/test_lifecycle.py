@@ -7,13 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-from starlette.testclient import TestClient
-
 from server.app import create_app
 from server.auth import mint_token
 from server.settings import load_settings
-from tests.conftest import IASO_CSV
+from tests.conftest import IASO_CSV, closing_client
 from tests.live import run_cli
 from tests.validators import assert_valid
 
@@ -39,7 +36,7 @@ def test_load_change_reload_sync_delete(database_url: str, tmp_path: Path) -> No
     settings_path.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\n")
     run_cli("load", "iaso-csv", str(IASO_CSV), settings=settings_path, database=database_url)
     settings = load_settings(settings_path, database_url)
-    client = TestClient(create_app(settings))
+    client = closing_client(create_app(settings))
     client.headers["Authorization"] = f"Bearer {mint_token(settings)}"
 
     header, rows = read_csv()

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, String, Table, select
+from sqlalchemy import Column, Integer, MetaData, String, Table
 from starlette.testclient import TestClient
 
 import plugins.location
@@ -34,7 +34,8 @@ def client_for(settings: Settings, small_ctx: ServerContext, extra: list[tuple[s
 def test_location_is_loaded_through_the_entry_point_group(small_ctx: ServerContext) -> None:
     assert available_plugins()["location"] == "plugins.location"
     assert small_ctx.pm.get_plugin("location") is plugins.location
-    assert list(small_ctx.registry.providers) == ["Location"]
+    assert list(small_ctx.registry.providers) == ["CodeSystem", "Location", "OperationDefinition", "Organization",
+                                                  "StructureDefinition"]
 
 
 def test_no_global_manager_at_import() -> None:
@@ -50,7 +51,10 @@ def test_disabled_plugin_contributes_no_routes_and_no_capabilities(small_ctx: Se
     assert client.get("/fhir/Location/30").status_code == 404
     assert client.get("/fhir/Location/20/$children").status_code == 404
     statement = client.get("/fhir/metadata").json()
-    assert statement["resourceType"] == "CapabilityStatement" and "resource" not in statement["rest"][0]
+    assert "Location" not in [r["type"] for r in statement["rest"][0]["resource"]]
+    every_off = {name: {"enabled": False} for name in ("location", "organization", "canonical")}
+    bare = client_for(settings_with(small_ctx, tmp_path, plugins=every_off), small_ctx)
+    assert "resource" not in bare.get("/fhir/metadata").json()["rest"][0]
 
 
 @pytest.mark.parametrize("plugins_section, words", [
@@ -126,7 +130,7 @@ def test_a_provider_declared_in_a_few_lines_gets_every_interaction(small_ctx: Se
     bundle = client.get("/fhir/Basic?name=ROU").json()
     assert bundle["total"] == 1 and bundle["entry"][0]["fullUrl"] == "http://testserver/fhir/Basic/1"
     types = [r["type"] for r in client.get("/fhir/metadata").json()["rest"][0]["resource"]]
-    assert types == ["Basic", "Location"]
+    assert types[:2] == ["Basic", "CodeSystem"] and "Location" in types
     assert client.get("/fhir/Basic?name:exact=rouge").json()["total"] == 0
 
 
@@ -191,3 +195,81 @@ def test_blocked_extra_plugin_is_not_registered(small_ctx: ServerContext, tmp_pa
     settings = settings_with(small_ctx, tmp_path, plugins={"publisher": {"enabled": False}})
     client = client_for(settings, small_ctx, [("publisher", Publisher())])
     assert client.get("/fhir/metadata").json()["publisher"] != "Ministère de la Santé"
+
+
+# -- documentation and a plugin from outside this repository ---------------------------------------
+
+def test_every_hookspec_is_documented_and_exercised() -> None:
+    import inspect
+
+    from server import hookspecs
+
+    readme = (Path(__file__).parents[1] / "plugins" / "README.md").read_text(encoding="utf-8")
+    tests = "".join(p.read_text(encoding="utf-8") for p in Path(__file__).parent.glob("test_*.py"))
+    names = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction)
+             if hasattr(f, "orgunit_fhir_spec")]
+    assert set(names) == {"register_resource_providers", "update_capability_statement", "authorize",
+                          "translate_exception"}
+    for name in names:
+        assert f"### {name}" in readme, f"plugins/README.md has no section for {name}"
+        assert f"def {name}(self" in tests, f"no test implements the hook {name}"
+
+
+THIRD_PARTY = '''
+from sqlalchemy import Column, Integer, MetaData, String, Table
+
+from server import ConfigError, ResourceProvider, hookimpl
+
+endpoints = Table("acme_endpoint", MetaData(), Column("id", Integer, primary_key=True), Column("address", String))
+
+
+@hookimpl
+def register_resource_providers(settings):
+    config = dict(settings.plugin_config("acme"))
+    status = config.get("status", "active")
+    if status not in ("active", "off"):
+        raise ConfigError(f"status must be active or off, not {status!r}")
+    return [ResourceProvider(
+        resource_type="Endpoint", table=endpoints, id_column=endpoints.c.id, columns=tuple(endpoints.c),
+        to_resource=lambda row: {
+            "resourceType": "Endpoint", "id": str(row["id"]), "status": status,
+            "connectionType": {"system": "http://terminology.hl7.org/CodeSystem/endpoint-connection-type",
+                               "code": "hl7-fhir-rest"},
+            "payloadType": [{"text": "org units"}], "address": row["address"]},
+    )]
+'''
+
+
+@pytest.fixture
+def third_party(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An 'installed' distribution in its own directory: a module plus a dist-info with the entry point."""
+    site = tmp_path / "site"
+    (site / "acme_fhir").mkdir(parents=True)
+    (site / "acme_fhir" / "__init__.py").write_text(THIRD_PARTY, encoding="utf-8")
+    info = site / "acme_fhir-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-fhir\nVersion: 1.0\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[orgunit_fhir]\nacme = acme_fhir\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    return site
+
+
+def test_third_party_plugin_from_another_directory(third_party: Path, small_ctx: ServerContext,
+                                                   tmp_path: Path) -> None:
+    assert available_plugins()["acme"] == "acme_fhir"
+    import acme_fhir  # type: ignore[import-not-found]
+
+    with small_ctx.db.begin() as conn:
+        acme_fhir.endpoints.create(conn, checkfirst=True)
+        conn.execute(acme_fhir.endpoints.delete())
+        conn.execute(acme_fhir.endpoints.insert(), [{"id": 7, "address": "https://hie.example.org/fhir"}])
+    configured = client_for(settings_with(small_ctx, tmp_path, plugins={"acme": {"config": {"status": "off"}}}),
+                            small_ctx)
+    endpoint = configured.get("/fhir/Endpoint/7").json()
+    assert endpoint["address"] == "https://hie.example.org/fhir" and endpoint["status"] == "off"
+    assert configured.get("/fhir/Endpoint?_id=7").json()["total"] == 1
+    assert "Endpoint" in [r["type"] for r in configured.get("/fhir/metadata").json()["rest"][0]["resource"]]
+    disabled = client_for(settings_with(small_ctx, tmp_path, plugins={"acme": {"enabled": False}}), small_ctx)
+    assert disabled.get("/fhir/Endpoint/7").status_code == 404
+    with pytest.raises(ConfigError, match="plugin acme is misconfigured: status must be"):
+        create_app(settings_with(small_ctx, tmp_path, plugins={"acme": {"config": {"status": "x"}}}), db=small_ctx.db)

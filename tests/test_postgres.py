@@ -10,7 +10,6 @@ import psycopg
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from starlette.testclient import TestClient
 
 from server.app import create_app
 from server.auth import mint_token
@@ -18,7 +17,7 @@ from server.defaults import translate_exception
 from server.errors import ServiceUnavailable
 from server.store.db import create_db_engine, create_schema
 from tests import pg
-from tests.conftest import SECRET, make_settings
+from tests.conftest import SECRET, closing_client, make_settings
 from tests.data import load_small_pyramid
 from tests.live import CLI, _env, live_server, run_cli
 from tests.proxy import Forwarder
@@ -42,7 +41,7 @@ def test_outage_is_503_and_the_server_recovers(pg_url: str, tmp_path: Path) -> N
     proxied = url.set(port=forwarder.port).render_as_string(hide_password=False)
     settings = make_settings(proxied, tmp_path, auth={"secret": SECRET})
     try:
-        client = TestClient(create_app(settings))
+        client = closing_client(create_app(settings))
         client.headers["Authorization"] = f"Bearer {mint_token(settings)}"
         assert client.get("/fhir/Location/30").status_code == 200
         forwarder.cut()

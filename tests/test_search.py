@@ -8,7 +8,12 @@ import pytest
 
 from server import interactions
 from server.context import ServerContext
-from server.errors import FhirError, InvalidValue, ResourceNotFound, UnsupportedParameter
+from server.errors import (
+    FhirError,
+    InvalidValue,
+    ResourceNotFound,
+    UnsupportedParameter,
+)
 from tests.data import UUID_1
 
 BASE = "http://fhir.test/fhir"

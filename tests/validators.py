@@ -35,7 +35,9 @@ def fhirkit_problems(resource: dict[str, Any]) -> list[str]:
 
 def google_problems(resource: dict[str, Any]) -> list[str]:
     from google.fhir.r4 import json_format
-    from google.fhir.r4.proto.core.resources import bundle_and_contained_resource_pb2 as bcr
+    from google.fhir.r4.proto.core.resources import (
+        bundle_and_contained_resource_pb2 as bcr,
+    )
 
     rtype = resource["resourceType"]
     if rtype == "Bundle":

@@ -39,6 +39,7 @@ def fetch_included(conn: Connection, registry: Registry, provider: ResourceProvi
     for include in includes:
         if include.reverse:
             source = registry.get(include.source)
+            assert isinstance(source, ResourceProvider)  # parse_search checked it has the reference parameter
             ids = [row[provider.id_column.key] for row in page]
             for target in _targets(source, include):
                 room = MAX_INCLUDED - len(out)
@@ -53,7 +54,7 @@ def fetch_included(conn: Connection, registry: Registry, provider: ResourceProvi
         frontier = list(page)
         for _ in range(MAX_ITERATE_DEPTH if include.iterate else 1):
             target_provider = registry.providers.get(include.target)
-            if target_provider is None or not frontier:
+            if not isinstance(target_provider, ResourceProvider) or not frontier:
                 break
             wanted: list[Any] = []
             for target in _targets(provider, include):

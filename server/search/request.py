@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote
 
 from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
@@ -138,12 +138,12 @@ def _sort(provider: ResourceProvider, raw: str) -> tuple[SortKey, ...]:
     return tuple(keys)
 
 
-def _include(providers: Mapping[str, ResourceProvider], resource_type: str, key: str, raw: str) -> Include:
+def _include(providers: Mapping[str, Any], resource_type: str, key: str, raw: str) -> Include:
     reverse, iterate = key.startswith("_revinclude"), key.endswith(":iterate")
     source, _, rest = raw.partition(":")
     name, _, target = rest.partition(":")
     provider = providers.get(source)
-    param = provider.params_by_name.get(name) if provider else None
+    param = provider.params_by_name.get(name) if isinstance(provider, ResourceProvider) else None
     targets = {t.resource_type for t in param.targets if isinstance(t, ReferenceTarget)} if param else set()
     target = target or (next(iter(targets)) if len(targets) == 1 else "")
     if param is None or param.type != "reference" or target not in targets or \
@@ -163,7 +163,7 @@ def parse_search(
     default_count: int,
     max_count: int,
     strict: bool = False,
-    providers: Mapping[str, ResourceProvider] | None = None,
+    providers: Mapping[str, Any] | None = None,
 ) -> SearchRequest:
     request = SearchRequest(provider.resource_type, count=default_count)
     clauses: list[Clause] = []

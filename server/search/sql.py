@@ -34,7 +34,6 @@ from server.search.dates import DateRange
 from server.search.request import Clause, SearchRequest
 from server.search.values import (
     FHIR_ID,
-    MissingValue,
     NearValue,
     ReferenceValue,
     SearchValue,

@@ -17,6 +17,8 @@ class DataSource(SQLModel, table=True):
     name: str = Field(unique=True)
     slug: str = Field(unique=True)
     identifier_system: str | None = None
+    updated_at: datetime | None = None  # last change of the data source itself or a new source version
+    name_norm: str | None = None  # server.text.normalize(name), for name search
 
 
 class SourceVersion(SQLModel, table=True):

@@ -102,29 +102,33 @@ def describe(record: UnitRecord) -> str:
 
 
 def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
-                       identifier_system: str | None = None) -> int:
+                       identifier_system: str | None = None, now: datetime | None = None) -> int:
     """Id of the data source called `name`, created if missing (slug defaults to the slugified name)."""
+    now = as_utc(now or datetime.now(timezone.utc))
     row = conn.execute(select(data_source.c.id, data_source.c.identifier_system)
                        .where(data_source.c.name == name)).first()
     if row is not None:
         if identifier_system is not None and row.identifier_system != identifier_system:
             conn.execute(update(data_source).where(data_source.c.id == row.id)
-                         .values(identifier_system=identifier_system))
+                         .values(identifier_system=identifier_system, updated_at=now))
         return int(row.id)
     slug = slug or slugify(name)
     taken = conn.execute(select(data_source.c.name).where(data_source.c.slug == slug)).scalar()
     if taken is not None:
         raise LoadError(f"data source {name!r}: slug {slug!r} already belongs to data source {taken!r}")
-    result = conn.execute(insert(data_source).values(name=name, slug=slug, identifier_system=identifier_system))
+    result = conn.execute(insert(data_source).values(name=name, slug=slug, identifier_system=identifier_system,
+                                                     updated_at=now, name_norm=normalize(name)))
     return int(result.inserted_primary_key[0])
 
 
-def ensure_source_version(conn: Connection, data_source_id: int, number: int) -> int:
+def ensure_source_version(conn: Connection, data_source_id: int, number: int, now: datetime | None = None) -> int:
     row_id = conn.execute(select(source_version.c.id).where(
         source_version.c.data_source_id == data_source_id, source_version.c.number == number)).scalar()
     if row_id is not None:
         return int(row_id)
     result = conn.execute(insert(source_version).values(data_source_id=data_source_id, number=number))
+    conn.execute(update(data_source).where(data_source.c.id == data_source_id)
+                 .values(updated_at=as_utc(now or datetime.now(timezone.utc))))
     return int(result.inserted_primary_key[0])
 
 

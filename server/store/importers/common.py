@@ -1,6 +1,6 @@
 """What every importer shares: the single write path (`import_units`), id allocation for sources whose ids are
-strings, parent lookups among stored units, cycle and depth checks, per-level org unit types, and the registry
-of file formats that the CLI loads (`FORMATS`, `load_file`)."""
+strings, parent lookups among stored units, cycle and depth checks (together: `resolve_hierarchy`), per-level
+org unit types, and the registry of file formats that the CLI loads (`FORMATS`, `load_file`)."""
 from __future__ import annotations
 
 import importlib
@@ -9,6 +9,7 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from itertools import islice
 from pathlib import Path
@@ -53,8 +54,8 @@ def import_units(engine: Engine, *, data_source: str, version: int, types: Types
     """
     now = now or datetime.now(timezone.utc)
     with engine.begin() as conn:
-        source_id = ensure_data_source(conn, data_source, identifier_system=identifier_system)
-        version_id = ensure_source_version(conn, source_id, version)
+        source_id = ensure_data_source(conn, data_source, identifier_system=identifier_system, now=now)
+        version_id = ensure_source_version(conn, source_id, version, now=now)
         ensure_types(conn, types(conn, source_id) if callable(types) else types)
         units = records(conn, source_id) if callable(records) else records
         seen: set[int] = set()
@@ -198,6 +199,52 @@ def compute_depths(parents: Mapping[K, K | None], outside: Mapping[K, int], stor
             base += 1
             depths[item] = base
     return depths
+
+
+# --- the hierarchy of a file whose ids are strings (DHIS2, FHIR) ----------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Hierarchy:
+    """Where the units of a file stand, by source ref: their integer id, the integer id of their parent (in the
+    file or stored; None for a root) and their depth (1 = root)."""
+    ids: dict[str, int]
+    parent_ids: dict[str, int | None]
+    depths: dict[str, int]
+
+
+def resolve_hierarchy(conn: Connection, data_source_id: int, parents: Mapping[str, str | None], *,
+                      label: Callable[[str], str], reference: Callable[[str], str], not_found: str,
+                      source_name: str, known_depths: Mapping[str, int] | None = None) -> Hierarchy:
+    """The hierarchy of the units `parents` (source ref -> parent source ref or None, in file order).
+
+    Ids are allocated by source ref (`allocate_ids`). A parent is looked up in the file, then among the live
+    stored units of the data source (by source_ref); one found nowhere is refused with the LoadError
+    "<label(ref)>: <reference(parent)> matches <not_found>", one matching several stored units as ambiguous,
+    and so are parent cycles. Depths are `known_depths` where given, else computed from the parents."""
+    ids = allocate_ids(conn, data_source_id, parents)
+    outside = {parent for parent in parents.values() if parent is not None and parent not in parents}
+    stored = stored_by(conn, org_unit.c.source_ref, outside, data_source_id)
+    in_file: dict[str, str | None] = {}
+    stored_parent: dict[str, int] = {}
+    for key, parent in parents.items():
+        if parent is None or parent in parents:
+            in_file[key] = parent
+            continue
+        matches = stored.get(parent, [])
+        if not matches:
+            raise LoadError(f"{label(key)}: {reference(parent)} matches {not_found}")
+        if len(matches) > 1:
+            raise LoadError(f"{label(key)}: {reference(parent)} is ambiguous, it matches stored org units "
+                            f"{', '.join(map(str, matches))} of data source {source_name!r}")
+        in_file[key] = None
+        stored_parent[key] = matches[0]
+    refuse_cycles(in_file, label)
+    parent_ids = {key: ids[parent] if parent is not None else stored_parent.get(key)
+                  for key, parent in in_file.items()}
+    depths = dict(known_depths or {})
+    if len(depths) < len(parents):
+        depths = compute_depths(in_file, stored_parent, stored_depths(conn, stored_parent.values()), depths)
+    return Hierarchy(ids, parent_ids, depths)
 
 
 # --- per-level types (sources without their own types: DHIS2, FHIR) ----------------------------------------------

@@ -32,21 +32,17 @@ from sqlalchemy import Connection, Engine
 
 from server.store.errors import LoadError
 from server.store.importers.common import (
+    Hierarchy,
     Progress,
     aliases,
-    allocate_ids,
-    compute_depths,
     import_units,
     level_types,
     parse_date,
     parse_timestamp,
     read_json,
-    refuse_cycles,
-    stored_by,
-    stored_depths,
+    resolve_hierarchy,
 )
 from server.store.importers.geometry import check_geometry, nesting, polygon, position
-from server.store.models import org_unit
 from server.store.writer import TypeRecord, UnitRecord, WriteReport
 
 DEFAULT_DATA_SOURCE = "DHIS2"
@@ -241,51 +237,29 @@ class _Plan:
         self.units = units
         self.level_names = level_names
         self.source = source
-        self.ids: dict[str, int] = {}
-        self.parents: dict[str, int | None] = {}
-        self.levels: dict[str, int] = {}
+        self.hierarchy = Hierarchy({}, {}, {})
         self.by_level: dict[int, TypeRecord] = {}
 
     def types(self, conn: Connection, source_id: int) -> list[TypeRecord]:
         by_uid = {unit.uid: unit for unit in self.units}
-        self.ids = allocate_ids(conn, source_id, by_uid)
-        outside = {unit.parent for unit in self.units if unit.parent is not None and unit.parent not in by_uid}
-        stored = stored_by(conn, org_unit.c.source_ref, outside, source_id)
-        in_file: dict[str, str | None] = {}
-        stored_parent: dict[str, int] = {}
-        for unit in self.units:
-            if unit.parent is None or unit.parent in by_uid:
-                in_file[unit.uid] = unit.parent
-                continue
-            matches = stored.get(unit.parent, [])
-            if not matches:
-                raise LoadError(f"{unit.label()}: parent {unit.parent!r} matches no org unit in the file "
-                                f"nor in data source {self.source!r}")
-            if len(matches) > 1:
-                raise LoadError(f"{unit.label()}: parent {unit.parent!r} is ambiguous, it matches stored org units "
-                                f"{', '.join(map(str, matches))} of data source {self.source!r}")
-            in_file[unit.uid] = None
-            stored_parent[unit.uid] = matches[0]
-        refuse_cycles(in_file, lambda uid: by_uid[uid].label())
-        self.parents = {uid: self.ids[parent] if parent is not None else stored_parent.get(uid)
-                        for uid, parent in in_file.items()}
-        known = {unit.uid: unit.level for unit in self.units if unit.level is not None}
-        if len(known) < len(self.units):
-            known = compute_depths(in_file, stored_parent, stored_depths(conn, stored_parent.values()), known)
-        self.levels = known
+        self.hierarchy = resolve_hierarchy(
+            conn, source_id, {unit.uid: unit.parent for unit in self.units},
+            label=lambda uid: by_uid[uid].label(), reference=lambda parent: f"parent {parent!r}",
+            not_found=f"no org unit in the file nor in data source {self.source!r}", source_name=self.source,
+            known_depths={unit.uid: unit.level for unit in self.units if unit.level is not None})
         deepest = max(self.level_names, default=None)
-        self.by_level = level_types(conn, source_id, self.levels.values(), self.level_names, deepest)
+        self.by_level = level_types(conn, source_id, self.hierarchy.depths.values(), self.level_names, deepest)
         return list(self.by_level.values())
 
     def records(self, conn: Connection, source_id: int) -> list[UnitRecord]:
         return [UnitRecord(
-            id=self.ids[unit.uid],
+            id=self.hierarchy.ids[unit.uid],
             name=unit.name,
-            type_short_name=self.by_level[self.levels[unit.uid]].short_name,
+            type_short_name=self.by_level[self.hierarchy.depths[unit.uid]].short_name,
             validation_status="VALID",
             source_ref=unit.uid,
             aliases=unit.aliases,
-            parent_id=self.parents[unit.uid],
+            parent_id=self.hierarchy.parent_ids[unit.uid],
             latitude=unit.latitude,
             longitude=unit.longitude,
             altitude=unit.altitude,

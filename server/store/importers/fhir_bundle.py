@@ -35,20 +35,17 @@ from sqlalchemy import Connection, Engine
 
 from server.store.errors import LoadError
 from server.store.importers.common import (
+    Hierarchy,
     Progress,
     aliases,
-    allocate_ids,
-    compute_depths,
     import_units,
     level_types,
     parse_date,
     read_json,
-    refuse_cycles,
-    stored_by,
-    stored_depths,
+    resolve_hierarchy,
 )
 from server.store.importers.geometry import BOUNDARY_TYPES, check_geometry
-from server.store.models import VALIDATION_STATUSES, org_unit
+from server.store.models import VALIDATION_STATUSES
 from server.store.writer import TypeRecord, UnitRecord, WriteReport
 
 DEFAULT_DATA_SOURCE = "FHIR"
@@ -288,48 +285,29 @@ class _Plan:
     def __init__(self, locations: list[_Location], source: str) -> None:
         self.locations = locations
         self.source = source
-        self.ids: dict[str, int] = {}
-        self.parents: dict[str, int | None] = {}
-        self.depths: dict[str, int] = {}
+        self.hierarchy = Hierarchy({}, {}, {})
         self.by_depth: dict[int, TypeRecord] = {}
 
     def types(self, conn: Connection, source_id: int) -> list[TypeRecord]:
         by_id = {location.id: location for location in self.locations}
-        self.ids = allocate_ids(conn, source_id, by_id)
-        outside = {item.parent for item in self.locations if item.parent is not None and item.parent not in by_id}
-        stored = stored_by(conn, org_unit.c.source_ref, outside, source_id)
-        in_file: dict[str, str | None] = {}
-        stored_parent: dict[str, int] = {}
-        for location in self.locations:
-            if location.parent is None or location.parent in by_id:
-                in_file[location.id] = location.parent
-                continue
-            matches = stored.get(location.parent, [])
-            if not matches:
-                raise LoadError(f"{location.label()}: partOf Location/{location.parent} matches no Location in the "
-                                f"bundle nor any stored unit of data source {self.source!r}")
-            if len(matches) > 1:
-                raise LoadError(f"{location.label()}: partOf Location/{location.parent} is ambiguous, it matches "
-                                f"stored org units {', '.join(map(str, matches))} of data source {self.source!r}")
-            in_file[location.id] = None
-            stored_parent[location.id] = matches[0]
-        refuse_cycles(in_file, lambda key: by_id[key].label())
-        self.parents = {key: self.ids[parent] if parent is not None else stored_parent.get(key)
-                        for key, parent in in_file.items()}
-        self.depths = compute_depths(in_file, stored_parent, stored_depths(conn, stored_parent.values()))
-        self.by_depth = level_types(conn, source_id, self.depths.values())
+        self.hierarchy = resolve_hierarchy(
+            conn, source_id, {location.id: location.parent for location in self.locations},
+            label=lambda key: by_id[key].label(), reference=lambda parent: f"partOf Location/{parent}",
+            not_found=f"no Location in the bundle nor any stored unit of data source {self.source!r}",
+            source_name=self.source)
+        self.by_depth = level_types(conn, source_id, self.hierarchy.depths.values())
         return list(self.by_depth.values())
 
     def records(self, conn: Connection, source_id: int) -> list[UnitRecord]:
         return [UnitRecord(
-            id=self.ids[location.id],
+            id=self.hierarchy.ids[location.id],
             name=location.name,
-            type_short_name=self.by_depth[self.depths[location.id]].short_name,
+            type_short_name=self.by_depth[self.hierarchy.depths[location.id]].short_name,
             validation_status=location.status,
             uuid=location.uuid,
             source_ref=location.id,
             aliases=location.aliases,
-            parent_id=self.parents[location.id],
+            parent_id=self.hierarchy.parent_ids[location.id],
             latitude=location.latitude,
             longitude=location.longitude,
             altitude=location.altitude,

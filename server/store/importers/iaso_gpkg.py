@@ -29,7 +29,12 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from server.store.errors import LoadError
-from server.store.importers.common import Progress, import_units, refuse_cycles, stored_by
+from server.store.importers.common import (
+    Progress,
+    import_units,
+    refuse_cycles,
+    stored_by,
+)
 from server.store.importers.geometry import WGS84, check_boundary, decode_gpkg, position
 from server.store.importers.iaso_csv import iaso_type
 from server.store.models import org_unit

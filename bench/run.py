@@ -1,0 +1,335 @@
+"""Benchmark orgunit-fhir against the physical ceiling (a bare Starlette app replaying our own bytes).
+
+    .venv/bin/python bench/run.py                 # the full run: 10k, 100k (SQLite and PostgreSQL), 1M (PostgreSQL)
+    .venv/bin/python bench/run.py --quick         # 10k on SQLite, 3 s per cell: a smoke test of the harness
+
+For every dataset it starts our server (JWT on, one worker, uvloop + httptools, no access log), records
+each workload's responses, starts the baseline replaying exactly those bytes with the same flags, then
+drives both with wrk at concurrency 1 and 16, interleaving A/B cells. Datasets are built with
+`orgunit-fhir demo` once and kept (bench/data/ for SQLite, databases orgunit_bench_<n> on PostgreSQL).
+Results: a table on stdout, bench/results/<stamp>.json and .md (and latest.*).
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+PYTHON = sys.executable
+PG_ADMIN = os.environ.get("ORGUNIT_FHIR_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    size: int
+    backend: str
+
+    @property
+    def url(self) -> str:
+        if self.backend == "sqlite":
+            return f"sqlite:///{BENCH / 'data' / f'sqlite-{self.size}.db'}"
+        return PG_ADMIN.rsplit("/", 1)[0] + f"/orgunit_bench_{self.size}"
+
+
+@dataclass
+class Cell:
+    workload: str
+    size: int
+    backend: str
+    server: str
+    concurrency: int
+    rps: float
+    p50_ms: float
+    p99_ms: float
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cli(*args: str, settings: Path, database: str) -> str:
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "orgunit-fhir"), *args, "--settings", str(settings),
+                           "--database", database], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"orgunit-fhir {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def ensure_wrk() -> str:
+    found = shutil.which("wrk")
+    if found:
+        return found
+    print("installing wrk (Debian package)...", file=sys.stderr)
+    subprocess.run(["apt-get", "update", "-qq"], check=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True)
+    return shutil.which("wrk") or "wrk"
+
+
+def ensure_dataset(dataset: Dataset, settings: Path) -> None:
+    """Build it once with `demo`; a later run finds it complete and reuses it."""
+    from sqlalchemy import create_engine, func, select, text
+
+    if dataset.backend == "postgresql":
+        import psycopg
+
+        name = dataset.url.rsplit("/", 1)[1]
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+                conn.execute(f'CREATE DATABASE "{name}"')
+        engine_url = dataset.url.replace("postgresql://", "postgresql+psycopg://")
+    else:
+        (BENCH / "data").mkdir(parents=True, exist_ok=True)
+        engine_url = dataset.url
+    engine = create_engine(engine_url)
+    try:
+        with engine.connect() as conn:
+            exists = conn.execute(text("SELECT count(*) FROM information_schema.tables WHERE table_name = 'org_unit'")
+                                  if dataset.backend == "postgresql" else
+                                  text("SELECT count(*) FROM sqlite_master WHERE name = 'org_unit'")).scalar()
+            have = conn.execute(select(func.count()).select_from(text("org_unit"))).scalar() if exists else 0
+    finally:
+        engine.dispose()
+    if have != dataset.size:
+        started = time.perf_counter()
+        print(f"building {dataset.backend} {dataset.size:,} with demo...", file=sys.stderr, flush=True)
+        cli("demo", "--size", str(dataset.size), settings=settings, database=dataset.url)
+        print(f"  built in {time.perf_counter() - started:.0f}s", file=sys.stderr)
+    cli("migrate", settings=settings, database=dataset.url)
+
+
+def wait_for(port: int, proc: subprocess.Popen[bytes]) -> None:
+    for _ in range(600):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            if proc.poll() is not None:
+                raise SystemExit(f"server on :{port} exited")
+            time.sleep(0.1)
+    raise SystemExit(f"server on :{port} did not start")
+
+
+def rss_mb(pid: int) -> float:
+    total = 0
+    for p in [pid, *map(int, subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split())]:
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except FileNotFoundError:
+            pass
+    return total / 1024
+
+
+def get(port: int, path: str, token: str) -> tuple[int, str, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+    response = conn.getresponse()
+    body = response.read()
+    conn.close()
+    return response.status, response.getheader("content-type") or "", body
+
+
+def first_id(port: int, token: str, query: str) -> str:
+    _, _, body = get(port, f"/fhir/Location?{query}&_count=1&_elements=id", token)
+    return json.loads(body)["entry"][0]["resource"]["id"]
+
+
+def workloads(port: int, token: str, size: int, rng: random.Random) -> dict[str, list[str]]:
+    """Each workload: the request paths wrk cycles through (several for the random reads)."""
+    region = first_id(port, token, "type=REGION")
+    district = first_id(port, token, "type=DISTRICT")
+    _, _, body = get(port, "/fhir/Location?status=active&_count=0", token)
+    active = json.loads(body)["total"]
+    _, _, body = get(port, "/fhir/Location?_sort=-_lastUpdated&_count=1&_elements=id", token)
+    newest = json.loads(body)["entry"][0]["resource"]["meta"]["lastUpdated"]
+    reads = [f"/fhir/Location/{rng.randint(1, size)}" for _ in range(200)]
+    names = [f"/fhir/Location?name={p}&_count=100" for p in ("ko", "se", "ba", "di", "ka", "to", "ma", "sa")]
+    identifier_ids = [str(rng.randint(1, size)) for _ in range(20)]
+    identifiers = []
+    for rid in identifier_ids:
+        _, _, body = get(port, f"/fhir/Location/{rid}", token)
+        ref = next((i["value"] for i in json.loads(body).get("identifier", []) if i.get("use") == "official"), None)
+        if ref:
+            identifiers.append(f"/fhir/Location?identifier={ref}")
+    deep = max(0, active - 100)
+    return {
+        "read": reads,
+        "name-prefix": names,
+        "identifier": identifiers,
+        "status-page1": ["/fhir/Location?status=active&_count=100"],
+        "status-deep": [f"/fhir/Location?status=active&_count=100&_skip={deep}"],
+        "children": [f"/fhir/Location/{district}/$children"],
+        "below-page1": [f"/fhir/Location?partof:below={region}&_count=100"],
+        "history-since": [f"/fhir/Location/_history?_since={newest}"],
+        "metadata": ["/fhir/metadata"],
+    }
+
+
+def record(port: int, token: str, paths: dict[str, list[str]]) -> dict[str, Any]:
+    out = {}
+    for group in paths.values():
+        for path in group:
+            status, ctype, body = get(port, path, token)
+            if status != 200:
+                raise SystemExit(f"{path}: status {status}: {body[:300]!r}")
+            out[path] = {"status": status, "content_type": ctype, "body": body.decode("utf-8")}
+    return out
+
+
+LUA = """
+local paths = {}
+for line in io.lines(os.getenv("BENCH_PATHS")) do paths[#paths + 1] = line end
+local i = 0
+request = function()
+  i = i % #paths + 1
+  return wrk.format("GET", paths[i], {["Authorization"] = "Bearer " .. os.getenv("BENCH_TOKEN")})
+end
+"""
+
+
+def parse_wrk(output: str) -> tuple[float, float, float]:
+    def ms(text: str) -> float:
+        value, unit = re.match(r"([\d.]+)(\w+)", text).groups()  # type: ignore[union-attr]
+        return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit]
+
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
+    p50 = ms(re.search(r"\s50%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
+    p99 = ms(re.search(r"\s99%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
+    return rps, p50, p99
+
+
+def drive(wrk: str, port: int, paths: list[str], token: str, concurrency: int, seconds: int) -> tuple[float, float, float]:
+    paths_file = BENCH / "data" / "paths.txt"
+    paths_file.write_text("\n".join(paths) + "\n")
+    script = BENCH / "data" / "paths.lua"
+    script.write_text(LUA)
+    env = {**os.environ, "BENCH_PATHS": str(paths_file), "BENCH_TOKEN": token}
+    done = subprocess.run([wrk, "-t1", f"-c{concurrency}", f"-d{seconds}s", "--latency", "-s", str(script),
+                           f"http://127.0.0.1:{port}"], capture_output=True, text=True, env=env)
+    return parse_wrk(done.stdout)
+
+
+def full_walk(port: int, token: str, budget_s: float) -> tuple[float, int, bool]:
+    """Follow `next` with _count=100 from the first page: resources/s, resources seen, whether it finished."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    path: str | None = "/fhir/Location?_count=100"
+    seen, started = 0, time.perf_counter()
+    while path and time.perf_counter() - started < budget_s:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+        bundle = json.loads(conn.getresponse().read())
+        seen += len(bundle.get("entry", []))
+        nxt = next((l["url"] for l in bundle["link"] if l["relation"] == "next"), None)
+        path = urlsplit(nxt).path + "?" + urlsplit(nxt).query if nxt else None
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return seen / elapsed, seen, path is None
+
+
+def run_dataset(dataset: Dataset, wrk: str, seconds: int, walk_budget: float, tmp: Path) -> tuple[list[Cell], dict[str, Any]]:
+    settings = tmp / "settings.yaml"
+    settings.write_text(f"server:\n  data_dir: {tmp / 'var'}\n")
+    ensure_dataset(dataset, settings)
+    ours_port, base_port = free_port(), free_port()
+    ours = subprocess.Popen([str(ROOT / ".venv" / "bin" / "orgunit-fhir"), "serve", "--settings", str(settings),
+                             "--database", dataset.url, "--port", str(ours_port), "--no-demo", "--no-access-log"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    baseline = None
+    try:
+        wait_for(ours_port, ours)
+        token = cli("token", settings=settings, database=dataset.url).strip().splitlines()[-1]
+        paths = workloads(ours_port, token, dataset.size, random.Random(dataset.size))
+        recordings = tmp / f"recorded-{dataset.backend}-{dataset.size}.json"
+        recordings.write_text(json.dumps(record(ours_port, token, paths)))
+        baseline = subprocess.Popen([PYTHON, str(BENCH / "baseline.py"), str(recordings), str(base_port)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(base_port, baseline)
+        cells: list[Cell] = []
+        for name, group in paths.items():
+            for concurrency in (1, 16):
+                for server, port in (("ours", ours_port), ("baseline", base_port)):  # interleaved A/B
+                    rps, p50, p99 = drive(wrk, port, group, token, concurrency, seconds)
+                    cells.append(Cell(name, dataset.size, dataset.backend, server, concurrency, rps, p50, p99))
+                    print(f"  {dataset.backend:10} {dataset.size:>9,} {name:14} c={concurrency:<2} {server:8} "
+                          f"{rps:9.0f} req/s  p50 {p50:7.2f} ms  p99 {p99:7.2f} ms", file=sys.stderr, flush=True)
+        walk_rate, walked, finished = full_walk(ours_port, token, walk_budget)
+        extra = {"rss_mb": round(rss_mb(ours.pid), 1), "walk_resources_per_s": round(walk_rate),
+                 "walked": walked, "walk_finished": finished}
+        print(f"  full walk: {walk_rate:,.0f} resources/s ({walked:,} seen, finished={finished}); "
+              f"server RSS {extra['rss_mb']} MB", file=sys.stderr)
+        return cells, extra
+    finally:
+        for proc in (ours, baseline):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=30)
+
+
+def table(cells: list[Cell], extras: dict[str, dict[str, Any]]) -> str:
+    base = {(c.workload, c.size, c.backend, c.concurrency): c for c in cells if c.server == "baseline"}
+    lines = ["| workload | size | backend | c | ours req/s | p50 ms | p99 ms | baseline req/s | ratio |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for c in cells:
+        if c.server != "ours":
+            continue
+        b = base[(c.workload, c.size, c.backend, c.concurrency)]
+        lines.append(f"| {c.workload} | {c.size:,} | {c.backend} | {c.concurrency} | {c.rps:,.0f} | {c.p50_ms:.2f} | "
+                     f"{c.p99_ms:.2f} | {b.rps:,.0f} | {c.rps / b.rps:.2f} |")
+    lines += ["", "| dataset | server RSS MB | full walk resources/s | walked | finished |", "|---|---:|---:|---:|---|"]
+    lines += [f"| {k} | {v['rss_mb']} | {v['walk_resources_per_s']:,} | {v['walked']:,} | {v['walk_finished']} |"
+              for k, v in extras.items()]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="10k on SQLite only, 3 s per cell")
+    parser.add_argument("--seconds", type=int, default=10, help="seconds per wrk cell (default 10)")
+    parser.add_argument("--walk-seconds", type=float, default=60, help="time budget of the full walk")
+    args = parser.parse_args()
+    if args.quick:
+        datasets, seconds = [Dataset(10_000, "sqlite")], 3
+    else:
+        datasets = [Dataset(10_000, "sqlite"), Dataset(100_000, "sqlite"), Dataset(10_000, "postgresql"),
+                    Dataset(100_000, "postgresql"), Dataset(1_000_000, "postgresql")]
+        seconds = args.seconds
+    wrk = ensure_wrk()
+    tmp = BENCH / "data" / "run"
+    tmp.mkdir(parents=True, exist_ok=True)
+    cells: list[Cell] = []
+    extras: dict[str, dict[str, Any]] = {}
+    for dataset in datasets:
+        got, extra = run_dataset(dataset, wrk, seconds, args.walk_seconds, tmp)
+        cells += got
+        extras[f"{dataset.backend} {dataset.size:,}"] = extra
+    markdown = table(cells, extras)
+    print(markdown)
+    results = BENCH / "results"
+    results.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    payload = {"stamp": stamp, "quick": args.quick, "seconds": seconds, "cells": [asdict(c) for c in cells],
+               "datasets": extras}
+    for name in (stamp, "latest"):
+        (results / f"{name}.json").write_text(json.dumps(payload, indent=2))
+        (results / f"{name}.md").write_text(f"# Benchmark {stamp}\n\n{markdown}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
