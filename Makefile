@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test setup postgres clean
+.PHONY: serve test setup postgres bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ postgres:
 
 test: $(STAMP) postgres
 	$(BIN)/pytest -q
+
+bench: $(STAMP) postgres
+	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache *.egg-info

@@ -121,7 +121,7 @@ class LocationMapper:
             extensions.append({"url": ext["opening-date"], "valueDate": _date(row["opening_date"])})
         if row["closing_date"]:
             extensions.append({"url": ext["closing-date"], "valueDate": _date(row["closing_date"])})
-        if row.get("geometry"):
+        if "geometry" in row and row["geometry"]:  # search pages leave the column out (RowMapping.get is slow)
             extensions.append({"url": BOUNDARY, "valueAttachment": {
                 "contentType": "application/geo+json",
                 "data": base64.b64encode(orjson.dumps(row["geometry"])).decode("ascii")}})

@@ -95,8 +95,9 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
         has_next = len(rows) > count if total is None else request.skip + count < total
         rows = rows[:count]
         included = fetch_included(conn, ctx.registry, provider, request.includes, rows) if rows else None
+    near = request.near is not None
     entries = [search_entry(base, subset(provider.to_resource(r), request.summary, request.elements), "match",
-                            r.get("_distance_km")) for r in rows]
+                            r["_distance_km"] if near else None) for r in rows]
     if included is not None:
         entries += [search_entry(base, p.to_resource(r), "include") for p, r in included.rows]
         if included.truncated:

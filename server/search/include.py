@@ -59,7 +59,7 @@ def fetch_included(conn: Connection, registry: Registry, provider: ResourceProvi
             wanted: list[Any] = []
             for target in _targets(provider, include):
                 for row in frontier:
-                    ref = row.get(target.column.key)
+                    ref = row[target.column.key] if target.column.key in row else None
                     key = (include.target, str(ref))
                     if ref is not None and key not in seen:
                         seen.add(key)
