@@ -291,3 +291,20 @@ def test_database_down_is_503(tmp_path: Path) -> None:
 def test_request_id_on_every_response(client: TestClient) -> None:
     assert len(client.get("/fhir/Location/30").headers["x-request-id"]) == 32
     assert client.get("/fhir/Location/0").headers["x-request-id"]
+
+
+def test_jwks_file_with_kid(small_ctx: ServerContext, tmp_path: Path) -> None:
+    import json
+
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+    (tmp_path / "jwks.json").write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "ES256"}]}))
+    client, _ = _app(tmp_path, small_ctx, auth={"algorithms": ["ES256"], "jwks_file": str(tmp_path / "jwks.json")})
+    good = jwt.encode(_claims(), key, algorithm="ES256", headers={"kid": "k1"})
+    assert client.get("/fhir/Location/30", headers={"Authorization": f"Bearer {good}"}).status_code == 200
+    for bad in (jwt.encode(_claims(), key, algorithm="ES256", headers={"kid": "k2"}),
+                jwt.encode(_claims(), ec.generate_private_key(ec.SECP256R1()), algorithm="ES256", headers={"kid": "k1"}),
+                jwt.encode(_claims(), SECRET, algorithm="HS256", headers={"kid": "k1"})):
+        assert_outcome(client.get("/fhir/Location/30", headers={"Authorization": f"Bearer {bad}"}), 401, "login")

@@ -122,3 +122,16 @@ def test_fhirclient_drives_sort_and_include(demo_server: LiveServer) -> None:
     assert matches == sorted(matches, key=int, reverse=True) and len(matches) == 5
     counted = Location.where(struct={"_summary": "count"}).perform(smart.server)
     assert counted.total > 0 and not counted.entry
+    located = next(e.resource for e in Location.where(struct={"_sort": "-_id", "_count": "50"}).perform(
+        smart.server).entry if e.resource.position)
+    near = Location.where(struct={"near": f"{located.position.latitude}|{located.position.longitude}|2|km"}).perform(
+        smart.server)
+    assert near.entry[0].resource.id == located.id
+    assert near.entry[0].search.extension[0].valueDistance.code == "km"
+
+
+def test_shared_checker_passes_with_organization_off(database: str, tmp_path: Path) -> None:
+    (tmp_path / "settings.yaml").write_text("")
+    run_cli("load", "iaso-csv", str(IASO_CSV), settings=tmp_path / "settings.yaml", database=database)
+    with live_server(tmp_path, database, "plugins:\n  organization:\n    enabled: false\n") as server:
+        fhircheck(server, "--pages", "3", "--sample", "10")
