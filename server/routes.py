@@ -20,6 +20,7 @@ from server.errors import (
     InvalidRequest,
     MethodNotAllowed,
     ResourceNotFound,
+    ResourceTypeNotSupported,
 )
 from server.http import (
     ERROR_FORMAT,
@@ -69,11 +70,9 @@ async def metadata(request: Request) -> Response:
     rtype = request.path_params.get("rtype")
     interaction = Interaction("capabilities", rtype)
     if rtype is not None and rtype not in ctx.registry.providers:
-        try:
-            ctx.registry.get(rtype)
-        except FhirError as exc:
-            return error_response(request, exc, interaction)
-    return await _serve(request, interaction, interactions.capabilities, base_url(request, request.app.state.ctx))
+        return error_response(request, ResourceTypeNotSupported(f"resource type {rtype!r} is not supported"),
+                              interaction)
+    return await _serve(request, interaction, interactions.capabilities, base_url(request, ctx))
 
 
 async def search(request: Request) -> Response:
