@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,18 +117,16 @@ def client(small_ctx: ServerContext) -> Iterator[TestClient]:
         yield c
 
 
-def closing_client(app: Any) -> TestClient:
-    """A TestClient whose app's database pool is disposed when the test ends (no stray connections)."""
-    client = TestClient(app)
-    _clients.append(client)
-    return client
+@pytest.fixture
+def closing_client() -> Iterator[Callable[[Any], TestClient]]:
+    """Make TestClients whose database pools are disposed at teardown, before the database fixtures
+    (list this fixture after them) drop their databases."""
+    made: list[TestClient] = []
 
+    def make(app: Any) -> TestClient:
+        made.append(TestClient(app))
+        return made[-1]
 
-_clients: list[TestClient] = []
-
-
-@pytest.fixture(autouse=True)
-def _dispose_clients() -> Iterator[None]:
-    yield
-    while _clients:
-        _clients.pop().app.state.ctx.db.dispose()
+    yield make
+    for client in made:
+        client.app.state.ctx.db.dispose()

@@ -13,7 +13,7 @@ from server.app import create_app
 from server.auth import mint_token
 from server.context import ServerContext
 from server.settings import Settings
-from tests.conftest import SECRET, closing_client, make_settings
+from tests.conftest import SECRET, make_settings
 
 FHIR_JSON = "application/fhir+json;charset=utf-8"
 
@@ -280,7 +280,7 @@ def test_unknown_exception_is_a_logged_500_not_a_400(small_ctx: ServerContext, t
     assert any(response.headers["x-request-id"] in r.getMessage() for r in caplog.records)
 
 
-def test_database_down_is_503(tmp_path: Path) -> None:
+def test_database_down_is_503(tmp_path: Path, closing_client: Any) -> None:
     settings = make_settings("postgresql://postgres@127.0.0.1:1/none", tmp_path, auth={"secret": SECRET})
     client = closing_client(create_app(settings))
     response = client.get("/fhir/Location", headers={"Authorization": f"Bearer {mint_token(settings)}"})

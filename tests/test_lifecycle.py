@@ -10,7 +10,7 @@ from typing import Any
 from server.app import create_app
 from server.auth import mint_token
 from server.settings import load_settings
-from tests.conftest import IASO_CSV, closing_client
+from tests.conftest import IASO_CSV
 from tests.live import run_cli
 from tests.validators import assert_valid
 
@@ -31,7 +31,7 @@ def read_csv() -> tuple[list[str], list[dict[str, Any]]]:
     return header, rows
 
 
-def test_load_change_reload_sync_delete(database_url: str, tmp_path: Path) -> None:
+def test_load_change_reload_sync_delete(database_url: str, tmp_path: Path, closing_client: Any) -> None:
     settings_path = tmp_path / "settings.yaml"
     settings_path.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\n")
     run_cli("load", "iaso-csv", str(IASO_CSV), settings=settings_path, database=database_url)

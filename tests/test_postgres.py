@@ -5,6 +5,7 @@ import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -17,7 +18,7 @@ from server.defaults import translate_exception
 from server.errors import ServiceUnavailable
 from server.store.db import create_db_engine, create_schema
 from tests import pg
-from tests.conftest import SECRET, closing_client, make_settings
+from tests.conftest import SECRET, make_settings
 from tests.data import load_small_pyramid
 from tests.live import CLI, _env, live_server, run_cli
 from tests.proxy import Forwarder
@@ -31,7 +32,7 @@ def pg_url() -> Iterator[str]:
         yield url
 
 
-def test_outage_is_503_and_the_server_recovers(pg_url: str, tmp_path: Path) -> None:
+def test_outage_is_503_and_the_server_recovers(pg_url: str, tmp_path: Path, closing_client: Any) -> None:
     setup = create_db_engine(make_settings(pg_url, tmp_path))
     create_schema(setup)
     load_small_pyramid(setup)
