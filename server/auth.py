@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import time
 from collections import OrderedDict
@@ -14,6 +15,7 @@ import jwt
 from server.errors import AuthenticationFailed, ConfigError
 from server.settings import Settings
 
+log = logging.getLogger("orgunit_fhir")
 HMAC_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
 ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512"})
 MAX_TOKEN_BYTES = 8192
@@ -45,6 +47,8 @@ def secret_for(settings: Settings, create: bool = False) -> str | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(secrets.token_urlsafe(48), encoding="utf-8")
     path.chmod(0o600)
+    log.warning("created a new JWT secret at %s; tokens verify only where the server uses this data directory "
+                "(server.data_dir) or auth.secret_file", path.resolve())
     return path.read_text(encoding="utf-8").strip()
 
 

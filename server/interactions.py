@@ -87,7 +87,7 @@ def _parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple
 
 def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest, base: str, path: str,
                 extra: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    count = 0 if request.summary == "count" else request.count
+    count = request.count
     with ctx.db.connect() as conn:
         paths = resolve_paths(conn, provider, request)
         total = conn.execute(count_query(provider, request, paths)).scalar_one() if request.counts else None

@@ -117,8 +117,15 @@ def _both(path: str, endpoint: Callable[[Request], Any]) -> list[Route]:
     return [Route(path, endpoint, methods=METHODS), Route(path + "/", endpoint, methods=METHODS)]
 
 
+async def base(request: Request) -> Response:
+    return error_response(request, ResourceNotFound(
+        "no system-level interaction here (no system search, history or transaction): this read-only server "
+        "answers [base]/metadata and [base]/[type]..."), Interaction("capabilities"))
+
+
 def fhir_routes() -> list[Route]:
     return [
+        *_both("/fhir", base),
         *_both("/fhir/metadata", metadata),
         *_both("/fhir/{rtype}/metadata", metadata),
         *_both("/fhir/{rtype}/_history", history_type),
@@ -139,7 +146,7 @@ async def http_exception(request: Request, exc: Exception) -> Response:
             f"method {request.method} is not allowed here: this FHIR server is read-only (allowed: {allow})",
             headers={"Allow": allow})
     elif exc.status_code == 404:
-        error = ResourceNotFound(f"no FHIR endpoint at {request.url.path}; the FHIR base is /fhir")
+        error = ResourceNotFound(f"no FHIR endpoint at {request.url.path}")
     elif exc.status_code < 500:
         error = InvalidRequest(str(exc.detail))
     else:

@@ -56,7 +56,8 @@ def test_head_is_get_without_body(client: TestClient) -> None:
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
-@pytest.mark.parametrize("path", ["/fhir/Location", "/fhir/Location/30", "/fhir/metadata", "/fhir/Location/20/$children"])
+@pytest.mark.parametrize("path", ["/fhir", "/fhir/Location", "/fhir/Location/30", "/fhir/metadata",
+                                  "/fhir/Location/20/$children"])
 def test_other_methods_are_405_with_allow(client: TestClient, method: str, path: str) -> None:
     response = client.request(method, path, content=b"{}")
     assert_outcome(response, 405, "not-supported")
@@ -73,6 +74,8 @@ def test_other_methods_are_405_with_allow(client: TestClient, method: str, path:
     pytest.param("/fhir/Location/999999/$children", 404, "not-found", id="children-unknown-parent"),
     pytest.param("/fhir/Location/20/$everything", 404, "not-found", id="unknown-operation"),
     pytest.param("/nothing-here", 404, "not-found", id="outside-fhir"),
+    pytest.param("/fhir", 404, "not-found", id="base"),
+    pytest.param("/fhir/", 404, "not-found", id="base-slash"),
     pytest.param("/fhir/Location/1/a/b/c", 404, "not-found", id="too-deep"),
     pytest.param("/fhir/Location?status=open", 400, "value", id="bad-status"),
     pytest.param("/fhir/Location?_count=x", 400, "value", id="bad-count"),

@@ -94,15 +94,15 @@ def test_parent_links(engine: Engine, unit_id: int, name: str, source_ref: str, 
 
 
 def test_fields_of_known_rows(engine: Engine) -> None:
+    loaded_at = datetime.now(timezone.utc)
     load_iaso_csv(engine, IASO_CSV)
     stored = units(engine)
     facility = stored[2049032]
     assert (facility.latitude, facility.longitude, facility.altitude) == (11.716788, -3.339844, None)
     assert as_utc(facility.created_at) == datetime(2024, 9, 26, 12, 21, tzinfo=timezone.utc)
-    assert as_utc(facility.updated_at) == datetime(2024, 9, 26, 12, 24, tzinfo=timezone.utc)
+    assert as_utc(facility.updated_at) >= loaded_at  # lastUpdated is the load, not "Date de modification"
     closed = {row.id: row.closing_date for row in stored.values() if row.closing_date is not None}
     assert closed == {2049004: date(2024, 12, 1)}
-    assert as_utc(stored[2049004].updated_at) == datetime(2024, 12, 12, 10, 52, tzinfo=timezone.utc)
     assert all(row.opening_date is None and row.aliases is None and row.uuid is None for row in stored.values())
     with engine.connect() as conn:
         names = conn.execute(select(org_unit_name).where(org_unit_name.c.org_unit_id == 2048977)).all()

@@ -54,7 +54,8 @@ def test_load_change_reload_sync_delete(database_url: str, tmp_path: Path, closi
     changed = tmp_path / "changed.csv"
     rewrite(rows, header, changed)
 
-    before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 1))
+    time.sleep(1.1)  # `before` is whole seconds: keep it clear of the first load's lastUpdated
+    before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     time.sleep(1.1)
     run_cli("load", "iaso-csv", str(changed), settings=settings_path, database=database_url)
 

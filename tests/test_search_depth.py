@@ -9,7 +9,7 @@ import pytest
 
 from server import interactions
 from server.context import ServerContext
-from server.errors import FhirError, InvalidValue, UnsupportedParameter
+from server.errors import FhirError, InvalidRequest, InvalidValue, UnsupportedParameter
 from tests.validators import assert_valid
 
 BASE = "http://fhir.test/fhir"
@@ -124,6 +124,9 @@ BAD = [
     ("include-wrong-target", "_include=Location:partof:Organization", UnsupportedParameter),
     ("revinclude-unknown", "_revinclude=Location:colour", UnsupportedParameter),
     ("revinclude-iterate", "_revinclude:iterate=Location:partof", UnsupportedParameter),
+    ("include-unknown-modifier", "_include:recurse=Location:partof", UnsupportedParameter),
+    ("too-many-values", "_id=" + ",".join(str(i) for i in range(101)), InvalidRequest),
+    ("too-many-parameters", "&".join(f"name:contains={i}" for i in range(41)), InvalidRequest),
 ]
 
 
@@ -150,6 +153,7 @@ def test_total_modes(small_ctx: ServerContext) -> None:
 def test_summary_count(small_ctx: ServerContext) -> None:
     bundle = search(small_ctx, "status=active&_summary=count")
     assert bundle["total"] == 6 and "entry" not in bundle
+    assert [link["relation"] for link in bundle["link"]] == ["self"]
     assert_valid(bundle)
 
 
@@ -210,3 +214,8 @@ def test_include_is_per_page_and_in_links(small_ctx: ServerContext) -> None:
     nxt = next(l["url"] for l in page["link"] if l["relation"] == "next")
     second = search(small_ctx, urlsplit(nxt).query)
     assert matches(second) == [31] and included(second) == [20]
+
+
+def test_empty_elements_is_ignored(small_ctx: ServerContext) -> None:
+    bundle = search(small_ctx, "_id=30&_elements=")
+    assert "position" in bundle["entry"][0]["resource"] and "_elements" not in bundle["link"][0]["url"]

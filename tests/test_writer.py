@@ -198,3 +198,9 @@ def test_materialized_paths_follow_moves(engine: Engine) -> None:
     moved = [replace(record, parent_id=3) if record.id == 2 else record for record in tree()]
     write(engine, moved, now=T1)
     assert paths() == {1: "/1/", 2: "/1/3/2/", 3: "/1/3/", 4: "/1/3/2/4/", 5: "/1/3/5/"}
+
+
+def test_new_units_are_last_updated_when_loaded_not_when_the_source_says(engine: Engine) -> None:
+    write(engine, tree(), now=T1)  # unit 5's record carries created_at = updated_at = T0
+    stored = units(engine)
+    assert as_utc(stored[5].updated_at) == T1 and as_utc(stored[5].created_at) == T0

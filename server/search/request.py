@@ -12,6 +12,8 @@ from server.provider import ReferenceTarget, ResourceProvider, SearchParam
 from server.search.values import SearchValue, parse_value
 
 FORMAT_PARAMS = frozenset({"_format", "_pretty"})
+MAX_VALUES = 100  # OR-ed values in one parameter
+MAX_CLAUSES = 40  # parameters in one search
 SUMMARY_MODES = ("true", "false", "count", "data")
 TOTAL_MODES = ("none", "estimate", "accurate")
 _COMMA = re.compile(r"(?<!\\),")
@@ -186,7 +188,9 @@ def parse_search(
                 raise UnsupportedParameter("_summary=text is not supported (resources here carry no narrative)")
             request = replace(request, summary=_one_of("_summary", raw, SUMMARY_MODES))  # type: ignore[arg-type]
         elif key == "_elements":
-            request = replace(request, elements=_elements(raw))
+            request = replace(request, elements=_elements(raw)) if _elements(raw) else request
+        elif key.startswith(("_include:", "_revinclude:")) and key.partition(":")[2] != "iterate":
+            raise UnsupportedParameter(f"{key}: the only modifier of _include and _revinclude is :iterate")
         elif key in ("_include", "_include:iterate", "_revinclude", "_revinclude:iterate"):
             for part in raw.split(","):
                 includes.append(_include(providers or {provider.resource_type: provider}, provider.resource_type,
@@ -195,6 +199,10 @@ def parse_search(
             clause = _clause(provider, key, raw, strict)
             if clause is not None:
                 clauses.append(clause)
+    if len(clauses) > MAX_CLAUSES:
+        raise InvalidRequest(f"too many search parameters ({len(clauses)}); at most {MAX_CLAUSES}")
+    if request.summary == "count":
+        request = replace(request, count=0)  # the total only: no entries, no paging links
     return replace(request, clauses=tuple(clauses), includes=tuple(dict.fromkeys(includes)))
 
 
@@ -232,6 +240,8 @@ def _clause(provider: ResourceProvider, key: str, raw: str, strict: bool) -> Cla
     if not raw:
         return None  # an empty value is ignored, as the FHIR search page says
     parts = [raw] if param.type == "special" or modifier == "missing" else _COMMA.split(raw)
+    if len(parts) > MAX_VALUES:
+        raise InvalidRequest(f"{key}: too many values ({len(parts)}); at most {MAX_VALUES} per parameter")
     values = tuple(parse_value(param, modifier or None, part.replace("\\,", ",")) for part in parts)
     return Clause(param, modifier or None, values)
 

@@ -69,7 +69,7 @@ class UnitRecord:
     opening_date: date | None = None
     closing_date: date | None = None
     created_at: datetime | None = None
-    updated_at: datetime | None = None
+    updated_at: datetime | None = None  # the source's own modification time: kept for reference, not published
     geometry: Mapping[str, Any] | None = None  # GeoJSON (Multi)Polygon boundary
 
 
@@ -163,7 +163,8 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
 
     Compared are the mapped fields (not created_at/updated_at); moving a unit to another source version
     counts as a change. Unchanged units keep their version_id and updated_at; changed ones get
-    version_id + 1 and updated_at = now; new ones take the record's timestamps, else now. The children of
+    version_id + 1 and updated_at = now; new ones get updated_at = now (the source's own modification
+    time would hide them from consumers syncing with _since) and keep the record's created_at. The children of
     a renamed unit get a new version too (their partOf.display changes). Every new version is recorded in
     org_unit_history.
     Raises LoadError for duplicate ids, dangling parents, cycles and invalid field values, possibly after
@@ -214,7 +215,8 @@ class _BatchWriter:
             if row is None:
                 row_values = {**values, "id": record.id, "version_id": 1,
                               "created_at": _stored_time(record.created_at, self.now),
-                              "updated_at": _stored_time(record.updated_at, self.now)}
+                              "updated_at": self.now}  # lastUpdated is when this server got it: syncs by
+                                                         # _since must see every new unit
                 row_values["b_aliases"] = row_values.pop("aliases")
                 inserts.append(row_values)
             elif _differs(row, values):
