@@ -8,29 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from tests import pg
 from tests.conftest import IASO_CSV, REAL_DATA
 from tests.live import LiveServer, live_server, run_cli
 
 FHIRCHECK = REAL_DATA.parents[1] / "conformance" / "fhircheck.py"
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path_factory.mktemp('live') / 'live.db'}"
-    else:
-        with pg.scratch_database() as url:
-            yield url
-
-
 @pytest.fixture(scope="module")
-def demo_server(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def demo_server(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("demo")
-    if database.startswith("postgresql"):
+    if backend_url.startswith("postgresql"):
         (tmp / "settings.yaml").write_text("")
-        run_cli("demo", "--size", "1500", settings=tmp / "settings.yaml", database=database)
-    with live_server(tmp, database) as server:  # SQLite: serve creates the demo itself
+        run_cli("demo", "--size", "1500", settings=tmp / "settings.yaml", database=backend_url)
+    with live_server(tmp, backend_url) as server:  # SQLite: serve creates the demo itself
         yield server
 
 
@@ -130,8 +120,8 @@ def test_fhirclient_drives_sort_and_include(demo_server: LiveServer) -> None:
     assert near.entry[0].search.extension[0].valueDistance.code == "km"
 
 
-def test_shared_checker_passes_with_organization_off(database: str, tmp_path: Path) -> None:
+def test_shared_checker_passes_with_organization_off(database_url: str, tmp_path: Path) -> None:
     (tmp_path / "settings.yaml").write_text("")
-    run_cli("load", "iaso-csv", str(IASO_CSV), settings=tmp_path / "settings.yaml", database=database)
-    with live_server(tmp_path, database, "plugins:\n  organization:\n    enabled: false\n") as server:
+    run_cli("load", "iaso-csv", str(IASO_CSV), settings=tmp_path / "settings.yaml", database=database_url)
+    with live_server(tmp_path, database_url, "plugins:\n  organization:\n    enabled: false\n") as server:
         fhircheck(server, "--pages", "3", "--sample", "10")
