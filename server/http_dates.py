@@ -6,6 +6,7 @@ from email.utils import format_datetime
 
 
 def as_utc(value: datetime | str) -> datetime:
+    """Aware UTC; a naive value (what SQLite gives back) is taken to be UTC already."""
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)

@@ -9,7 +9,7 @@ from urllib.parse import quote
 from server.bundle import search_entry, searchset
 from server.errors import ResourceNotFound, UnsupportedParameter
 from server.provider import StaticProvider
-from server.search.request import FORMAT_PARAMS, _integer
+from server.search.request import FORMAT_PARAMS, paging_value
 from server.subset import subset
 
 FILTERS = ("_id", "url")
@@ -53,10 +53,8 @@ def search_static(provider: StaticProvider, conn: Any, base: str, items: Sequenc
     for key, raw in items:
         if key in FORMAT_PARAMS or not raw:
             continue
-        if key == "_count":
-            search = replace(search, count=min(_integer("_count", raw), max_count))
-        elif key == "_skip":
-            search = replace(search, skip=_integer("_skip", raw))
+        if key in ("_count", "_skip"):
+            search = replace(search, **{key[1:]: paging_value(key, raw, max_count)})
         elif key in FILTERS:
             filters.append((key, tuple(raw.split(","))))
         elif strict:

@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import Engine, Table, func, select
 
+from server.http_dates import as_utc
 from server.store.models import (
     data_source,
     org_unit,
@@ -13,7 +14,6 @@ from server.store.models import (
     org_unit_type,
     source_version,
 )
-from server.store.writer import as_utc
 
 TABLES: tuple[Table, ...] = (data_source, source_version, org_unit_type, org_unit, org_unit_name)
 

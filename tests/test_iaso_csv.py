@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
+from server.http_dates import as_utc
 from server.store.errors import LoadError
 from server.store.importers.iaso_csv import load_iaso_csv
 from server.store.models import data_source, org_unit, org_unit_name, org_unit_type
-from server.store.writer import WriteReport, as_utc
+from server.store.writer import WriteReport
 from tests.conftest import IASO_CSV
 from tests.store_snapshot import TABLES, count, snapshot, units
 

@@ -12,7 +12,7 @@ from sqlalchemy import Select, exists, func, select
 from server.errors import UnsupportedParameter
 from server.provider import Versioning
 from server.search.dates import DateRange, parse_instant, parse_range
-from server.search.request import FORMAT_PARAMS, _integer
+from server.search.request import FORMAT_PARAMS, paging_value
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,8 @@ def parse_history(items: Sequence[tuple[str, str]], *, default_count: int, max_c
             request = replace(request, since=(raw, parse_instant("_since", raw)))
         elif key == "_at":
             request = replace(request, at=parse_range("_at", raw, prefixes=False))
-        elif key == "_count":
-            request = replace(request, count=min(_integer("_count", raw), max_count))
-        elif key == "_skip":
-            request = replace(request, skip=_integer("_skip", raw))
+        elif key in ("_count", "_skip"):
+            request = replace(request, **{key[1:]: paging_value(key, raw, max_count)})
         elif strict:
             raise UnsupportedParameter(f"unknown _history parameter {key!r}; supported: _since, _at, _count, _skip")
     return request

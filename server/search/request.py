@@ -122,6 +122,12 @@ def _integer(name: str, raw: str) -> int:
     return int(raw)
 
 
+def paging_value(key: str, raw: str, max_count: int) -> int:
+    """`_count` (clamped to max_count) or `_skip`, for every kind of search (type, history, static)."""
+    value = _integer(key, raw)
+    return min(value, max_count) if key == "_count" else value
+
+
 def _one_of(name: str, raw: str, allowed: Sequence[str]) -> str:
     if raw not in allowed:
         raise InvalidValue(f"{name} must be one of {', '.join(allowed)}, got {raw!r}")
@@ -175,10 +181,8 @@ def parse_search(
             continue
         if not key:
             raise InvalidRequest("a query parameter has an empty name")
-        if key == "_count":
-            request = replace(request, count=min(_integer("_count", raw), max_count))
-        elif key == "_skip":
-            request = replace(request, skip=_integer("_skip", raw))
+        if key in ("_count", "_skip"):
+            request = replace(request, **{key[1:]: paging_value(key, raw, max_count)})
         elif key == "_sort":
             request = replace(request, sort=_sort(provider, raw)) if raw else request
         elif key == "_total":

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from server.settings import Settings
@@ -50,6 +50,3 @@ def create_schema(engine: Engine) -> None:
 
     upgrade(engine)
 
-
-def schema_exists(engine: Engine) -> bool:
-    return inspect(engine).has_table("org_unit")

@@ -26,6 +26,7 @@ from sqlalchemy import (
     update,
 )
 
+from server.http_dates import as_utc
 from server.store.errors import LoadError
 from server.store.models import (
     VALIDATION_STATUSES,
@@ -86,11 +87,6 @@ class WriteReport:
     def __add__(self, other: WriteReport) -> WriteReport:
         return WriteReport(self.inserted + other.inserted, self.updated + other.updated,
                            self.unchanged + other.unchanged)
-
-
-def as_utc(value: datetime) -> datetime:
-    """Aware UTC datetime; a naive value (what SQLite gives back) is taken to be UTC already."""
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 def slugify(name: str) -> str:
