@@ -37,6 +37,7 @@ PG_ADMIN = os.environ.get("ORGUNIT_FHIR_BENCH_PG", "postgresql://postgres@127.0.
 class Dataset:
     size: int
     backend: str
+    baseline: bool = True  # drive the baseline too (ratios); else ours only (growth, backends)
 
     @property
     def url(self) -> str:
@@ -105,12 +106,19 @@ def ensure_dataset(dataset: Dataset, settings: Path) -> None:
             have = conn.execute(select(func.count()).select_from(text("org_unit"))).scalar() if exists else 0
     finally:
         engine.dispose()
-    if have != dataset.size:
+    built = have != dataset.size
+    if built:
         started = time.perf_counter()
         print(f"building {dataset.backend} {dataset.size:,} with demo...", file=sys.stderr, flush=True)
         cli("demo", "--size", str(dataset.size), settings=settings, database=dataset.url)
         print(f"  built in {time.perf_counter() - started:.0f}s", file=sys.stderr)
     cli("migrate", settings=settings, database=dataset.url)
+    cli("render", settings=settings, database=dataset.url)  # nothing to do unless the code or settings changed
+    if dataset.backend == "postgresql":
+        import psycopg
+
+        with psycopg.connect(dataset.url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE" if built else "ANALYZE")
 
 
 def wait_for(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -125,12 +133,13 @@ def wait_for(port: int, proc: subprocess.Popen[bytes]) -> None:
     raise SystemExit(f"server on :{port} did not start")
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of the server and its children (VmHWM: the peak)."""
     total = 0
     for p in [pid, *map(int, subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split())]:
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     total += int(line.split()[1])
         except FileNotFoundError:
             pass
@@ -151,6 +160,12 @@ def first_id(port: int, token: str, query: str) -> str:
     return json.loads(body)["entry"][0]["resource"]["id"]
 
 
+def next_link(port: int, token: str, path: str) -> str:
+    _, _, body = get(port, path, token)
+    url = next(l["url"] for l in json.loads(body)["link"] if l["relation"] == "next")
+    return urlsplit(url).path + "?" + urlsplit(url).query
+
+
 def workloads(port: int, token: str, size: int, rng: random.Random) -> dict[str, list[str]]:
     """Each workload: the request paths wrk cycles through (several for the random reads)."""
     region = first_id(port, token, "type=REGION")
@@ -168,13 +183,14 @@ def workloads(port: int, token: str, size: int, rng: random.Random) -> dict[str,
         ref = next((i["value"] for i in json.loads(body).get("identifier", []) if i.get("use") == "official"), None)
         if ref:
             identifiers.append(f"/fhir/Location?identifier={ref}")
-    deep = max(0, active - 100)
+    # the last full page, as a client paging with `next` reaches it (a keyset link: no offset to walk)
+    deep = next_link(port, token, f"/fhir/Location?status=active&_count=100&_skip={max(0, active - 200)}")
     return {
         "read": reads,
         "name-prefix": names,
         "identifier": identifiers,
         "status-page1": ["/fhir/Location?status=active&_count=100"],
-        "status-deep": [f"/fhir/Location?status=active&_count=100&_skip={deep}"],
+        "status-deep": [deep],
         "children": [f"/fhir/Location/{district}/$children"],
         "below-page1": [f"/fhir/Location?partof:below={region}&_count=100"],
         "history-since": [f"/fhir/Location/_history?_since={newest}"],
@@ -244,8 +260,6 @@ def full_walk(port: int, token: str, budget_s: float) -> tuple[float, int, bool]
 
 def run_dataset(dataset: Dataset, wrk: str, seconds: int, walk_budget: float, tmp: Path) -> tuple[list[Cell], dict[str, Any]]:
     settings = tmp / "settings.yaml"
-    settings.write_text(f"server:\n  data_dir: {tmp / 'var'}\n")
-    ensure_dataset(dataset, settings)
     ours_port, base_port = free_port(), free_port()
     ours = subprocess.Popen([str(ROOT / ".venv" / "bin" / "orgunit-fhir"), "serve", "--settings", str(settings),
                              "--database", dataset.url, "--port", str(ours_port), "--no-demo", "--no-access-log"],
@@ -257,19 +271,22 @@ def run_dataset(dataset: Dataset, wrk: str, seconds: int, walk_budget: float, tm
         paths = workloads(ours_port, token, dataset.size, random.Random(dataset.size))
         recordings = tmp / f"recorded-{dataset.backend}-{dataset.size}.json"
         recordings.write_text(json.dumps(record(ours_port, token, paths)))
-        baseline = subprocess.Popen([PYTHON, str(BENCH / "baseline.py"), str(recordings), str(base_port)],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(base_port, baseline)
+        if dataset.baseline:
+            baseline = subprocess.Popen([PYTHON, str(BENCH / "baseline.py"), str(recordings), str(base_port)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_for(base_port, baseline)
         cells: list[Cell] = []
+        servers = [("ours", ours_port), ("baseline", base_port)] if dataset.baseline else [("ours", ours_port)]
         for name, group in paths.items():
             for concurrency in (1, 16):
-                for server, port in (("ours", ours_port), ("baseline", base_port)):  # interleaved A/B
+                for server, port in servers:  # interleaved A/B
                     rps, p50, p99 = drive(wrk, port, group, token, concurrency, seconds)
                     cells.append(Cell(name, dataset.size, dataset.backend, server, concurrency, rps, p50, p99))
                     print(f"  {dataset.backend:10} {dataset.size:>9,} {name:14} c={concurrency:<2} {server:8} "
                           f"{rps:9.0f} req/s  p50 {p50:7.2f} ms  p99 {p99:7.2f} ms", file=sys.stderr, flush=True)
         walk_rate, walked, finished = full_walk(ours_port, token, walk_budget)
-        extra = {"rss_mb": round(rss_mb(ours.pid), 1), "walk_resources_per_s": round(walk_rate),
+        extra = {"rss_mb": round(rss_mb(ours.pid), 1), "peak_rss_mb": round(rss_mb(ours.pid, "VmHWM"), 1),
+                 "walk_resources_per_s": round(walk_rate),
                  "walked": walked, "walk_finished": finished}
         print(f"  full walk: {walk_rate:,.0f} resources/s ({walked:,} seen, finished={finished}); "
               f"server RSS {extra['rss_mb']} MB", file=sys.stderr)
@@ -288,30 +305,90 @@ def table(cells: list[Cell], extras: dict[str, dict[str, Any]]) -> str:
     for c in cells:
         if c.server != "ours":
             continue
-        b = base[(c.workload, c.size, c.backend, c.concurrency)]
+        b = base.get((c.workload, c.size, c.backend, c.concurrency))
+        ratio = f"{c.rps / b.rps:.2f}" if b else "-"
         lines.append(f"| {c.workload} | {c.size:,} | {c.backend} | {c.concurrency} | {c.rps:,.0f} | {c.p50_ms:.2f} | "
-                     f"{c.p99_ms:.2f} | {b.rps:,.0f} | {c.rps / b.rps:.2f} |")
-    lines += ["", "| dataset | server RSS MB | full walk resources/s | walked | finished |", "|---|---:|---:|---:|---|"]
-    lines += [f"| {k} | {v['rss_mb']} | {v['walk_resources_per_s']:,} | {v['walked']:,} | {v['walk_finished']} |"
-              for k, v in extras.items()]
+                     f"{c.p99_ms:.2f} | {f'{b.rps:,.0f}' if b else '-'} | {ratio} |")
+    lines += ["", "| dataset | server RSS MB (peak) | full walk resources/s | walked | finished |",
+              "|---|---:|---:|---:|---|"]
+    lines += [f"| {k} | {v['rss_mb']} ({v['peak_rss_mb']}) | {v['walk_resources_per_s']:,} | {v['walked']:,} | "
+              f"{v['walk_finished']} |" for k, v in extras.items()]
     return "\n".join(lines)
+
+
+PAGES = ("name-prefix", "status-page1", "status-deep", "children", "below-page1", "history-since")
+
+
+def targets(cells: list[Cell], extras: dict[str, dict[str, Any]], big: Dataset, small: Dataset) -> list[tuple[str, str, bool]]:
+    """The issue's targets, each checked on this run: (target, measured, met)."""
+    def cell(workload: str, dataset: Dataset, concurrency: int, server: str = "ours") -> Cell | None:
+        return next((c for c in cells if (c.workload, c.size, c.backend, c.concurrency, c.server) ==
+                     (workload, dataset.size, dataset.backend, concurrency, server)), None)
+
+    def ratio(workload: str, concurrency: int) -> float | None:
+        ours, base = cell(workload, big, concurrency), cell(workload, big, concurrency, "baseline")
+        return ours.rps / base.rps if ours and base else None
+
+    out: list[tuple[str, str, bool]] = []
+    for concurrency in (1, 16):
+        r = ratio("read", concurrency)
+        if r is not None:
+            out.append((f"read by id at {big.size:,}, c={concurrency}: >= 0.5 of baseline", f"{r:.2f}", r >= 0.5))
+    for workload in PAGES:
+        for concurrency in (1, 16):
+            r = ratio(workload, concurrency)
+            if r is not None:
+                out.append((f"{workload} (page of 100) at {big.size:,}, c={concurrency}: >= 0.35 of baseline",
+                            f"{r:.2f}", r >= 0.35))
+    workloads = sorted({c.workload for c in cells})
+    for workload in workloads:
+        for concurrency in (1, 16):
+            a, b = cell(workload, small, concurrency), cell(workload, big, concurrency)
+            if a and b:
+                growth = b.p99_ms / a.p99_ms
+                out.append((f"{workload} c={concurrency}: p99 at {big.size:,} <= 2x p99 at {small.size:,}",
+                            f"{b.p99_ms:.2f} / {a.p99_ms:.2f} ms = {growth:.2f}x", growth <= 2.0))
+    for concurrency in (1, 16):
+        first, deep = cell("status-page1", big, concurrency), cell("status-deep", big, concurrency)
+        if first and deep:
+            cost = first.rps / deep.rps
+            out.append((f"deep page costs <= 1.5x page 1 at {big.size:,}, c={concurrency}",
+                        f"{cost:.2f}x", cost <= 1.5))
+    extra = extras.get(f"{big.backend} {big.size:,}")
+    if extra:
+        out.append((f"full walk of {big.size:,}: >= 10,000 resources/s", f"{extra['walk_resources_per_s']:,}/s "
+                    f"({extra['walked']:,} walked)", extra["walk_resources_per_s"] >= 10_000 and extra["walk_finished"]))
+        out.append((f"server RSS serving {big.size:,}: <= 250 MB", f"{extra['peak_rss_mb']} MB peak",
+                    extra["peak_rss_mb"] <= 250))
+    return out
+
+
+FULL = [Dataset(10_000, "sqlite", baseline=False), Dataset(100_000, "sqlite", baseline=False),
+        Dataset(10_000, "postgresql", baseline=False), Dataset(1_000_000, "postgresql")]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="10k on SQLite only, 3 s per cell")
+    parser.add_argument("--only", help="one dataset, e.g. postgresql:1000000 (with its baseline)")
     parser.add_argument("--seconds", type=int, default=10, help="seconds per wrk cell (default 10)")
-    parser.add_argument("--walk-seconds", type=float, default=60, help="time budget of the full walk")
+    parser.add_argument("--walk-seconds", type=float, default=300, help="time budget of the full walk")
     args = parser.parse_args()
+    started = time.perf_counter()
     if args.quick:
         datasets, seconds = [Dataset(10_000, "sqlite")], 3
+    elif args.only:
+        backend, size = args.only.split(":")
+        datasets, seconds = [Dataset(int(size), backend)], args.seconds
     else:
-        datasets = [Dataset(10_000, "sqlite"), Dataset(100_000, "sqlite"), Dataset(10_000, "postgresql"),
-                    Dataset(100_000, "postgresql"), Dataset(1_000_000, "postgresql")]
-        seconds = args.seconds
+        datasets, seconds = FULL, args.seconds
     wrk = ensure_wrk()
     tmp = BENCH / "data" / "run"
     tmp.mkdir(parents=True, exist_ok=True)
+    settings = tmp / "settings.yaml"
+    settings.write_text(f"server:\n  data_dir: {tmp / 'var'}\n")
+    for dataset in datasets:  # all built first: building is not measured, and runs nothing else
+        ensure_dataset(dataset, settings)
     cells: list[Cell] = []
     extras: dict[str, dict[str, Any]] = {}
     for dataset in datasets:
@@ -319,12 +396,19 @@ def main() -> int:
         cells += got
         extras[f"{dataset.backend} {dataset.size:,}"] = extra
     markdown = table(cells, extras)
+    checks = targets(cells, extras, datasets[-1], next((d for d in datasets if d.backend == datasets[-1].backend
+                                                        and d.size < datasets[-1].size), datasets[-1]))
+    markdown += "\n\n| target | measured | met |\n|---|---|---|\n" + "\n".join(
+        f"| {name} | {measured} | {'yes' if met else '**no**'} |" for name, measured, met in checks)
+    elapsed = time.perf_counter() - started
+    markdown += f"\n\nWhole run: {elapsed / 60:.1f} min, {seconds} s per cell, one worker, wrk -t1 on loopback."
     print(markdown)
     results = BENCH / "results"
     results.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     payload = {"stamp": stamp, "quick": args.quick, "seconds": seconds, "cells": [asdict(c) for c in cells],
-               "datasets": extras}
+               "datasets": extras, "targets": [{"target": n, "measured": m, "met": ok} for n, m, ok in checks],
+               "elapsed_s": round(elapsed)}
     for name in (stamp, "latest"):
         (results / f"{name}.json").write_text(json.dumps(payload, indent=2))
         (results / f"{name}.md").write_text(f"# Benchmark {stamp}\n\n{markdown}\n")

@@ -11,6 +11,7 @@ Plugin settings (`plugins.location.config` in settings.yaml):
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -18,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 import orjson
-from sqlalchemy import case, func, literal
+from sqlalchemy import String, case, cast, func, literal, or_
 from sqlalchemy.engine import RowMapping
 
 from server import hookimpl
@@ -27,6 +28,7 @@ from server.http_dates import instant
 from server.provider import (
     NearTarget,
     Operation,
+    Prerendered,
     ReferenceTarget,
     ResourceProvider,
     SearchParam,
@@ -92,6 +94,15 @@ class LocationConfig:
 
     def url(self, kind: str, name: str) -> str:
         return f"{self.namespace}/fhir/{kind}/{name}"
+
+    @property
+    def fingerprint(self) -> str:
+        """What the stored bodies depend on besides the data: these settings and this module's code."""
+        settings = orjson.dumps([self.namespace, dict(self.status_map), dict(self.physical_types),
+                                 self.default_physical_type], option=orjson.OPT_SORT_KEYS)
+        with open(__file__, "rb") as source:
+            code = source.read()
+        return "location:" + hashlib.sha256(settings + code).hexdigest()[:32]
 
 
 def _date(value: date | str) -> str:
@@ -173,6 +184,15 @@ class LocationMapper:
         return resource
 
 
+def _stays_right(snapshot: Mapping[str, Any]) -> bool:
+    """A rendering stays right unless the unit closes later (operationalStatus changes that day)."""
+    closing = snapshot.get("closing_date")
+    return not closing or _date(closing) <= date.today().isoformat()
+
+
+NO_BOUNDARY = or_(org_unit.c.geometry.is_(None), cast(org_unit.c.geometry, String) == "null")
+
+
 def location_provider(config: LocationConfig) -> ResourceProvider:
     names = Through(org_unit_name, org_unit_name.c.org_unit_id)
     aliases = Through(org_unit_name, org_unit_name.c.org_unit_id, org_unit_name.c.position > 0)
@@ -227,6 +247,8 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
         search_params=params,
         operations=(children,),
         references={"managingOrganization": "Organization"},
+        prerendered=Prerendered(org_unit_history.c.body, config.fingerprint, _stays_right,
+                                None if config.boundaries_in_search else NO_BOUNDARY),
         versioning=Versioning(
             version=org_unit.c.version_id, last_updated=org_unit.c.updated_at, deleted=org_unit.c.deleted,
             history=org_unit_history, history_id=org_unit_history.c.org_unit_id,

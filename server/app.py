@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
+import anyio
 from sqlalchemy import Engine
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -20,7 +21,9 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
     ctx = context or create_context(settings, extra_plugins, db)
 
     @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # as many worker threads as pooled connections: more would only queue for one, holding the GIL to do so
+        app.state.limiter = anyio.CapacityLimiter(settings.database.pool_size)
         yield
         ctx.db.dispose()
 

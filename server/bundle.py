@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from server.http_dates import instant
+from server.rendered import Rendered
 
 
 class Pageable(Protocol):
@@ -12,6 +13,8 @@ class Pageable(Protocol):
     skip: int
 
     def page(self, skip: int) -> Any: ...
+
+    def following(self, last_id: str | None) -> Any: ...
 
     def query_string(self, extra: Sequence[tuple[str, str]] = ()) -> str: ...
 
@@ -21,7 +24,9 @@ def _link(relation: str, base: str, path: str, request: Pageable, extra: Sequenc
 
 
 def paging_links(base: str, path: str, request: Pageable, total: int | None, has_next: bool,
-                 extra: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
+                 extra: Sequence[tuple[str, str]] = (), last_id: str | None = None) -> list[dict[str, str]]:
+    """self, first, previous, next (after `last_id`, the page's last match, where the request pages by keyset)
+    and, with a total, last."""
     links = [_link("self", base, path, request, extra)]
     count = request.count
     if count == 0:
@@ -30,7 +35,7 @@ def paging_links(base: str, path: str, request: Pageable, total: int | None, has
     if request.skip > 0:
         links.append(_link("previous", base, path, request.page(max(0, request.skip - count)), extra))
     if has_next:
-        links.append(_link("next", base, path, request.page(request.skip + count), extra))
+        links.append(_link("next", base, path, request.following(last_id), extra))
     if total is not None:
         last = max(0, (total - 1) // count * count)
         links.append(_link("last", base, path, request.page(last), extra))
@@ -50,22 +55,22 @@ def _bundle(kind: str, total: int | None, links: list[dict[str, str]], entries: 
 DISTANCE = "http://hl7.org/fhir/StructureDefinition/location-distance"
 
 
-def search_entry(base: str, resource: dict[str, Any], mode: str = "match",
+def search_entry(base: str, resource_type: str, rid: str, resource: dict[str, Any] | Rendered, mode: str = "match",
                  distance_km: float | None = None) -> dict[str, Any]:
     search: dict[str, Any] = {"mode": mode}
     if distance_km is not None:
         search["extension"] = [{"url": DISTANCE, "valueDistance": {
             "value": round(distance_km, 3), "unit": "km", "system": "http://unitsofmeasure.org", "code": "km"}}]
-    return {"fullUrl": f"{base}/{resource['resourceType']}/{resource['id']}", "resource": resource, "search": search}
+    return {"fullUrl": f"{base}/{resource_type}/{rid}", "resource": resource, "search": search}
 
 
 def searchset(base: str, path: str, request: Pageable, entries: list[dict[str, Any]], total: int | None,
-              has_next: bool, extra: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-    return _bundle("searchset", total, paging_links(base, path, request, total, has_next, extra), entries)
+              has_next: bool, extra: Sequence[tuple[str, str]] = (), last_id: str | None = None) -> dict[str, Any]:
+    return _bundle("searchset", total, paging_links(base, path, request, total, has_next, extra, last_id), entries)
 
 
 def history_entry(base: str, resource_type: str, rid: str, version: int, updated: Any,
-                  resource: dict[str, Any] | None) -> dict[str, Any]:
+                  resource: dict[str, Any] | Rendered | None) -> dict[str, Any]:
     entry: dict[str, Any] = {"fullUrl": f"{base}/{resource_type}/{rid}"}
     if resource is not None:
         entry["resource"] = resource

@@ -1,4 +1,4 @@
-"""orgunit-fhir serve | demo | load | token"""
+"""orgunit-fhir serve | demo | load | render | migrate | token"""
 from __future__ import annotations
 
 import argparse
@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--delete-missing", action="store_true",
                       help="units of this data source absent from the file become deleted versions")
 
+    render = sub.add_parser("render", help="pre-render every version for these settings (load and demo do it too)")
+    _common(render)
+
     migrate = sub.add_parser("migrate", help="bring the database schema to this version (writer role)")
     _common(migrate)
 
@@ -90,10 +93,37 @@ def _demo(settings: Settings, size: int, seed: int) -> int:
         engine.dispose()
 
 
+def _render(settings: Settings) -> int:
+    """Store the bodies that are missing (all of them when the settings or the code changed)."""
+    from server.plugins import get_plugin_manager
+    from server.prerender import refresh
+    from server.registry import Registry
+    from server.store.db import create_db_engine
+
+    registry = Registry.collect(get_plugin_manager(settings), settings)
+    engine = create_db_engine(settings, writing=True)
+    try:
+        started = time.perf_counter()
+        progress = Progress("render")
+        rendered = refresh(engine, registry, progress=progress)
+        progress.close()
+        print(f"render: {rendered} versions pre-rendered in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+        return rendered
+    finally:
+        engine.dispose()
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    _render(_settings(args))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     if args.size < 5:
         raise ConfigError("--size must be at least 5 (one unit per level)")
-    _demo(_settings(args), args.size, args.seed)
+    settings = _settings(args)
+    _demo(settings, args.size, args.seed)
+    _render(settings)
     return 0
 
 
@@ -114,6 +144,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         engine.dispose()
     print(f"load {args.format}: {report.inserted} inserted, {report.updated} updated, "
           f"{report.unchanged} unchanged in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+    _render(settings)
     return 0
 
 
@@ -180,6 +211,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         _ensure_schema(settings)
         if not args.no_demo and _is_empty(settings):
             _demo(settings, DEFAULT_DEMO_SIZE, 42)
+        _render(settings)  # the embedded database is ours to write: bodies for these settings
     check_schema(settings)
     host = args.host or settings.server.host
     port = args.port or settings.server.port
@@ -199,7 +231,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"serve": cmd_serve, "demo": cmd_demo, "load": cmd_load, "migrate": cmd_migrate, "token": cmd_token}
+COMMANDS = {"serve": cmd_serve, "demo": cmd_demo, "load": cmd_load, "render": cmd_render, "migrate": cmd_migrate,
+            "token": cmd_token}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,10 +9,15 @@ from typing import Any
 from starlette.datastructures import Headers
 
 from server.http_dates import as_utc, http_date
+from server.rendered import Rendered
 
 
-def validators(body: dict[str, Any], content: bytes) -> tuple[str, datetime | None]:
+def validators(body: dict[str, Any] | Rendered, content: bytes) -> tuple[str, datetime | None]:
     """A resource's ETag is its version; anything else (Bundles, capabilities) is tagged by its bytes."""
+    if isinstance(body, Rendered):
+        if body.version_id is not None:
+            return f'W/"{body.version_id}"', body.last_updated
+        body = body.resource()
     meta = body.get("meta") or {}
     if "versionId" in meta and body.get("resourceType") not in ("Bundle", "CapabilityStatement"):
         updated = as_utc(meta["lastUpdated"].replace("Z", "+00:00")) if "lastUpdated" in meta else None

@@ -13,6 +13,7 @@ from server.context import ServerContext
 from server.errors import FhirError, InternalError
 from server.interaction import Interaction
 from server.negotiation import FHIR_JSON, Format
+from server.rendered import Rendered, materialized, splice
 
 log = logging.getLogger("orgunit_fhir")
 ERROR_FORMAT = Format(FHIR_JSON)
@@ -38,7 +39,11 @@ def request_id(request: Request) -> str:
     return rid
 
 
-def render(body: dict[str, Any], fmt: Format) -> bytes:
+def render(body: dict[str, Any] | Rendered, fmt: Format) -> bytes:
+    if isinstance(body, Rendered) and not (fmt.xml or fmt.pretty):
+        return body.raw
+    if fmt.xml or fmt.pretty:
+        body = materialized(body)
     if fmt.xml:
         from fhir.resources.R4B import (
             get_fhir_model_class,  # XML only: keep models off the JSON path
@@ -46,7 +51,8 @@ def render(body: dict[str, Any], fmt: Format) -> bytes:
 
         model = get_fhir_model_class(body["resourceType"]).model_validate(body)
         return model.model_dump_xml(pretty_print=fmt.pretty)  # type: ignore[no-any-return]
-    return orjson.dumps(body, option=orjson.OPT_INDENT_2 if fmt.pretty else 0)
+    return orjson.dumps(body, default=splice, option=orjson.OPT_PASSTHROUGH_DATACLASS | (
+        orjson.OPT_INDENT_2 if fmt.pretty else 0))
 
 
 def fhir_response(body: dict[str, Any] | bytes, fmt: Format, status: int = 200,

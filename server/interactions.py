@@ -1,8 +1,10 @@
 """The interactions as plain functions returning FHIR dicts (no HTTP here)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
+
+from sqlalchemy import Connection, Select
 
 from server.auth import Principal
 from server.bundle import history, history_entry, search_entry, searchset
@@ -10,7 +12,9 @@ from server.capabilities import for_base
 from server.context import ServerContext
 from server.errors import Forbidden, ResourceGone, ResourceNotFound, operation_outcome
 from server.interaction import Interaction
+from server.http_dates import as_utc
 from server.provider import ResourceProvider, StaticProvider, Versioning
+from server.rendered import Rendered
 from server.search.history import (
     HistoryRequest,
     history_count,
@@ -25,15 +29,20 @@ from server.search.request import (
     parse_search,
     parse_subset,
 )
+from server.search.ids import stored_id
 from server.search.sql import (
+    body_page_query,
     count_query,
     page_query,
     read_query,
     resolve_paths,
-    stored_id,
+    where_clause,
 )
 from server.static import read_static, search_static
 from server.subset import subset
+
+
+Resource = dict[str, Any] | Rendered
 
 
 def authorize(ctx: ServerContext, principal: Principal | None, interaction: Interaction) -> None:
@@ -48,18 +57,36 @@ def _not_found(resource_type: str, rid: str) -> ResourceNotFound:
     return ResourceNotFound(f"{resource_type}/{rid} is not known")
 
 
-def _fetch(ctx: ServerContext, provider: ResourceProvider, rid: str) -> dict[str, Any]:
+def _gone(provider: ResourceProvider, rid: str, version: Any) -> ResourceGone:
+    return ResourceGone(f"{provider.resource_type}/{rid} was deleted (version {version}); see its _history")
+
+
+def _fetch(ctx: ServerContext, provider: ResourceProvider, rid: str) -> Resource:
     stored = stored_id(provider, rid)
     if stored is None:
         raise _not_found(provider.resource_type, rid)
     with ctx.db.connect() as conn:
+        if ctx.freshness.splices(conn, provider):
+            found = ctx.reads[provider.resource_type].run(conn, id=stored).first()
+            if found is None:
+                raise _not_found(provider.resource_type, rid)
+            deleted, version, updated, body = found
+            if deleted:
+                raise _gone(provider, rid, version)
+            if body is not None:
+                return Rendered(bytes(body), str(version), as_utc(updated))
         row = conn.execute(read_query(provider, [stored])).mappings().first()
     if row is None:
         raise _not_found(provider.resource_type, rid)
     if provider.versioning is not None and row[provider.versioning.deleted.key]:
-        raise ResourceGone(f"{provider.resource_type}/{rid} was deleted "
-                           f"(version {row[provider.versioning.version.key]}); see its _history")
+        raise _gone(provider, rid, row[provider.versioning.version.key])
     return provider.to_resource(row)
+
+
+def _subset(resource: Resource, summary: str | None, elements: tuple[str, ...] | None) -> Resource:
+    if summary is None and elements is None:
+        return resource
+    return subset(resource.resource() if isinstance(resource, Rendered) else resource, summary, elements)
 
 
 def _provider(ctx: ServerContext, resource_type: str, what: str) -> ResourceProvider:
@@ -70,14 +97,14 @@ def _provider(ctx: ServerContext, resource_type: str, what: str) -> ResourceProv
 
 
 def read(ctx: ServerContext, principal: Principal | None, resource_type: str, rid: str,
-         items: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+         items: Sequence[tuple[str, str]] = ()) -> Resource:
     provider = ctx.registry.get(resource_type)
     authorize(ctx, principal, Interaction("read", resource_type, rid))
     if isinstance(provider, StaticProvider):
         with ctx.db.connect() as conn:
             return read_static(provider, conn, rid, items)
     summary, elements = parse_subset(items)
-    return subset(_fetch(ctx, provider, rid), summary, elements)
+    return _subset(_fetch(ctx, provider, rid), summary, elements)
 
 
 def _parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]], strict: bool) -> SearchRequest:
@@ -85,26 +112,60 @@ def _parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple
                         max_count=ctx.settings.fhir.max_count, strict=strict, providers=ctx.registry.providers)
 
 
+def _count(ctx: ServerContext, conn: Connection, provider: ResourceProvider, key: Hashable,
+           query: Callable[[], Select[Any]]) -> int:
+    """A count; for a versioned provider, cached until it has a newer version (the query built on a miss)."""
+    if provider.versioning is None:
+        return int(conn.execute(query()).scalar_one())
+    return ctx.counts.get((ctx.freshness.generation(conn, provider), key),
+                          lambda: int(conn.execute(query()).scalar_one()))
+
+
+Match = tuple[str, Resource, float | None]  # id, resource, distance (near)
+
+
+def _rendered_page(conn: Connection, provider: ResourceProvider, rows: Sequence[Any], near: bool) -> list[Match]:
+    """Stored bodies as they are; the rows without one (rendered per request) fetched in one query."""
+    missing = [row[0] for row in rows if row[1] is None]
+    rendered = {row[provider.id_column.key]: provider.to_resource(row) for row in
+                conn.execute(read_query(provider, missing, search=True)).mappings()} if missing else {}
+    return [(str(row[0]), Rendered(bytes(row[1])) if row[1] is not None else rendered[row[0]],
+             row[2] if near else None) for row in rows]
+
+
 def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest, base: str, path: str,
                 extra: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    count = request.count
+    count, near = request.count, request.near is not None
     with ctx.db.connect() as conn:
+        splice = not request.includes and ctx.freshness.splices(conn, provider)
         paths = resolve_paths(conn, provider, request)
-        total = conn.execute(count_query(provider, request, paths)).scalar_one() if request.counts else None
-        rows = conn.execute(page_query(provider, request, paths, extra_row=1)).mappings().all() if count else []
-        has_next = len(rows) > count if total is None else request.skip + count < total
+        where = where_clause(provider, request, paths)
+        total = _count(ctx, conn, provider, request.key, lambda: count_query(provider, request, where=where)) \
+            if request.counts else None
+        query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where)
+        rows: Sequence[Any] = (conn.execute(query).all() if splice else conn.execute(query).mappings().all()) \
+            if count else []
+        has_next = len(rows) > count
         rows = rows[:count]
-        included = fetch_included(conn, ctx.registry, provider, request.includes, rows) if rows else None
-    near = request.near is not None
-    entries = [search_entry(base, subset(provider.to_resource(r), request.summary, request.elements), "match",
-                            r["_distance_km"] if near else None) for r in rows]
+        if splice:
+            matches = _rendered_page(conn, provider, rows, near)
+        else:
+            id_key = provider.id_column.key
+            matches = [(str(r[id_key]), provider.to_resource(r), r["_distance_km"] if near else None) for r in rows]
+        included = fetch_included(conn, ctx.registry, provider, request.includes, rows) if rows and not splice \
+            else None
+    rtype = provider.resource_type
+    entries = [search_entry(base, rtype, rid, _subset(resource, request.summary, request.elements), "match", distance)
+               for rid, resource, distance in matches]
     if included is not None:
-        entries += [search_entry(base, p.to_resource(r), "include") for p, r in included.rows]
+        entries += [search_entry(base, p.resource_type, str(r[p.id_column.key]), p.to_resource(r), "include")
+                    for p, r in included.rows]
         if included.truncated:
             entries.append({"resource": operation_outcome(
                 "warning", "too-costly", f"_revinclude stopped at {MAX_INCLUDED} included resources"),
                 "search": {"mode": "outcome"}})
-    return searchset(base, path, request, entries, total, has_next and bool(count), extra)
+    last_id = matches[-1][0] if matches else None
+    return searchset(base, path, request, entries, total, has_next and bool(count), extra, last_id)
 
 
 def search_type(ctx: ServerContext, principal: Principal | None, base: str, resource_type: str,
@@ -141,7 +202,7 @@ def _versioned(provider: ResourceProvider) -> Versioning:
 
 
 def vread(ctx: ServerContext, principal: Principal | None, resource_type: str, rid: str, vid: str,
-          items: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+          items: Sequence[tuple[str, str]] = ()) -> Resource:
     provider = _provider(ctx, resource_type, "_history")
     authorize(ctx, principal, Interaction("vread", resource_type, rid))
     versioning = _versioned(provider)
@@ -149,25 +210,35 @@ def vread(ctx: ServerContext, principal: Principal | None, resource_type: str, r
     if stored is None or not vid.isdigit() or len(vid) > 9:
         raise ResourceNotFound(f"{resource_type}/{rid}/_history/{vid} is not known")
     with ctx.db.connect() as conn:
-        row = conn.execute(version_query(versioning, stored, int(vid))).first()
+        row = conn.execute(version_query(versioning, stored, int(vid), _bodies(ctx, conn, provider))).first()
     if row is None:
         raise ResourceNotFound(f"{resource_type}/{rid} has no version {vid}")
-    deleted, snapshot = row
+    deleted, snapshot, body = row
     if deleted:
         raise ResourceGone(f"version {vid} of {resource_type}/{rid} is its deletion")
-    return subset(provider.to_resource(snapshot), *parse_subset(items))
+    return _subset(_version(provider, snapshot, body), *parse_subset(items))
+
+
+def _bodies(ctx: ServerContext, conn: Connection, provider: ResourceProvider) -> Any | None:
+    """The stored-body column when the bodies may be spliced, else None."""
+    return provider.prerendered.body if provider.prerendered and ctx.freshness.splices(conn, provider) else None
+
+
+def _version(provider: ResourceProvider, snapshot: Any, body: bytes | None) -> Resource:
+    return Rendered(bytes(body)) if body is not None else provider.to_resource(snapshot)
 
 
 def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryRequest, base: str, path: str,
              stored: Any | None, extra: Sequence[tuple[str, str]]) -> dict[str, Any]:
     versioning = _versioned(provider)
     with ctx.db.connect() as conn:
-        total = conn.execute(history_count(versioning, request, stored)).scalar_one()
-        rows = conn.execute(history_page(versioning, request, stored)).all() if request.count else []
+        total = _count(ctx, conn, provider, (path, request.key), lambda: history_count(versioning, request, stored))
+        body = _bodies(ctx, conn, provider)
+        rows = conn.execute(history_page(versioning, request, stored, body)).all() if request.count else []
     entries = [
         history_entry(base, provider.resource_type, str(rid), version, updated,
-                      None if deleted else provider.to_resource(snapshot))
-        for rid, version, updated, deleted, snapshot in rows
+                      None if deleted else _version(provider, snapshot, stored_body))
+        for rid, version, updated, deleted, snapshot, stored_body in rows
     ]
     return history(base, path, request, entries, total, extra)
 

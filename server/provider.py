@@ -118,6 +118,20 @@ class Versioning:
     history_snapshot: ColumnElement[Any]
 
 
+@dataclass(frozen=True)
+class Prerendered:
+    """Each version rendered once (`to_resource` of its snapshot, as compact JSON) into `body`, a column of the
+    versioning's history table, and spliced into responses. `fingerprint` names everything besides the snapshot
+    that the rendering depends on (settings, code): the engine re-renders when it changes. `storable(snapshot)`
+    says whether a rendering stays right as time passes (a false one is rendered per request)."""
+
+    body: ColumnElement[Any]
+    fingerprint: str
+    storable: Callable[[Mapping[str, Any]], bool] = lambda snapshot: True
+    # when the search columns leave something out (a large element): the rows whose body also serves search pages
+    in_search: ColumnElement[bool] | None = None
+
+
 LAST_UPDATED = "http://hl7.org/fhir/SearchParameter/Resource-lastUpdated"
 RESOURCE_ID = "http://hl7.org/fhir/SearchParameter/Resource-id"
 
@@ -138,6 +152,7 @@ class ResourceProvider:
     # element -> resource type of the references to_resource writes there (e.g. managingOrganization ->
     # Organization); when no provider serves that type, the engine leaves the `reference` out
     references: Mapping[str, str] = field(default_factory=dict)
+    prerendered: Prerendered | None = None  # needs versioning
     profile: str | None = None
     documentation: str | None = None
     params_by_name: Mapping[str, SearchParam] = field(init=False, repr=False, compare=False)
@@ -178,6 +193,8 @@ class ResourceProvider:
                 raise ConfigError(f"{where}: search parameter {param.name} has unknown type {param.type!r}")
             if not param.targets or not all(isinstance(t, expected) for t in param.targets):
                 raise ConfigError(f"{where}: search parameter {param.name} ({param.type}) needs {expected.__name__} targets")
+        if self.prerendered is not None and self.versioning is None:
+            raise ConfigError(f"{where}: prerendered bodies are kept per version: declare versioning too")
         for op in self.operations:
             if not NAME_RE.match(op.name):
                 raise ConfigError(f"{where}: operation {op.name!r} is not a valid name")

@@ -41,8 +41,13 @@ def _link(provider: ResourceProvider, served: frozenset[str]) -> ResourceProvide
         isinstance(t, ReferenceTarget) and t.resource_type in served for t in p.targets))
     if not dangling and len(params) == len(provider.search_params):
         return provider
-    to_resource = _without_references(provider.to_resource, dangling) if dangling else provider.to_resource
-    return replace(provider, search_params=params, to_resource=to_resource)
+    if not dangling:
+        return replace(provider, search_params=params)
+    prerendered = provider.prerendered
+    if prerendered is not None:  # the stored bodies must say which references they leave out
+        prerendered = replace(prerendered, fingerprint=f"{prerendered.fingerprint};without={','.join(sorted(dangling))}")
+    return replace(provider, search_params=params, to_resource=_without_references(provider.to_resource, dangling),
+                   prerendered=prerendered)
 
 
 @dataclass(frozen=True)

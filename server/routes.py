@@ -1,10 +1,12 @@
 """The route table and thin async endpoints around the interactions."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
+import anyio.to_thread
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -47,7 +49,14 @@ async def _serve(request: Request, interaction: Interaction, call: Callable[...,
         principal: Principal | None = None
         if not (interaction.kind == "capabilities" and ctx.settings.auth.public_metadata):
             principal = ctx.authenticator.authenticate(request.headers.get("authorization"))
-        body = await run_in_threadpool(call, ctx, principal, *args, **kwargs)
+        work = functools.partial(call, ctx, principal, *args, **kwargs)
+        limiter = getattr(request.app.state, "limiter", None)
+        try:
+            body = await anyio.to_thread.run_sync(work, limiter=limiter)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+            body = await anyio.to_thread.run_sync(work, limiter=limiter)  # once, on a new connection
         content = render(body, fmt)
         etag, last_modified = validators(body, content)
         headers = {**headers_for(etag, last_modified), "X-Request-ID": request_id(request)}

@@ -24,6 +24,9 @@ class StaticSearch:
     def page(self, skip: int) -> StaticSearch:
         return replace(self, skip=skip)
 
+    def following(self, last_id: str | None) -> StaticSearch:
+        return self.page(self.skip + self.count)
+
     def query_string(self, extra: Sequence[tuple[str, str]] = ()) -> str:
         pairs = [(k, ",".join(v)) for k, v in self.filters] + [("_count", str(self.count))]
         if self.skip:
@@ -62,6 +65,6 @@ def search_static(provider: StaticProvider, conn: Any, base: str, items: Sequenc
     search = replace(search, filters=tuple(filters))
     found = [r for r in provider.load(conn) if search.matches(r)]
     page = found[search.skip:search.skip + search.count]
-    entries = [search_entry(base, r) for r in page]
+    entries = [search_entry(base, provider.resource_type, r["id"], r) for r in page]
     has_next = search.skip + search.count < len(found) and search.count > 0
     return searchset(base, provider.resource_type, search, entries, len(found), has_next, extra)

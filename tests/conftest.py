@@ -95,12 +95,14 @@ SECRET = "test-secret-with-at-least-32-bytes!!"
 @pytest.fixture(scope="module")
 def small_ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
     """A server context over the small hand-made pyramid, on each backend."""
+    from server.prerender import refresh
     from tests.data import load_small_pyramid
 
     settings = make_settings(backend_url, tmp_path_factory.mktemp("var"), auth={"secret": SECRET})
     ctx = create_context(settings)
     create_schema(ctx.db)
     load_small_pyramid(ctx.db)
+    refresh(ctx.db, ctx.registry)  # as `load` does: requests splice the stored bodies (test_prerender: same bytes)
     yield ctx
     ctx.db.dispose()
 

@@ -16,6 +16,8 @@ from server.app import create_app
 from server.auth import mint_token
 from server.store.db import create_db_engine
 from server.store.writer import (
+    TypeRecord,
+    ensure_types,
     delete_missing,
     ensure_data_source,
     ensure_source_version,
@@ -65,6 +67,30 @@ def test_reimporting_identical_data_changes_nothing(client: tuple[TestClient, En
     assert [e["resource"]["meta"] for e in after["entry"]] == [e["resource"]["meta"] for e in before["entry"]]
     assert http.get("/fhir/Location/_history", params={"_since": T1.isoformat()}).json()["total"] == 0
     assert http.get("/fhir/Location/_history").json()["total"] == len(UNITS)
+
+
+@pytest.mark.parametrize("change", ["type-renamed", "type-renamed-and-unit-changed", "source-identifier-system"])
+def test_a_changed_type_or_source_gives_its_units_one_new_version(client: tuple[TestClient, Engine],
+                                                                  change: str) -> None:
+    http, engine = client
+    units = changed(UNITS, **{"30": {"name": "CSPS Ségou-Centre"}}) if change.endswith("unit-changed") else UNITS
+    with engine.begin() as conn:
+        if change.startswith("type"):
+            ensure_types(conn, [TypeRecord("Centre de santé (CSPS)", "CSPS", "HF", 5)], now=T1)
+            expected = {"30", "32"}  # the CSPS units
+        else:
+            ensure_data_source(conn, "Ministère de la Santé", identifier_system="https://ms.example.org/ou", now=T1)
+            expected = {str(u.id) for u in UNITS}
+        write_units(conn, units, ensure_source_version(conn, 1, 3), T1)
+    since = T1.strftime("%Y-%m-%dT%H:%M:%SZ")
+    bundle = http.get(f"/fhir/Location/_history?_since={since}&_count=100").json()
+    assert {(rid, etag) for rid, etag, _ in history_ids(bundle)} == {(rid, 'W/"2"') for rid in expected}
+    read = http.get("/fhir/Location/30").json()
+    assert read["meta"]["versionId"] == "2"
+    if change.startswith("type"):
+        assert read["type"][0]["text"] == "Centre de santé (CSPS)"
+    else:
+        assert read["identifier"][0]["system"] == "https://ms.example.org/ou"
 
 
 def test_rename_and_move_then_history_since(client: tuple[TestClient, Engine]) -> None:

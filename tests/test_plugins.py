@@ -173,7 +173,7 @@ def test_translate_exception_hook(small_ctx: ServerContext, tmp_path: Path) -> N
 
     object.__setattr__(provider, "to_resource", explode)
     try:
-        response = client.get("/fhir/Location/30")
+        response = client.get("/fhir/Location/32")  # rendered per request (no stored body: it closes in 2999)
     finally:
         object.__setattr__(provider, "to_resource", original)
     assert response.status_code == 409

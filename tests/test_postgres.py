@@ -57,6 +57,25 @@ def test_outage_is_503_and_the_server_recovers(pg_url: str, tmp_path: Path, clos
         forwarder.close()
 
 
+def test_a_connection_dropped_while_idle_costs_no_request(pg_url: str, tmp_path: Path, closing_client: Any) -> None:
+    """Pooled connections are not pinged at checkout: a dead one fails once and the read is repeated."""
+    setup = create_db_engine(make_settings(pg_url, tmp_path))
+    create_schema(setup)
+    load_small_pyramid(setup)
+    setup.dispose()
+    settings = make_settings(pg_url, tmp_path, auth={"secret": SECRET})
+    client = closing_client(create_app(settings))
+    client.headers["Authorization"] = f"Bearer {mint_token(settings)}"
+    assert client.get("/fhir/Location/30").status_code == 200
+    name = make_url(pg_url).database
+    with psycopg.connect(pg.ADMIN_URL, autocommit=True) as admin:  # a restart, a proxy's idle timeout...
+        killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                               "WHERE datname = %s AND pid <> pg_backend_pid()", (name,)).fetchone()
+    assert killed and killed[0] >= 1
+    assert client.get("/fhir/Location/30").status_code == 200
+    assert client.get("/fhir/Location?name=ds").json()["total"] == 2
+
+
 def test_statement_timeout_is_503(pg_url: str, tmp_path: Path) -> None:
     engine = create_db_engine(make_settings(pg_url, tmp_path, database={"statement_timeout_ms": 50}))
     try:

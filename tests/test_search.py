@@ -8,6 +8,7 @@ import pytest
 
 from server import interactions
 from server.context import ServerContext
+from server.rendered import materialized
 from server.errors import (
     FhirError,
     InvalidValue,
@@ -22,8 +23,8 @@ SOURCE_SYSTEM = f"{NS}/fhir/sid/ministere-de-la-sante"
 
 
 def search(ctx: ServerContext, query: str, strict: bool = False) -> dict[str, Any]:
-    return interactions.search_type(ctx, None, BASE, "Location", parse_qsl(query, keep_blank_values=True),
-                                    strict=strict)
+    return materialized(interactions.search_type(ctx, None, BASE, "Location",
+                                                 parse_qsl(query, keep_blank_values=True), strict=strict))
 
 
 def ids(bundle: dict[str, Any]) -> list[int]:
@@ -152,6 +153,47 @@ def test_paging_links_walk_every_match_once(small_ctx: ServerContext) -> None:
     assert seen == sorted(seen) == [1, 2, 3, 10, 11, 20, 30, 31, 32]
 
 
+@pytest.mark.parametrize("query, expected", [
+    pytest.param("_count=2", [1, 2, 3, 10, 11, 20, 30, 31, 32], id="id-order"),
+    pytest.param("_count=2&_sort=-_id", [32, 31, 30, 20, 11, 10, 3, 2, 1], id="descending-id"),
+    pytest.param("_count=2&status=active", [1, 2, 3, 10, 20, 30], id="filtered"),
+])
+def test_next_links_continue_after_the_last_id(small_ctx: ServerContext, query: str, expected: list[int]) -> None:
+    """Keyset paging: a next link names the page's last id, so a deep page costs what the first does."""
+    seen, page, skip = [], search(small_ctx, query), 0
+    while True:
+        seen += ids(page)
+        nxt = link(page, "next")
+        if nxt is None:
+            break
+        skip += 2
+        assert dict(query_of(nxt))["_after"] == str(seen[-1]) and dict(query_of(nxt))["_skip"] == str(skip)
+        page = search(small_ctx, urlsplit(nxt).query)
+        assert link(page, "self") == nxt  # the self link shows the _after it applied
+    assert seen == expected
+
+
+def test_next_links_of_other_orders_go_by_offset(small_ctx: ServerContext) -> None:
+    nxt = link(search(small_ctx, "_count=2&_sort=name"), "next")
+    assert nxt is not None and "_after" not in nxt and dict(query_of(nxt))["_skip"] == "2"
+
+
+def test_after_is_a_position_not_a_filter_on_total(small_ctx: ServerContext) -> None:
+    page = search(small_ctx, "_count=2&_skip=4&_after=10")
+    assert ids(page) == [11, 20] and page["total"] == 9
+
+
+@pytest.mark.parametrize("query, words", [
+    pytest.param("_after=abc", "_after must be a Location id", id="not-an-id"),
+    pytest.param("_after=10&_sort=name", "_id order only", id="other-order"),
+    pytest.param("_after=10&near=11.7|-3.3|10|km", "_id order only", id="near-order"),
+])
+def test_after_errors(small_ctx: ServerContext, query: str, words: str) -> None:
+    with pytest.raises(FhirError) as info:
+        search(small_ctx, query)
+    assert info.value.status == 400 and words in info.value.diagnostics
+
+
 def test_count_zero_gives_total_only(small_ctx: ServerContext) -> None:
     bundle = search(small_ctx, "status=active&_count=0")
     assert bundle["total"] == 6 and "entry" not in bundle
@@ -175,7 +217,7 @@ def test_entries_carry_full_url_and_match_mode(small_ctx: ServerContext) -> None
 
 
 def children(ctx: ServerContext, rid: str, query: str = "") -> dict[str, Any]:
-    return interactions.run_operation(ctx, None, BASE, "Location", rid, "children", parse_qsl(query))
+    return materialized(interactions.run_operation(ctx, None, BASE, "Location", rid, "children", parse_qsl(query)))
 
 
 @pytest.mark.parametrize("rid, query, expected", [
@@ -196,7 +238,7 @@ def test_children(small_ctx: ServerContext, rid: str, query: str, expected: list
 def test_children_links_page_under_the_operation(small_ctx: ServerContext) -> None:
     bundle = children(small_ctx, "20", "_count=1")
     assert link(bundle, "self") == f"{BASE}/Location/20/$children?_count=1"
-    assert link(bundle, "next") == f"{BASE}/Location/20/$children?_count=1&_skip=1"
+    assert link(bundle, "next") == f"{BASE}/Location/20/$children?_count=1&_skip=1&_after=30"
 
 
 @pytest.mark.parametrize("rid", ["999", "abc", "1.5", "x" * 65])

@@ -9,6 +9,7 @@ import pytest
 
 from server import interactions
 from server.context import ServerContext
+from server.rendered import materialized
 from server.errors import FhirError, InvalidRequest, InvalidValue, UnsupportedParameter
 from tests.validators import assert_valid
 
@@ -19,7 +20,7 @@ SUBSETTED = {"system": "http://terminology.hl7.org/CodeSystem/v3-ObservationValu
 
 
 def search(ctx: ServerContext, query: str) -> dict[str, Any]:
-    return interactions.search_type(ctx, None, BASE, "Location", parse_qsl(query, keep_blank_values=True))
+    return materialized(interactions.search_type(ctx, None, BASE, "Location", parse_qsl(query, keep_blank_values=True)))
 
 
 def matches(bundle: dict[str, Any]) -> list[int]:
@@ -219,3 +220,25 @@ def test_include_is_per_page_and_in_links(small_ctx: ServerContext) -> None:
 def test_empty_elements_is_ignored(small_ctx: ServerContext) -> None:
     bundle = search(small_ctx, "_id=30&_elements=")
     assert "position" in bundle["entry"][0]["resource"] and "_elements" not in bundle["link"][0]["url"]
+
+
+@pytest.mark.parametrize("query, joined", [
+    pytest.param("status=active", False, id="own-column"),
+    pytest.param("name=ko&identifier=x", False, id="side-tables-in-subqueries"),
+    pytest.param("type=CSPS", True, id="type-column"),
+    pytest.param("organization=1", True, id="source-column"),
+    pytest.param("_sort=-name", False, id="sort-own-column"),
+])
+def test_counts_and_body_pages_join_only_the_tables_they_use(small_ctx: ServerContext, query: str,
+                                                            joined: bool) -> None:
+    """Fewer joins to plan: a count or a page of stored bodies reads the org unit table alone when it can."""
+    from sqlalchemy.sql.util import find_tables
+
+    from server.search.request import parse_search
+    from server.search.sql import body_page_query, count_query
+
+    provider = small_ctx.registry.get("Location")
+    request = parse_search(provider, parse_qsl(query), default_count=20, max_count=100)  # type: ignore[arg-type]
+    for statement in (count_query(provider, request, {}), body_page_query(provider, request, {})):  # type: ignore[arg-type]
+        tables = {t.name for f in statement.get_final_froms() for t in find_tables(f, include_joins=False)}
+        assert ("org_unit_type" in tables) == joined and "org_unit" in tables, tables

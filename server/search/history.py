@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import Select, exists, func, select
+from sqlalchemy import ColumnElement, Select, exists, func, null, select
 
 from server.errors import UnsupportedParameter
 from server.provider import Versioning
@@ -24,6 +24,14 @@ class HistoryRequest:
 
     def page(self, skip: int) -> HistoryRequest:
         return replace(self, skip=skip)
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """What selects the versions (the count cache's key)."""
+        return self.since[1] if self.since else None, self.at.raw if self.at else None
+
+    def following(self, last_id: str | None) -> HistoryRequest:
+        return self.page(self.skip + self.count)
 
     def query_string(self, extra: Sequence[tuple[str, str]] = ()) -> str:
         pairs: list[tuple[str, str]] = []
@@ -72,8 +80,11 @@ def _conditions(v: Versioning, request: HistoryRequest, stored_id: Any | None) -
     return conds
 
 
-def history_page(v: Versioning, request: HistoryRequest, stored_id: Any | None = None) -> Select[Any]:
-    return (select(v.history_id, v.history_version, v.history_updated, v.history_deleted, v.history_snapshot)
+def history_page(v: Versioning, request: HistoryRequest, stored_id: Any | None = None,
+                 body: ColumnElement[Any] | None = None) -> Select[Any]:
+    """id, version, instant, deleted, snapshot and the stored body (`body`, or NULL) of each version."""
+    return (select(v.history_id, v.history_version, v.history_updated, v.history_deleted, v.history_snapshot,
+                   body if body is not None else null())
             .where(*_conditions(v, request, stored_id))
             .order_by(v.history_updated.desc(), v.history_id.desc(), v.history_version.desc())
             .limit(request.count).offset(request.skip))
@@ -83,7 +94,7 @@ def history_count(v: Versioning, request: HistoryRequest, stored_id: Any | None 
     return select(func.count()).select_from(v.history).where(*_conditions(v, request, stored_id))
 
 
-def version_query(v: Versioning, stored_id: Any, version: int) -> Select[Any]:
-    return select(v.history_deleted, v.history_snapshot).where(v.history_id == stored_id,
-                                                              v.history_version == version)
+def version_query(v: Versioning, stored_id: Any, version: int, body: ColumnElement[Any] | None = None) -> Select[Any]:
+    return select(v.history_deleted, v.history_snapshot, body if body is not None else null()).where(
+        v.history_id == stored_id, v.history_version == version)
 

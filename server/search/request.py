@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
 from server.provider import ReferenceTarget, ResourceProvider, SearchParam
+from server.search.ids import stored_id
 from server.search.values import SearchValue, parse_value
 
 FORMAT_PARAMS = frozenset({"_format", "_pretty"})
@@ -81,6 +82,7 @@ class SearchRequest:
     summary: Summary | None = None
     elements: tuple[str, ...] | None = None
     includes: tuple[Include, ...] = ()
+    after: str | None = None  # keyset: continue after this id (next links of searches in _id order)
 
     @property
     def all_clauses(self) -> tuple[Clause, ...]:
@@ -94,8 +96,27 @@ class SearchRequest:
     def counts(self) -> bool:
         return self.total != "none" or self.summary == "count"
 
+    @property
+    def keyset(self) -> bool | None:
+        """Pages follow the id (descending: False) when that is the whole order; None: they go by offset."""
+        if self.near is None and not self.sort:
+            return True
+        if len(self.sort) == 1 and self.sort[0].param.name == "_id":
+            return not self.sort[0].descending
+        return None
+
     def page(self, skip: int) -> SearchRequest:
-        return replace(self, skip=skip)
+        return replace(self, skip=skip, after=None)
+
+    def following(self, last_id: str | None) -> SearchRequest:
+        """The next page: by keyset when the order allows (deep pages cost what the first costs)."""
+        after = last_id if self.keyset is not None else None
+        return replace(self, skip=self.skip + self.count, after=after)
+
+    @property
+    def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """What selects the matches (not how they are paged or shown): the count cache's key."""
+        return self.resource_type, tuple((c.key, c.raw) for c in self.all_clauses)
 
     def query_string(self, extra: Sequence[tuple[str, str]] = ()) -> str:
         """The applied parameters, rebuilt from the typed form (the self/next links show exactly these)."""
@@ -112,6 +133,8 @@ class SearchRequest:
         pairs.append(("_count", str(self.count)))
         if self.skip:
             pairs.append(("_skip", str(self.skip)))
+        if self.after is not None:
+            pairs.append(("_after", self.after))
         pairs += list(extra)
         return "&".join(f"{quote(k, safe=':')}={quote(v, safe=':|,/')}" for k, v in pairs)
 
@@ -183,6 +206,8 @@ def parse_search(
             raise InvalidRequest("a query parameter has an empty name")
         if key in ("_count", "_skip"):
             request = replace(request, **{key[1:]: paging_value(key, raw, max_count)})
+        elif key == "_after":
+            request = replace(request, after=_after(provider, raw))
         elif key == "_sort":
             request = replace(request, sort=_sort(provider, raw)) if raw else request
         elif key == "_total":
@@ -207,7 +232,17 @@ def parse_search(
         raise InvalidRequest(f"too many search parameters ({len(clauses)}); at most {MAX_CLAUSES}")
     if request.summary == "count":
         request = replace(request, count=0)  # the total only: no entries, no paging links
-    return replace(request, clauses=tuple(clauses), includes=tuple(dict.fromkeys(includes)))
+    request = replace(request, clauses=tuple(clauses), includes=tuple(dict.fromkeys(includes)))
+    if request.after is not None and request.keyset is None:
+        raise InvalidRequest("_after continues a search in _id order only (next links carry it); "
+                             "use _skip with _sort or near")
+    return request
+
+
+def _after(provider: ResourceProvider, raw: str) -> str:
+    if stored_id(provider, raw) is None:
+        raise InvalidValue(f"_after must be a {provider.resource_type} id (as in the next link), got {raw!r}")
+    return raw
 
 
 def parse_subset(items: Sequence[tuple[str, str]]) -> tuple[Summary | None, tuple[str, ...] | None]:

@@ -3,10 +3,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    ColumnClause,
     ColumnElement,
+    Exists,
+    FromClause,
+    ScalarSelect,
+    SelectBase,
+    CursorResult,
+    Dialect,
+    bindparam,
     Connection,
     Select,
     and_,
@@ -18,6 +27,7 @@ from sqlalchemy import (
     or_,
     select,
     true,
+    union,
 )
 
 from server.provider import (
@@ -32,8 +42,8 @@ from server.provider import (
 )
 from server.search.dates import DateRange
 from server.search.request import Clause, SearchRequest
+from server.search.ids import coerce_id, stored_id
 from server.search.values import (
-    FHIR_ID,
     NearValue,
     ReferenceValue,
     SearchValue,
@@ -46,22 +56,6 @@ EARTH_RADIUS_KM = 6371.0088
 Paths = Mapping[tuple[str, str], str | None]  # (param name, referenced id) -> materialized path
 
 
-def coerce_id(column: ColumnElement[Any], raw: str) -> Any | None:
-    """A value as the column stores it, or None when it cannot be one (so nothing matches)."""
-    try:
-        python_type = column.type.python_type
-    except NotImplementedError:
-        return raw
-    if python_type is int:
-        return int(raw) if raw.isascii() and raw.lstrip("-").isdigit() and len(raw) < 19 else None
-    return raw
-
-
-def stored_id(provider: ResourceProvider, rid: str) -> Any | None:
-    """The provider's stored id for a FHIR id, or None when `rid` cannot be one of its ids."""
-    return coerce_id(provider.id_column, rid) if FHIR_ID.fullmatch(rid) else None
-
-
 def _like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -70,13 +64,17 @@ def _starts_with(column: ColumnElement[Any], text: str) -> ColumnElement[bool]:
     return column.like(f"{_like_escape(text)}%", escape="\\")
 
 
-def _through(provider: ResourceProvider, through: Through | None, cond: ColumnElement[bool]) -> ColumnElement[bool]:
+def _via(through: Through | None, cond: ColumnElement[bool]) -> ColumnElement[bool] | Select[Any]:
+    """The condition itself, or (on a side table) the select of the ids whose side rows meet it."""
     if through is None:
         return cond
     inner = select(through.key).where(cond)
-    if through.where is not None:
-        inner = inner.where(through.where)
-    return provider.id_column.in_(inner)
+    return inner if through.where is None else inner.where(through.where)
+
+
+def _through(provider: ResourceProvider, through: Through | None, cond: ColumnElement[bool]) -> ColumnElement[bool]:
+    found = _via(through, cond)
+    return provider.id_column.in_(found) if isinstance(found, Select) else found
 
 
 def _string(target: StringTarget, modifier: str | None, value: StringValue) -> ColumnElement[bool]:
@@ -168,15 +166,15 @@ def _present(provider: ResourceProvider, target: Target) -> ColumnElement[bool]:
 
 
 def _match(provider: ResourceProvider, clause: Clause, target: Target, value: SearchValue,
-           paths: Paths) -> ColumnElement[bool] | None:
+           paths: Paths) -> ColumnElement[bool] | Select[Any] | None:
     if isinstance(value, TextValue) and isinstance(target, TokenTarget):
         if target.text is None:
             return None
-        return _through(provider, target.through, _starts_with(func.lower(target.text), value.raw.lower()))
+        return _via(target.through, _starts_with(func.lower(target.text), value.raw.lower()))
     if isinstance(target, StringTarget) and isinstance(value, StringValue):
-        return _through(provider, target.through, _string(target, clause.modifier, value))
+        return _via(target.through, _string(target, clause.modifier, value))
     if isinstance(target, TokenTarget) and isinstance(value, TokenValue):
-        return _through(provider, target.through, _token(target, value))
+        return _via(target.through, _token(target, value))
     if isinstance(target, ReferenceTarget) and isinstance(value, ReferenceValue):
         return _reference(provider, target, clause.modifier, value, paths, clause.param.name)
     if isinstance(target, DateTarget) and isinstance(value, DateRange):
@@ -186,13 +184,26 @@ def _match(provider: ResourceProvider, clause: Clause, target: Target, value: Se
     return None
 
 
+def _any(provider: ResourceProvider, matches: list[ColumnElement[bool] | Select[Any]]) -> ColumnElement[bool]:
+    """OR of conditions and side-table selects. Mixed, they become one id IN (... UNION ...): each arm uses its
+    own index, where an OR holding an IN (subquery) would scan the whole table."""
+    direct = [m for m in matches if not isinstance(m, Select)]
+    side = [m for m in matches if isinstance(m, Select)]
+    if not side:
+        return or_(*direct) if direct else false()
+    if not direct and len(side) == 1:
+        return provider.id_column.in_(side[0])
+    arms = [select(provider.id_column).select_from(provider.source).where(or_(*direct))] if direct else []
+    return provider.id_column.in_(union(*arms, *side))
+
+
 def _clause(provider: ResourceProvider, clause: Clause, paths: Paths) -> ColumnElement[bool]:
     targets = clause.param.targets
     if clause.modifier == "missing":
         present = or_(*(_present(provider, t) for t in targets))
         return not_(present) if clause.values[0].missing else present  # type: ignore[union-attr]
     matches = [m for v in clause.values for t in targets if (m := _match(provider, clause, t, v, paths)) is not None]
-    matched = or_(*matches) if matches else false()
+    matched = _any(provider, matches)
     if clause.modifier == "not":  # resources with no matching value, including those with no value at all
         return provider.id_column.not_in(select(provider.id_column).select_from(provider.source).where(matched))
     return matched
@@ -236,30 +247,112 @@ def _order(provider: ResourceProvider, request: SearchRequest) -> list[Any]:
     return [*order, provider.id_column]
 
 
-def page_query(provider: ResourceProvider, request: SearchRequest, paths: Paths | None = None,
-               extra_row: int = 0) -> Select[Any]:
-    columns = list(provider.search_columns or provider.columns)
+def _distance_column(request: SearchRequest) -> list[ColumnElement[Any]]:
     near = request.near
-    if near is not None:
-        target = near.param.targets[0]
-        assert isinstance(target, NearTarget) and isinstance(near.values[0], NearValue)
-        columns.append(distance_km(target, near.values[0]).label("_distance_km"))
-    return (
-        select(*columns)
-        .select_from(provider.source)
-        .where(where_clause(provider, request, paths))
-        .order_by(*_order(provider, request))
-        .limit(request.count + extra_row)
-        .offset(request.skip)
-    )
+    if near is None:
+        return []
+    target = near.param.targets[0]
+    assert isinstance(target, NearTarget) and isinstance(near.values[0], NearValue)
+    return [distance_km(target, near.values[0]).label("_distance_km")]
 
 
-def count_query(provider: ResourceProvider, request: SearchRequest, paths: Paths | None = None) -> Select[Any]:
-    return select(func.count()).select_from(provider.source).where(where_clause(provider, request, paths))
+def _paged(provider: ResourceProvider, request: SearchRequest, query: Select[Any], where: ColumnElement[bool],
+           extra_row: int) -> Select[Any]:
+    query = query.where(where).order_by(*_order(provider, request))
+    if request.after is not None and request.keyset is not None:  # keyset: no offset to walk through
+        after = coerce_id(provider.id_column, request.after)
+        query = query.where(provider.id_column > after if request.keyset else provider.id_column < after)
+    elif request.skip:
+        query = query.offset(request.skip)
+    return query.limit(request.count + extra_row)
 
 
-def read_query(provider: ResourceProvider, stored_ids: list[Any]) -> Select[Any]:
-    return select(*provider.columns).select_from(provider.source).where(provider.id_column.in_(stored_ids))
+def page_query(provider: ResourceProvider, request: SearchRequest, paths: Paths | None = None,
+               extra_row: int = 0, where: ColumnElement[bool] | None = None) -> Select[Any]:
+    """`where`: the request's where_clause, when the caller has it already."""
+    columns = [*(provider.search_columns or provider.columns), *_distance_column(request)]
+    where = where if where is not None else where_clause(provider, request, paths)
+    return _paged(provider, request, select(*columns).select_from(provider.source), where, extra_row)
+
+
+def _tables(*elements: Any) -> set[Any]:
+    """The tables (and aliases) whose columns the elements use themselves, not inside their subqueries."""
+    found: set[Any] = set()
+    stack = list(elements)
+    while stack:
+        element = stack.pop()
+        if isinstance(element, SelectBase | ScalarSelect | Exists):
+            continue  # a subquery has its own FROM
+        table = getattr(element, "table", None)
+        if isinstance(element, ColumnClause) and table is not None:
+            found.add(table)
+        stack.extend(element.get_children())
+    return found
+
+
+def _from(provider: ResourceProvider, *elements: Any) -> FromClause:
+    """The provider's table alone when that is all the elements use: fewer joins to plan."""
+    return provider.table if _tables(*elements) <= {provider.table} else provider.source
+
+
+def body_page_query(provider: ResourceProvider, request: SearchRequest, paths: Paths | None = None,
+                    extra_row: int = 0, where: ColumnElement[bool] | None = None) -> Select[Any]:
+    """Ids and stored bodies (NULL where the body cannot serve this page) instead of the columns. The body is
+    a correlated subquery, looked up for the page's rows only (a join may be planned as a scan from the start)."""
+    v, spec = provider.versioning, provider.prerendered
+    assert v is not None and spec is not None
+    stored = (select(spec.body).where(v.history_id == provider.id_column, v.history_version == v.version)
+              .scalar_subquery())
+    body = stored if spec.in_search is None else case((spec.in_search, stored), else_=None)
+    where = where if where is not None else where_clause(provider, request, paths)
+    uses = [where, *_order(provider, request), *_distance_column(request),
+            *([spec.in_search] if spec.in_search is not None else [])]
+    query = select(provider.id_column, body.label("_body"), *_distance_column(request)).select_from(
+        _from(provider, *uses))
+    return _paged(provider, request, query, where, extra_row)
+
+
+def body_query(provider: ResourceProvider) -> Select[Any]:
+    """A read from the history alone: the newest version's deletion flag, number, instant and stored body
+    (NULL: render it), for the id bound as `id`. The writer records every version in the history as it
+    writes it, so the newest one is the current one."""
+    v, spec = provider.versioning, provider.prerendered
+    assert v is not None and spec is not None
+    return (select(v.history_deleted, v.history_version, v.history_updated, spec.body)
+            .where(v.history_id == bindparam("id", type_=provider.id_column.type))
+            .order_by(v.history_version.desc()).limit(1))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A statement compiled once for one dialect and run as driver SQL: no building or compiling per request."""
+
+    sql: str
+    defaults: Mapping[str, Any]  # the statement's own values (limits...)
+    positions: tuple[str, ...] | None  # bind names in order, for positional paramstyles
+
+    @classmethod
+    def compile(cls, statement: Select[Any], dialect: Dialect) -> Prepared:
+        compiled = statement.compile(dialect=dialect)
+        positions = tuple(compiled.positiontup) if compiled.positional and compiled.positiontup else None
+        return cls(compiled.string, dict(compiled.params), positions)
+
+    def run(self, conn: Connection, **values: Any) -> CursorResult[Any]:
+        merged = {**self.defaults, **values}
+        params: Any = tuple(merged[n] for n in self.positions) if self.positions is not None else merged
+        return conn.exec_driver_sql(self.sql, params)
+
+
+def count_query(provider: ResourceProvider, request: SearchRequest, paths: Paths | None = None,
+                where: ColumnElement[bool] | None = None) -> Select[Any]:
+    where = where if where is not None else where_clause(provider, request, paths)
+    return select(func.count()).select_from(_from(provider, where)).where(where)
+
+
+def read_query(provider: ResourceProvider, stored_ids: list[Any], *, search: bool = False) -> Select[Any]:
+    """Rows to render: all columns, or those of search pages (`search`)."""
+    columns = provider.search_columns or provider.columns if search else provider.columns
+    return select(*columns).select_from(provider.source).where(provider.id_column.in_(stored_ids))
 
 
 def referring_query(provider: ResourceProvider, target: ReferenceTarget, stored_ids: list[Any], limit: int) -> Select[Any]:

@@ -35,12 +35,16 @@ def create_db_engine(settings: Settings, *, writing: bool = False) -> Engine:
             cursor.close()
 
         return engine
-    timeout = 0 if writing else settings.database.statement_timeout_ms
+    if writing:
+        return create_engine(url, pool_pre_ping=True,
+                             connect_args={"options": "-c statement_timeout=0", "connect_timeout": 5})
+    # serving: a connection is not pinged at checkout (a round trip per request): a dropped one fails its
+    # request once, which the endpoint repeats (reads are safe to repeat) on a fresh connection
     return create_engine(
         url,
         pool_size=settings.database.pool_size,
-        pool_pre_ping=True,
-        connect_args={"options": f"-c statement_timeout={timeout}", "connect_timeout": 5},
+        connect_args={"options": f"-c statement_timeout={settings.database.statement_timeout_ms}",
+                      "connect_timeout": 5},
     )
 
 

@@ -83,7 +83,7 @@ def generate_demo(engine: Engine, size: int = 2000, seed: int = 42,
     with engine.begin() as conn:
         source_id = ensure_data_source(conn, DATA_SOURCE, slug=DATA_SOURCE_SLUG, now=epoch)
         version_id = ensure_source_version(conn, source_id, SOURCE_VERSION, now=epoch)
-        ensure_types(conn, DEMO_TYPES)
+        ensure_types(conn, DEMO_TYPES, now=epoch)
         records = _Pyramid(random.Random(seed), epoch).records(counts)
         report = write_units(conn, records, version_id, now=epoch + timedelta(days=4 * 365), progress=progress)
     return report.total

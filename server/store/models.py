@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, String, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, LargeBinary, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 VALIDATION_STATUSES = ("NEW", "VALID", "REJECTED")
@@ -59,7 +59,7 @@ class OrgUnit(SQLModel, table=True):
     altitude: float | None = None
     opening_date: date | None = None
     closing_date: date | None = None
-    geometry: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))  # GeoJSON boundary
+    geometry: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))  # GeoJSON
     created_at: datetime
     updated_at: datetime = Field(index=True)
     version_id: int = 1
@@ -78,6 +78,16 @@ class OrgUnitHistory(SQLModel, table=True):
     updated_at: datetime
     deleted: bool = False
     snapshot: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    # the version rendered once as compact FHIR JSON (server.prerender), spliced into responses; NULL: render per request
+    body: bytes | None = Field(default=None, sa_column=Column(LargeBinary))
+
+
+class RenderState(SQLModel, table=True):
+    """Per resource type, the fingerprint of the settings and code that rendered the stored bodies."""
+
+    __tablename__ = "render_state"
+    resource_type: str = Field(primary_key=True)
+    fingerprint: str
 
 
 class OrgUnitName(SQLModel, table=True):
@@ -100,4 +110,5 @@ org_unit_type = OrgUnitType.__table__
 org_unit = OrgUnit.__table__
 org_unit_name = OrgUnitName.__table__
 org_unit_history = OrgUnitHistory.__table__
+render_state = RenderState.__table__
 metadata = SQLModel.metadata

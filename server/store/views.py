@@ -28,10 +28,12 @@ PUBLISHED_COLUMNS: tuple[ColumnElement[Any], ...] = (
     parent.c.name.label("parent_name"),
 )
 
+# outer joins (every unit has a type and a source version) so that the planners drop the joins a query
+# does not use (counts, pages of stored bodies)
 PUBLISHED_FROM: FromClause = (
-    org_unit.join(org_unit_type, org_unit.c.org_unit_type_id == org_unit_type.c.id)
-    .join(source_version, org_unit.c.source_version_id == source_version.c.id)
-    .join(data_source, source_version.c.data_source_id == data_source.c.id)
+    org_unit.outerjoin(org_unit_type, org_unit.c.org_unit_type_id == org_unit_type.c.id)
+    .outerjoin(source_version, org_unit.c.source_version_id == source_version.c.id)
+    .outerjoin(data_source, source_version.c.data_source_id == data_source.c.id)
     .outerjoin(parent, org_unit.c.parent_id == parent.c.id)
 )
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    ColumnElement,
     Connection,
     Integer,
     Row,
@@ -107,6 +108,8 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
         if identifier_system is not None and row.identifier_system != identifier_system:
             conn.execute(update(data_source).where(data_source.c.id == row.id)
                          .values(identifier_system=identifier_system, updated_at=now))
+            of_source = select(source_version.c.id).where(source_version.c.data_source_id == row.id)
+            new_versions(conn, org_unit.c.source_version_id.in_(of_source), now)  # their identifier changes
         return int(row.id)
     slug = slug or slugify(name)
     taken = conn.execute(select(data_source.c.name).where(data_source.c.slug == slug)).scalar()
@@ -128,8 +131,9 @@ def ensure_source_version(conn: Connection, data_source_id: int, number: int, no
     return int(result.inserted_primary_key[0])
 
 
-def ensure_types(conn: Connection, types: Iterable[TypeRecord]) -> dict[str, int]:
-    """short_name -> id for each type, inserting missing types and updating changed names/categories/depths."""
+def ensure_types(conn: Connection, types: Iterable[TypeRecord], now: datetime | None = None) -> dict[str, int]:
+    """short_name -> id for each type, inserting missing types and updating changed names/categories/depths
+    (the units of a changed type get a new version: their published type changes)."""
     wanted: dict[str, TypeRecord] = {}
     for item in types:
         previous = wanted.setdefault(item.short_name, item)
@@ -149,6 +153,7 @@ def ensure_types(conn: Connection, types: Iterable[TypeRecord]) -> dict[str, int
             continue
         if (row.name, row.category, row.depth) != (item.name, item.category, item.depth):
             conn.execute(update(org_unit_type).where(org_unit_type.c.id == row.id).values(**values))
+            new_versions(conn, org_unit.c.org_unit_type_id == row.id, as_utc(now or datetime.now(timezone.utc)))
         ids[short_name] = int(row.id)
     return ids
 
@@ -185,6 +190,10 @@ _COMPARED = ("name", "uuid", "source_ref", "aliases", "validation_status", "org_
              "deleted")
 
 
+_RECORDED = exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,  # the current version is in history
+                          org_unit_history.c.version_id == org_unit.c.version_id)
+
+
 class _BatchWriter:
     def __init__(self, conn: Connection, source_version_id: int, now: datetime) -> None:
         self.conn = conn
@@ -216,8 +225,9 @@ class _BatchWriter:
                 row_values["b_aliases"] = row_values.pop("aliases")
                 inserts.append(row_values)
             elif _differs(row, values):
+                version = row.version_id + 1 if row.recorded else row.version_id  # one new version per load
                 updates.append({**{f"b_{key}": value for key, value in values.items()}, "b_id": record.id,
-                                "b_updated_at": self.now, "b_version_id": row.version_id + 1})
+                                "b_updated_at": self.now, "b_version_id": version})
                 if row.parent_id != values["parent_id"] and values["parent_id"] is not None:
                     self.reparented.append(record.id)
                 if row.name != values["name"]:
@@ -239,7 +249,8 @@ class _BatchWriter:
         return WriteReport(len(inserts), len(updates), len(batch) - len(inserts) - len(updates))
 
     def _existing(self, ids: list[int]) -> dict[int, Row[Any]]:
-        columns = [org_unit.c.id, org_unit.c.version_id, *(org_unit.c[name] for name in _COMPARED)]
+        columns = [org_unit.c.id, org_unit.c.version_id, _RECORDED.label("recorded"),
+                   *(org_unit.c[name] for name in _COMPARED)]
         return {row.id: row for row in self.conn.execute(select(*columns).where(org_unit.c.id.in_(ids)))}
 
     def _values(self, record: UnitRecord) -> dict[str, Any]:
@@ -413,15 +424,17 @@ def refresh_paths(conn: Connection, moved: list[int]) -> None:
             return
 
 
+def new_versions(conn: Connection, where: ColumnElement[bool], now: datetime) -> None:
+    """Live units matching `where` get a new version (recorded by record_history), unless this load already
+    gave them one."""
+    conn.execute(update(org_unit).where(where, org_unit.c.deleted.is_(False), _RECORDED)
+                 .values(version_id=org_unit.c.version_id + 1, updated_at=now))
+
+
 def new_versions_for_children(conn: Connection, renamed: list[int], now: datetime) -> None:
-    """Children of renamed units get a new version, unless this load already gave them one."""
-    recorded = exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,
-                              org_unit_history.c.version_id == org_unit.c.version_id)
+    """Children of renamed units get a new version (their partOf.display changes)."""
     for start in range(0, len(renamed), _ID_CHUNK):
-        chunk = renamed[start:start + _ID_CHUNK]
-        conn.execute(update(org_unit)
-                     .where(org_unit.c.parent_id.in_(chunk), org_unit.c.deleted.is_(False), recorded)
-                     .values(version_id=org_unit.c.version_id + 1, updated_at=now))
+        new_versions(conn, org_unit.c.parent_id.in_(renamed[start:start + _ID_CHUNK]), now)
 
 
 def record_history(conn: Connection, batch_size: int = BATCH_SIZE) -> int:

@@ -56,7 +56,7 @@ def import_units(engine: Engine, *, data_source: str, version: int, types: Types
     with engine.begin() as conn:
         source_id = ensure_data_source(conn, data_source, identifier_system=identifier_system, now=now)
         version_id = ensure_source_version(conn, source_id, version, now=now)
-        ensure_types(conn, types(conn, source_id) if callable(types) else types)
+        ensure_types(conn, types(conn, source_id) if callable(types) else types, now=now)
         units = records(conn, source_id) if callable(records) else records
         seen: set[int] = set()
         report = write_units(conn, _owned(conn, units, source_id, seen), version_id, now, progress=progress)

@@ -1,0 +1,84 @@
+"""What `load` and `demo` change under a running server, re-read at most once a second: which stored bodies
+it may splice, and each versioned type's generation (its newest version), which keys the cached counts. So a
+load shows in totals within a second, as in its reads and pages at once."""
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from server.prerender import usable
+from server.provider import ResourceProvider
+from server.registry import Registry
+
+MAX_COUNTS = 10_000
+
+
+class Freshness:
+    def __init__(self, registry: Registry, interval_s: float = 1.0) -> None:
+        self.registry = registry
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._checked = float("-inf")
+        self.bodies: frozenset[str] = frozenset()
+        self.generations: dict[str, Any] = {}
+
+    def splices(self, conn: Connection, provider: ResourceProvider) -> bool:
+        if provider.prerendered is None:
+            return False
+        self.check(conn)
+        return provider.resource_type in self.bodies
+
+    def generation(self, conn: Connection, provider: ResourceProvider) -> Any:
+        self.check(conn)
+        return self.generations.get(provider.resource_type)
+
+    def expire(self) -> None:
+        """Look again at the next request (tests; a server looks once a second)."""
+        self._checked = float("-inf")
+
+    def check(self, conn: Connection) -> None:
+        if time.monotonic() - self._checked < self.interval_s:
+            return
+        with self._lock:
+            if time.monotonic() - self._checked < self.interval_s:
+                return
+            self.generations = {p.resource_type: _generation(conn, p) for p in self.registry
+                                if isinstance(p, ResourceProvider) and p.versioning is not None}
+            self.bodies = usable(conn, self.registry)
+            self._checked = time.monotonic()
+
+
+def _generation(conn: Connection, provider: ResourceProvider) -> Any:
+    """The newest version's (instant, id, version): any write of a version changes it."""
+    v = provider.versioning
+    assert v is not None
+    row = conn.execute(select(v.history_updated, v.history_id, v.history_version)
+                       .order_by(v.history_updated.desc(), v.history_id.desc(), v.history_version.desc())
+                       .limit(1)).first()
+    return None if row is None else tuple(row)
+
+
+class CountCache:
+    """Totals by (generation, what the search selects), least recently used out first."""
+
+    def __init__(self, size: int = MAX_COUNTS) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._counts: OrderedDict[Hashable, int] = OrderedDict()
+
+    def get(self, key: Hashable, compute: Callable[[], int]) -> int:
+        with self._lock:
+            if key in self._counts:
+                self._counts.move_to_end(key)
+                return self._counts[key]
+        value = compute()
+        with self._lock:
+            self._counts[key] = value
+            while len(self._counts) > self.size:
+                self._counts.popitem(last=False)
+        return value

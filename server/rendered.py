@@ -1,0 +1,36 @@
+"""A resource already serialized as compact FHIR JSON (a pre-rendered body): spliced, never re-encoded."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    raw: bytes
+    version_id: str | None = None  # meta.versionId and meta.lastUpdated, when known without parsing (ETag)
+    last_updated: datetime | None = None
+
+    def resource(self) -> dict[str, Any]:
+        return orjson.loads(self.raw)  # type: ignore[no-any-return]
+
+
+def splice(value: Any) -> orjson.Fragment:
+    """orjson's `default`: a Rendered goes into the output as its bytes."""
+    if isinstance(value, Rendered):
+        return orjson.Fragment(value.raw)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def materialized(value: Any) -> Any:
+    """The same data with every Rendered parsed back (XML, pretty printing, subsetting)."""
+    if isinstance(value, Rendered):
+        return value.resource()
+    if isinstance(value, dict):
+        return {k: materialized(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [materialized(v) for v in value]
+    return value

@@ -1,0 +1,25 @@
+"""FHIR ids as a provider's id column stores them."""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import ColumnElement
+
+from server.provider import ResourceProvider
+from server.search.values import FHIR_ID
+
+
+def coerce_id(column: ColumnElement[Any], raw: str) -> Any | None:
+    """A value as the column stores it, or None when it cannot be one (so nothing matches)."""
+    try:
+        python_type = column.type.python_type
+    except NotImplementedError:
+        return raw
+    if python_type is int:
+        return int(raw) if raw.isascii() and raw.lstrip("-").isdigit() and len(raw) < 19 else None
+    return raw
+
+
+def stored_id(provider: ResourceProvider, rid: str) -> Any | None:
+    """The provider's stored id for a FHIR id, or None when `rid` cannot be one of its ids."""
+    return coerce_id(provider.id_column, rid) if FHIR_ID.fullmatch(rid) else None
