@@ -221,7 +221,8 @@ def vread(ctx: ServerContext, principal: Principal | None, resource_type: str, r
 
 def _bodies(ctx: ServerContext, conn: Connection, provider: ResourceProvider) -> Any | None:
     """The stored-body column when the bodies may be spliced, else None."""
-    return provider.prerendered.body if provider.prerendered and ctx.freshness.splices(conn, provider) else None
+    spliced = ctx.freshness.splices(conn, provider)  # never for a provider without prerendered bodies
+    return provider.prerendered.body if spliced and provider.prerendered else None
 
 
 def _version(provider: ResourceProvider, snapshot: Any, body: bytes | None) -> Resource:

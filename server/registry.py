@@ -1,10 +1,15 @@
 """Providers by resource type, built once at start-up from the plugins' hook results."""
 from __future__ import annotations
 
+import functools
+import hashlib
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pluggy
 
 from server.errors import ConfigError, ResourceTypeNotSupported
@@ -39,15 +44,25 @@ def _link(provider: ResourceProvider, served: frozenset[str]) -> ResourceProvide
     dangling = frozenset(e for e, rtype in provider.references.items() if rtype not in served)
     params = tuple(p for p in provider.search_params if p.type != "reference" or any(
         isinstance(t, ReferenceTarget) and t.resource_type in served for t in p.targets))
-    if not dangling and len(params) == len(provider.search_params):
-        return provider
-    if not dangling:
-        return replace(provider, search_params=params)
     prerendered = provider.prerendered
-    if prerendered is not None:  # the stored bodies must say which references they leave out
-        prerendered = replace(prerendered, fingerprint=f"{prerendered.fingerprint};without={','.join(sorted(dangling))}")
+    if prerendered is not None:  # the stored bodies must name what besides the provider made them
+        prerendered = replace(prerendered, fingerprint=f"{prerendered.fingerprint};engine={_engine_rendering()};"
+                                                       f"without={','.join(sorted(dangling))}")
+    if not dangling:
+        return replace(provider, search_params=params, prerendered=prerendered)
     return replace(provider, search_params=params, to_resource=_without_references(provider.to_resource, dangling),
                    prerendered=prerendered)
+
+
+@functools.cache
+def _engine_rendering() -> str:
+    """The engine code and library a stored body's bytes also depend on (instants, stripped references, JSON)."""
+    from server import http_dates
+
+    digest = hashlib.sha256(orjson.__version__.encode())
+    for module in (http_dates, sys.modules[__name__]):
+        digest.update(Path(module.__file__ or "").read_bytes())
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from sqlalchemy.engine import RowMapping
 from server.provider import ReferenceTarget, ResourceProvider
 from server.registry import Registry
 from server.search.request import Include
-from server.search.sql import coerce_id, read_query, referring_query
+from server.search.ids import coerce_id
+from server.search.sql import read_query, referring_query
 
 MAX_ITERATE_DEPTH = 10
 MAX_INCLUDED = 1000

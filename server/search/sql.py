@@ -42,7 +42,7 @@ from server.provider import (
 )
 from server.search.dates import DateRange
 from server.search.request import Clause, SearchRequest
-from server.search.ids import coerce_id, stored_id
+from server.search.ids import coerce_id
 from server.search.values import (
     NearValue,
     ReferenceValue,
