@@ -71,8 +71,11 @@ def children_operation(ns: str) -> dict[str, Any]:
 
 
 def type_code_system(ns: str, conn: Connection) -> dict[str, Any]:
-    rows = conn.execute(select(org_unit_type.c.short_name, org_unit_type.c.name, org_unit_type.c.category,
-                               org_unit_type.c.depth).order_by(org_unit_type.c.short_name)).all()
+    # each account has its own types; a code used by several accounts is listed once (the first account's)
+    rows = list({row[0]: row for row in reversed(conn.execute(
+        select(org_unit_type.c.short_name, org_unit_type.c.name, org_unit_type.c.category, org_unit_type.c.depth)
+        .order_by(org_unit_type.c.short_name, org_unit_type.c.account)).all())}.values())
+    rows.sort(key=lambda row: row[0])
     system: dict[str, Any] = {
         "resourceType": "CodeSystem", "id": "org-unit-type", "url": f"{ns}/fhir/CodeSystem/org-unit-type",
         "version": software_version(), "name": "OrgUnitType", "title": "Org unit types", "status": "active",

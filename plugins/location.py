@@ -33,6 +33,7 @@ from server.provider import (
     ResourceProvider,
     SearchParam,
     StringTarget,
+    Tenancy,
     Through,
     TokenTarget,
     Versioning,
@@ -47,7 +48,7 @@ from server.store.models import (
     org_unit_type,
     source_version,
 )
-from server.store.views import PUBLISHED_COLUMNS, PUBLISHED_FROM
+from server.store.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, VERSION_PARTITIONS
 
 PLUGIN = "location"
 HL7_SP = "http://hl7.org/fhir/SearchParameter/Location-"
@@ -247,6 +248,8 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
         search_params=params,
         operations=(children,),
         references={"managingOrganization": "Organization"},
+        # callers see their account's served source versions, within their subtree roots (ids or identifiers)
+        tenancy=Tenancy(org_unit.c.source_version_id, VERSION_PARTITIONS, org_unit.c.path, roots_by="identifier"),
         prerendered=Prerendered(org_unit_history.c.body, config.fingerprint, _stays_right,
                                 None if config.boundaries_in_search else NO_BOUNDARY),
         versioning=Versioning(

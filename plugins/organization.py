@@ -13,6 +13,7 @@ from sqlalchemy.engine import RowMapping
 
 from server import (
     ConfigError,
+    Tenancy,
     ResourceProvider,
     SearchParam,
     StringTarget,
@@ -22,13 +23,14 @@ from server import (
 from server.http_dates import instant
 from server.settings import Settings
 from server.store.models import data_source, source_version
+from server.store.views import SERVED, SOURCE_PARTITIONS
 
 HL7_SP = "http://hl7.org/fhir/SearchParameter/Organization-"
 DEFAULT_TYPE = {"system": "http://terminology.hl7.org/CodeSystem/organization-type", "code": "govt",
                 "display": "Government"}
 
-current_version = (select(func.max(source_version.c.number))
-                   .where(source_version.c.data_source_id == data_source.c.id)
+current_version = (select(source_version.c.number)  # the version served
+                   .where(source_version.c.data_source_id == data_source.c.id, SERVED)
                    .scalar_subquery().label("current_version"))
 
 
@@ -62,6 +64,7 @@ def organization_provider(settings: Settings) -> ResourceProvider:
         columns=(*data_source.c, current_version),
         to_resource=to_resource,
         last_updated=data_source.c.updated_at,
+        tenancy=Tenancy(data_source.c.id, SOURCE_PARTITIONS),  # each caller sees its account's data sources
         search_params=(
             SearchParam("name", "string", (StringTarget(data_source.c.name_norm, data_source.c.name),),
                         "Name starts with the value, ignoring case and accents; :exact, :contains", HL7_SP + "name",

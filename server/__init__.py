@@ -15,12 +15,13 @@ from server.provider import (
     ResourceProvider,
     SearchParam,
     StringTarget,
+    Tenancy,
     Through,
     TokenTarget,
 )
 
 __all__ = [
     "ConfigError", "FhirError", "Forbidden", "InvalidRequest", "InvalidValue", "Operation", "ReferenceTarget",
-    "ResourceNotFound", "ResourceProvider", "SearchParam", "ServiceUnavailable", "StringTarget", "Through",
+    "ResourceNotFound", "ResourceProvider", "SearchParam", "ServiceUnavailable", "StringTarget", "Tenancy", "Through",
     "TokenTarget", "hookimpl",
 ]

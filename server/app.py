@@ -11,23 +11,34 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
+from server.checks import validate
 from server.context import ServerContext, create_context
+from server.metrics import Metrics
+from server.observe import RequestObserver
+from server.ops import Readiness, ops_routes
 from server.routes import fhir_routes, http_exception
 from server.settings import Settings
+from server.store.migrate import head_revision
 
 
 def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = (), db: Engine | None = None,
                context: ServerContext | None = None) -> Starlette:
+    validate(settings)
     ctx = context or create_context(settings, extra_plugins, db)
+    metrics = Metrics.create()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # as many worker threads as pooled connections: more would only queue for one, holding the GIL to do so
         app.state.limiter = anyio.CapacityLimiter(settings.database.pool_size)
+        unwatch = metrics.watch_pool(ctx.db, settings.database.pool_size)
         yield
+        # uvicorn has stopped accepting and drained the requests in flight (server.shutdown_grace_seconds)
+        unwatch()
         ctx.db.dispose()
+        metrics.process_exit()
 
-    middleware = []
+    middleware = [Middleware(RequestObserver, metrics=metrics, resource_types=tuple(ctx.registry.providers))]
     if settings.server.cors_origins:
         middleware.append(Middleware(
             CORSMiddleware,
@@ -38,8 +49,10 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
             expose_headers=["ETag", "Last-Modified", "Location", "Content-Location", "X-Request-ID"],
             max_age=600,
         ))
-    app = Starlette(routes=fhir_routes(), middleware=middleware, lifespan=lifespan,
+    app = Starlette(routes=[*ops_routes(), *fhir_routes()], middleware=middleware, lifespan=lifespan,
                     exception_handlers={HTTPException: http_exception})
     app.router.redirect_slashes = False
     app.state.ctx = ctx
+    app.state.metrics = metrics
+    app.state.readiness = Readiness(ctx, head_revision())
     return app

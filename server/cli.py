@@ -1,12 +1,14 @@
-"""orgunit-fhir serve | demo | load | render | migrate | token"""
+"""orgunit-fhir serve | check-config | demo | load | render | migrate | token"""
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from server.errors import ConfigError
 from server.progress import Progress
@@ -22,6 +24,18 @@ def _common(parser: argparse.ArgumentParser) -> None:
                                            "or SQLite in the data directory)")
 
 
+def _claim(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=JSON, e.g. level=3 or 'tags=[\"a\"]', got {text!r}")
+    try:
+        value = json.loads(raw)
+        json.dumps(value, allow_nan=False)  # NaN and Infinity are not JSON either
+    except ValueError:
+        value = raw
+    return key.strip(), value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orgunit-fhir", description="Read-only FHIR R4 server for org units")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -30,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(serve)
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
-    serve.add_argument("--workers", type=int)
+    serve.add_argument("--workers", type=int, help="worker processes (default: server.workers)")
     serve.add_argument("--no-demo", action="store_true", help="do not create demo data in an empty database")
     serve.add_argument("--no-access-log", action="store_true", help="do not log each request (benchmarks)")
 
@@ -47,6 +61,19 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--version", type=int, default=1, help="source version number (default: 1)")
     load.add_argument("--delete-missing", action="store_true",
                       help="units of this data source absent from the file become deleted versions")
+    load.add_argument("--account", default="default",
+                      help="the account (tenant) the data source belongs to (default: default)")
+
+    versions = sub.add_parser("versions", help="list the source versions, or choose the one served")
+    versions_sub = versions.add_subparsers(dest="versions_command", required=True)
+    versions_list = versions_sub.add_parser("list", help="every source version, with its units and the one served")
+    _common(versions_list)
+    versions_list.add_argument("--account", help="only this account's data sources")
+    set_default = versions_sub.add_parser("set-default", help="serve this version of a data source")
+    _common(set_default)
+    set_default.add_argument("--data-source", required=True)
+    set_default.add_argument("--version", required=True, help="a version number, or 'newest'")
+    set_default.add_argument("--account", default="default")
 
     render = sub.add_parser("render", help="pre-render every version for these settings (load and demo do it too)")
     _common(render)
@@ -54,11 +81,20 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="bring the database schema to this version (writer role)")
     _common(migrate)
 
+    check = sub.add_parser("check-config", help="check the settings, plugins and databases, one line each")
+    _common(check)
+
     token = sub.add_parser("token", help="print a JWT signed with the local key")
     _common(token)
     token.add_argument("--sub", default="orgunit-fhir-cli")
     token.add_argument("--permission", action="append", help="permission to grant (repeatable; default: the required one)")
     token.add_argument("--ttl", type=int, default=24 * 3600, help="lifetime in seconds (default: one day)")
+    token.add_argument("--account", metavar="NAME", help="account (tenant) of the caller: sets auth.account_claim")
+    token.add_argument("--org-unit-root", action="append", dest="org_unit_roots", metavar="REF",
+                       help="org unit the caller may read below, as an id (12) or an identifier (system|value): "
+                            "adds to auth.roots_claim (repeatable)")
+    token.add_argument("--claim", action="append", type=_claim, default=[], metavar="KEY=JSON",
+                       help="extra claim, the value parsed as JSON or else taken as a string (repeatable)")
     return parser
 
 
@@ -138,7 +174,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     try:
         started = time.perf_counter()
         report = load_file(engine, args.format, args.path, data_source=args.data_source, version=args.version,
-                           delete_missing=args.delete_missing, progress=progress)
+                           delete_missing=args.delete_missing, progress=progress, account=args.account)
         progress.close()
     finally:
         engine.dispose()
@@ -146,6 +182,39 @@ def cmd_load(args: argparse.Namespace) -> int:
           f"{report.unchanged} unchanged in {time.perf_counter() - started:.1f}s", file=sys.stderr)
     _render(settings)
     return 0
+
+
+def cmd_versions(args: argparse.Namespace) -> int:
+    from server.store.db import create_db_engine
+    from server.store.versions import list_versions, set_default_version
+
+    settings = _settings(args)
+    _ensure_schema(settings)
+    engine = create_db_engine(settings, writing=True)
+    try:
+        if args.versions_command == "list":
+            with engine.connect() as conn:
+                rows = list_versions(conn, args.account)
+            print(f"{'account':<16} {'data source':<32} {'version':>7} {'units':>9}  served")
+            for row in rows:
+                mark = ("yes (default)" if row.default else "yes (newest)") if row.served else ""
+                print(f"{row.account:<16} {row.data_source:<32} {row.number:>7} {row.units:>9}  {mark}")
+            return 0
+        number = None if args.version == "newest" else _version_number(args.version)
+        with engine.begin() as conn:
+            set_default_version(conn, args.data_source, number, account=args.account)
+        print(f"versions: {args.account}/{args.data_source} now serves "
+              f"{'its newest version' if number is None else f'version {number}'}; consumers syncing with "
+              "_history or _lastUpdated should re-read in full", file=sys.stderr)
+        return 0
+    finally:
+        engine.dispose()
+
+
+def _version_number(raw: str) -> int:
+    if not raw.isdigit():
+        raise ConfigError(f"--version must be a version number or 'newest', not {raw!r}")
+    return int(raw)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -181,7 +250,8 @@ def check_schema(settings: Settings) -> None:
 def cmd_token(args: argparse.Namespace) -> int:
     from server.auth import mint_token
 
-    print(mint_token(_settings(args), subject=args.sub, permissions=args.permission, ttl=args.ttl))
+    print(mint_token(_settings(args), subject=args.sub, permissions=args.permission, ttl=args.ttl,
+                     extra=dict(args.claim), account=args.account, roots=args.org_unit_roots))
     return 0
 
 
@@ -199,40 +269,114 @@ def _is_empty(settings: Settings) -> bool:
         engine.dispose()
 
 
+def _metrics_dir(workers: int) -> str | None:
+    """Several workers add up their metrics through a directory: $PROMETHEUS_MULTIPROC_DIR if set (emptied of
+    a previous run's files), else a new one (removed at exit). Returns the directory made here."""
+    import glob
+    import tempfile
+
+    from server.metrics import MULTIPROC_ENV
+
+    given = os.environ.get(MULTIPROC_ENV)
+    if given:
+        for stale in glob.glob(os.path.join(given, "*.db")):
+            os.remove(stale)
+        return None
+    if workers < 2:
+        return None
+    made = tempfile.mkdtemp(prefix="orgunit-fhir-metrics-")
+    os.environ[MULTIPROC_ENV] = made
+    return made
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    import shutil
+    import signal
+
     import uvicorn
 
     from server.app import create_app
+    from server.asgi import ACCESS_LOG_ENV
     from server.auth import mint_token
+    from server.checks import check_serving_databases, validate
+    from server.logs import configure_logging
 
     settings = _settings(args)
-    create_app(settings)  # fail here, with a clear message, before anything is written or served
+    validate(settings)  # every problem of the settings at once, each naming its key
+    workers = args.workers or settings.server.workers
+    if workers < 1:
+        raise ConfigError("--workers must be at least 1")
+    log_config = configure_logging(settings, access_log=not args.no_access_log)
+    create_app(settings).state.ctx.db.dispose()  # fail here, with a clear message, before anything is written
     if settings.database_url.startswith("sqlite"):
         _ensure_schema(settings)
         if not args.no_demo and _is_empty(settings):
             _demo(settings, DEFAULT_DEMO_SIZE, 42)
         _render(settings)  # the embedded database is ours to write: bodies for these settings
-    check_schema(settings)
+    for check in check_serving_databases(settings):  # refuses a schema behind; a replica that is down is skipped
+        log.log(logging.INFO if check.current else logging.WARNING, check.describe())
     host = args.host or settings.server.host
     port = args.port or settings.server.port
-    workers = args.workers or settings.server.workers
     if settings.source:
         os.environ[SETTINGS_ENV] = os.path.abspath(settings.source)
     if settings.database.url:
         os.environ[DATABASE_ENV] = settings.database.url
+    os.environ[ACCESS_LOG_ENV] = "0" if args.no_access_log else "1"
     try:
         token = mint_token(settings, ttl=24 * 3600)
         print(f"FHIR base: http://{host}:{port}/fhir\nA token valid for 24 hours:\n{token}", file=sys.stderr, flush=True)
     except ConfigError as exc:
         print(f"(no local token: {exc})", file=sys.stderr)
-    uvicorn.run("server.asgi:create", factory=True, host=host, port=port, workers=workers,
-                loop="uvloop", http="httptools", log_level="info", proxy_headers=False,
-                access_log=not args.no_access_log)
+    metrics_dir = _metrics_dir(workers)
+    # SIGTERM: uvicorn stops accepting, lets the requests in flight finish (server.shutdown_grace_seconds), runs
+    # the lifespan shutdown (the pool closes) and then re-raises the signal; by then the stop was orderly: exit 0
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        uvicorn.run("server.asgi:create", factory=True, host=host, port=port, workers=workers,
+                    loop="uvloop", http="httptools", log_level="info", proxy_headers=False,
+                    access_log=False,  # the request middleware writes the access log, with the request id
+                    log_config=log_config, timeout_graceful_shutdown=settings.server.shutdown_grace_seconds)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+    log.info("serve: stopped")
     return 0
 
 
+def cmd_check_config(args: argparse.Namespace) -> int:
+    """Each check on a line, ok or FAIL; exit 1 when any fails (2 when the settings do not even parse)."""
+    from server.app import create_app
+    from server.checks import check_database, embedded_database_missing, problems, serving_targets
+
+    settings = _settings(args)
+    results: list[tuple[bool, str]] = [(True, f"settings: {settings.source or '(defaults)'} parsed")]
+    found = problems(settings)
+    results += [(False, problem) for problem in found]
+    if not found:
+        try:
+            app = create_app(settings)
+        except ConfigError as exc:
+            results.append((False, f"plugins and auth: {exc}"))
+        else:
+            app.state.ctx.db.dispose()
+            results.append((True, f"plugins: serving {', '.join(sorted(app.state.ctx.registry.providers))}; "
+                                  f"auth: {', '.join(settings.auth.algorithms)}"))
+    if embedded_database_missing(settings):
+        results.append((True, f"database primary ({settings.database_url}): not created yet; serve creates it"))
+    else:
+        embedded = settings.database_url.startswith("sqlite")
+        for target in serving_targets(settings):
+            check = check_database(target)
+            results.append((check.current or (embedded and check.reachable),
+                            check.describe() + ("; serve migrates it" if embedded and not check.current else "")))
+    for ok, line in results:
+        print(f"{'ok  ' if ok else 'FAIL'}  {line}")
+    return 0 if all(ok for ok, _ in results) else 1
+
+
 COMMANDS = {"serve": cmd_serve, "demo": cmd_demo, "load": cmd_load, "render": cmd_render, "migrate": cmd_migrate,
-            "token": cmd_token}
+            "token": cmd_token, "versions": cmd_versions, "check-config": cmd_check_config}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

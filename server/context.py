@@ -14,6 +14,8 @@ from server.freshness import CountCache, Freshness
 from server.plugins import get_plugin_manager
 from server.provider import ResourceProvider
 from server.registry import Registry
+from server.ratelimit import RateLimiter
+from server.scope import Scoper
 from server.search.sql import Prepared, body_query
 from server.settings import Settings
 from server.store.db import create_db_engine
@@ -30,6 +32,9 @@ class ServerContext:
     freshness: Freshness
     counts: CountCache
     reads: Mapping[str, Prepared]  # resource type -> its read of stored bodies, compiled once
+    scoped_reads: Mapping[str, Prepared]  # the same, with the row's partition and path (restricted callers)
+    scoper: Scoper
+    rate_limiter: RateLimiter | None = None  # per subject, when server.rate_limit_per_minute is set
 
 
 def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = (),
@@ -40,8 +45,10 @@ def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object
     # every request's statement is a read on its own: no BEGIN/ROLLBACK round trips (the engine given keeps
     # its transactions for whoever writes with it)
     db = db.execution_options(isolation_level="AUTOCOMMIT")
-    reads = {p.resource_type: Prepared.compile(body_query(p), db.dialect) for p in registry
-             if isinstance(p, ResourceProvider) and p.prerendered is not None}
+    prerendered = [p for p in registry if isinstance(p, ResourceProvider) and p.prerendered is not None]
+    reads = {p.resource_type: Prepared.compile(body_query(p), db.dialect) for p in prerendered}
+    scoped_reads = {p.resource_type: Prepared.compile(body_query(p, scoped=True), db.dialect) for p in prerendered}
+    freshness = Freshness(registry)
     return ServerContext(
         settings=settings,
         pm=pm,
@@ -49,7 +56,11 @@ def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object
         db=db,
         authenticator=Authenticator(settings),
         capability_statement=build_capability_statement(registry, settings, pm),
-        freshness=Freshness(registry),
+        freshness=freshness,
         counts=CountCache(),
         reads=reads,
+        scoped_reads=scoped_reads,
+        scoper=Scoper(freshness),
+        rate_limiter=RateLimiter(settings.server.rate_limit_per_minute) if settings.server.rate_limit_per_minute
+        else None,
     )

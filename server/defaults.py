@@ -6,10 +6,11 @@ import logging
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from server.auth import Principal
-from server.errors import FhirError, InternalError, ServiceUnavailable
+from server.auth import Principal, claim_path
+from server.errors import FhirError, Forbidden, InternalError, ServiceUnavailable, TooCostly
 from server.hookspecs import hookimpl
 from server.interaction import Interaction
+from server.scope import MAX_ROOTS, AccessScope
 from server.settings import Settings
 
 log = logging.getLogger("orgunit_fhir")
@@ -23,7 +24,40 @@ def authorize(principal: Principal, interaction: Interaction, settings: Settings
 
 
 @hookimpl(trylast=True)
+def access_scope(principal: Principal, settings: Settings) -> AccessScope:
+    """The account claim (else auth.default_account) and the subtree-roots claim of the token."""
+    auth = settings.auth
+    account = claim_path(principal.claims, auth.account_claim)
+    if account is None:
+        account = auth.default_account
+    elif not isinstance(account, str) or not account:
+        raise Forbidden(f"the token's {auth.account_claim!r} claim must be an account name (a string)")
+    roots = claim_path(principal.claims, auth.roots_claim)
+    if roots is not None:
+        if isinstance(roots, str):
+            roots = [roots]
+        if not isinstance(roots, list) or not all(isinstance(r, str | int) and not isinstance(r, bool) for r in roots):
+            raise Forbidden(f"the token's {auth.roots_claim!r} claim must be a list of org unit ids or "
+                            "system|value identifiers")
+        if len(roots) > MAX_ROOTS:
+            raise Forbidden(f"the token's {auth.roots_claim!r} claim names more than {MAX_ROOTS} roots")
+        roots = tuple(str(r) for r in roots)
+    return AccessScope(account=account, roots=roots)
+
+
+def _timed_out(exception: BaseException) -> bool:
+    """PostgreSQL's statement_timeout (SQLSTATE 57014) or SQLite's (server.store.timeouts) interrupting a query."""
+    if not isinstance(exception, OperationalError):
+        return False
+    orig = exception.orig
+    return getattr(orig, "sqlstate", None) == "57014" or "interrupted" in str(orig)
+
+
+@hookimpl(trylast=True)
 def translate_exception(exception: BaseException, interaction: Interaction | None) -> FhirError | None:
+    if _timed_out(exception):
+        return TooCostly("the query took longer than the database statement timeout; narrow the search "
+                         "(more parameters, a smaller _count, no _total) and try again", headers={"Retry-After": "5"})
     if isinstance(exception, (OperationalError, PoolTimeout)) or (
         isinstance(exception, DBAPIError) and exception.connection_invalidated
     ):

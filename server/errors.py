@@ -64,12 +64,26 @@ class NotAcceptable(FhirError):
     status, code = 406, "not-supported"
 
 
+class UriTooLong(FhirError):
+    status, code = 414, "too-long"
+
+
+class TooManyRequests(FhirError):
+    status, code = 429, "throttled"
+
+
 class InternalError(FhirError):
     status, code = 500, "exception"
 
 
 class ServiceUnavailable(FhirError):
     status, code = 503, "transient"
+
+
+class TooCostly(ServiceUnavailable):
+    """The database gave up on the query (statement timeout): a narrower search may succeed."""
+
+    code = "too-costly"
 
 
 def operation_outcome(severity: str, code: str, diagnostics: str, expression: str | None = None) -> dict[str, Any]:

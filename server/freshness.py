@@ -1,6 +1,7 @@
-"""What `load` and `demo` change under a running server, re-read at most once a second: which stored bodies
-it may splice, and each versioned type's generation (its newest version), which keys the cached counts. So a
-load shows in totals within a second, as in its reads and pages at once."""
+"""What `load`, `demo` and `versions set-default` change under a running server, re-read at most once a second:
+which stored bodies it may splice, each versioned type's generation (its newest version), which keys the cached
+counts, and each tenanted type's partitions (which account owns them, which are served). So a load shows in
+totals within a second, as in its reads and pages at once."""
 from __future__ import annotations
 
 import threading
@@ -26,6 +27,9 @@ class Freshness:
         self._checked = float("-inf")
         self.bodies: frozenset[str] = frozenset()
         self.generations: dict[str, Any] = {}
+        self.partitions: dict[str, tuple[tuple[Any, str, bool], ...]] = {}  # type -> (key, account, served)
+        self.accounts: frozenset[str] = frozenset()
+        self.stamp = 0  # changes whenever any of the above does
 
     def splices(self, conn: Connection, provider: ResourceProvider) -> bool:
         if provider.prerendered is None:
@@ -47,9 +51,14 @@ class Freshness:
         with self._lock:
             if time.monotonic() - self._checked < self.interval_s:
                 return
-            self.generations = {p.resource_type: _generation(conn, p) for p in self.registry
-                                if isinstance(p, ResourceProvider) and p.versioning is not None}
-            self.bodies = usable(conn, self.registry)
+            providers = [p for p in self.registry if isinstance(p, ResourceProvider)]
+            generations = {p.resource_type: _generation(conn, p) for p in providers if p.versioning is not None}
+            bodies = usable(conn, self.registry)
+            partitions = {p.resource_type: _partitions(conn, p) for p in providers if p.tenancy is not None}
+            if (generations, bodies, partitions) != (self.generations, self.bodies, self.partitions):
+                self.generations, self.bodies, self.partitions = generations, bodies, partitions
+                self.accounts = frozenset(acct for rows in partitions.values() for _, acct, _ in rows)
+                self.stamp += 1
             self._checked = time.monotonic()
 
 
@@ -61,6 +70,12 @@ def _generation(conn: Connection, provider: ResourceProvider) -> Any:
                        .order_by(v.history_updated.desc(), v.history_id.desc(), v.history_version.desc())
                        .limit(1)).first()
     return None if row is None else tuple(row)
+
+
+def _partitions(conn: Connection, provider: ResourceProvider) -> tuple[tuple[Any, str, bool], ...]:
+    assert provider.tenancy is not None
+    return tuple(sorted(((key, str(acct), bool(served)) for key, acct, served in
+                         conn.execute(provider.tenancy.partitions)), key=lambda r: (str(r[0]), r[1])))
 
 
 class CountCache:

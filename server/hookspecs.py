@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from server.errors import FhirError
     from server.interaction import Interaction
     from server.provider import ResourceProvider
+    from server.scope import AccessScope
     from server.settings import Settings
 
 PROJECT = "orgunit_fhir"
@@ -34,6 +35,11 @@ def update_capability_statement(statement: dict[str, Any], settings: Settings) -
 @hookspec
 def authorize(principal: Principal, interaction: Interaction, settings: Settings) -> str | None:
     """Return a reason to deny the interaction (403), or None to allow it."""
+
+
+@hookspec(firstresult=True)
+def access_scope(principal: Principal, settings: Settings) -> AccessScope | None:
+    """The account and subtree the caller may see (the first answer wins); raise Forbidden for a bad claim."""
 
 
 @hookspec(firstresult=True)

@@ -32,9 +32,12 @@ def base_url(request: Request, ctx: ServerContext) -> str:
 
 
 def request_id(request: Request) -> str:
+    """The id the request middleware chose (the caller's X-Request-ID when valid); else chosen here alike."""
     rid: str | None = request.scope.get("state", {}).get("request_id")
     if rid is None:
-        rid = uuid.uuid4().hex
+        from server.logs import accept_request_id
+
+        rid = accept_request_id(request.headers.get("x-request-id"))
         request.state.request_id = rid
     return rid
 

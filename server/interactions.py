@@ -15,6 +15,7 @@ from server.interaction import Interaction
 from server.http_dates import as_utc
 from server.provider import ResourceProvider, StaticProvider, Versioning
 from server.rendered import Rendered
+from server.scope import EVERYTHING, AccessScope, Visibility
 from server.search.history import (
     HistoryRequest,
     history_count,
@@ -22,7 +23,7 @@ from server.search.history import (
     parse_history,
     version_query,
 )
-from server.search.include import MAX_INCLUDED, fetch_included
+from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, fetch_included
 from server.search.request import (
     SearchRequest,
     bind_operation,
@@ -36,7 +37,9 @@ from server.search.sql import (
     page_query,
     read_query,
     resolve_paths,
+    scope_query,
     where_clause,
+    within,
 )
 from server.static import read_static, search_static
 from server.subset import subset
@@ -53,6 +56,27 @@ def authorize(ctx: ServerContext, principal: Principal | None, interaction: Inte
         raise Forbidden("; ".join(denials))
 
 
+def access(ctx: ServerContext, principal: Principal | None) -> AccessScope:
+    """The caller's scope: everything for a trusted in-process caller (no principal), else from its token."""
+    if principal is None:
+        return EVERYTHING
+    return ctx.pm.hook.access_scope(principal=principal, settings=ctx.settings) or AccessScope()
+
+
+def _visibility(ctx: ServerContext, conn: Connection, provider: ResourceProvider, scope: AccessScope) -> Visibility:
+    return ctx.scoper.visibility(conn, provider, scope)
+
+
+def _visible(ctx: ServerContext, conn: Connection, provider: ResourceProvider, stored: Any,
+             scope: AccessScope) -> bool:
+    """Whether the caller may see the resource `stored` (if it exists; the caller's next query tells that)."""
+    vis = _visibility(ctx, conn, provider, scope)
+    if provider.tenancy is None or not vis.restricted:
+        return True
+    found = conn.execute(scope_query(provider, stored)).first()
+    return found is not None and vis.admits(found[0], found[1])
+
+
 def _not_found(resource_type: str, rid: str) -> ResourceNotFound:
     return ResourceNotFound(f"{resource_type}/{rid} is not known")
 
@@ -61,21 +85,28 @@ def _gone(provider: ResourceProvider, rid: str, version: Any) -> ResourceGone:
     return ResourceGone(f"{provider.resource_type}/{rid} was deleted (version {version}); see its _history")
 
 
-def _fetch(ctx: ServerContext, provider: ResourceProvider, rid: str) -> Resource:
+def _fetch(ctx: ServerContext, provider: ResourceProvider, rid: str, scope: AccessScope) -> Resource:
+    """The resource, or 404 when unknown or outside the caller's scope (the same answer), 410 when deleted."""
     stored = stored_id(provider, rid)
     if stored is None:
         raise _not_found(provider.resource_type, rid)
     with ctx.db.connect() as conn:
+        vis = _visibility(ctx, conn, provider, scope)
+        visible = vis.condition(provider.tenancy)
         if ctx.freshness.splices(conn, provider):
-            found = ctx.reads[provider.resource_type].run(conn, id=stored).first()
+            if visible is None:
+                found = ctx.reads[provider.resource_type].run(conn, id=stored).first()
+            else:
+                found = ctx.scoped_reads[provider.resource_type].run(conn, id=stored).first()
+                found = found if found is not None and vis.admits(found[4], found[5]) else None
             if found is None:
                 raise _not_found(provider.resource_type, rid)
-            deleted, version, updated, body = found
+            deleted, version, updated, body = found[:4]
             if deleted:
                 raise _gone(provider, rid, version)
             if body is not None:
                 return Rendered(bytes(body), str(version), as_utc(updated))
-        row = conn.execute(read_query(provider, [stored])).mappings().first()
+        row = conn.execute(read_query(provider, [stored], visible=visible)).mappings().first()
     if row is None:
         raise _not_found(provider.resource_type, rid)
     if provider.versioning is not None and row[provider.versioning.deleted.key]:
@@ -104,7 +135,7 @@ def read(ctx: ServerContext, principal: Principal | None, resource_type: str, ri
         with ctx.db.connect() as conn:
             return read_static(provider, conn, rid, items)
     summary, elements = parse_subset(items)
-    return _subset(_fetch(ctx, provider, rid), summary, elements)
+    return _subset(_fetch(ctx, provider, rid, access(ctx, principal)), summary, elements)
 
 
 def _parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]], strict: bool) -> SearchRequest:
@@ -134,14 +165,15 @@ def _rendered_page(conn: Connection, provider: ResourceProvider, rows: Sequence[
 
 
 def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest, base: str, path: str,
-                extra: Sequence[tuple[str, str]]) -> dict[str, Any]:
+                extra: Sequence[tuple[str, str]], scope: AccessScope) -> dict[str, Any]:
     count, near = request.count, request.near is not None
     with ctx.db.connect() as conn:
+        vis = _visibility(ctx, conn, provider, scope)
         splice = not request.includes and ctx.freshness.splices(conn, provider)
         paths = resolve_paths(conn, provider, request)
-        where = where_clause(provider, request, paths)
-        total = _count(ctx, conn, provider, request.key, lambda: count_query(provider, request, where=where)) \
-            if request.counts else None
+        where = where_clause(provider, request, paths, vis.condition(provider.tenancy))
+        total = _count(ctx, conn, provider, (request.key, vis.key),
+                       lambda: count_query(provider, request, where=where)) if request.counts else None
         query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where)
         rows: Sequence[Any] = (conn.execute(query).all() if splice else conn.execute(query).mappings().all()) \
             if count else []
@@ -152,8 +184,9 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
         else:
             id_key = provider.id_column.key
             matches = [(str(r[id_key]), provider.to_resource(r), r["_distance_km"] if near else None) for r in rows]
-        included = fetch_included(conn, ctx.registry, provider, request.includes, rows) if rows and not splice \
-            else None
+        included = fetch_included(
+            conn, ctx.registry, provider, request.includes, rows,
+            lambda p: _visibility(ctx, conn, p, scope).condition(p.tenancy)) if rows and not splice else None
     rtype = provider.resource_type
     entries = [search_entry(base, rtype, rid, _subset(resource, request.summary, request.elements), "match", distance)
                for rid, resource, distance in matches]
@@ -163,6 +196,10 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
         if included.truncated:
             entries.append({"resource": operation_outcome(
                 "warning", "too-costly", f"_revinclude stopped at {MAX_INCLUDED} included resources"),
+                "search": {"mode": "outcome"}})
+        if included.too_deep:
+            entries.append({"resource": operation_outcome(
+                "warning", "too-costly", f"_include:iterate stopped after {MAX_ITERATE_DEPTH} levels"),
                 "search": {"mode": "outcome"}})
     last_id = matches[-1][0] if matches else None
     return searchset(base, path, request, entries, total, has_next and bool(count), extra, last_id)
@@ -178,7 +215,7 @@ def search_type(ctx: ServerContext, principal: Principal | None, base: str, reso
             return search_static(provider, conn, base, items, default_count=ctx.settings.fhir.default_count,
                                  max_count=ctx.settings.fhir.max_count, strict=strict, extra=extra)
     request = _parse(ctx, provider, items, strict)
-    return _run_search(ctx, provider, request, base, resource_type, extra)
+    return _run_search(ctx, provider, request, base, resource_type, extra, access(ctx, principal))
 
 
 def run_operation(ctx: ServerContext, principal: Principal | None, base: str, resource_type: str, rid: str,
@@ -190,9 +227,10 @@ def run_operation(ctx: ServerContext, principal: Principal | None, base: str, re
                                f"available: {', '.join('$' + n for n in provider.operations_by_name) or 'none'}")
     authorize(ctx, principal, Interaction("operation", resource_type, rid, operation))
     request = _parse(ctx, provider, items, strict)
-    _fetch(ctx, provider, rid)  # the instance must exist: 404 (or 410) otherwise
+    scope = access(ctx, principal)
+    _fetch(ctx, provider, rid, scope)  # the instance must exist and be visible: 404 (or 410) otherwise
     request = bind_operation(provider, request, operation, rid)
-    return _run_search(ctx, provider, request, base, f"{resource_type}/{rid}/${operation}", extra)
+    return _run_search(ctx, provider, request, base, f"{resource_type}/{rid}/${operation}", extra, scope)
 
 
 def _versioned(provider: ResourceProvider) -> Versioning:
@@ -210,7 +248,8 @@ def vread(ctx: ServerContext, principal: Principal | None, resource_type: str, r
     if stored is None or not vid.isdigit() or len(vid) > 9:
         raise ResourceNotFound(f"{resource_type}/{rid}/_history/{vid} is not known")
     with ctx.db.connect() as conn:
-        row = conn.execute(version_query(versioning, stored, int(vid), _bodies(ctx, conn, provider))).first()
+        row = conn.execute(version_query(versioning, stored, int(vid), _bodies(ctx, conn, provider))).first() \
+            if _visible(ctx, conn, provider, stored, access(ctx, principal)) else None
     if row is None:
         raise ResourceNotFound(f"{resource_type}/{rid} has no version {vid}")
     deleted, snapshot, body = row
@@ -230,12 +269,17 @@ def _version(provider: ResourceProvider, snapshot: Any, body: bytes | None) -> R
 
 
 def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryRequest, base: str, path: str,
-             stored: Any | None, extra: Sequence[tuple[str, str]]) -> dict[str, Any]:
+             stored: Any | None, extra: Sequence[tuple[str, str]], scope: AccessScope) -> dict[str, Any]:
     versioning = _versioned(provider)
     with ctx.db.connect() as conn:
-        total = _count(ctx, conn, provider, (path, request.key), lambda: history_count(versioning, request, stored))
+        vis = _visibility(ctx, conn, provider, scope)
+        visible = vis.condition(provider.tenancy)
+        # one resource's history: its visibility was checked by the caller
+        scoped = within(provider, versioning.history_id, visible) if visible is not None and stored is None else None
+        total = _count(ctx, conn, provider, (path, request.key, vis.key),
+                       lambda: history_count(versioning, request, stored, scoped))
         body = _bodies(ctx, conn, provider)
-        rows = conn.execute(history_page(versioning, request, stored, body)).all() if request.count else []
+        rows = conn.execute(history_page(versioning, request, stored, body, scoped)).all() if request.count else []
     entries = [
         history_entry(base, provider.resource_type, str(rid), version, updated,
                       None if deleted else _version(provider, snapshot, stored_body))
@@ -259,11 +303,13 @@ def history_instance(ctx: ServerContext, principal: Principal | None, base: str,
     stored = stored_id(provider, rid)
     if stored is None:
         raise _not_found(resource_type, rid)
+    scope = access(ctx, principal)
     with ctx.db.connect() as conn:
-        known = conn.execute(history_count(versioning, HistoryRequest(), stored)).scalar_one()
+        known = _visible(ctx, conn, provider, stored, scope) and \
+            conn.execute(history_count(versioning, HistoryRequest(), stored)).scalar_one()
     if not known:
         raise _not_found(resource_type, rid)
-    return _history(ctx, provider, request, base, f"{resource_type}/{rid}/_history", stored, extra)
+    return _history(ctx, provider, request, base, f"{resource_type}/{rid}/_history", stored, extra, scope)
 
 
 def history_type(ctx: ServerContext, principal: Principal | None, base: str, resource_type: str,
@@ -272,7 +318,7 @@ def history_type(ctx: ServerContext, principal: Principal | None, base: str, res
     provider = _provider(ctx, resource_type, "_history")
     authorize(ctx, principal, Interaction("history-type", resource_type))
     request = _parse_history(ctx, items, strict)
-    return _history(ctx, provider, request, base, f"{resource_type}/_history", None, extra)
+    return _history(ctx, provider, request, base, f"{resource_type}/_history", None, extra, access(ctx, principal))
 
 
 def capabilities(ctx: ServerContext, principal: Principal | None, base: str) -> dict[str, Any]:

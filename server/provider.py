@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, FromClause
+from sqlalchemy import ColumnElement, FromClause, Select
 from sqlalchemy.engine import RowMapping
 
 from server.errors import ConfigError
@@ -132,6 +132,20 @@ class Prerendered:
     in_search: ColumnElement[bool] | None = None
 
 
+@dataclass(frozen=True)
+class Tenancy:
+    """Who sees which rows. Every row belongs to a partition (`partition`, a column of the provider's table);
+    `partitions` selects (partition key, account, served) for every partition: a caller sees the rows of the
+    served partitions of its account only. `path`, a materialized path "/root/.../self/" of the same table,
+    lets a caller be restricted to subtrees; their roots are ids or `system|value` identifiers resolved with
+    the token search parameter `roots_by`."""
+
+    partition: ColumnElement[Any]
+    partitions: Select[Any]
+    path: ColumnElement[Any] | None = None
+    roots_by: str | None = None
+
+
 LAST_UPDATED = "http://hl7.org/fhir/SearchParameter/Resource-lastUpdated"
 RESOURCE_ID = "http://hl7.org/fhir/SearchParameter/Resource-id"
 
@@ -153,6 +167,7 @@ class ResourceProvider:
     # Organization); when no provider serves that type, the engine leaves the `reference` out
     references: Mapping[str, str] = field(default_factory=dict)
     prerendered: Prerendered | None = None  # needs versioning
+    tenancy: Tenancy | None = None  # None: every caller sees every row
     profile: str | None = None
     documentation: str | None = None
     params_by_name: Mapping[str, SearchParam] = field(init=False, repr=False, compare=False)
@@ -193,6 +208,9 @@ class ResourceProvider:
                 raise ConfigError(f"{where}: search parameter {param.name} has unknown type {param.type!r}")
             if not param.targets or not all(isinstance(t, expected) for t in param.targets):
                 raise ConfigError(f"{where}: search parameter {param.name} ({param.type}) needs {expected.__name__} targets")
+        if self.tenancy is not None and self.tenancy.roots_by is not None and \
+                getattr(self.params_by_name.get(self.tenancy.roots_by), "type", None) != "token":
+            raise ConfigError(f"{where}: tenancy.roots_by must name a token search parameter")
         if self.prerendered is not None and self.versioning is None:
             raise ConfigError(f"{where}: prerendered bodies are kept per version: declare versioning too")
         for op in self.operations:

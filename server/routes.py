@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from server import interactions
+from server.audit import audit
 from server.auth import Principal
 from server.conditional import headers_for, not_modified, validators
 from server.context import ServerContext
@@ -23,6 +25,7 @@ from server.errors import (
     MethodNotAllowed,
     ResourceNotFound,
     ResourceTypeNotSupported,
+    UriTooLong,
 )
 from server.http import (
     ERROR_FORMAT,
@@ -39,16 +42,43 @@ METHODS = ["GET", "HEAD"]
 CARRIED_PARAMS = ("_format", "_pretty")  # kept in paging links, though not search parameters
 
 
+MAX_QUERY_PARAMS = 100  # query parameters of any kind in one request
+
+
+def _check_limits(request: Request, ctx: ServerContext) -> None:
+    target = len(request.scope.get("raw_path", b"")) + len(request.scope.get("query_string", b""))
+    if target > ctx.settings.server.max_url_length:
+        raise UriTooLong(f"the request target is {target} bytes long; at most {ctx.settings.server.max_url_length}")
+    if request.url.query.count("&") >= MAX_QUERY_PARAMS and \
+            len(request.query_params.multi_items()) > MAX_QUERY_PARAMS:
+        raise InvalidRequest(f"too many query parameters; at most {MAX_QUERY_PARAMS}")
+
+
+def _account(ctx: ServerContext, principal: Principal | None) -> str | None:
+    if principal is None:
+        return None
+    try:
+        return interactions.access(ctx, principal).account
+    except FhirError:
+        return None
+
+
 async def _serve(request: Request, interaction: Interaction, call: Callable[..., dict[str, Any]],
                  *args: Any, **kwargs: Any) -> Response:
     ctx: ServerContext = request.app.state.ctx
+    started = time.perf_counter()
+    request.state.interaction = interaction
     fmt = ERROR_FORMAT
+    principal: Principal | None = None
+    body: Any = None
     try:
+        _check_limits(request, ctx)
         query = request.query_params
         fmt = negotiate(query.get("_format"), request.headers.get("accept"), query.get("_pretty"))
-        principal: Principal | None = None
         if not (interaction.kind == "capabilities" and ctx.settings.auth.public_metadata):
             principal = ctx.authenticator.authenticate(request.headers.get("authorization"))
+            if ctx.rate_limiter is not None:
+                ctx.rate_limiter.take(principal.subject or "")
         work = functools.partial(call, ctx, principal, *args, **kwargs)
         limiter = getattr(request.app.state, "limiter", None)
         try:
@@ -61,10 +91,13 @@ async def _serve(request: Request, interaction: Interaction, call: Callable[...,
         etag, last_modified = validators(body, content)
         headers = {**headers_for(etag, last_modified), "X-Request-ID": request_id(request)}
         if not_modified(request.headers, etag, last_modified):
-            return Response(status_code=304, headers=headers)
-        return fhir_response(content, fmt, headers=headers)
+            response = Response(status_code=304, headers=headers)
+        else:
+            response = fhir_response(content, fmt, headers=headers)
     except Exception as exc:  # every failure becomes an OperationOutcome in one place
-        return error_response(request, exc, interaction, fmt)
+        response = error_response(request, exc, interaction, fmt)
+    audit(request, interaction, principal, _account(ctx, principal), response.status_code, started, body)
+    return response
 
 
 def _search_args(request: Request) -> dict[str, Any]:
@@ -79,8 +112,7 @@ async def metadata(request: Request) -> Response:
     rtype = request.path_params.get("rtype")
     interaction = Interaction("capabilities", rtype)
     if rtype is not None and rtype not in ctx.registry.providers:
-        return error_response(request, ResourceTypeNotSupported(f"resource type {rtype!r} is not supported"),
-                              interaction)
+        return _unserved(request, ResourceTypeNotSupported(f"resource type {rtype!r} is not supported"), interaction)
     return await _serve(request, interaction, interactions.capabilities, base_url(request, ctx))
 
 
@@ -126,8 +158,16 @@ def _both(path: str, endpoint: Callable[[Request], Any]) -> list[Route]:
     return [Route(path, endpoint, methods=METHODS), Route(path + "/", endpoint, methods=METHODS)]
 
 
+def _unserved(request: Request, error: FhirError, interaction: Interaction | None = None) -> Response:
+    """An error answered before any interaction runs (no route, wrong method...), audited like the others."""
+    started = time.perf_counter()
+    response = error_response(request, error, interaction)
+    audit(request, interaction, None, None, response.status_code, started)
+    return response
+
+
 async def base(request: Request) -> Response:
-    return error_response(request, ResourceNotFound(
+    return _unserved(request, ResourceNotFound(
         "no system-level interaction here (no system search, history or transaction): this read-only server "
         "answers [base]/metadata and [base]/[type]..."), Interaction("capabilities"))
 
@@ -160,4 +200,4 @@ async def http_exception(request: Request, exc: Exception) -> Response:
         error = InvalidRequest(str(exc.detail))
     else:
         error = InternalError(str(exc.detail))
-    return error_response(request, error)
+    return _unserved(request, error)

@@ -25,6 +25,12 @@ class ServerSettings:
     trust_forwarded: bool = False
     data_dir: str = "./var"
     cors_origins: tuple[str, ...] = ()
+    max_url_length: int = 8192          # longer request targets answer 414
+    rate_limit_per_minute: int = 0      # per subject; 0 = off (429 throttled with Retry-After)
+    audit_log: bool = True              # one JSON line per request on the orgunit_fhir.audit logger
+    log_format: str = "json"            # json | text
+    metrics_token: str | None = None    # bearer token that /metrics requires; unset: /metrics only from loopback
+    shutdown_grace_seconds: int = 30    # SIGTERM: how long in-flight requests may take to finish
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,8 @@ class DatabaseSettings:
     url: str | None = None
     pool_size: int = 5
     statement_timeout_ms: int = 10_000
+    read_urls: tuple[str, ...] = ()     # read replicas for `serve`; load/migrate always write to `url`
+    replica_retry_seconds: int = 10     # a replica that refused a connection is skipped this long
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,13 @@ class AuthSettings:
     permission: str = "service_org_units"
     permission_claim: str = "permissions"
     public_metadata: bool = False
+    account_claim: str = "account"      # dotted path of the claim naming the caller's account (tenant)
+    default_account: str | None = None  # account of a token without that claim; unset: the only account, else 403
+    roots_claim: str = "org_unit_roots" # claim listing org unit ids or system|value identifiers (subtree scope)
+    max_token_bytes: int = 8192
+    jwks_timeout_seconds: int = 5
+    jwks_cache_seconds: int = 3600      # keys kept this long; an unknown kid refetches at most once per
+    jwks_refetch_seconds: int = 30      # this many seconds
 
 
 @dataclass(frozen=True)

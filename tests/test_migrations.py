@@ -19,3 +19,36 @@ def test_migrated_schema_matches_the_models(engine: Engine) -> None:
 def test_upgrade_is_idempotent(engine: Engine) -> None:
     upgrade(engine)
     assert is_current(engine)
+
+
+def test_accounts_migration_keeps_existing_data_in_the_default_account(database_url: str) -> None:
+    import pytest
+    from alembic import command
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import IntegrityError
+
+    from server.store.db import normalize_url
+    from server.store.migrate import _config
+
+    engine = create_engine(normalize_url(database_url))
+    try:
+        upgrade(engine, "0004")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO data_source (name, slug) VALUES ('Iaso', 'iaso')"))
+            conn.execute(text("INSERT INTO org_unit_type (name, short_name, category) VALUES ('CSPS', 'CSPS', 'HF')"))
+        upgrade(engine)
+        with engine.begin() as conn:
+            assert conn.execute(text("SELECT account, default_version_id FROM data_source")).one() == ("default", None)
+            assert conn.execute(text("SELECT account FROM org_unit_type")).scalar_one() == "default"
+            conn.execute(text("INSERT INTO data_source (name, slug, account) VALUES ('Iaso', 'iaso', 'other')"))
+            conn.execute(text("INSERT INTO org_unit_type (name, short_name, category, account) "
+                              "VALUES ('CSPS', 'CSPS', 'HF', 'other')"))
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(text("INSERT INTO data_source (name, slug, account) VALUES ('Iaso', 'iaso2', 'other')"))
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM data_source WHERE account = 'other'"))
+            conn.execute(text("DELETE FROM org_unit_type WHERE account = 'other'"))
+            command.downgrade(_config(conn), "0004")
+        assert current_revision(engine) == "0004"
+    finally:
+        engine.dispose()

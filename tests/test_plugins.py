@@ -16,6 +16,7 @@ from server.context import ServerContext, create_context
 from server.errors import FhirError
 from server.interaction import Interaction
 from server.plugins import available_plugins, get_plugin_manager
+from server.scope import AccessScope
 from server.settings import Settings
 from tests.conftest import SECRET, make_settings
 
@@ -151,6 +152,26 @@ def test_authorize_hook_denial_is_403(small_ctx: ServerContext, tmp_path: Path) 
     assert client.get("/fhir/Location/20").status_code == 200
 
 
+class GroupScope:
+    """An IdP that names districts in a `groups` claim ("district:10") instead of org_unit_roots."""
+
+    @hookimpl
+    def access_scope(self, principal: Principal, settings: Settings) -> AccessScope | None:
+        groups = principal.claims.get("groups")
+        if not isinstance(groups, list):
+            return None  # the core default decides
+        return AccessScope(roots=tuple(g.split(":", 1)[1] for g in groups if g.startswith("district:")))
+
+
+def test_access_scope_hook_maps_other_claims_to_a_scope(small_ctx: ServerContext, tmp_path: Path) -> None:
+    client = client_for(settings_with(small_ctx, tmp_path), small_ctx, [("groups", GroupScope())])
+    scoped = {"Authorization": f"Bearer {mint_token(small_ctx.settings, extra={'groups': ['district:11']})}"}
+    body = client.get("/fhir/Location", headers=scoped).json()
+    assert [e["resource"]["id"] for e in body["entry"]] == ["11"] and body["total"] == 1
+    assert client.get("/fhir/Location/10", headers=scoped).status_code == 404
+    assert client.get("/fhir/Location").json()["total"] == 9  # no groups claim: the whole pyramid
+
+
 class Teapot(FhirError):
     status, code = 409, "conflict"
 
@@ -209,7 +230,7 @@ def test_every_hookspec_is_documented_and_exercised() -> None:
     names = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction)
              if hasattr(f, "orgunit_fhir_spec")]
     assert set(names) == {"register_resource_providers", "update_capability_statement", "authorize",
-                          "translate_exception"}
+                          "access_scope", "translate_exception"}
     for name in names:
         assert f"### {name}" in readme, f"plugins/README.md has no section for {name}"
         assert f"def {name}(self" in tests, f"no test implements the hook {name}"

@@ -63,8 +63,9 @@ def parse_history(items: Sequence[tuple[str, str]], *, default_count: int, max_c
     return request
 
 
-def _conditions(v: Versioning, request: HistoryRequest, stored_id: Any | None) -> list[Any]:
-    conds: list[Any] = []
+def _conditions(v: Versioning, request: HistoryRequest, stored_id: Any | None,
+                within: ColumnElement[bool] | None = None) -> list[Any]:
+    conds: list[Any] = [within] if within is not None else []
     if stored_id is not None:
         conds.append(v.history_id == stored_id)
     if request.since:
@@ -81,17 +82,19 @@ def _conditions(v: Versioning, request: HistoryRequest, stored_id: Any | None) -
 
 
 def history_page(v: Versioning, request: HistoryRequest, stored_id: Any | None = None,
-                 body: ColumnElement[Any] | None = None) -> Select[Any]:
-    """id, version, instant, deleted, snapshot and the stored body (`body`, or NULL) of each version."""
+                 body: ColumnElement[Any] | None = None, within: ColumnElement[bool] | None = None) -> Select[Any]:
+    """id, version, instant, deleted, snapshot and the stored body (`body`, or NULL) of each version;
+    `within`: the versions of the resources the caller may see (server.search.sql.within)."""
     return (select(v.history_id, v.history_version, v.history_updated, v.history_deleted, v.history_snapshot,
                    body if body is not None else null())
-            .where(*_conditions(v, request, stored_id))
+            .where(*_conditions(v, request, stored_id, within))
             .order_by(v.history_updated.desc(), v.history_id.desc(), v.history_version.desc())
             .limit(request.count).offset(request.skip))
 
 
-def history_count(v: Versioning, request: HistoryRequest, stored_id: Any | None = None) -> Select[Any]:
-    return select(func.count()).select_from(v.history).where(*_conditions(v, request, stored_id))
+def history_count(v: Versioning, request: HistoryRequest, stored_id: Any | None = None,
+                  within: ColumnElement[bool] | None = None) -> Select[Any]:
+    return select(func.count()).select_from(v.history).where(*_conditions(v, request, stored_id, within))
 
 
 def version_query(v: Versioning, stored_id: Any, version: int, body: ColumnElement[Any] | None = None) -> Select[Any]:

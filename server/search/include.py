@@ -1,11 +1,11 @@
 """_include / _revinclude: the resources a page's references lead to (and back), fetched in bulk."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import ColumnElement, Connection
 from sqlalchemy.engine import RowMapping
 
 from server.provider import ReferenceTarget, ResourceProvider
@@ -21,7 +21,8 @@ MAX_INCLUDED = 1000
 @dataclass(frozen=True)
 class Included:
     rows: list[tuple[ResourceProvider, RowMapping]]
-    truncated: bool = False
+    truncated: bool = False  # _revinclude stopped at MAX_INCLUDED
+    too_deep: bool = False  # _include:iterate stopped at MAX_ITERATE_DEPTH with references left to follow
 
 
 def _targets(provider: ResourceProvider, include: Include) -> list[ReferenceTarget]:
@@ -32,11 +33,16 @@ def _live(provider: ResourceProvider, row: RowMapping) -> bool:
     return provider.versioning is None or not row[provider.versioning.deleted.key]
 
 
+Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller's scope on a provider
+
+
 def fetch_included(conn: Connection, registry: Registry, provider: ResourceProvider, includes: Sequence[Include],
-                   page: Sequence[RowMapping]) -> Included:
+                   page: Sequence[RowMapping], visible: Visible = lambda provider: None) -> Included:
+    """What the page's references lead to, within the caller's scope (`visible`): a parent outside it stays a
+    reference only."""
     seen = {(provider.resource_type, str(row[provider.id_column.key])) for row in page}
     out: list[tuple[ResourceProvider, RowMapping]] = []
-    truncated = False
+    truncated = too_deep = False
     for include in includes:
         if include.reverse:
             source = registry.get(include.source)
@@ -44,7 +50,8 @@ def fetch_included(conn: Connection, registry: Registry, provider: ResourceProvi
             ids = [row[provider.id_column.key] for row in page]
             for target in _targets(source, include):
                 room = MAX_INCLUDED - len(out)
-                rows = conn.execute(referring_query(source, target, ids, room + 1)).mappings().all() if ids else []
+                rows = conn.execute(referring_query(source, target, ids, room + 1, visible(source))).mappings().all() \
+                    if ids else []
                 truncated |= len(rows) > room
                 for row in rows[:room]:
                     key = (source.resource_type, str(row[source.id_column.key]))
@@ -53,7 +60,7 @@ def fetch_included(conn: Connection, registry: Registry, provider: ResourceProvi
                         out.append((source, row))
             continue
         frontier = list(page)
-        for _ in range(MAX_ITERATE_DEPTH if include.iterate else 1):
+        for depth in range(MAX_ITERATE_DEPTH + 1 if include.iterate else 1):
             target_provider = registry.providers.get(include.target)
             if not isinstance(target_provider, ResourceProvider) or not frontier:
                 break
@@ -67,7 +74,10 @@ def fetch_included(conn: Connection, registry: Registry, provider: ResourceProvi
                         wanted.append(coerce_id(target_provider.id_column, str(ref)))
             if not wanted:
                 break
-            frontier = [r for r in conn.execute(read_query(target_provider, wanted)).mappings().all()
-                        if _live(target_provider, r)]
+            if depth == MAX_ITERATE_DEPTH:
+                too_deep = True
+                break
+            query = read_query(target_provider, wanted, visible=visible(target_provider))
+            frontier = [r for r in conn.execute(query).mappings().all() if _live(target_provider, r)]
             out += [(target_provider, r) for r in frontier]
-    return Included(out, truncated)
+    return Included(out, truncated, too_deep)

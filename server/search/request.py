@@ -15,6 +15,7 @@ from server.search.values import SearchValue, parse_value
 FORMAT_PARAMS = frozenset({"_format", "_pretty"})
 MAX_VALUES = 100  # OR-ed values in one parameter
 MAX_CLAUSES = 40  # parameters in one search
+MAX_INCLUDES = 10  # _include and _revinclude values in one search
 SUMMARY_MODES = ("true", "false", "count", "data")
 TOTAL_MODES = ("none", "estimate", "accurate")
 _COMMA = re.compile(r"(?<!\\),")
@@ -228,6 +229,8 @@ def parse_search(
             clause = _clause(provider, key, raw, strict)
             if clause is not None:
                 clauses.append(clause)
+    if len(includes) > MAX_INCLUDES:
+        raise InvalidRequest(f"too many _include/_revinclude values ({len(includes)}); at most {MAX_INCLUDES}")
     if len(clauses) > MAX_CLAUSES:
         raise InvalidRequest(f"too many search parameters ({len(clauses)}); at most {MAX_CLAUSES}")
     if request.summary == "count":

@@ -20,10 +20,12 @@ from sqlalchemy import (
     Select,
     and_,
     case,
+    exists,
     false,
     func,
     literal,
     not_,
+    null,
     or_,
     select,
     true,
@@ -209,9 +211,12 @@ def _clause(provider: ResourceProvider, clause: Clause, paths: Paths) -> ColumnE
     return matched
 
 
-def where_clause(provider: ResourceProvider, request: SearchRequest, paths: Paths | None = None) -> ColumnElement[bool]:
+def where_clause(provider: ResourceProvider, request: SearchRequest, paths: Paths | None = None,
+                 visible: ColumnElement[bool] | None = None) -> ColumnElement[bool]:
+    """`visible`: the caller's scope (server.scope.Visibility.condition), when it restricts anything."""
     live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
-    return and_(true(), *live, *(_clause(provider, c, paths or {}) for c in request.all_clauses))
+    scope = [visible] if visible is not None else []
+    return and_(true(), *live, *scope, *(_clause(provider, c, paths or {}) for c in request.all_clauses))
 
 
 def resolve_paths(conn: Connection, provider: ResourceProvider, request: SearchRequest) -> dict[tuple[str, str], str | None]:
@@ -312,15 +317,34 @@ def body_page_query(provider: ResourceProvider, request: SearchRequest, paths: P
     return _paged(provider, request, query, where, extra_row)
 
 
-def body_query(provider: ResourceProvider) -> Select[Any]:
+def body_query(provider: ResourceProvider, scoped: bool = False) -> Select[Any]:
     """A read from the history alone: the newest version's deletion flag, number, instant and stored body
     (NULL: render it), for the id bound as `id`. The writer records every version in the history as it
-    writes it, so the newest one is the current one."""
+    writes it, so the newest one is the current one. `scoped`: also the row's partition and path (tenancy),
+    for the caller's scope to be checked."""
     v, spec = provider.versioning, provider.prerendered
     assert v is not None and spec is not None
-    return (select(v.history_deleted, v.history_version, v.history_updated, spec.body)
-            .where(v.history_id == bindparam("id", type_=provider.id_column.type))
-            .order_by(v.history_version.desc()).limit(1))
+    query = (select(v.history_deleted, v.history_version, v.history_updated, spec.body)
+             .where(v.history_id == bindparam("id", type_=provider.id_column.type))
+             .order_by(v.history_version.desc()).limit(1))
+    tenancy = provider.tenancy
+    if not scoped or tenancy is None:
+        return query
+    path = tenancy.path if tenancy.path is not None else null()
+    return query.add_columns(tenancy.partition, path).join(provider.table, provider.id_column == v.history_id)
+
+
+def scope_query(provider: ResourceProvider, stored_id: Any) -> Select[Any]:
+    """The partition and path of one row (live or deleted), to check a caller's scope."""
+    tenancy = provider.tenancy
+    assert tenancy is not None
+    path = tenancy.path if tenancy.path is not None else null()
+    return select(tenancy.partition, path).select_from(provider.table).where(provider.id_column == stored_id)
+
+
+def within(provider: ResourceProvider, key: ColumnElement[Any], visible: ColumnElement[bool]) -> ColumnElement[bool]:
+    """`key` (an id of the provider held elsewhere: a history row's) names a row the caller may see."""
+    return exists().where(provider.id_column == key, visible)
 
 
 @dataclass(frozen=True)
@@ -349,15 +373,19 @@ def count_query(provider: ResourceProvider, request: SearchRequest, paths: Paths
     return select(func.count()).select_from(_from(provider, where)).where(where)
 
 
-def read_query(provider: ResourceProvider, stored_ids: list[Any], *, search: bool = False) -> Select[Any]:
-    """Rows to render: all columns, or those of search pages (`search`)."""
+def read_query(provider: ResourceProvider, stored_ids: list[Any], *, search: bool = False,
+               visible: ColumnElement[bool] | None = None) -> Select[Any]:
+    """Rows to render: all columns, or those of search pages (`search`); `visible`: the caller's scope."""
     columns = provider.search_columns or provider.columns if search else provider.columns
-    return select(*columns).select_from(provider.source).where(provider.id_column.in_(stored_ids))
+    scope = [visible] if visible is not None else []
+    return select(*columns).select_from(provider.source).where(provider.id_column.in_(stored_ids), *scope)
 
 
-def referring_query(provider: ResourceProvider, target: ReferenceTarget, stored_ids: list[Any], limit: int) -> Select[Any]:
+def referring_query(provider: ResourceProvider, target: ReferenceTarget, stored_ids: list[Any], limit: int,
+                    visible: ColumnElement[bool] | None = None) -> Select[Any]:
     """Live resources of `provider` whose reference `target` points at one of `stored_ids` (_revinclude)."""
     live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
+    scope = [visible] if visible is not None else []
     return (select(*(provider.search_columns or provider.columns)).select_from(provider.source)
-            .where(target.column.in_(stored_ids), *live).order_by(provider.id_column).limit(limit))
+            .where(target.column.in_(stored_ids), *live, *scope).order_by(provider.id_column).limit(limit))
 

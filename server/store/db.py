@@ -7,6 +7,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from server.settings import Settings
+from server.store.timeouts import install_sqlite_timeout
 
 
 def normalize_url(url: str) -> str:
@@ -18,7 +19,8 @@ def normalize_url(url: str) -> str:
 
 
 def create_db_engine(settings: Settings, *, writing: bool = False) -> Engine:
-    """The serving engine has the per-statement timeout; a writing one (migrate, load, demo) has none."""
+    """The serving engine has the per-statement timeout and reads from `database.read_urls` when there are
+    any; a writing one (migrate, load, demo) has no timeout and always uses the primary, `database.url`."""
     url = normalize_url(settings.database_url)
     if url.startswith("sqlite"):
         path = make_url(url).database
@@ -34,18 +36,22 @@ def create_db_engine(settings: Settings, *, writing: bool = False) -> Engine:
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.close()
 
+        if not writing:
+            install_sqlite_timeout(engine, settings.database.statement_timeout_ms)
         return engine
     if writing:
         return create_engine(url, pool_pre_ping=True,
                              connect_args={"options": "-c statement_timeout=0", "connect_timeout": 5})
     # serving: a connection is not pinged at checkout (a round trip per request): a dropped one fails its
     # request once, which the endpoint repeats (reads are safe to repeat) on a fresh connection
-    return create_engine(
-        url,
-        pool_size=settings.database.pool_size,
-        connect_args={"options": f"-c statement_timeout={settings.database.statement_timeout_ms}",
-                      "connect_timeout": 5},
-    )
+    connect_args = {"options": f"-c statement_timeout={settings.database.statement_timeout_ms}", "connect_timeout": 5}
+    if settings.database.read_urls:  # replicas serve the reads; the primary only when none answers
+        from server.store.replicas import PRIMARY, Target, create_read_engine, replica_targets
+
+        return create_read_engine(replica_targets(settings.database.read_urls, normalize_url), Target(PRIMARY, url),
+                                  pool_size=settings.database.pool_size, connect_args=connect_args,
+                                  retry_after_s=settings.database.replica_retry_seconds)
+    return create_engine(url, pool_size=settings.database.pool_size, connect_args=connect_args)
 
 
 def create_schema(engine: Engine) -> None:

@@ -11,11 +11,22 @@ VALIDATION_STATUSES = ("NEW", "VALID", "REJECTED")
 PATH_TYPE = String().with_variant(String(collation="C"), "postgresql")  # byte order for prefix ranges
 
 
+DEFAULT_ACCOUNT = "default"
+
+
 class DataSource(SQLModel, table=True):
     __tablename__ = "data_source"
+    __table_args__ = (
+        UniqueConstraint("account", "name", name="uq_data_source_account_name"),
+        UniqueConstraint("account", "slug", name="uq_data_source_account_slug"),
+        Index("ix_data_source_account", "account"),
+    )
     id: int | None = Field(default=None, primary_key=True)
-    name: str = Field(unique=True)
-    slug: str = Field(unique=True)
+    account: str = Field(default=DEFAULT_ACCOUNT, sa_column_kwargs={"server_default": DEFAULT_ACCOUNT})
+    name: str
+    slug: str
+    # the source version served (only its units are published); NULL: the newest version
+    default_version_id: int | None = None
     identifier_system: str | None = None
     updated_at: datetime | None = None  # last change of the data source itself or a new source version
     name_norm: str | None = None  # server.text.normalize(name), for name search
@@ -31,9 +42,11 @@ class SourceVersion(SQLModel, table=True):
 
 class OrgUnitType(SQLModel, table=True):
     __tablename__ = "org_unit_type"
+    __table_args__ = (UniqueConstraint("account", "short_name", name="uq_org_unit_type_account_short_name"),)
     id: int | None = Field(default=None, primary_key=True)
+    account: str = Field(default=DEFAULT_ACCOUNT, sa_column_kwargs={"server_default": DEFAULT_ACCOUNT})
     name: str
-    short_name: str = Field(unique=True)
+    short_name: str
     category: str
     depth: int | None = None
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, FromClause
+from sqlalchemy import ColumnElement, FromClause, Select, and_, func, or_, select, true
 from sqlalchemy.orm import aliased
 
 from server.store.models import data_source, org_unit, org_unit_type, source_version
@@ -36,6 +36,23 @@ PUBLISHED_FROM: FromClause = (
     .outerjoin(data_source, source_version.c.data_source_id == data_source.c.id)
     .outerjoin(parent, org_unit.c.parent_id == parent.c.id)
 )
+
+
+_newer = source_version.alias("newer")
+# the source version served for each data source: its default, else its newest
+SERVED: ColumnElement[bool] = or_(
+    data_source.c.default_version_id == source_version.c.id,
+    and_(data_source.c.default_version_id.is_(None),
+         source_version.c.number == select(func.max(_newer.c.number))
+         .where(_newer.c.data_source_id == source_version.c.data_source_id).scalar_subquery()),
+)
+
+# (partition, account, served) of every source version: the partitions of org units (server.provider.Tenancy)
+VERSION_PARTITIONS: Select[Any] = select(source_version.c.id, data_source.c.account, SERVED).select_from(
+    source_version.join(data_source, source_version.c.data_source_id == data_source.c.id))
+
+# (partition, account, served) of every data source: the partitions of Organizations
+SOURCE_PARTITIONS: Select[Any] = select(data_source.c.id, data_source.c.account, true())
 
 
 def snapshot(row: Any) -> dict[str, Any]:

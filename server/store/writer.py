@@ -30,6 +30,7 @@ from sqlalchemy import (
 from server.http_dates import as_utc
 from server.store.errors import LoadError
 from server.store.models import (
+    DEFAULT_ACCOUNT,
     VALIDATION_STATUSES,
     data_source,
     org_unit,
@@ -99,11 +100,15 @@ def describe(record: UnitRecord) -> str:
 
 
 def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
-                       identifier_system: str | None = None, now: datetime | None = None) -> int:
-    """Id of the data source called `name`, created if missing (slug defaults to the slugified name)."""
+                       identifier_system: str | None = None, now: datetime | None = None,
+                       account: str = DEFAULT_ACCOUNT) -> int:
+    """Id of the data source called `name` in `account`, created if missing (slug defaults to the slugified
+    name). Data source names and slugs are unique within an account."""
     now = as_utc(now or datetime.now(timezone.utc))
+    if not account or not account.strip() or len(account) > 200:
+        raise LoadError(f"account {account!r}: give a name of 1 to 200 characters")
     row = conn.execute(select(data_source.c.id, data_source.c.identifier_system)
-                       .where(data_source.c.name == name)).first()
+                       .where(data_source.c.account == account, data_source.c.name == name)).first()
     if row is not None:
         if identifier_system is not None and row.identifier_system != identifier_system:
             conn.execute(update(data_source).where(data_source.c.id == row.id)
@@ -112,11 +117,12 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
             new_versions(conn, org_unit.c.source_version_id.in_(of_source), now)  # their identifier changes
         return int(row.id)
     slug = slug or slugify(name)
-    taken = conn.execute(select(data_source.c.name).where(data_source.c.slug == slug)).scalar()
+    taken = conn.execute(select(data_source.c.name).where(data_source.c.account == account,
+                                                          data_source.c.slug == slug)).scalar()
     if taken is not None:
         raise LoadError(f"data source {name!r}: slug {slug!r} already belongs to data source {taken!r}")
     result = conn.execute(insert(data_source).values(name=name, slug=slug, identifier_system=identifier_system,
-                                                     updated_at=now, name_norm=normalize(name)))
+                                                     updated_at=now, name_norm=normalize(name), account=account))
     return int(result.inserted_primary_key[0])
 
 
@@ -131,9 +137,11 @@ def ensure_source_version(conn: Connection, data_source_id: int, number: int, no
     return int(result.inserted_primary_key[0])
 
 
-def ensure_types(conn: Connection, types: Iterable[TypeRecord], now: datetime | None = None) -> dict[str, int]:
-    """short_name -> id for each type, inserting missing types and updating changed names/categories/depths
-    (the units of a changed type get a new version: their published type changes)."""
+def ensure_types(conn: Connection, types: Iterable[TypeRecord], now: datetime | None = None,
+                 account: str = DEFAULT_ACCOUNT) -> dict[str, int]:
+    """short_name -> id for each type of `account` (each account has its own types), inserting missing types
+    and updating changed names/categories/depths (the units of a changed type get a new version: their
+    published type changes)."""
     wanted: dict[str, TypeRecord] = {}
     for item in types:
         previous = wanted.setdefault(item.short_name, item)
@@ -142,13 +150,13 @@ def ensure_types(conn: Connection, types: Iterable[TypeRecord], now: datetime | 
     if not wanted:
         return {}
     existing = {row.short_name: row for row in conn.execute(
-        select(org_unit_type).where(org_unit_type.c.short_name.in_(list(wanted))))}
+        select(org_unit_type).where(org_unit_type.c.account == account, org_unit_type.c.short_name.in_(list(wanted))))}
     ids: dict[str, int] = {}
     for short_name, item in wanted.items():
         values = {"name": item.name, "category": item.category, "depth": item.depth}
         row = existing.get(short_name)
         if row is None:
-            result = conn.execute(insert(org_unit_type).values(short_name=short_name, **values))
+            result = conn.execute(insert(org_unit_type).values(short_name=short_name, account=account, **values))
             ids[short_name] = int(result.inserted_primary_key[0])
             continue
         if (row.name, row.category, row.depth) != (item.name, item.category, item.depth):
@@ -199,8 +207,10 @@ class _BatchWriter:
         self.conn = conn
         self.source_version_id = source_version_id
         self.now = now
+        account = select(data_source.c.account).join(source_version).where(source_version.c.id == source_version_id)
         self.type_ids = {row.short_name: row.id for row in conn.execute(
-            select(org_unit_type.c.short_name, org_unit_type.c.id))}
+            select(org_unit_type.c.short_name, org_unit_type.c.id).where(
+                org_unit_type.c.account == account.scalar_subquery()))}
         self.reparented: list[int] = []
         self.renamed: list[int] = []
         self.moved: list[int] = []

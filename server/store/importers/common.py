@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine, func, select
 
 from server.store import writer
 from server.store.errors import LoadError
-from server.store.models import data_source, org_unit, org_unit_type, source_version
+from server.store.models import DEFAULT_ACCOUNT, data_source, org_unit, org_unit_type, source_version
 from server.store.writer import (
     TypeRecord,
     UnitRecord,
@@ -44,7 +44,7 @@ MAX_DEPTH = 256
 
 def import_units(engine: Engine, *, data_source: str, version: int, types: Types, records: Records,
                  delete_missing: bool = False, identifier_system: str | None = None, now: datetime | None = None,
-                 progress: Progress | None = None) -> WriteReport:
+                 progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
     """Write one file's units into `data_source`/`version` in ONE transaction: all or nothing.
 
     `types` and `records` are iterables, or callables `(conn, data_source_id) -> iterable` for importers that
@@ -54,9 +54,10 @@ def import_units(engine: Engine, *, data_source: str, version: int, types: Types
     """
     now = now or datetime.now(timezone.utc)
     with engine.begin() as conn:
-        source_id = ensure_data_source(conn, data_source, identifier_system=identifier_system, now=now)
+        source_id = ensure_data_source(conn, data_source, identifier_system=identifier_system, now=now,
+                                       account=account)
         version_id = ensure_source_version(conn, source_id, version, now=now)
-        ensure_types(conn, types(conn, source_id) if callable(types) else types, now=now)
+        ensure_types(conn, types(conn, source_id) if callable(types) else types, now=now, account=account)
         units = records(conn, source_id) if callable(records) else records
         seen: set[int] = set()
         report = write_units(conn, _owned(conn, units, source_id, seen), version_id, now, progress=progress)
@@ -271,8 +272,9 @@ def level_types(conn: Connection, data_source_id: int, depths: Iterable[int], na
     does not relabel the types."""
     slug = data_source_slug(conn, data_source_id)
     pattern = re.compile(re.escape(slug) + r"-l(\d+)")
-    stored = {int(match.group(1)): row.name for row in conn.execute(select(org_unit_type.c.short_name,
-                                                                             org_unit_type.c.name))
+    account = select(data_source.c.account).where(data_source.c.id == data_source_id).scalar_subquery()
+    stored = {int(match.group(1)): row.name for row in conn.execute(
+        select(org_unit_type.c.short_name, org_unit_type.c.name).where(org_unit_type.c.account == account))
               if (match := pattern.fullmatch(row.short_name))}
     wanted = sorted(set(depths))
     bottom = max([*wanted, *stored, deepest or 0], default=0)
@@ -353,10 +355,11 @@ FORMATS: dict[str, Loader] = {fmt: _lazy(module, name) for fmt, (module, name) i
 
 
 def load_file(engine: Engine, fmt: str, path: str | os.PathLike[str], *, data_source: str | None = None,
-              version: int = 1, delete_missing: bool = False, progress: Progress | None = None) -> WriteReport:
+              version: int = 1, delete_missing: bool = False, progress: Progress | None = None,
+              account: str = DEFAULT_ACCOUNT) -> WriteReport:
     """Load `path` in format `fmt` (one of FORMATS) in one transaction; data_source None = the format's default."""
     loader = FORMATS.get(fmt)
     if loader is None:
         raise LoadError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
     return loader(engine, path, data_source=data_source, version=version, delete_missing=delete_missing,
-                  progress=progress)
+                  progress=progress, account=account)

@@ -34,6 +34,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from server.store.errors import LoadError
+from server.store.models import DEFAULT_ACCOUNT
 from server.store.importers.common import (
     Hierarchy,
     Progress,
@@ -79,21 +80,21 @@ class _Location:
 
 def load_fhir_bundle(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None,
                      version: int = 1, *, delete_missing: bool = False, now: datetime | None = None,
-                     progress: Progress | None = None) -> WriteReport:
+                     progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
     """Load a FHIR Bundle JSON file of Locations into `data_source` (default 'FHIR') / `version`."""
     return import_fhir_bundle(engine, read_json(path), data_source=data_source, version=version,
-                              delete_missing=delete_missing, now=now, progress=progress)
+                              delete_missing=delete_missing, now=now, progress=progress, account=account)
 
 
 def import_fhir_bundle(engine: Engine, bundle: Any, *, data_source: str | None = None, version: int = 1,
                        delete_missing: bool = False, now: datetime | None = None,
-                       progress: Progress | None = None) -> WriteReport:
+                       progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
     """Load a parsed Bundle in one transaction; raises LoadError and writes nothing if any Location is wrong."""
     locations = read_locations(bundle)
     plan = _Plan(locations, data_source or DEFAULT_DATA_SOURCE)
     return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
                         delete_missing=delete_missing, identifier_system=identifier_system(locations), now=now,
-                        progress=progress)
+                        progress=progress, account=account)
 
 
 def identifier_system(locations: list[_Location]) -> str | None:

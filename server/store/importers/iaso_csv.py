@@ -14,6 +14,7 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine
 
 from server.store.errors import LoadError
+from server.store.models import DEFAULT_ACCOUNT
 from server.store.importers.common import Progress, import_units, stored_by
 from server.store.models import VALIDATION_STATUSES, org_unit
 from server.store.writer import TypeRecord, UnitRecord, WriteReport
@@ -59,7 +60,7 @@ class _Row:
 
 def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str | None = "Iaso",
                   version: int = 1, *, delete_missing: bool = False, now: datetime | None = None,
-                  progress: Progress | None = None) -> WriteReport:
+                  progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
     """Load the file into `data_source`/`version` in one transaction; raises LoadError and writes nothing
     if any row is wrong."""
     source = data_source or "Iaso"
@@ -73,7 +74,7 @@ def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str
 
     return import_units(engine, data_source=source, version=version,
                         types=sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)),
-                        records=records, delete_missing=delete_missing, now=now, progress=progress)
+                        records=records, delete_missing=delete_missing, now=now, progress=progress, account=account)
 
 
 def read_rows(path: Path) -> list[_Row]:

@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from server.store.errors import LoadError
+from server.store.models import DEFAULT_ACCOUNT
 from server.store.importers.common import (
     Progress,
     import_units,
@@ -69,7 +70,7 @@ class _Feature:
 
 def load_iaso_gpkg(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None, version: int = 1,
                    *, delete_missing: bool = False, now: datetime | None = None,
-                   progress: Progress | None = None) -> WriteReport:
+                   progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
     """Load the GeoPackage into `data_source` (default 'Iaso', like the CSV) / `version` in one transaction;
     raises LoadError and writes nothing if any feature is wrong."""
     source = data_source or DEFAULT_DATA_SOURCE
@@ -84,7 +85,7 @@ def load_iaso_gpkg(engine: Engine, path: str | os.PathLike[str], data_source: st
 
     return import_units(engine, data_source=source, version=version,
                         types=sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)),
-                        records=records, delete_missing=delete_missing, now=now, progress=progress)
+                        records=records, delete_missing=delete_missing, now=now, progress=progress, account=account)
 
 
 def read_features(path: Path) -> tuple[list[_Feature], dict[str, TypeRecord]]:

@@ -1,0 +1,150 @@
+"""What a caller may see: its access scope (account, subtree roots) from the token, and per provider the
+visibility it amounts to (partitions, subtree paths) as SQL conditions and as a check of one row.
+
+A caller never learns what lies outside its scope: rows out of it are left out of every answer, and an
+out-of-scope id is answered exactly as an unknown one."""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, and_, false, or_, select, true
+
+from server.errors import FhirError, Forbidden
+from server.freshness import Freshness
+from server.provider import ResourceProvider, Tenancy
+from server.search.ids import coerce_id
+from server.search.request import Clause, SearchRequest
+from server.search.values import parse_value
+
+MAX_ROOTS = 100
+MAX_CACHED = 4096
+
+
+@dataclass(frozen=True)
+class AccessScope:
+    account: str | None = None  # None: the token names no account
+    roots: tuple[str, ...] | None = None  # org unit ids or system|value identifiers; None: the whole pyramid
+    all_accounts: bool = False  # trusted in-process callers (tests, tools), never a token
+
+
+EVERYTHING = AccessScope(all_accounts=True)
+
+
+@dataclass(frozen=True)
+class Visibility:
+    partitions: frozenset[Any] | None = None  # None: every partition
+    paths: tuple[str, ...] | None = None  # subtree roots' paths; None: no subtree restriction
+    key: Hashable = field(default=None, compare=False)  # what the cached counts are keyed by
+
+    @property
+    def restricted(self) -> bool:
+        return self.partitions is not None or self.paths is not None
+
+    def condition(self, tenancy: Tenancy | None) -> ColumnElement[bool] | None:
+        if tenancy is None or not self.restricted:
+            return None
+        conds: list[ColumnElement[bool]] = []
+        if self.partitions is not None:
+            conds.append(tenancy.partition.in_(sorted(self.partitions)) if self.partitions else false())
+        if self.paths is not None and tenancy.path is not None:
+            conds.append(or_(*(and_(tenancy.path >= p, tenancy.path < p[:-1] + "0") for p in self.paths))
+                         if self.paths else false())
+        return and_(true(), *conds)
+
+    def admits(self, partition: Any, path: str | None) -> bool:
+        if self.partitions is not None and partition not in self.partitions:
+            return False
+        if self.paths is not None:
+            return path is not None and any(path.startswith(p) for p in self.paths)
+        return True
+
+
+UNRESTRICTED = Visibility(key="all")
+
+
+def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
+    """The paths that are not inside another one's subtree, sorted."""
+    kept: list[str] = []
+    for path in sorted(set(paths)):
+        if not any(path.startswith(k) for k in kept):
+            kept.append(path)
+    return tuple(kept)
+
+
+class Scoper:
+    """Visibilities by (data generation, provider, scope), built on a miss: partitions from the freshness
+    snapshot (re-read once a second), subtree roots resolved with one query."""
+
+    def __init__(self, freshness: Freshness) -> None:
+        self.freshness = freshness
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[Hashable, Visibility] = OrderedDict()
+
+    def visibility(self, conn: Connection, provider: ResourceProvider, scope: AccessScope) -> Visibility:
+        tenancy = provider.tenancy
+        if tenancy is None:
+            return UNRESTRICTED
+        self.freshness.check(conn)
+        key = (self.freshness.stamp, provider.resource_type, scope)
+        with self._lock:
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+                return found
+        built = self._build(conn, provider, tenancy, scope)
+        with self._lock:
+            self._cache[key] = built
+            while len(self._cache) > MAX_CACHED:
+                self._cache.popitem(last=False)
+        return built
+
+    def _build(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy,
+               scope: AccessScope) -> Visibility:
+        rows = self.freshness.partitions.get(provider.resource_type, ())
+        account = scope.account
+        if not scope.all_accounts and account is None:
+            accounts = self.freshness.accounts
+            if len(accounts) > 1:
+                raise Forbidden("the token names no account and this server holds several: "
+                                "ask for a token with the account claim")
+        allowed = frozenset(k for k, acct, served in rows
+                            if served and (scope.all_accounts or account is None or acct == account))
+        partitions = None if len(allowed) == len(rows) else allowed
+        paths = None
+        if scope.roots is not None and tenancy.path is not None:
+            paths = _outermost(self._root_paths(conn, provider, tenancy, scope.roots, partitions))
+        digest = hashlib.sha256(repr((sorted(partitions, key=str) if partitions is not None else None,
+                                      paths)).encode()).hexdigest()[:24]
+        return Visibility(partitions, paths, digest)
+
+    @staticmethod
+    def _root_paths(conn: Connection, provider: ResourceProvider, tenancy: Tenancy, roots: tuple[str, ...],
+                    partitions: frozenset[Any] | None) -> list[str]:
+        from server.search.sql import where_clause  # sql imports nothing of this module; keep it that way
+
+        assert tenancy.path is not None
+        matches: list[ColumnElement[bool]] = []
+        param = provider.params_by_name.get(tenancy.roots_by) if tenancy.roots_by else None
+        for root in roots:
+            if "|" in root and param is not None:
+                try:
+                    clause = Clause(param, None, (parse_value(param, None, root),))
+                except FhirError:
+                    continue  # not an identifier: matches nothing
+                matches.append(where_clause(provider, SearchRequest(provider.resource_type, clauses=(clause,))))
+            else:
+                stored = coerce_id(provider.id_column, root.removeprefix(f"{provider.resource_type}/"))
+                if stored is not None:
+                    matches.append(provider.id_column == stored)
+        if not matches:
+            return []
+        live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
+        inside = [tenancy.partition.in_(sorted(partitions))] if partitions is not None else []
+        query = (select(tenancy.path).select_from(provider.source)
+                 .where(or_(*matches), tenancy.path.is_not(None), *live, *inside).limit(MAX_ROOTS * 10))
+        return [p for p in conn.execute(query).scalars()]

@@ -1,0 +1,62 @@
+"""The command line of accounts and served versions: load --account, versions list | set-default."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from server.settings import load_settings
+from server.store.db import create_db_engine
+from server.store.models import data_source
+from server.store.views import SERVED, VERSION_PARTITIONS
+from tests.conftest import IASO_CSV
+
+DHIS2 = Path(__file__).parent / "fixtures" / "dhis2_sierra_leone_sample.json"
+from tests.live import run_cli
+from tests.test_cli import cli
+
+
+@pytest.fixture
+def settings_path(tmp_path: Path) -> Path:
+    path = tmp_path / "settings.yaml"
+    path.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\n")
+    return path
+
+
+def served(settings_path: Path, database: str) -> set[tuple[str, int]]:
+    from server.store.models import source_version
+
+    engine = create_db_engine(load_settings(settings_path, database))
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(select(data_source.c.account, source_version.c.number)
+                                .select_from(source_version.join(data_source)).where(SERVED)).all()
+            assert len(conn.execute(VERSION_PARTITIONS).all()) >= len(rows)
+            return {(a, n) for a, n in rows}
+    finally:
+        engine.dispose()
+
+
+def test_accounts_and_served_versions_from_the_command_line(settings_path: Path, database_url: str) -> None:
+    common = {"settings": settings_path, "database": database_url}
+    run_cli("load", "iaso-csv", str(IASO_CSV), "--account", "burkina", **common)
+    run_cli("load", "dhis2", str(DHIS2), "--account", "partner", "--data-source", "Iaso", "--version", "4", **common)
+    assert served(settings_path, database_url) == {("burkina", 1), ("partner", 4)}
+    listing = run_cli("versions", "list", **common)
+    assert "burkina" in listing and "partner" in listing and "yes (newest)" in listing
+    only = run_cli("versions", "list", "--account", "partner", **common)
+    assert "burkina" not in only and "Iaso" in only  # the same data source name in two accounts
+
+
+def test_set_default_refuses_unknown_versions_and_sources(settings_path: Path, tmp_path: Path) -> None:
+    assert cli("load", "iaso-csv", str(IASO_CSV), "--account", "burkina", "--settings", str(settings_path)).returncode == 0
+    done = cli("versions", "set-default", "--data-source", "Iaso", "--version", "7", "--account", "burkina",
+               "--settings", str(settings_path))
+    assert done.returncode == 1 and "has no version 7; it has 1" in done.stderr and "Traceback" not in done.stderr
+    done = cli("versions", "set-default", "--data-source", "Iaso", "--version", "1", "--settings", str(settings_path))
+    assert done.returncode == 1 and "account 'default' has no data source 'Iaso'" in done.stderr
+    done = cli("versions", "set-default", "--data-source", "Iaso", "--version", "1", "--account", "burkina",
+               "--settings", str(settings_path))
+    assert done.returncode == 0, done.stderr
+    assert "yes (default)" in cli("versions", "list", "--settings", str(settings_path)).stdout
