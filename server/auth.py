@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Union
+from typing import Any, Mapping
 
 import jwt
 from cryptography import x509
@@ -41,7 +41,7 @@ CACHE_SIZE = 4096
 REALM = 'Bearer realm="orgunit-fhir"'
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 
-PublicKey = Union[rsa.RSAPublicKey, ec.EllipticCurvePublicKey]
+PublicKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey
 Clock = Callable[[], float]
 
 
@@ -249,12 +249,13 @@ class RemoteJwks:
                  clock: Clock) -> None:
         if not url.lower().startswith(("https://", "http://")):
             raise ConfigError(f"auth.jwks_url must be an http(s) URL, got {url!r}")
+        if timeout <= 0:
+            raise ConfigError("auth.jwks_timeout_seconds must be at least 1")
         self.url = url
         self.timeout = timeout
         self.cache_seconds = cache_seconds
         self.refetch_seconds = refetch_seconds
         self.clock = clock
-        self.fetches = 0
         self._keys: tuple[VerificationKey, ...] = ()
         self._fetched_at: float | None = None
         self._attempted_at: float | None = None
@@ -306,7 +307,6 @@ class RemoteJwks:
             self._lock.release()
 
     def _fetch(self) -> tuple[VerificationKey, ...]:
-        self.fetches += 1
         request = urllib.request.Request(self.url, headers={"Accept": "application/jwk-set+json, application/json",
                                                             "User-Agent": "orgunit-fhir"})
         deadline = time.monotonic() + self.timeout

@@ -148,7 +148,10 @@ def build_capability_statement(registry: Registry, settings: Settings, pm: plugg
                 "description": "Send 'Authorization: Bearer <JWT>'. The token must carry the permission "
                                f"'{settings.auth.permission}' in the '{settings.auth.permission_claim}' claim "
                                "or in a space-separated 'scope'. Missing or invalid tokens get 401, "
-                               "tokens without the permission 403.",
+                               "tokens without the permission 403. Every answer is limited to the account named "
+                               f"by the '{settings.auth.account_claim}' claim and to the org-unit subtrees listed "
+                               f"in the '{settings.auth.roots_claim}' claim, if any; ids outside them are "
+                               "answered as unknown ids (404).",
             },
         }],
     }

@@ -85,12 +85,15 @@ def check_database(target: Target, timeout_s: int = 5) -> DatabaseCheck:
 
     head = head_revision()
     connect_args = {"connect_timeout": timeout_s} if target.url.startswith("postgresql") else {}
-    engine = create_engine(target.url, connect_args=connect_args, poolclass=NullPool)
+    try:
+        engine = create_engine(target.url, connect_args=connect_args, poolclass=NullPool)
+    except (ArgumentError, ImportError) as exc:  # not a URL of ours: problems() names it
+        return DatabaseCheck(target.name, _safe(target.url), False, None, head, f"{type(exc).__name__}: {exc}")
     try:
         revision = current_revision(engine)
     except DBAPIError as exc:
-        detail = str(exc.orig).strip().splitlines()[0] if exc.orig is not None and str(exc.orig).strip() else (
-            type(exc.orig or exc).__name__)
+        cause = exc.orig or exc
+        detail = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
         return DatabaseCheck(target.name, _safe(target.url), False, None, head, detail)
     finally:
         engine.dispose()

@@ -231,22 +231,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_schema(settings: Settings) -> None:
-    """The embedded database migrates itself; any other must have been migrated by `orgunit-fhir migrate`."""
-    from server.store.db import create_db_engine
-    from server.store.migrate import current_revision, head_revision
-
-    engine = create_db_engine(settings)
-    try:
-        current = current_revision(engine)
-    finally:
-        engine.dispose()
-    if current != head_revision():
-        raise ConfigError(
-            f"the database schema is at revision {current or '(none)'} but this server needs {head_revision()}: "
-            f"run `orgunit-fhir migrate --database <url>` with a role that may alter the schema")
-
-
 def cmd_token(args: argparse.Namespace) -> int:
     from server.auth import mint_token
 
@@ -289,6 +273,18 @@ def _metrics_dir(workers: int) -> str | None:
     return made
 
 
+def _prepare_databases(settings: Settings, demo: bool) -> None:
+    from server.checks import check_serving_databases
+
+    if settings.database_url.startswith("sqlite"):
+        _ensure_schema(settings)
+        if demo and _is_empty(settings):
+            _demo(settings, DEFAULT_DEMO_SIZE, 42)
+        _render(settings)  # the embedded database is ours to write: bodies for these settings
+    for check in check_serving_databases(settings):  # refuses a schema behind; a replica that is down is skipped
+        log.log(logging.INFO if check.current else logging.WARNING, check.describe())
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import shutil
     import signal
@@ -298,7 +294,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from server.app import create_app
     from server.asgi import ACCESS_LOG_ENV
     from server.auth import mint_token
-    from server.checks import check_serving_databases, validate
+    from server.checks import validate
     from server.logs import configure_logging
 
     settings = _settings(args)
@@ -306,38 +302,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
     workers = args.workers or settings.server.workers
     if workers < 1:
         raise ConfigError("--workers must be at least 1")
-    log_config = configure_logging(settings, access_log=not args.no_access_log)
-    create_app(settings).state.ctx.db.dispose()  # fail here, with a clear message, before anything is written
-    if settings.database_url.startswith("sqlite"):
-        _ensure_schema(settings)
-        if not args.no_demo and _is_empty(settings):
-            _demo(settings, DEFAULT_DEMO_SIZE, 42)
-        _render(settings)  # the embedded database is ours to write: bodies for these settings
-    for check in check_serving_databases(settings):  # refuses a schema behind; a replica that is down is skipped
-        log.log(logging.INFO if check.current else logging.WARNING, check.describe())
-    host = args.host or settings.server.host
-    port = args.port or settings.server.port
-    if settings.source:
-        os.environ[SETTINGS_ENV] = os.path.abspath(settings.source)
-    if settings.database.url:
-        os.environ[DATABASE_ENV] = settings.database.url
-    os.environ[ACCESS_LOG_ENV] = "0" if args.no_access_log else "1"
+    metrics_dir = _metrics_dir(workers)  # before any app opens its metric files there
     try:
-        token = mint_token(settings, ttl=24 * 3600)
-        print(f"FHIR base: http://{host}:{port}/fhir\nA token valid for 24 hours:\n{token}", file=sys.stderr, flush=True)
-    except ConfigError as exc:
-        print(f"(no local token: {exc})", file=sys.stderr)
-    metrics_dir = _metrics_dir(workers)
-    # SIGTERM: uvicorn stops accepting, lets the requests in flight finish (server.shutdown_grace_seconds), runs
-    # the lifespan shutdown (the pool closes) and then re-raises the signal; by then the stop was orderly: exit 0
-    previous = signal.signal(signal.SIGTERM, lambda *_: None)
-    try:
-        uvicorn.run("server.asgi:create", factory=True, host=host, port=port, workers=workers,
-                    loop="uvloop", http="httptools", log_level="info", proxy_headers=False,
-                    access_log=False,  # the request middleware writes the access log, with the request id
-                    log_config=log_config, timeout_graceful_shutdown=settings.server.shutdown_grace_seconds)
+        log_config = configure_logging(settings, access_log=not args.no_access_log)
+        create_app(settings).state.ctx.db.dispose()  # fail here, with a clear message, before anything is written
+        _prepare_databases(settings, demo=not args.no_demo)
+        host = args.host or settings.server.host
+        port = args.port or settings.server.port
+        if settings.source:
+            os.environ[SETTINGS_ENV] = os.path.abspath(settings.source)
+        if settings.database.url:
+            os.environ[DATABASE_ENV] = settings.database.url
+        os.environ[ACCESS_LOG_ENV] = "0" if args.no_access_log else "1"
+        try:
+            token = mint_token(settings, ttl=24 * 3600)
+            print(f"FHIR base: http://{host}:{port}/fhir\nA token valid for 24 hours:\n{token}", file=sys.stderr,
+                  flush=True)
+        except ConfigError as exc:
+            print(f"(no local token: {exc})", file=sys.stderr)
+        # SIGTERM: uvicorn stops accepting, lets the requests in flight finish (server.shutdown_grace_seconds),
+        # runs the lifespan shutdown (the pool closes), then raises the signal again: by then the stop was
+        # orderly, so this handler lets serve exit 0
+        previous = signal.signal(signal.SIGTERM, lambda *_: None)
+        try:
+            uvicorn.run("server.asgi:create", factory=True, host=host, port=port, workers=workers,
+                        loop="uvloop", http="httptools", log_level="info", proxy_headers=False,
+                        access_log=False,  # the request middleware writes the access log, with the request id
+                        log_config=log_config, timeout_graceful_shutdown=settings.server.shutdown_grace_seconds)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     finally:
-        signal.signal(signal.SIGTERM, previous)
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
     log.info("serve: stopped")

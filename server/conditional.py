@@ -44,8 +44,8 @@ def not_modified(request_headers: Headers, etag: str, last_modified: datetime | 
     since = request_headers.get("if-modified-since")
     if since and last_modified is not None:
         try:
-            when = parsedate_to_datetime(since)
-        except (TypeError, ValueError):
+            when = as_utc(parsedate_to_datetime(since))
+        except (TypeError, ValueError, OverflowError):  # OverflowError: a date whose UTC is past year 1..9999
             return False
-        return as_utc(last_modified).replace(microsecond=0) <= as_utc(when)
+        return as_utc(last_modified).replace(microsecond=0) <= when
     return False

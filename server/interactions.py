@@ -92,7 +92,7 @@ def _fetch(ctx: ServerContext, provider: ResourceProvider, rid: str, scope: Acce
         raise _not_found(provider.resource_type, rid)
     with ctx.db.connect() as conn:
         vis = _visibility(ctx, conn, provider, scope)
-        visible = vis.condition(provider.tenancy)
+        visible = vis.clause
         if ctx.freshness.splices(conn, provider):
             if visible is None:
                 found = ctx.reads[provider.resource_type].run(conn, id=stored).first()
@@ -171,7 +171,7 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
         vis = _visibility(ctx, conn, provider, scope)
         splice = not request.includes and ctx.freshness.splices(conn, provider)
         paths = resolve_paths(conn, provider, request)
-        where = where_clause(provider, request, paths, vis.condition(provider.tenancy))
+        where = where_clause(provider, request, paths, vis.clause)
         total = _count(ctx, conn, provider, (request.key, vis.key),
                        lambda: count_query(provider, request, where=where)) if request.counts else None
         query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where)
@@ -186,7 +186,7 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
             matches = [(str(r[id_key]), provider.to_resource(r), r["_distance_km"] if near else None) for r in rows]
         included = fetch_included(
             conn, ctx.registry, provider, request.includes, rows,
-            lambda p: _visibility(ctx, conn, p, scope).condition(p.tenancy)) if rows and not splice else None
+            lambda p: _visibility(ctx, conn, p, scope).clause) if rows and not splice else None
     rtype = provider.resource_type
     entries = [search_entry(base, rtype, rid, _subset(resource, request.summary, request.elements), "match", distance)
                for rid, resource, distance in matches]
@@ -273,7 +273,7 @@ def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryReq
     versioning = _versioned(provider)
     with ctx.db.connect() as conn:
         vis = _visibility(ctx, conn, provider, scope)
-        visible = vis.condition(provider.tenancy)
+        visible = vis.clause
         # one resource's history: its visibility was checked by the caller
         scoped = within(provider, versioning.history_id, visible) if visible is not None and stored is None else None
         total = _count(ctx, conn, provider, (path, request.key, vis.key),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
@@ -19,7 +19,6 @@ from server.store.replicas import PRIMARY, read_router
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-CHECKED_OUT = "orgunit_fhir_metrics_checked_out"  # in a pool entry's record_info: the database counted
 
 
 @dataclass(frozen=True)
@@ -34,6 +33,7 @@ class Metrics:
     checkouts: Counter
     connects: Counter
     data_generation: Gauge
+    _children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def create(cls, multiprocess_dir: str | None = None) -> Metrics:
@@ -65,8 +65,13 @@ class Metrics:
         )
 
     def observe(self, interaction: str, resource_type: str, status: int, seconds: float) -> None:
-        self.requests.labels(interaction, resource_type, str(status)).inc()
-        self.latency.labels(interaction, resource_type).observe(seconds)
+        key = (interaction, resource_type, status)
+        children = self._children.get(key)
+        if children is None:  # labels() costs a lock and checks: once per label set
+            children = self._children.setdefault(key, (self.requests.labels(interaction, resource_type, str(status)),
+                                                       self.latency.labels(interaction, resource_type)))
+        children[0].inc()
+        children[1].observe(seconds)
 
     def exposition(self) -> bytes:
         if self.multiprocess_dir is None:
@@ -79,15 +84,16 @@ class Metrics:
         """Count the engine's checkouts and connections until the returned function is called."""
         pool = engine.pool
         self.pool_size.set(pool_size)
+        counted = f"orgunit_fhir_metrics_{id(self)}"  # in a pool entry's record_info: the database counted, by us
 
         def checkout(_dbapi: Any, record: ConnectionPoolEntry, _proxy: PoolProxiedConnection) -> None:
             database = record.info.get("database", PRIMARY)
-            record.record_info[CHECKED_OUT] = database
+            record.record_info[counted] = database
             self.checked_out.labels(database).inc()
             self.checkouts.labels(database).inc()
 
         def checkin(_dbapi: Any, record: ConnectionPoolEntry) -> None:
-            database = record.record_info.pop(CHECKED_OUT, None)
+            database = record.record_info.pop(counted, None)
             if database is not None:
                 self.checked_out.labels(database).dec()
 

@@ -1,6 +1,9 @@
 """The outermost middleware: a request id for every request (the caller's X-Request-ID when valid), echoed in the
 response and carried by every log line written meanwhile; one access log line and the request metrics; and an
-OperationOutcome, not a bare 500, for any exception that escapes the app."""
+OperationOutcome, not a bare 500, for any exception that escapes the app.
+
+The access line covers every HTTP request (probes and scrapes too) without its query string, which may carry
+secrets; the audit line of server.audit says who asked what of the FHIR API, with the query masked."""
 from __future__ import annotations
 
 import logging
@@ -42,8 +45,7 @@ class RequestObserver:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
-        rid = accept_request_id(headers.get("x-request-id"))
+        rid = accept_request_id(next((v.decode("latin-1") for k, v in scope["headers"] if k == b"x-request-id"), None))
         scope.setdefault("state", {})["request_id"] = rid
         token = REQUEST_ID.set(rid)
         started = time.perf_counter()
@@ -53,8 +55,8 @@ class RequestObserver:
             if message["type"] == "http.response.start":
                 response["status"], response["started"] = message["status"], True
                 out = MutableHeaders(scope=message)
-                if "x-request-id" not in out:
-                    out["X-Request-ID"] = rid
+                if b"x-request-id" not in (k for k, _ in out.raw):
+                    out.append("X-Request-ID", rid)
             elif message["type"] == "http.response.body":
                 response["bytes"] += len(message.get("body", b""))
             await send(message)
@@ -74,10 +76,9 @@ class RequestObserver:
             interaction, rtype = labels(scope, self.resource_types)
             self.metrics.observe(interaction, rtype, response["status"], seconds)
             if ACCESS.isEnabledFor(logging.INFO):
-                client = scope.get("client")
+                client, headers = scope.get("client"), Headers(scope=scope)
                 log_fields(ACCESS, f'{scope["method"]} {scope["path"]} {response["status"]}',
-                           request_id=rid, method=scope["method"], path=scope["path"],
-                           query=scope.get("query_string", b"").decode("latin-1"), status=response["status"],
+                           request_id=rid, method=scope["method"], path=scope["path"], status=response["status"],
                            duration_ms=round(seconds * 1000, 3), bytes=response["bytes"],
                            client=client[0] if client else None, forwarded_for=headers.get("x-forwarded-for"),
                            user_agent=headers.get("user-agent"), interaction=interaction, resource_type=rtype)

@@ -1,7 +1,6 @@
 """The route table and thin async endpoints around the interactions."""
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -75,11 +74,20 @@ async def _serve(request: Request, interaction: Interaction, call: Callable[...,
         _check_limits(request, ctx)
         query = request.query_params
         fmt = negotiate(query.get("_format"), request.headers.get("accept"), query.get("_pretty"))
-        if not (interaction.kind == "capabilities" and ctx.settings.auth.public_metadata):
-            principal = ctx.authenticator.authenticate(request.headers.get("authorization"))
-            if ctx.rate_limiter is not None:
-                ctx.rate_limiter.take(principal.subject or "")
-        work = functools.partial(call, ctx, principal, *args, **kwargs)
+        authorization = request.headers.get("authorization")
+        public = interaction.kind == "capabilities" and ctx.settings.auth.public_metadata
+        authenticated = False
+
+        def work() -> Any:
+            # in the worker thread: verifying a token may fetch the IdP's keys (JWKS), which must not stall the loop
+            nonlocal principal, authenticated
+            if not public and not authenticated:
+                principal = ctx.authenticator.authenticate(authorization)
+                authenticated = True
+                if ctx.rate_limiter is not None:
+                    ctx.rate_limiter.take(principal.subject or "")
+            return call(ctx, principal, *args, **kwargs)
+
         limiter = getattr(request.app.state, "limiter", None)
         try:
             body = await anyio.to_thread.run_sync(work, limiter=limiter)

@@ -10,6 +10,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, and_, false, or_, select, true
@@ -40,12 +41,16 @@ class Visibility:
     partitions: frozenset[Any] | None = None  # None: every partition
     paths: tuple[str, ...] | None = None  # subtree roots' paths; None: no subtree restriction
     key: Hashable = field(default=None, compare=False)  # what the cached counts are keyed by
+    tenancy: Tenancy | None = field(default=None, compare=False)
 
     @property
     def restricted(self) -> bool:
         return self.partitions is not None or self.paths is not None
 
-    def condition(self, tenancy: Tenancy | None) -> ColumnElement[bool] | None:
+    @cached_property
+    def clause(self) -> ColumnElement[bool] | None:
+        """The SQL condition on the provider's table (None: nothing to restrict), built once."""
+        tenancy = self.tenancy
         if tenancy is None or not self.restricted:
             return None
         conds: list[ColumnElement[bool]] = []
@@ -120,7 +125,7 @@ class Scoper:
             paths = _outermost(self._root_paths(conn, provider, tenancy, scope.roots, partitions))
         digest = hashlib.sha256(repr((sorted(partitions, key=str) if partitions is not None else None,
                                       paths)).encode()).hexdigest()[:24]
-        return Visibility(partitions, paths, digest)
+        return Visibility(partitions, paths, digest, tenancy)
 
     @staticmethod
     def _root_paths(conn: Connection, provider: ResourceProvider, tenancy: Tenancy, roots: tuple[str, ...],

@@ -178,7 +178,8 @@ ATTACKS: list[Any] = [
     pytest.param(lambda: sign(RSA_KEY, kid="rsa-384"), id="rs256-naming-an-rs384-only-key"),
     pytest.param(lambda: sign(RSA_KEY, kid="rsa-enc"), id="rs256-naming-an-encryption-key"),
     pytest.param(lambda: sign(RSA_OTHER, kid="rsa-private"), id="rs256-naming-a-published-private-key"),
-    pytest.param(lambda: sign(RSA_SMALL, kid="rsa-1024"), id="rs256-naming-a-1024-bit-key"),
+    pytest.param(lambda: raw_rs256('{"alg":"RS256","kid":"rsa-1024"}', json.dumps(claims()), RSA_SMALL),
+                 id="rs256-naming-a-1024-bit-key"),
     pytest.param(lambda: sign(RSA_OTHER, kid="attacker", headers={"jwk": jwk(public(RSA_OTHER), "attacker")}),
                  id="embedded-jwk-header"),
     pytest.param(lambda: sign(EC_KEY, "ES256", kid="ec-1").rsplit(".", 1)[0] + ".AAAA", id="es256-truncated-signature"),
@@ -202,7 +203,7 @@ ATTACKS: list[Any] = [
     pytest.param(lambda: sign(iss=None), id="iss-missing"),
     pytest.param(lambda: sign(kid="no-such-key"), id="unknown-kid"),
     pytest.param(lambda: unsigned({"alg": "RS256", "kid": 1}, b"x"), id="kid-a-number"),
-    pytest.param(lambda: unsigned({"alg": "RS256", "kid": None}, b"x"), id="kid-null"),
+    pytest.param(lambda: raw_rs256('{"alg":"RS256","kid":null}', json.dumps(claims())), id="kid-null"),
     pytest.param(lambda: unsigned({"alg": "RS256", "kid": ["rsa-1"]}, b"x"), id="kid-a-list"),
     pytest.param(lambda: unsigned({"alg": "RS256", "kid": {"$ne": ""}}, b"x"), id="kid-an-object"),
     pytest.param(lambda: sign(headers={"kid": ""}), id="kid-empty"),
@@ -271,6 +272,27 @@ def test_oversized_authorization_header_is_refused_before_parsing(remote_auth: A
     assert idp.requests == 0
 
 
+def test_the_size_limit_is_exact(tmp_path: Path, clock: Clock) -> None:
+    token = jwt.encode(claims(), SECRET, algorithm="HS256")
+    authenticator = Authenticator(auth_settings(tmp_path, secret=SECRET, max_token_bytes=len(token)), clock=clock)
+    assert authenticator.authenticate(f"Bearer {token}").subject == "client-1"
+    assert_401(refused(authenticator, f"Bearer {jwt.encode(claims(sub='client-12'), SECRET, algorithm='HS256')}"))
+    assert_401(refused(authenticator, "Bearer" + " " * 100 + token))  # the header is limited too
+
+
+@pytest.mark.parametrize("changes", [
+    pytest.param({"exp": NOW - 3600}, id="expired"),
+    pytest.param({"nbf": NOW + 3600}, id="future-nbf"),
+    pytest.param({"aud": "another-api"}, id="wrong-aud"),
+    pytest.param({"iss": "https://evil.test"}, id="wrong-iss"),
+    pytest.param({"exp": None}, id="no-exp"),
+])
+def test_claims_are_checked_before_any_key_fetch(remote_auth: Authenticator, idp: JwksServer,
+                                                 changes: dict[str, Any]) -> None:
+    assert_401(refused(remote_auth, f"Bearer {sign(kid='unknown-kid', **changes)}"))
+    assert idp.requests == 0
+
+
 def test_a_jku_header_is_never_fetched(remote_auth: Authenticator) -> None:
     with JwksServer([jwk(public(RSA_OTHER), "attacker")]) as attacker:
         token = sign(RSA_OTHER, kid="attacker", headers={"jku": attacker.url, "x5u": attacker.url})
@@ -328,6 +350,8 @@ def _write(tmp_path: Path, name: str, content: bytes) -> str:
     pytest.param({"algorithms": ["RS256"], "jwks_file": lambda p: _write(p, "k.json", b'[{"kty": "RSA"}]')},
                  "not a JWK Set", id="jwks-file-not-a-set"),
     pytest.param({"max_token_bytes": 10}, "max_token_bytes", id="max-token-bytes-tiny"),
+    pytest.param({"algorithms": ["RS256"], "jwks_url": "https://idp.test/jwks", "jwks_timeout_seconds": 0},
+                 "jwks_timeout_seconds", id="jwks-timeout-zero"),
 ])
 def test_refused_at_start_up(tmp_path: Path, auth: dict[str, Any], words: str) -> None:
     resolved = {k: v(tmp_path) if callable(v) else v for k, v in auth.items()}
@@ -404,7 +428,7 @@ def test_idp_unreachable_and_nothing_cached_is_503(tmp_path: Path, clock: Clock,
     pytest.param({"document": {"keys": "rsa-1"}}, id="not-a-key-set"),
     pytest.param({"document": {"keys": [IDP_KEYS[2]]}}, id="only-an-oct-key"),
     pytest.param({"document": {"keys": []}}, id="no-keys"),
-    pytest.param({"document": b" " * (1 << 20) + b'{"keys": []}'}, id="larger-than-1-mib"),
+    pytest.param({"document": b" " * (1 << 20) + json.dumps({"keys": IDP_KEYS}).encode()}, id="larger-than-1-mib"),
 ])
 def test_a_bad_jwks_answer_keeps_the_cached_keys(remote_auth: Authenticator, idp: JwksServer, clock: Clock,
                                                  answer: dict[str, Any]) -> None:
@@ -453,6 +477,23 @@ def test_cached_keys_do_not_wait_for_a_fetch(remote_auth: Authenticator, idp: Jw
         thread.join(5)
     assert len(outcomes) == 3 and all(isinstance(e, AuthenticationFailed) for e in outcomes)
     assert idp.requests == 2  # the threads that waited for the fetch did not fetch again
+
+
+def test_stale_keys_do_not_wait_for_a_refresh(remote_auth: Authenticator, idp: JwksServer, clock: Clock) -> None:
+    remote_auth.authenticate(f"Bearer {sign()}")
+    clock.now += 3601  # the cache is stale: the first request refreshes it, the others use the stale keys
+    idp.stalled.set()
+    refreshing = threading.Thread(target=remote_auth.authenticate, args=(f"Bearer {sign(sub='a', exp=NOW + 7200)}",))
+    refreshing.start()
+    deadline = time.monotonic() + 5
+    while idp.requests < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    assert remote_auth.authenticate(f"Bearer {sign(sub='b', exp=NOW + 7200)}").subject == "b"
+    assert time.monotonic() - started < 0.5
+    idp.released.set()
+    refreshing.join(5)
+    assert idp.requests == 2
 
 
 # ------------------------------------------------------------------ the cache of verified tokens

@@ -117,7 +117,7 @@ def test_links_gzip_request_ids_and_metrics_through_nginx(deployment: Deployment
 def test_sigterm_drains_the_requests_in_flight(deployment: Deployment) -> None:
     server, public = deployment.server, deployment.public
     assert public.get("/fhir/Location", params={"_count": "1"}).status_code == 200  # pools warm
-    deployment.slow.delay = 0.25  # every packet from PostgreSQL now waits: each request lasts a second or more
+    deployment.slow.delay = 0.5  # every packet from PostgreSQL now waits: each request lasts seconds
     results: list[tuple[int, int, float]] = []
     lock = threading.Lock()
 
@@ -130,7 +130,7 @@ def test_sigterm_drains_the_requests_in_flight(deployment: Deployment) -> None:
     threads = [threading.Thread(target=fetch, args=(offset,)) for offset in (0, 100, 200, 300, 0, 100)]
     for thread in threads:
         thread.start()
-    time.sleep(0.6)
+    time.sleep(1.0)  # all accepted by the workers (a request that was not would answer 502)
     terminated = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
     for thread in threads:
@@ -140,7 +140,7 @@ def test_sigterm_drains_the_requests_in_flight(deployment: Deployment) -> None:
 
     assert [status for status, _, _ in results] == [200] * len(threads), server.log.read_text()[-3000:]
     assert all(entries == 100 for _, entries, _ in results)
-    assert all(done > terminated for _, _, done in results), "a request ended before SIGTERM: none was in flight"
+    assert all(done > terminated for _, _, done in results), "a request ended before SIGTERM: it was not in flight"
     assert exit_code == 0 and stopped - terminated < GRACE_S
     log = server.log.read_text()
     assert log.count("Application shutdown complete") == 2  # both workers closed their pools
