@@ -314,12 +314,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if settings.database.url:
             os.environ[DATABASE_ENV] = settings.database.url
         os.environ[ACCESS_LOG_ENV] = "0" if args.no_access_log else "1"
-        try:
-            token = mint_token(settings, ttl=24 * 3600)
-            print(f"FHIR base: http://{host}:{port}/fhir\nA token valid for 24 hours:\n{token}", file=sys.stderr,
-                  flush=True)
-        except ConfigError as exc:
-            print(f"(no local token: {exc})", file=sys.stderr)
+        print(f"FHIR base: http://{host}:{port}/fhir", file=sys.stderr, flush=True)
+        if settings.database_url.startswith("sqlite"):  # the embedded demo; a production log gets no token
+            try:
+                token = mint_token(settings, ttl=24 * 3600)
+                print(f"A token valid for 24 hours:\n{token}", file=sys.stderr, flush=True)
+            except ConfigError as exc:
+                print(f"(no local token: {exc})", file=sys.stderr)
+        else:
+            print("tokens: from your identity provider, or `orgunit-fhir token` with the HMAC secret",
+                  file=sys.stderr, flush=True)
         # SIGTERM: uvicorn stops accepting, lets the requests in flight finish (server.shutdown_grace_seconds),
         # runs the lifespan shutdown (the pool closes), then raises the signal again: by then the stop was
         # orderly, so this handler lets serve exit 0

@@ -211,13 +211,9 @@ def near_values(draw: st.DrawFn) -> str:
     return "|".join(parts)
 
 
-def _sort_value(names: list[str]) -> str:
-    return ",".join(names)
-
-
 sort_values = st.lists(st.sampled_from(("_id", "-_id", "name", "-name", "status", "-status", "_lastUpdated",
                                         "-_lastUpdated", "type", "near", "--name", " name", "", "_score")),
-                       min_size=1, max_size=4).map(_sort_value)
+                       min_size=1, max_size=4).map(",".join)
 element_values = st.lists(st.sampled_from(("id", "name", "alias", "status", "partOf", "position", "identifier",
                                            "meta", "resourceType", "type", "extension", "Location.name", "nope",
                                            "", " ", "name.family", "*")),
@@ -263,10 +259,6 @@ VALUES_BY_PARAM: dict[str, st.SearchStrategy[str]] = {
                                 "json;charset=utf-8", " json", "application/json+fhir")),
     "_pretty": st.sampled_from(("true", "false", "TRUE", "1", "")),
 }
-
-#: how many _format values ask for XML: these requests may be answered in XML
-XML_WORDS = ("xml",)
-
 
 GENERIC_VALUES = st.one_of(st.sampled_from(INJECTIONS), any_text, ascii_text)
 
