@@ -70,12 +70,14 @@ def children_operation(ns: str) -> dict[str, Any]:
     }
 
 
-def type_code_system(ns: str, conn: Connection) -> dict[str, Any]:
-    # each account has its own types; a code used by several accounts is listed once (the first account's)
-    rows = list({row[0]: row for row in reversed(conn.execute(
-        select(org_unit_type.c.short_name, org_unit_type.c.name, org_unit_type.c.category, org_unit_type.c.depth)
-        .order_by(org_unit_type.c.short_name, org_unit_type.c.account)).all())}.values())
-    rows.sort(key=lambda row: row[0])
+def type_code_system(ns: str, conn: Connection, account: str | None = None) -> dict[str, Any]:
+    """The types of the caller's account (each account has its own); None (trusted in-process callers):
+    every account's, a code used by several listed once."""
+    query = select(org_unit_type.c.short_name, org_unit_type.c.name, org_unit_type.c.category,
+                   org_unit_type.c.depth).order_by(org_unit_type.c.short_name, org_unit_type.c.account.desc())
+    if account is not None:
+        query = query.where(org_unit_type.c.account == account)
+    rows = list({row[0]: row for row in conn.execute(query).all()}.values())
     system: dict[str, Any] = {
         "resourceType": "CodeSystem", "id": "org-unit-type", "url": f"{ns}/fhir/CodeSystem/org-unit-type",
         "version": software_version(), "name": "OrgUnitType", "title": "Org unit types", "status": "active",
@@ -99,5 +101,6 @@ def register_resource_providers(settings: Settings) -> list[StaticProvider]:
     return [
         StaticProvider("OperationDefinition", lambda conn: operations, "Operations this server defines"),
         StaticProvider("StructureDefinition", lambda conn: structures, "The extensions this server writes"),
-        StaticProvider("CodeSystem", lambda conn: [type_code_system(ns, conn)], "Code systems this server defines"),
+        StaticProvider("CodeSystem", lambda conn, account: [type_code_system(ns, conn, account)],
+                       "Code systems this server defines", per_account=True),
     ]

@@ -165,7 +165,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_load(args: argparse.Namespace) -> int:
     from server.store.db import create_db_engine
-    from server.store.importers.common import load_file
+    from server.store.importers.common import DEFAULT_DATA_SOURCES, load_file
 
     settings = _settings(args)
     _ensure_schema(settings)
@@ -180,8 +180,25 @@ def cmd_load(args: argparse.Namespace) -> int:
         engine.dispose()
     print(f"load {args.format}: {report.inserted} inserted, {report.updated} updated, "
           f"{report.unchanged} unchanged in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+    _warn_unserved(settings, args.data_source or DEFAULT_DATA_SOURCES[args.format], args.account)
     _render(settings)
     return 0
+
+
+def _warn_unserved(settings: Settings, data_source: str, account: str) -> None:
+    from server.store.db import create_db_engine
+    from server.store.versions import unserved_units
+
+    engine = create_db_engine(settings, writing=True)
+    try:
+        with engine.connect() as conn:
+            left = unserved_units(conn, data_source, account)
+    finally:
+        engine.dispose()
+    if left:
+        print(f"note: {left} units of {account}/{data_source} belong to versions that are not served, so they are "
+              "not published (and have no deletion in _history): load with --delete-missing to record them as "
+              "deleted, or choose the version served with `orgunit-fhir versions set-default`", file=sys.stderr)
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
@@ -203,6 +220,11 @@ def cmd_versions(args: argparse.Namespace) -> int:
         number = None if args.version == "newest" else _version_number(args.version)
         with engine.begin() as conn:
             set_default_version(conn, args.data_source, number, account=args.account)
+            chosen = [v for v in list_versions(conn, args.account) if v.data_source == args.data_source and v.served]
+        if chosen and not chosen[0].units:
+            print(f"note: version {chosen[0].number} of {args.account}/{args.data_source} holds no live units now "
+                  "(its units moved to a later version when loaded with the same ids): nothing is published",
+                  file=sys.stderr)
         print(f"versions: {args.account}/{args.data_source} now serves "
               f"{'its newest version' if number is None else f'version {number}'}; consumers syncing with "
               "_history or _lastUpdated should re-read in full", file=sys.stderr)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -30,19 +32,35 @@ def access_scope(principal: Principal, settings: Settings) -> AccessScope:
     account = claim_path(principal.claims, auth.account_claim)
     if account is None:
         account = auth.default_account
-    elif not isinstance(account, str) or not account:
+    elif not isinstance(account, str) or not account or "\x00" in account:
         raise Forbidden(f"the token's {auth.account_claim!r} claim must be an account name (a string)")
-    roots = claim_path(principal.claims, auth.roots_claim)
-    if roots is not None:
+    roots = _present(principal.claims, auth.roots_claim)
+    if roots is None:  # present but null: fail closed, as an empty list
+        roots = ()
+    elif roots is not _MISSING:
         if isinstance(roots, str):
             roots = [roots]
-        if not isinstance(roots, list) or not all(isinstance(r, str | int) and not isinstance(r, bool) for r in roots):
+        if not isinstance(roots, list) or not all(
+                isinstance(r, str | int) and not isinstance(r, bool) and "\x00" not in str(r) for r in roots):
             raise Forbidden(f"the token's {auth.roots_claim!r} claim must be a list of org unit ids or "
                             "system|value identifiers")
         if len(roots) > MAX_ROOTS:
             raise Forbidden(f"the token's {auth.roots_claim!r} claim names more than {MAX_ROOTS} roots")
         roots = tuple(str(r) for r in roots)
-    return AccessScope(account=account, roots=roots)
+    return AccessScope(account=account, roots=None if roots is _MISSING else roots)
+
+
+_MISSING: Any = object()
+
+
+def _present(claims: Mapping[str, Any], dotted: str) -> Any:
+    """The claim at the dotted path, or _MISSING when it is absent (None when it is present but null)."""
+    value: Any = claims
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
 
 
 def _timed_out(exception: BaseException) -> bool:

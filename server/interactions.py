@@ -77,6 +77,11 @@ def _visible(ctx: ServerContext, conn: Connection, provider: ResourceProvider, s
     return found is not None and vis.admits(found[0], found[1])
 
 
+def _static_account(ctx: ServerContext, conn: Connection, provider: StaticProvider,
+                    principal: Principal | None) -> str | None:
+    return ctx.scoper.account(conn, access(ctx, principal)) if provider.per_account else None
+
+
 def _not_found(resource_type: str, rid: str) -> ResourceNotFound:
     return ResourceNotFound(f"{resource_type}/{rid} is not known")
 
@@ -133,7 +138,7 @@ def read(ctx: ServerContext, principal: Principal | None, resource_type: str, ri
     authorize(ctx, principal, Interaction("read", resource_type, rid))
     if isinstance(provider, StaticProvider):
         with ctx.db.connect() as conn:
-            return read_static(provider, conn, rid, items)
+            return read_static(provider, conn, rid, items, _static_account(ctx, conn, provider, principal))
     summary, elements = parse_subset(items)
     return _subset(_fetch(ctx, provider, rid, access(ctx, principal)), summary, elements)
 
@@ -170,7 +175,7 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
     with ctx.db.connect() as conn:
         vis = _visibility(ctx, conn, provider, scope)
         splice = not request.includes and ctx.freshness.splices(conn, provider)
-        paths = resolve_paths(conn, provider, request)
+        paths = resolve_paths(conn, provider, request, vis.clause)
         where = where_clause(provider, request, paths, vis.clause)
         total = _count(ctx, conn, provider, (request.key, vis.key),
                        lambda: count_query(provider, request, where=where)) if request.counts else None
@@ -213,7 +218,8 @@ def search_type(ctx: ServerContext, principal: Principal | None, base: str, reso
     if isinstance(provider, StaticProvider):
         with ctx.db.connect() as conn:
             return search_static(provider, conn, base, items, default_count=ctx.settings.fhir.default_count,
-                                 max_count=ctx.settings.fhir.max_count, strict=strict, extra=extra)
+                                 max_count=ctx.settings.fhir.max_count, strict=strict, extra=extra,
+                                 account=_static_account(ctx, conn, provider, principal))
     request = _parse(ctx, provider, items, strict)
     return _run_search(ctx, provider, request, base, resource_type, extra, access(ctx, principal))
 

@@ -227,8 +227,9 @@ class StaticProvider:
     CodeSystem...), read and searched by `_id` and `url` in memory. `load` may read the database."""
 
     resource_type: str
-    load: Callable[[Any], Sequence[dict[str, Any]]]  # (connection) -> resources, each with an id
+    load: Callable[..., Sequence[dict[str, Any]]]  # (connection) -> resources, each with an id
     documentation: str | None = None
+    per_account: bool = False  # load(connection, account): what the caller's account (None: every one) sees
 
     def check(self) -> None:
         if not RESOURCE_TYPE_RE.match(self.resource_type):

@@ -1,15 +1,29 @@
 """Per-subject request rate limit (a token bucket per caller, in this worker process)."""
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+import orjson
+
+from server.auth import Principal, claim_path
 from server.errors import TooManyRequests
+from server.settings import Settings
 
 MAX_SUBJECTS = 100_000
+
+
+def caller_key(principal: Principal, settings: Settings) -> str:
+    """Who is counted: the subject of an issuer within an account; a token without `sub` counts alone."""
+    claims = principal.claims
+    subject = principal.subject or "~" + hashlib.sha256(
+        orjson.dumps(claims, option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()[:32]
+    return orjson.dumps([claims.get("iss"), claim_path(claims, settings.auth.account_claim), subject],
+                        default=str).decode()
 
 
 class RateLimiter:

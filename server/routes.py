@@ -14,6 +14,7 @@ from starlette.routing import Route
 
 from server import interactions
 from server.audit import audit
+from server.ratelimit import caller_key
 from server.auth import Principal
 from server.conditional import headers_for, not_modified, validators
 from server.context import ServerContext
@@ -42,6 +43,8 @@ CARRIED_PARAMS = ("_format", "_pretty")  # kept in paging links, though not sear
 
 
 MAX_QUERY_PARAMS = 100  # query parameters of any kind in one request
+# answers depend on the caller's token (its account and subtree): no shared cache may serve them to another
+PRIVATE = {"Cache-Control": "private", "Vary": "Accept, Authorization"}
 
 
 def _check_limits(request: Request, ctx: ServerContext) -> None:
@@ -51,6 +54,8 @@ def _check_limits(request: Request, ctx: ServerContext) -> None:
     if request.url.query.count("&") >= MAX_QUERY_PARAMS and \
             len(request.query_params.multi_items()) > MAX_QUERY_PARAMS:
         raise InvalidRequest(f"too many query parameters; at most {MAX_QUERY_PARAMS}")
+    if "%00" in request.url.query or "\x00" in request.url.query:
+        raise InvalidRequest("a query parameter holds a NUL character (%00)")
 
 
 def _account(ctx: ServerContext, principal: Principal | None) -> str | None:
@@ -85,7 +90,7 @@ async def _serve(request: Request, interaction: Interaction, call: Callable[...,
                 principal = ctx.authenticator.authenticate(authorization)
                 authenticated = True
                 if ctx.rate_limiter is not None:
-                    ctx.rate_limiter.take(principal.subject or "")
+                    ctx.rate_limiter.take(caller_key(principal, ctx.settings))
             return call(ctx, principal, *args, **kwargs)
 
         limiter = getattr(request.app.state, "limiter", None)
@@ -97,7 +102,7 @@ async def _serve(request: Request, interaction: Interaction, call: Callable[...,
             body = await anyio.to_thread.run_sync(work, limiter=limiter)  # once, on a new connection
         content = render(body, fmt)
         etag, last_modified = validators(body, content)
-        headers = {**headers_for(etag, last_modified), "X-Request-ID": request_id(request)}
+        headers = {**headers_for(etag, last_modified), **PRIVATE, "X-Request-ID": request_id(request)}
         if not_modified(request.headers, etag, last_modified):
             response = Response(status_code=304, headers=headers)
         else:

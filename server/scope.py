@@ -23,6 +23,7 @@ from server.search.request import Clause, SearchRequest
 from server.search.values import parse_value
 
 MAX_ROOTS = 100
+MAX_ROOT_UNITS = 1000  # org units the roots may match (an alias can name several)
 MAX_CACHED = 4096
 
 
@@ -108,18 +109,29 @@ class Scoper:
                 self._cache.popitem(last=False)
         return built
 
+    def account(self, conn: Connection, scope: AccessScope) -> str | None:
+        """The account the caller sees (None: every account, for trusted in-process callers only)."""
+        if scope.all_accounts:
+            return None
+        if scope.account is not None:
+            return scope.account
+        self.freshness.check(conn)
+        accounts = self.freshness.accounts
+        if len(accounts) > 1:
+            raise Forbidden("the token names no account and this server holds several: "
+                            "ask for a token with the account claim")
+        return next(iter(accounts), "")  # an empty server: no account, nothing to see
+
     def _build(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy,
                scope: AccessScope) -> Visibility:
         rows = self.freshness.partitions.get(provider.resource_type, ())
-        account = scope.account
-        if not scope.all_accounts and account is None:
-            accounts = self.freshness.accounts
-            if len(accounts) > 1:
-                raise Forbidden("the token names no account and this server holds several: "
-                                "ask for a token with the account claim")
-        allowed = frozenset(k for k, acct, served in rows
-                            if served and (scope.all_accounts or account is None or acct == account))
-        partitions = None if len(allowed) == len(rows) else allowed
+        account = self.account(conn, scope)
+        allowed = frozenset(k for k, acct, served in rows if served and (account is None or acct == account))
+        # always an explicit list of the caller's partitions: one created since the snapshot (another
+        # account's, a new version) stays out until the next look (a second at most), never the other way
+        partitions: frozenset[Any] | None = allowed
+        if scope.all_accounts and len(allowed) == len(rows):
+            partitions = None  # trusted in-process callers: no condition when every partition is served
         paths = None
         if scope.roots is not None and tenancy.path is not None:
             paths = _outermost(self._root_paths(conn, provider, tenancy, scope.roots, partitions))
@@ -137,6 +149,9 @@ class Scoper:
         param = provider.params_by_name.get(tenancy.roots_by) if tenancy.roots_by else None
         for root in roots:
             if "|" in root and param is not None:
+                system, _, value = root.partition("|")
+                if not system or not value:
+                    continue  # "system|" would be every unit of that system: a root names units, or nothing
                 try:
                     clause = Clause(param, None, (parse_value(param, None, root),))
                 except FhirError:
@@ -151,5 +166,10 @@ class Scoper:
         live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
         inside = [tenancy.partition.in_(sorted(partitions))] if partitions is not None else []
         query = (select(tenancy.path).select_from(provider.source)
-                 .where(or_(*matches), tenancy.path.is_not(None), *live, *inside).limit(MAX_ROOTS * 10))
-        return [p for p in conn.execute(query).scalars()]
+                 .where(or_(*matches), tenancy.path.is_not(None), *live, *inside)
+                 .order_by(tenancy.path).limit(MAX_ROOT_UNITS + 1))
+        paths = list(conn.execute(query).scalars())
+        if len(paths) > MAX_ROOT_UNITS:
+            raise Forbidden(f"the token's subtree roots match more than {MAX_ROOT_UNITS} org units; "
+                            "name the roots by id or by a unique identifier")
+        return paths

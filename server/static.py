@@ -38,11 +38,15 @@ class StaticSearch:
         return all(resource.get(field[name]) in values for name, values in self.filters)
 
 
+def _load(provider: StaticProvider, conn: Any, account: str | None) -> Sequence[dict[str, Any]]:
+    return provider.load(conn, account) if provider.per_account else provider.load(conn)
+
+
 def read_static(provider: StaticProvider, conn: Any, rid: str,
-                items: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+                items: Sequence[tuple[str, str]] = (), account: str | None = None) -> dict[str, Any]:
     from server.search.request import parse_subset
 
-    found = next((r for r in provider.load(conn) if r["id"] == rid), None)
+    found = next((r for r in _load(provider, conn, account) if r["id"] == rid), None)
     if found is None:
         raise ResourceNotFound(f"{provider.resource_type}/{rid} is not known")
     return subset(found, *parse_subset(items))
@@ -50,7 +54,7 @@ def read_static(provider: StaticProvider, conn: Any, rid: str,
 
 def search_static(provider: StaticProvider, conn: Any, base: str, items: Sequence[tuple[str, str]], *,
                   default_count: int, max_count: int, strict: bool,
-                  extra: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+                  extra: Sequence[tuple[str, str]] = (), account: str | None = None) -> dict[str, Any]:
     search = StaticSearch(count=default_count)
     filters: list[tuple[str, tuple[str, ...]]] = []
     for key, raw in items:
@@ -63,7 +67,7 @@ def search_static(provider: StaticProvider, conn: Any, base: str, items: Sequenc
         elif strict:
             raise UnsupportedParameter(f"{provider.resource_type} supports _id, url, _count and _skip; not {key!r}")
     search = replace(search, filters=tuple(filters))
-    found = [r for r in provider.load(conn) if search.matches(r)]
+    found = [r for r in _load(provider, conn, account) if search.matches(r)]
     page = found[search.skip:search.skip + search.count]
     entries = [search_entry(base, provider.resource_type, r["id"], r) for r in page]
     has_next = search.skip + search.count < len(found) and search.count > 0

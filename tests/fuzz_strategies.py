@@ -111,7 +111,7 @@ MODIFIERS = ("exact", "contains", "missing", "not", "text", "below", "above", "i
 NS = "https://orgunit-fhir.example.org"
 
 ascii_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=20)
-any_text = st.text(max_size=30)  # every code point but surrogates, NUL and control characters included
+any_text = st.text(max_size=30)  # any code point but surrogates (NUL and control characters included)
 short_ints = st.integers(min_value=-5, max_value=200).map(str)
 huge_ints = st.sampled_from(("0", "00", "007", "2147483648", "9223372036854775808", "1" + "0" * 30, "-1",
                              "1.5", "1e3", " 5", "5 ", "+5", "０", "٣", "1_000", "0x1f"))
@@ -120,7 +120,6 @@ ids = st.one_of(st.sampled_from(UNIT_IDS), st.sampled_from(("0", "999999", "-1",
                 st.from_regex(r"[A-Za-z0-9\-.]{1,64}", fullmatch=True), any_text)
 
 prefixes = st.sampled_from(("", "", "", "eq", "ne", "gt", "lt", "ge", "le", "sa", "eb", "ap", "xx", "GT", " gt"))
-
 
 EDGES = (datetime.max.replace(microsecond=0), datetime.min, datetime.max.replace(microsecond=0), datetime.min,
          datetime(1970, 1, 1), datetime(2025, 3, 4, 10, 20, 30),
@@ -328,13 +327,31 @@ segments = st.one_of(
 
 
 @st.composite
+def resource_paths(draw: st.DrawFn) -> str:
+    """[base]/Type/id[/_history[/vid] | /$op]: the shapes the routes take, with odd types, ids and versions."""
+    rtype = draw(st.one_of(st.sampled_from(KNOWN_TYPES[:1] * 3 + KNOWN_TYPES), st.sampled_from(UNKNOWN_TYPES)))
+    rid = draw(st.one_of(st.sampled_from(UNIT_IDS), ids.map(_segment_text), any_text.map(_segment_text),
+                         st.sampled_from(("org-unit-type", "Location-children", "closing-date", "1"))))
+    tail = draw(st.sampled_from(("", "", "/_history", "/_history/1", "/_history/", "/$children", "/children",
+                                 "/$everything", "/_history/VID", "/OP")))
+    if tail.endswith("VID"):
+        tail = tail[:-3] + _segment_text(draw(st.one_of(ids, st.sampled_from(("2", "0", "-1", "1.0", "01")))))
+    elif tail.endswith("OP"):
+        tail = "/" + draw(st.one_of(st.sampled_from(OPERATIONS), any_text.map(_segment_text)))
+    return f"/fhir/{rtype}/{rid}{tail}"
+
+
+@st.composite
 def paths(draw: st.DrawFn) -> bytes:
     """A raw (percent-encoded, ASCII) path, nearly always under /fhir."""
-    prefix = draw(st.sampled_from(("/fhir", "/fhir", "/fhir", "/fhir", "/fhir/", "/FHIR", "/fhir/..", "/fhir%2F",
-                                   "", "/", "//fhir", "/fhir/./", "/../fhir")))
-    parts = draw(st.lists(segments, max_size=5))
-    path = prefix.rstrip("/") + "".join("/" + p for p in parts) if parts else prefix
-    if draw(st.booleans()) and draw(st.booleans()):
+    if draw(st.booleans()):
+        path = draw(resource_paths())
+    else:
+        prefix = draw(st.sampled_from(("/fhir", "/fhir", "/fhir", "/fhir", "/fhir/", "/FHIR", "/fhir/..", "/fhir%2F",
+                                       "", "/", "//fhir", "/fhir/./", "/../fhir")))
+        parts = draw(st.lists(segments, max_size=5))
+        path = prefix.rstrip("/") + "".join("/" + p for p in parts) if parts else prefix
+    if draw(st.integers(0, 3)) == 0:
         path += "/"
     if not path.startswith("/"):
         path = "/" + path

@@ -71,6 +71,7 @@ def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     load_small_pyramid(context.db)
     with context.db.begin() as conn:  # the small pyramid belongs to account alpha
         conn.exec_driver_sql("UPDATE data_source SET account = 'alpha'")
+        conn.exec_driver_sql("UPDATE org_unit_type SET account = 'alpha'")
     load_beta(context.db)
     refresh(context.db, context.registry)
     yield context
@@ -96,6 +97,10 @@ CALLERS = {
     "alpha-two-roots-nested": ({"account": "alpha", "org_unit_roots": ["10", "30", "Location/3"]}, SUBTREE_10 | SUBTREE_3),
     "alpha-root-of-beta": ({"account": "alpha", "org_unit_roots": ["201"]}, set()),
     "alpha-no-roots": ({"account": "alpha", "org_unit_roots": []}, set()),
+    "alpha-null-roots": ({"account": "alpha", "org_unit_roots": None}, set()),
+    "alpha-root-system-only": ({"account": "alpha", "org_unit_roots": [f"{NS}/fhir/sid/ministere-de-la-sante|"]},
+                               set()),
+    "alpha-root-value-only": ({"account": "alpha", "org_unit_roots": ["|HB0000000003"]}, set()),
     "unknown-account": ({"account": "gamma"}, set()),
 }
 
@@ -163,7 +168,9 @@ def test_history_of_the_type_holds_only_visible_units(app_client: TestClient, ct
     pytest.param("alpha-subtree-10", "_id=10&_revinclude=Location:partof", {10, 20, 32}, id="revinclude"),
     pytest.param("alpha-subtree-10", "partof:above=30", {10, 20}, id="above-stops-at-root"),
     pytest.param("alpha", "partof:above=30", {1, 2, 10, 20}, id="above-unscoped"),
-    pytest.param("alpha-subtree-10", "partof:below=1", SUBTREE_10, id="below-outside-root"),
+    pytest.param("alpha-subtree-10", "partof:below=1", set(), id="below-outside-root-is-unknown"),
+    pytest.param("alpha-subtree-10", "partof:below=10", {20, 30, 31, 32}, id="below-root"),
+    pytest.param("alpha-subtree-10", "partof:above=1", set(), id="above-outside-root-is-unknown"),
     pytest.param("alpha-subtree-10", "partof=2", {10}, id="children-of-outside-parent"),
     pytest.param("beta", "partof:below=1", set(), id="below-other-account"),
     pytest.param("alpha", "name=Sierra", set(), id="name-of-other-account"),
@@ -230,6 +237,8 @@ def test_default_account_serves_a_token_without_account(ctx: ServerContext, tmp_
     pytest.param({"account": "alpha", "org_unit_roots": {"a": 1}}, id="roots-not-a-list"),
     pytest.param({"account": "alpha", "org_unit_roots": [None]}, id="roots-null-item"),
     pytest.param({"account": "alpha", "org_unit_roots": [str(i) for i in range(101)]}, id="too-many-roots"),
+    pytest.param({"account": "al\x00pha"}, id="account-nul"),
+    pytest.param({"account": "alpha", "org_unit_roots": ["a|b\x00"]}, id="root-nul"),
 ])
 def test_malformed_scope_claims_are_forbidden(app_client: TestClient, ctx: ServerContext,
                                               claims: dict[str, Any]) -> None:
@@ -274,6 +283,29 @@ def test_each_account_has_its_own_types(app_client: TestClient, ctx: ServerConte
     assert alpha["meta"]["versionId"] == "1"
     body = app_client.get("/fhir/Location?type=COUNTRY", headers=token(ctx.settings, account="beta")).json()
     assert ids_of(body) == {201}
-    codes = [c["code"] for c in app_client.get("/fhir/CodeSystem/org-unit-type",
-                                               headers=token(ctx.settings, account="beta")).json()["concept"]]
-    assert len(codes) == len(set(codes)) and "COUNTRY" in codes
+
+
+
+@pytest.mark.parametrize("account, concepts", [
+    pytest.param("alpha", {"COUNTRY": "Country", "REGION": "Region", "DISTRICT": "District", "AREA": "Aire de santé",
+                           "CSPS": "Centre de santé", "CHR": "Hôpital"}, id="alpha"),
+    pytest.param("beta", {"COUNTRY": "Pays", "SL-2": "District", "SL-3": "Clinic"}, id="beta"),
+    pytest.param("gamma", {}, id="unknown-account"),
+])
+def test_type_code_system_lists_the_accounts_types(app_client: TestClient, ctx: ServerContext, account: str,
+                                                   concepts: dict[str, str]) -> None:
+    headers = token(ctx.settings, account=account)
+    system = app_client.get("/fhir/CodeSystem/org-unit-type", headers=headers).json()
+    assert {c["code"]: c["display"] for c in system.get("concept", [])} == concepts
+    assert system["count"] == len(concepts)
+    searched = app_client.get("/fhir/CodeSystem?url=" + system["url"], headers=headers).json()
+    assert searched["entry"][0]["resource"] == system
+
+
+def test_a_unit_cannot_hang_under_another_accounts_unit(ctx: ServerContext) -> None:
+    from server.store.errors import LoadError
+
+    with pytest.raises(LoadError, match="parent 10 does not exist"), ctx.db.begin() as conn:
+        ds = ensure_data_source(conn, "DHIS2", account="beta")
+        version = ensure_source_version(conn, ds, 2)
+        write_units(conn, [UnitRecord(205, "Intruder", "SL-3", parent_id=10)], version, NOW)

@@ -60,3 +60,23 @@ def test_set_default_refuses_unknown_versions_and_sources(settings_path: Path, t
                "--settings", str(settings_path))
     assert done.returncode == 0, done.stderr
     assert "yes (default)" in cli("versions", "list", "--settings", str(settings_path)).stdout
+
+
+def test_load_of_a_new_version_says_which_units_it_left_unserved(settings_path: Path, database_url: str,
+                                                                  tmp_path: Path) -> None:
+    import json
+
+    from tests.test_cli import cli as run
+
+    common = ["--settings", str(settings_path), "--database", database_url]
+    assert run("load", "dhis2", str(DHIS2), "--version", "1", *common).returncode == 0
+    document = json.loads(DHIS2.read_text(encoding="utf-8"))
+    document["organisationUnits"] = document["organisationUnits"][2:]  # two facilities gone from version 2
+    smaller = tmp_path / "v2.json"
+    smaller.write_text(json.dumps(document), encoding="utf-8")
+    done = run("load", "dhis2", str(smaller), "--version", "2", *common)
+    assert done.returncode == 0, done.stderr
+    assert "note: 2 units of default/DHIS2 belong to versions that are not served" in done.stderr
+    back = run("versions", "set-default", "--data-source", "DHIS2", "--version", "1", *common)
+    assert back.returncode == 0 and "version 1 of default/DHIS2 holds no live units" not in back.stderr
+    assert "yes (default)" in run("versions", "list", *common).stdout

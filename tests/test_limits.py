@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
 from sqlalchemy import text
 from starlette.testclient import TestClient
@@ -40,6 +42,8 @@ def outcome(response: Any, status: int, code: str) -> dict[str, Any]:
     pytest.param("/fhir/Location?" + "&".join(f"x{i}=1" for i in range(101)), 400, "invalid", id="101-parameters"),
     pytest.param("/fhir/Location?" + "&".join(f"name=a{i}" for i in range(41)), 400, "invalid", id="41-clauses"),
     pytest.param("/fhir/Location?name=" + ",".join(["a"] * 101), 400, "invalid", id="101-values"),
+    pytest.param("/fhir/Location?name=a%00b", 400, "invalid", id="nul-in-value"),
+    pytest.param("/fhir/Location?identifier=%00", 400, "invalid", id="nul-in-token"),
 ])
 def test_request_size_limits(client: TestClient, url: str, status: int, code: str) -> None:
     outcome(client.get(url), status, code)
@@ -107,6 +111,14 @@ def test_rate_limited_subject_gets_429_throttled(small_ctx: ServerContext, tmp_p
             outcome(response, 429, "throttled")
             assert int(response.headers["Retry-After"]) >= 1
             assert c.get("/fhir/Location/1", headers=second).status_code == 200
+            # the same subject in another account, and tokens without a subject, are counted apart
+            other_account = {"Authorization": f"Bearer {mint_token(settings, subject='first', extra={'account': 'x'})}"}
+            assert c.get("/fhir/Location/1", headers=other_account).status_code == 404  # its account is empty
+            anonymous = [{"Authorization": "Bearer " + jwt.encode(
+                {"exp": int(time.time()) + 60, "permissions": ["service_org_units"], "n": i}, SECRET, "HS256")}
+                for i in range(2)]
+            for headers in anonymous:
+                assert [c.get("/fhir/Location/1", headers=headers).status_code for _ in range(3)] == [200] * 3
     finally:
         ctx.db.dispose()
 
@@ -203,3 +215,10 @@ def test_include_iterate_stops_after_ten_levels_with_an_outcome(migrated_url: st
 
 def test_too_many_includes_is_400(client: TestClient) -> None:
     outcome(client.get("/fhir/Location?" + "&".join(["_include=Location:partof"] * 11)), 400, "invalid")
+
+
+def test_answers_are_private_to_the_caller(client: TestClient) -> None:
+    response = client.get("/fhir/Location/30")
+    assert response.headers["Cache-Control"] == "private"
+    assert response.headers["Vary"] == "Accept, Authorization"
+    assert client.get("/fhir/Location/30", headers={"If-None-Match": response.headers["ETag"]}).status_code == 304

@@ -219,8 +219,10 @@ def where_clause(provider: ResourceProvider, request: SearchRequest, paths: Path
     return and_(true(), *live, *scope, *(_clause(provider, c, paths or {}) for c in request.all_clauses))
 
 
-def resolve_paths(conn: Connection, provider: ResourceProvider, request: SearchRequest) -> dict[tuple[str, str], str | None]:
-    """The materialized paths that :below / :above values need, looked up before the search query."""
+def resolve_paths(conn: Connection, provider: ResourceProvider, request: SearchRequest,
+                  visible: ColumnElement[bool] | None = None) -> dict[tuple[str, str], str | None]:
+    """The materialized paths that :below / :above values need, looked up before the search query; a value
+    the caller may not see (`visible`) is unknown."""
     paths: dict[tuple[str, str], str | None] = {}
     for clause in request.all_clauses:
         if clause.modifier not in ("below", "above"):
@@ -234,6 +236,8 @@ def resolve_paths(conn: Connection, provider: ResourceProvider, request: SearchR
                 table = target.path.table
                 id_column = table.c[provider.id_column.key]
                 live = [table.c[provider.versioning.deleted.key].is_(False)] if provider.versioning else []
+                if visible is not None:
+                    live.append(visible)
                 paths[(clause.param.name, value.id)] = None if stored is None else conn.execute(
                     select(target.path).where(id_column == stored, *live)).scalar()
     return paths

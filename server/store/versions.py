@@ -52,3 +52,9 @@ def set_default_version(conn: Connection, data_source_name: str, number: int | N
                             f"it has {', '.join(map(str, known)) or 'none'}")
     conn.execute(update(data_source).where(data_source.c.id == source).values(
         default_version_id=version_id, updated_at=now or datetime.now(timezone.utc)))
+
+
+def unserved_units(conn: Connection, data_source_name: str, account: str = DEFAULT_ACCOUNT) -> int:
+    """Live units of the data source that its served version leaves out (a load of a new version that did not
+    carry them, with ids kept from version to version): not published, and no deletion in _history."""
+    return sum(v.units for v in list_versions(conn, account) if v.data_source == data_source_name and not v.served)

@@ -181,7 +181,7 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
     """
     writer = _BatchWriter(conn, source_version_id, as_utc(now))
     report = WriteReport()
-    ordered = _parents_first(conn, records, batch_size)
+    ordered = _parents_first(conn, records, batch_size, source_version_id)
     while batch := list(islice(ordered, batch_size)):
         report = report + writer.write(batch)
         if progress is not None:
@@ -318,7 +318,8 @@ def _check(record: UnitRecord) -> None:
         raise LoadError(f"{describe(record)}: empty alias")
 
 
-def _parents_first(conn: Connection, records: Iterable[UnitRecord], check_every: int) -> Iterator[UnitRecord]:
+def _parents_first(conn: Connection, records: Iterable[UnitRecord], check_every: int,
+                   source_version_id: int) -> Iterator[UnitRecord]:
     """Yield records so that each one's parent was yielded before it or already exists in the database.
 
     Records whose parent has not been seen yet wait; their parents are looked up in the database in chunks,
@@ -341,7 +342,7 @@ def _parents_first(conn: Connection, records: Iterable[UnitRecord], check_every:
             stack.extend(reversed(waiting.pop(current.id, ())))
 
     def release_stored() -> Iterator[UnitRecord]:
-        stored = _existing_ids(conn, unchecked)
+        stored = _existing_ids(conn, unchecked, source_version_id)
         absent.update(unchecked - stored)
         unchecked.clear()
         available.update(stored)
@@ -386,12 +387,18 @@ def _unresolved(waiting: dict[int, list[UnitRecord]], seen: set[int]) -> LoadErr
     return LoadError(f"{describe(cycle[0])} is its own ancestor: {chain} (each arrow points to the parent)")
 
 
-def _existing_ids(conn: Connection, ids: Iterable[int]) -> set[int]:
+def _existing_ids(conn: Connection, ids: Iterable[int], source_version_id: int) -> set[int]:
+    """The ids among `ids` of units of the same account as `source_version_id`: a parent is never another
+    account's unit (an account sees its own pyramid only)."""
     pending = list(ids)
     found: set[int] = set()
+    owner = select(data_source.c.account).join(source_version).where(source_version.c.id == source_version_id)
+    same_account = (select(source_version.c.id).join(data_source)
+                    .where(data_source.c.account == owner.scalar_subquery()))
     for start in range(0, len(pending), _ID_CHUNK):
         chunk = pending[start:start + _ID_CHUNK]
-        found.update(conn.execute(select(org_unit.c.id).where(org_unit.c.id.in_(chunk))).scalars())
+        found.update(conn.execute(select(org_unit.c.id).where(
+            org_unit.c.id.in_(chunk), org_unit.c.source_version_id.in_(same_account))).scalars())
     return found
 
 
