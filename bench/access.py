@@ -33,7 +33,7 @@ from server.errors import FhirError  # noqa: E402
 from server.prerender import refresh  # noqa: E402
 from server.rendered import materialized  # noqa: E402
 from server.settings import parse_settings  # noqa: E402
-from server.store.db import create_db_engine, create_schema  # noqa: E402
+from server.store.db import analyze, create_db_engine, create_schema  # noqa: E402
 from server.store.demo import generate_demo  # noqa: E402
 from server.store.importers.common import load_file  # noqa: E402
 
@@ -138,6 +138,7 @@ def run(backend: str, size: int, samples: int, tmp: Path) -> dict[str, float]:
         create_schema(writer)
         generate_demo(writer, size=size)
         load_file(writer, "dhis2", DHIS2, account="beta")
+        analyze(writer)  # as `demo` and `load` do
         writer.dispose()
         ctx = create_context(settings)
         refresh(ctx.db, ctx.registry)

@@ -372,11 +372,15 @@ def _accepted_algorithms(configured: Sequence[str]) -> frozenset[str]:
     return frozenset(configured)
 
 
+MAX_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z: any later "date" is not one
+
+
 def _numeric_date(claims: Mapping[str, Any], name: str) -> int | float | None:
     value = claims.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (isinstance(value, float) and not math.isfinite(value)) or not -MAX_SECONDS <= value <= MAX_SECONDS:
         raise invalid(f"the {name} claim must be a number of seconds")
     return value
 

@@ -113,7 +113,7 @@ def _ensure_schema(settings: Settings) -> None:
 
 
 def _demo(settings: Settings, size: int, seed: int) -> int:
-    from server.store.db import create_db_engine
+    from server.store.db import analyze, create_db_engine
     from server.store.demo import generate_demo
 
     _ensure_schema(settings)
@@ -123,6 +123,7 @@ def _demo(settings: Settings, size: int, seed: int) -> int:
         progress = Progress("demo", size)
         written = generate_demo(engine, size=size, seed=seed, progress=progress)
         progress.close()
+        analyze(engine)
         print(f"demo: {written} org units written in {time.perf_counter() - started:.1f}s", file=sys.stderr)
         return written
     finally:
@@ -164,7 +165,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    from server.store.db import create_db_engine
+    from server.store.db import analyze, create_db_engine
     from server.store.importers.common import DEFAULT_DATA_SOURCES, load_file
 
     settings = _settings(args)
@@ -176,6 +177,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         report = load_file(engine, args.format, args.path, data_source=args.data_source, version=args.version,
                            delete_missing=args.delete_missing, progress=progress, account=args.account)
         progress.close()
+        analyze(engine)
     finally:
         engine.dispose()
     print(f"load {args.format}: {report.inserted} inserted, {report.updated} updated, "

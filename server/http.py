@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 from starlette.requests import Request
@@ -22,12 +24,21 @@ def base_url(request: Request, ctx: ServerContext) -> str:
     configured = ctx.settings.server.base_url
     if configured:
         return configured.rstrip("/")
-    scheme, host = request.url.scheme, request.headers.get("host") or request.url.netloc
+    scheme, host = request.url.scheme, request.headers.get("host", "")
+    if not _HOST.fullmatch(host):  # a malformed Host never makes a link: the address we were reached at
+        server = request.scope.get("server") or ("localhost", None)
+        host = f"{server[0]}:{server[1]}" if server[1] else str(server[0])
     if ctx.settings.server.trust_forwarded:
-        scheme = request.headers.get("x-forwarded-proto", scheme).split(",")[0].strip()
-        host = request.headers.get("x-forwarded-host", host).split(",")[0].strip()
+        forwarded_scheme = request.headers.get("x-forwarded-proto", scheme).split(",")[0].strip().lower()
+        forwarded_host = request.headers.get("x-forwarded-host", host).split(",")[0].strip()
+        scheme = forwarded_scheme if forwarded_scheme in ("http", "https") else scheme
+        host = forwarded_host if _HOST.fullmatch(forwarded_host) else host
     prefix = request.scope.get("root_path", "").rstrip("/")
-    return f"{scheme}://{host}{prefix}/fhir"
+    return f"{scheme}://{host}{quote(prefix, safe='/')}/fhir"
+
+
+# host[:port]: a DNS name, an IPv4 address or a bracketed IPv6 address
+_HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?")
 
 
 def request_id(request: Request) -> str:
@@ -47,12 +58,9 @@ def render(body: dict[str, Any] | Rendered, fmt: Format) -> bytes:
     if fmt.xml or fmt.pretty:
         body = materialized(body)
     if fmt.xml:
-        from fhir.resources.R4B import (
-            get_fhir_model_class,  # XML only: keep models off the JSON path
-        )
+        from server.xml import to_xml  # XML only: keep models off the JSON path
 
-        model = get_fhir_model_class(body["resourceType"]).model_validate(body)
-        return model.model_dump_xml(pretty_print=fmt.pretty)  # type: ignore[no-any-return]
+        return to_xml(body, fmt.pretty)
     return orjson.dumps(body, default=splice, option=orjson.OPT_PASSTHROUGH_DATACLASS | (
         orjson.OPT_INDENT_2 if fmt.pretty else 0))
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, false, or_, select, true
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, false, literal, or_, select, true
 
 from server.errors import FhirError, Forbidden
 from server.freshness import Freshness
@@ -56,9 +56,13 @@ class Visibility:
             return None
         conds: list[ColumnElement[bool]] = []
         if self.partitions is not None:
-            conds.append(tenancy.partition.in_(sorted(self.partitions)) if self.partitions else false())
+            # constants in the SQL, not parameters: PostgreSQL's generic plan of a prepared statement would
+            # not know how many rows they select (it then sorted whole partitions for a page)
+            conds.append(tenancy.partition.in_(bindparam("partitions", sorted(self.partitions, key=str), expanding=True,
+                                                         literal_execute=True)) if self.partitions else false())
         if self.paths is not None and tenancy.path is not None:
-            conds.append(or_(*(and_(tenancy.path >= p, tenancy.path < p[:-1] + "0") for p in self.paths))
+            conds.append(or_(*(and_(tenancy.path >= literal(p, literal_execute=True),
+                                    tenancy.path < literal(p[:-1] + "0", literal_execute=True)) for p in self.paths))
                          if self.paths else false())
         return and_(true(), *conds)
 

@@ -489,11 +489,13 @@ json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allo
 json_values = st.recursive(json_scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=3), st.dictionaries(any_text, inner, max_size=3)), max_leaves=8)
 NOW = int(time.time())
+#: numeric dates at the limits: integers too large for a float, floats at the edge, the 32/64-bit limits
+NUMERIC_EDGES = (10 ** 400, -(10 ** 400), 2 ** 1024, 10 ** 309, 2 ** 63, 2 ** 31, 1e308, -1e308)
 exp_values = st.one_of(
-    st.sampled_from((10 ** 400, NOW + 3600, NOW - 3600, NOW - 20, NOW + 10, 0, -1, 2 ** 31, 2 ** 63, 10 ** 20, 10 ** 308, 10 ** 400,
-                     -(10 ** 400), 1e308, float("inf"), float("-inf"), float("nan"), str(NOW + 3600),
-                     f" {NOW + 3600} ", f"{NOW + 3600}.5", "1" + "0" * 400, True, False, None, [], {}, "soon",
-                     NOW + 3600.5, "٣" * 11, [NOW + 3600], {"$date": NOW + 3600})),
+    st.sampled_from(NUMERIC_EDGES),
+    st.sampled_from((NOW + 3600, NOW - 3600, NOW - 20, NOW + 10, 0, -1, 10 ** 20, float("inf"), float("-inf"),
+                     float("nan"), str(NOW + 3600), f" {NOW + 3600} ", f"{NOW + 3600}.5", "1" + "0" * 400, True, False,
+                     None, [], {}, "soon", NOW + 3600.5, "٣" * 11, [NOW + 3600], {"$date": NOW + 3600})),
     st.integers(), st.floats(allow_nan=True), json_values,
 )
 PERMISSION_VALUES = st.one_of(

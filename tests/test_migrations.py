@@ -52,3 +52,22 @@ def test_accounts_migration_keeps_existing_data_in_the_default_account(database_
         assert current_revision(engine) == "0004"
     finally:
         engine.dispose()
+
+
+def test_names_are_normalized_again_by_0006(database_url: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    from server.store.db import normalize_url
+
+    engine = create_engine(normalize_url(database_url))
+    try:
+        upgrade(engine, "0005")
+        with engine.begin() as conn:  # as the former normalization stored them
+            conn.execute(text("INSERT INTO data_source (name, slug, name_norm) VALUES ('ℌauts', 'h', 'Hauts'), "
+                              "('Ségou', 's', 'segou')"))
+        upgrade(engine)
+        with engine.connect() as conn:
+            assert dict(conn.execute(text("SELECT name, name_norm FROM data_source")).all()) == \
+                {"ℌauts": "hauts", "Ségou": "segou"}
+    finally:
+        engine.dispose()

@@ -7,6 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 from server.errors import InvalidValue
 
+EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
+LATEST = datetime.max.replace(tzinfo=timezone.utc)
 PREFIXES = ("eq", "ne", "gt", "lt", "ge", "le", "sa", "eb")
 _DATE = re.compile(
     r"(?P<y>\d{4})(?:-(?P<m>\d{2})(?:-(?P<d>\d{2})"
@@ -39,29 +41,49 @@ def parse_range(name: str, raw: str, *, prefixes: bool = True) -> DateRange:
         raise InvalidValue(f"{name}: {raw!r} is not a FHIR date or instant (e.g. 2025, 2025-03, 2025-03-04, "
                            "2025-03-04T10:20:30Z)")
     g = match.groupdict()
+    try:
+        return DateRange(raw, prefix, *_bounds(g))
+    except (ValueError, OverflowError):  # a month 13, a zone of +99:00, the end of year 9999...
+        raise InvalidValue(f"{name}: {raw!r} is not a valid date (month, day, time or zone out of range)") from None
+
+
+def _bounds(g: dict[str, str | None]) -> tuple[datetime, datetime]:
     zone = timezone.utc  # a time without a zone is taken as UTC
     if g["z"] and g["z"] != "Z":
         sign = 1 if g["z"][0] == "+" else -1
         hours, minutes = int(g["z"][1:3]), int(g["z"][4:6])
+        if hours > 14 or minutes > 59:
+            raise ValueError("zone offset out of range")
         zone = timezone(sign * timedelta(hours=hours, minutes=minutes))
+    lower = datetime(int(g["y"] or 0), int(g["m"] or 1), int(g["d"] or 1), int(g["H"] or 0), int(g["M"] or 0),
+                     int(g["S"] or 0), int(float(g["f"] or 0) * 1_000_000), tzinfo=zone)
     try:
-        lower = datetime(int(g["y"]), int(g["m"] or 1), int(g["d"] or 1), int(g["H"] or 0), int(g["M"] or 0),
-                         int(g["S"] or 0), int(float(g["f"] or 0) * 1_000_000), tzinfo=zone)
-    except ValueError:
-        raise InvalidValue(f"{name}: {raw!r} is not a valid date") from None
+        upper = _utc(_upper(lower, g))
+    except (ValueError, OverflowError):  # past the end of year 9999
+        upper = LATEST
+    return _utc(lower), upper
+
+
+def _utc(value: datetime) -> datetime:
+    """In UTC; an instant beyond the calendar's ends (9999-12-31T23:59-14:00) is that end."""
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:
+        return LATEST if value.year > 5000 else EARLIEST
+
+
+def _upper(lower: datetime, g: dict[str, str | None]) -> datetime:
     if g["m"] is None:
-        upper = lower.replace(year=lower.year + 1)
-    elif g["d"] is None:
-        upper = _add_months(lower, 1)
-    elif g["H"] is None:
-        upper = lower + timedelta(days=1)
-    elif g["S"] is None:
-        upper = lower + timedelta(minutes=1)
-    elif g["f"] is None:
-        upper = lower + timedelta(seconds=1)
-    else:
-        upper = lower + timedelta(microseconds=10 ** (6 - min(6, len(g["f"]) - 1)))
-    return DateRange(raw, prefix, lower.astimezone(timezone.utc), upper.astimezone(timezone.utc))
+        return lower.replace(year=lower.year + 1)
+    if g["d"] is None:
+        return _add_months(lower, 1)
+    if g["H"] is None:
+        return lower + timedelta(days=1)
+    if g["S"] is None:
+        return lower + timedelta(minutes=1)
+    if g["f"] is None:
+        return lower + timedelta(seconds=1)
+    return lower + timedelta(microseconds=10 ** (6 - min(6, len(g["f"]) - 1)))
 
 
 def parse_instant(name: str, raw: str) -> datetime:

@@ -60,3 +60,9 @@ def create_schema(engine: Engine) -> None:
 
     upgrade(engine)
 
+
+
+def analyze(engine: Engine) -> None:
+    """Fresh planner statistics after a load: a plan made without them can sort a whole table for one page."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE")

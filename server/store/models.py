@@ -57,6 +57,8 @@ class OrgUnit(SQLModel, table=True):
         Index("ix_org_unit_parent_id_id", "parent_id", "id"),
         Index("ix_org_unit_status_id", "validation_status", "id"),
         Index("ix_org_unit_type_id_id", "org_unit_type_id", "id"),
+        # a caller's partitions (source versions) in id order: a page of one account walks its own units
+        Index("ix_org_unit_source_version_id_id", "source_version_id", "id"),
     )
     id: int | None = Field(default=None, primary_key=True)
     name: str
@@ -66,7 +68,7 @@ class OrgUnit(SQLModel, table=True):
     validation_status: str = "NEW"
     org_unit_type_id: int = Field(foreign_key="org_unit_type.id")
     parent_id: int | None = Field(default=None, foreign_key="org_unit.id")
-    source_version_id: int = Field(foreign_key="source_version.id", index=True)
+    source_version_id: int = Field(foreign_key="source_version.id")
     latitude: float | None = None
     longitude: float | None = None
     altitude: float | None = None

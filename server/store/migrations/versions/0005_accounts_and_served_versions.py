@@ -39,10 +39,16 @@ def upgrade() -> None:
         batch_op.drop_constraint(type_key, type_="unique")
         batch_op.create_unique_constraint("uq_org_unit_type_account_short_name", ["account", "short_name"])
     # every existing data source and type belongs to the account 'default'
+    with op.batch_alter_table("org_unit", schema=None) as batch_op:
+        batch_op.drop_index("ix_org_unit_source_version_id")
+        batch_op.create_index("ix_org_unit_source_version_id_id", ["source_version_id", "id"], unique=False)
 
 
 def downgrade() -> None:
     name_key, slug_key, type_key = _unique_names()
+    with op.batch_alter_table("org_unit", schema=None) as batch_op:
+        batch_op.drop_index("ix_org_unit_source_version_id_id")
+        batch_op.create_index("ix_org_unit_source_version_id", ["source_version_id"], unique=False)
     with op.batch_alter_table("org_unit_type", schema=None, naming_convention=NAMING) as batch_op:
         batch_op.drop_constraint("uq_org_unit_type_account_short_name", type_="unique")
         batch_op.create_unique_constraint(type_key, ["short_name"])
