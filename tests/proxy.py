@@ -1,11 +1,16 @@
-"""A TCP forwarder that a test can cut and restore, standing in for a database that goes away."""
+"""A TCP forwarder that a test can cut and restore, standing in for a database that goes away, or slow down
+(`delay`: what the target sends waits that many seconds a packet, so a request stays in flight long enough
+for a test to act while it runs: SIGTERM, for one)."""
 from __future__ import annotations
 
 import socket
 import threading
+import time
 
 
 class Forwarder:
+    delay: float = 0.0  # a class default: the accepting thread starts in __init__
+
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.listener = socket.socket()
@@ -37,10 +42,15 @@ class Forwarder:
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            slowed = self.delay > 0 and src.getpeername() == self.target
+        except OSError:
+            slowed = False
         try:
             while data := src.recv(65536):
+                if slowed:
+                    time.sleep(self.delay)
                 dst.sendall(data)
         except OSError:
             pass

@@ -451,6 +451,14 @@ def test_a_stalled_idp_times_out_with_503(remote_auth: Authenticator, idp: JwksS
     assert isinstance(error, ServiceUnavailable) and time.monotonic() - started < 1.5
 
 
+
+def _wait_for(idp: JwksServer, requests: int) -> None:
+    """Until the IdP has had that many requests (a fetch is under way), 5 s at most."""
+    deadline = time.monotonic() + 5
+    while idp.requests < requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_cached_keys_do_not_wait_for_a_fetch(remote_auth: Authenticator, idp: JwksServer, clock: Clock) -> None:
     remote_auth.authenticate(f"Bearer {sign()}")
     idp.stalled.set()
@@ -466,9 +474,7 @@ def test_cached_keys_do_not_wait_for_a_fetch(remote_auth: Authenticator, idp: Jw
     waiting = [threading.Thread(target=unknown_kid, name=f"t{n}") for n in range(3)]
     for thread in waiting:
         thread.start()
-    deadline = time.monotonic() + 5
-    while idp.requests < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _wait_for(idp, requests=2)
     started = time.monotonic()
     assert remote_auth.authenticate(f"Bearer {sign(sub='meanwhile')}").subject == "meanwhile"
     assert time.monotonic() - started < 0.5
@@ -485,9 +491,7 @@ def test_stale_keys_do_not_wait_for_a_refresh(remote_auth: Authenticator, idp: J
     idp.stalled.set()
     refreshing = threading.Thread(target=remote_auth.authenticate, args=(f"Bearer {sign(sub='a', exp=NOW + 7200)}",))
     refreshing.start()
-    deadline = time.monotonic() + 5
-    while idp.requests < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _wait_for(idp, requests=2)
     started = time.monotonic()
     assert remote_auth.authenticate(f"Bearer {sign(sub='b', exp=NOW + 7200)}").subject == "b"
     assert time.monotonic() - started < 0.5

@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from tests import pg
 from tests.deploy import PUBLIC_HOST, Served, nginx, serve
 from tests.live import run_cli
-from tests.slowdb import SlowForwarder
+from tests.proxy import Forwarder
 
 pytestmark = pytest.mark.postgres
 PUBLIC_BASE = f"https://{PUBLIC_HOST}/fhir"
@@ -39,7 +39,7 @@ auth:
 class Deployment:
     server: Served
     public: httpx.Client   # through nginx, as the public reaches it
-    slow: SlowForwarder    # the server's link to PostgreSQL
+    slow: Forwarder    # the server's link to PostgreSQL
     tmp: Path
 
 
@@ -49,7 +49,7 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
         (tmp_path / "load.yaml").write_text("")
         run_cli("demo", "--size", str(UNITS), settings=tmp_path / "load.yaml", database=url)
         parsed = make_url(url)
-        link = SlowForwarder((parsed.host or "127.0.0.1", parsed.port or 5432))
+        link = Forwarder((parsed.host or "127.0.0.1", parsed.port or 5432))
         through = parsed.set(host="127.0.0.1", port=link.port).render_as_string(hide_password=False)
         try:
             with serve(tmp_path, through, SETTINGS, workers=2) as server, nginx(tmp_path, server.port) as port:
