@@ -44,12 +44,12 @@ class Forwarder:
 
     def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         try:
-            slowed = self.delay > 0 and src.getpeername() == self.target
+            from_target = src.getpeername() == self.target
         except OSError:
-            slowed = False
+            from_target = False
         try:
             while data := src.recv(65536):
-                if slowed:
+                if from_target and self.delay:  # read per packet: a test slows a link already open
                     time.sleep(self.delay)
                 dst.sendall(data)
         except OSError:
