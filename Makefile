@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 serve: $(STAMP)
-	$(BIN)/orgunit-fhir serve
+	$(BIN)/orgunit-fhir serve $(ARGS)
 
 postgres:
 	@pg_isready -h 127.0.0.1 -p 5432 -q || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql | tail -n 1) main start

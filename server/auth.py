@@ -417,8 +417,10 @@ class Authenticator:
             raise invalid("token too large")
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        if scheme.lower() != "bearer":
             raise invalid("the Authorization header must use the Bearer scheme")
+        if not token:
+            raise invalid("the Bearer token is empty")
         raw = token.encode("utf-8", "surrogatepass")
         if len(raw) > limit:
             raise invalid("token too large")

@@ -8,6 +8,8 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+
+from sqlalchemy.exc import OperationalError
 from typing import Any
 
 from server.errors import ConfigError
@@ -74,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     set_default.add_argument("--data-source", required=True)
     set_default.add_argument("--version", required=True, help="a version number, or 'newest'")
     set_default.add_argument("--account", default="default")
+    set_default.add_argument("--force", action="store_true", help="serve the version even if it holds no units")
 
     render = sub.add_parser("render", help="pre-render every version for these settings (load and demo do it too)")
     _common(render)
@@ -205,6 +208,7 @@ def _warn_unserved(settings: Settings, data_source: str, account: str) -> None:
 
 def cmd_versions(args: argparse.Namespace) -> int:
     from server.store.db import create_db_engine
+    from server.store.errors import LoadError
     from server.store.versions import list_versions, set_default_version
 
     settings = _settings(args)
@@ -223,10 +227,11 @@ def cmd_versions(args: argparse.Namespace) -> int:
         with engine.begin() as conn:
             set_default_version(conn, args.data_source, number, account=args.account)
             chosen = [v for v in list_versions(conn, args.account) if v.data_source == args.data_source and v.served]
-        if chosen and not chosen[0].units:
-            print(f"note: version {chosen[0].number} of {args.account}/{args.data_source} holds no live units now "
-                  "(its units moved to a later version when loaded with the same ids): nothing is published",
-                  file=sys.stderr)
+            if chosen and not chosen[0].units and not args.force:
+                conn.rollback()
+                raise LoadError(f"version {chosen[0].number} of {args.account}/{args.data_source} holds no live units "
+                                "(a later version loaded with the same ids moved them there): serving it would "
+                                "publish nothing; pass --force to serve it anyway")
         print(f"versions: {args.account}/{args.data_source} now serves "
               f"{'its newest version' if number is None else f'version {number}'}; consumers syncing with "
               "_history or _lastUpdated should re-read in full", file=sys.stderr)
@@ -258,9 +263,42 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_token(args: argparse.Namespace) -> int:
     from server.auth import mint_token
 
-    print(mint_token(_settings(args), subject=args.sub, permissions=args.permission, ttl=args.ttl,
+    settings = _settings(args)
+    if args.ttl <= 0:
+        raise ConfigError("--ttl must be a positive number of seconds")
+    print(mint_token(settings, subject=args.sub, permissions=args.permission, ttl=args.ttl,
                      extra=dict(args.claim), account=args.account, roots=args.org_unit_roots))
+    accounts = _accounts(settings)
+    if args.account is None and "account" not in dict(args.claim) and len(accounts) > 1 \
+            and not settings.auth.default_account:
+        print(f"note: this server holds several accounts ({', '.join(accounts)}): a token without --account "
+              "is refused (403); pass --account", file=sys.stderr)
+    elif args.account is not None and accounts and args.account not in accounts:
+        print(f"note: no data source belongs to account {args.account!r} (accounts: {', '.join(accounts)}): "
+              "this token sees an empty server", file=sys.stderr)
     return 0
+
+
+def _accounts(settings: Settings) -> list[str]:
+    """The accounts that hold data sources ([] when the database is unreachable or not migrated)."""
+    from sqlalchemy import select
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from server.checks import embedded_database_missing
+    from server.store.db import create_db_engine
+    from server.store.models import data_source
+
+    if embedded_database_missing(settings):
+        return []  # never create a database (or its directory) just to look
+    engine = create_db_engine(settings)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(select(data_source.c.account).distinct().order_by(data_source.c.account))
+                        .scalars())
+    except SQLAlchemyError:
+        return []
+    finally:
+        engine.dispose()
 
 
 def _is_empty(settings: Settings) -> bool:
@@ -341,8 +379,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"FHIR base: http://{host}:{port}/fhir", file=sys.stderr, flush=True)
         if settings.database_url.startswith("sqlite"):  # the embedded demo; a production log gets no token
             try:
-                token = mint_token(settings, ttl=24 * 3600)
-                print(f"A token valid for 24 hours:\n{token}", file=sys.stderr, flush=True)
+                accounts = _accounts(settings)
+                account = ("default" if "default" in accounts else accounts[0]) if len(accounts) > 1 else None
+                token = mint_token(settings, ttl=24 * 3600, account=account)
+                print(f"A token valid for 24 hours{f' (account {account})' if account else ''}:\n{token}",
+                      file=sys.stderr, flush=True)
             except ConfigError as exc:
                 print(f"(no local token: {exc})", file=sys.stderr)
         else:
@@ -385,7 +426,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             results.append((True, f"plugins: serving {', '.join(sorted(app.state.ctx.registry.providers))}; "
                                   f"auth: {', '.join(settings.auth.algorithms)}"))
     if embedded_database_missing(settings):
-        results.append((True, f"database primary ({settings.database_url}): not created yet; serve creates it"))
+        writable = _can_create(settings.database_url)
+        results.append((writable, f"database primary ({settings.database_url}): not created yet; " + (
+            "serve creates it" if writable else "its directory cannot be created or written")))
     else:
         embedded = settings.database_url.startswith("sqlite")
         for target in serving_targets(settings):
@@ -397,8 +440,34 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0 if all(ok for ok, _ in results) else 1
 
 
+def _can_create(sqlite_url: str) -> bool:
+    """Whether the SQLite file's directory exists or can be made, and takes new files (tried, then undone)."""
+    import tempfile
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+
+    parent = Path(str(make_url(sqlite_url).database)).resolve().parent
+    while not parent.exists():
+        parent = parent.parent
+    try:
+        Path(tempfile.mkdtemp(dir=parent)).rmdir()
+        return parent.is_dir()
+    except OSError:
+        return False
+
+
 COMMANDS = {"serve": cmd_serve, "demo": cmd_demo, "load": cmd_load, "render": cmd_render, "migrate": cmd_migrate,
             "token": cmd_token, "versions": cmd_versions, "check-config": cmd_check_config}
+
+
+def _safe_url(args: argparse.Namespace) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(_settings(args).database_url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - only words for a message
+        return "?"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -410,6 +479,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"orgunit-fhir {args.command}: configuration error: {exc}", file=sys.stderr)
         return 2
+    except OperationalError as exc:  # the database cannot be opened or reached
+        cause = str(exc.orig or exc).strip().splitlines()[0]
+        print(f"orgunit-fhir {args.command}: the database ({_safe_url(args)}) cannot be opened or reached: {cause}",
+              file=sys.stderr)
+        return 1
     except Exception as exc:
         from server.store.errors import LoadError
 

@@ -80,3 +80,16 @@ def test_load_of_a_new_version_says_which_units_it_left_unserved(settings_path: 
     back = run("versions", "set-default", "--data-source", "DHIS2", "--version", "1", *common)
     assert back.returncode == 0 and "version 1 of default/DHIS2 holds no live units" not in back.stderr
     assert "yes (default)" in run("versions", "list", *common).stdout
+
+
+def test_set_default_refuses_an_empty_version_unless_forced(settings_path: Path, database_url: str) -> None:
+    from tests.test_cli import cli as run
+
+    common = ["--settings", str(settings_path), "--database", database_url]
+    assert run("load", "dhis2", str(DHIS2), "--version", "1", *common).returncode == 0
+    assert run("load", "dhis2", str(DHIS2), "--version", "2", *common).returncode == 0  # the same ids: moved
+    refused = run("versions", "set-default", "--data-source", "DHIS2", "--version", "1", *common)
+    assert refused.returncode == 1 and "holds no live units" in refused.stderr and "--force" in refused.stderr
+    assert "yes (newest)" in run("versions", "list", *common).stdout  # nothing changed
+    forced = run("versions", "set-default", "--data-source", "DHIS2", "--version", "1", "--force", *common)
+    assert forced.returncode == 0 and "yes (default)" in run("versions", "list", *common).stdout

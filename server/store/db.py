@@ -24,7 +24,7 @@ def create_db_engine(settings: Settings, *, writing: bool = False) -> Engine:
     url = normalize_url(settings.database_url)
     if url.startswith("sqlite"):
         path = make_url(url).database
-        if path and path != ":memory:":
+        if writing and path and path != ":memory:":  # the writer creates the file (serve migrates it first)
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
