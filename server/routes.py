@@ -15,7 +15,7 @@ from starlette.routing import Route
 from server import interactions
 from server.audit import audit
 from server.ratelimit import caller_key
-from server.auth import Principal
+from server.auth import Principal, claim_path
 from server.conditional import headers_for, not_modified, validators
 from server.context import ServerContext
 from server.errors import (
@@ -48,23 +48,22 @@ PRIVATE = {"Cache-Control": "private", "Vary": "Accept, Authorization"}
 
 
 def _check_limits(request: Request, ctx: ServerContext) -> None:
-    target = len(request.scope.get("raw_path", b"")) + len(request.scope.get("query_string", b""))
+    query: bytes = request.scope.get("query_string", b"")  # raw: no parsing on the hot path
+    target = len(request.scope.get("raw_path", b"")) + len(query)
     if target > ctx.settings.server.max_url_length:
         raise UriTooLong(f"the request target is {target} bytes long; at most {ctx.settings.server.max_url_length}")
-    if request.url.query.count("&") >= MAX_QUERY_PARAMS and \
-            len(request.query_params.multi_items()) > MAX_QUERY_PARAMS:
+    if query.count(b"&") >= MAX_QUERY_PARAMS and len(request.query_params.multi_items()) > MAX_QUERY_PARAMS:
         raise InvalidRequest(f"too many query parameters; at most {MAX_QUERY_PARAMS}")
-    if "%00" in request.url.query or "\x00" in request.url.query:
+    if b"%00" in query or b"\x00" in query:
         raise InvalidRequest("a query parameter holds a NUL character (%00)")
 
 
 def _account(ctx: ServerContext, principal: Principal | None) -> str | None:
+    """The account the token names, for the audit line (the scope itself is the access_scope hook's)."""
     if principal is None:
         return None
-    try:
-        return interactions.access(ctx, principal).account
-    except FhirError:
-        return None
+    account = claim_path(principal.claims, ctx.settings.auth.account_claim)
+    return account if isinstance(account, str) else ctx.settings.auth.default_account
 
 
 async def _serve(request: Request, interaction: Interaction, call: Callable[..., dict[str, Any]],
