@@ -8,6 +8,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -19,47 +20,69 @@ from server.registry import Registry
 MAX_COUNTS = 10_000
 
 
+@dataclass
+class Snapshot:
+    """What one database held when last looked at."""
+
+    checked: float = float("-inf")
+    bodies: frozenset[str] = frozenset()
+    generations: dict[str, Any] = field(default_factory=dict)
+    partitions: dict[str, tuple[tuple[Any, str, bool], ...]] = field(default_factory=dict)  # (key, account, served)
+    accounts: frozenset[str] = frozenset()
+    stamp: int = 0  # changes whenever any of the above does
+
+
 class Freshness:
+    """One snapshot per database (the primary, each replica: `conn.info["database"]`), so that what is cached
+    (counts, visibilities) is keyed by what the database that answers holds, not by what another one held."""
+
     def __init__(self, registry: Registry, interval_s: float = 1.0) -> None:
         self.registry = registry
         self.interval_s = interval_s
         self._lock = threading.Lock()
-        self._checked = float("-inf")
-        self.bodies: frozenset[str] = frozenset()
-        self.generations: dict[str, Any] = {}
-        self.partitions: dict[str, tuple[tuple[Any, str, bool], ...]] = {}  # type -> (key, account, served)
-        self.accounts: frozenset[str] = frozenset()
-        self.stamp = 0  # changes whenever any of the above does
+        self._snapshots: dict[str, Snapshot] = {}
 
     def splices(self, conn: Connection, provider: ResourceProvider) -> bool:
         if provider.prerendered is None:
             return False
-        self.check(conn)
-        return provider.resource_type in self.bodies
+        return provider.resource_type in self.snapshot(conn).bodies
 
     def generation(self, conn: Connection, provider: ResourceProvider) -> Any:
-        self.check(conn)
-        return self.generations.get(provider.resource_type)
+        return self.snapshot(conn).generations.get(provider.resource_type)
 
     def expire(self) -> None:
         """Look again at the next request (tests; a server looks once a second)."""
-        self._checked = float("-inf")
-
-    def check(self, conn: Connection) -> None:
-        if time.monotonic() - self._checked < self.interval_s:
-            return
         with self._lock:
-            if time.monotonic() - self._checked < self.interval_s:
-                return
+            for snapshot in self._snapshots.values():
+                snapshot.checked = float("-inf")
+
+    def snapshot(self, conn: Connection) -> Snapshot:
+        database = database_of(conn)
+        snapshot = self._snapshots.get(database)
+        if snapshot is not None and time.monotonic() - snapshot.checked < self.interval_s:
+            return snapshot
+        with self._lock:
+            snapshot = self._snapshots.setdefault(database, Snapshot())
+            if time.monotonic() - snapshot.checked < self.interval_s:
+                return snapshot
             providers = [p for p in self.registry if isinstance(p, ResourceProvider)]
             generations = {p.resource_type: _generation(conn, p) for p in providers if p.versioning is not None}
             bodies = usable(conn, self.registry)
             partitions = {p.resource_type: _partitions(conn, p) for p in providers if p.tenancy is not None}
-            if (generations, bodies, partitions) != (self.generations, self.bodies, self.partitions):
-                self.generations, self.bodies, self.partitions = generations, bodies, partitions
-                self.accounts = frozenset(acct for rows in partitions.values() for _, acct, _ in rows)
-                self.stamp += 1
-            self._checked = time.monotonic()
+            if (generations, bodies, partitions) != (snapshot.generations, snapshot.bodies, snapshot.partitions):
+                snapshot.generations, snapshot.bodies, snapshot.partitions = generations, bodies, partitions
+                snapshot.accounts = frozenset(acct for rows in partitions.values() for _, acct, _ in rows)
+                snapshot.stamp += 1
+            snapshot.checked = time.monotonic()
+            return snapshot
+
+    def check(self, conn: Connection) -> None:
+        self.snapshot(conn)
+
+
+def database_of(conn: Connection) -> str:
+    """Which database the connection reads (server.store.replicas names replicas; else the primary)."""
+    return str(conn.info.get("database", "primary"))
 
 
 def _generation(conn: Connection, provider: ResourceProvider) -> Any:

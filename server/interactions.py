@@ -11,6 +11,7 @@ from server.bundle import history, history_entry, search_entry, searchset
 from server.capabilities import for_base
 from server.context import ServerContext
 from server.errors import Forbidden, ResourceGone, ResourceNotFound, operation_outcome
+from server.freshness import database_of
 from server.interaction import Interaction
 from server.http_dates import as_utc
 from server.provider import ResourceProvider, StaticProvider, Versioning
@@ -153,7 +154,8 @@ def _count(ctx: ServerContext, conn: Connection, provider: ResourceProvider, key
     """A count; for a versioned provider, cached until it has a newer version (the query built on a miss)."""
     if provider.versioning is None:
         return int(conn.execute(query()).scalar_one())
-    return ctx.counts.get((ctx.freshness.generation(conn, provider), key),
+    # keyed by the database that counts and what it holds: a lagging replica's totals are its own
+    return ctx.counts.get((database_of(conn), ctx.freshness.generation(conn, provider), key),
                           lambda: int(conn.execute(query()).scalar_one()))
 
 

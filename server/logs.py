@@ -60,6 +60,17 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(out, default=str).decode()
 
 
+class TextFormatter(logging.Formatter):
+    """Plain lines; a newline or control character from a request (a decoded path) is escaped, so a caller
+    cannot forge a log line."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # the line itself; a traceback follows it
+        return _CONTROL.sub(lambda m: repr(m.group())[1:-1], super().formatMessage(record))
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def log_fields(logger: logging.Logger, message: str, level: int = logging.INFO, **fields: Any) -> None:
     if logger.isEnabledFor(level):
         logger.log(level, message, extra={"fields": fields})
@@ -72,7 +83,7 @@ def logging_config(settings: Settings, *, access_log: bool = True, level: str = 
     if fmt not in LOG_FORMATS:
         raise ConfigError(f"server.log_format: expected one of {', '.join(LOG_FORMATS)}, got {fmt!r}")
     formatter: dict[str, Any] = ({"()": "server.logs.JsonFormatter"} if fmt == "json"
-                                 else {"format": TEXT_FORMAT})
+                                 else {"()": "server.logs.TextFormatter", "format": TEXT_FORMAT})
     quiet = {"level": "WARNING", "handlers": [], "propagate": True}
     return {
         "version": 1,

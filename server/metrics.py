@@ -7,6 +7,7 @@ adds up every worker's."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,7 @@ class Metrics:
     def exposition(self) -> bytes:
         if self.multiprocess_dir is None:
             return generate_latest(self.registry)
+        _forget_dead_workers(self.multiprocess_dir)
         merged = CollectorRegistry()
         multiprocess.MultiProcessCollector(merged, path=self.multiprocess_dir)
         return generate_latest(merged)
@@ -125,3 +127,22 @@ class Metrics:
         """A worker that stops takes its live gauges (in flight, pool) out of the sum."""
         if self.multiprocess_dir is not None:
             multiprocess.mark_process_dead(os.getpid(), self.multiprocess_dir)
+
+
+_LIVE_FILE = re.compile(r"gauge_live\w*?_(\d+)\.db")
+
+
+def _forget_dead_workers(directory: str) -> None:
+    """A worker killed without its shutdown (SIGKILL, out of memory) leaves its live gauges behind: drop them,
+    so the sums count the living workers only."""
+    for name in os.listdir(directory):
+        match = _LIVE_FILE.fullmatch(name)
+        if match is None:
+            continue
+        pid = int(match.group(1))
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            multiprocess.mark_process_dead(pid, directory)
+        except PermissionError:
+            pass  # alive, under another user

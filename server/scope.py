@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, and_, bindparam, false, literal, or_, select, true
 
 from server.errors import FhirError, Forbidden
-from server.freshness import Freshness
+from server.freshness import Freshness, Snapshot, database_of
 from server.provider import ResourceProvider, Tenancy
 from server.search.ids import coerce_id
 from server.search.request import Clause, SearchRequest
@@ -99,37 +99,36 @@ class Scoper:
         tenancy = provider.tenancy
         if tenancy is None:
             return UNRESTRICTED
-        self.freshness.check(conn)
-        key = (self.freshness.stamp, provider.resource_type, scope)
+        snapshot = self.freshness.snapshot(conn)
+        key = (database_of(conn), snapshot.stamp, provider.resource_type, scope)
         with self._lock:
             found = self._cache.get(key)
             if found is not None:
                 self._cache.move_to_end(key)
                 return found
-        built = self._build(conn, provider, tenancy, scope)
+        built = self._build(conn, snapshot, provider, tenancy, scope)
         with self._lock:
             self._cache[key] = built
             while len(self._cache) > MAX_CACHED:
                 self._cache.popitem(last=False)
         return built
 
-    def account(self, conn: Connection, scope: AccessScope) -> str | None:
+    def account(self, conn: Connection, scope: AccessScope, snapshot: Snapshot | None = None) -> str | None:
         """The account the caller sees (None: every account, for trusted in-process callers only)."""
         if scope.all_accounts:
             return None
         if scope.account is not None:
             return scope.account
-        self.freshness.check(conn)
-        accounts = self.freshness.accounts
+        accounts = (snapshot or self.freshness.snapshot(conn)).accounts
         if len(accounts) > 1:
             raise Forbidden("the token names no account and this server holds several: "
                             "ask for a token with the account claim")
         return next(iter(accounts), "")  # an empty server: no account, nothing to see
 
-    def _build(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy,
+    def _build(self, conn: Connection, snapshot: Snapshot, provider: ResourceProvider, tenancy: Tenancy,
                scope: AccessScope) -> Visibility:
-        rows = self.freshness.partitions.get(provider.resource_type, ())
-        account = self.account(conn, scope)
+        rows = snapshot.partitions.get(provider.resource_type, ())
+        account = self.account(conn, scope, snapshot)
         allowed = frozenset(k for k, acct, served in rows if served and (account is None or acct == account))
         # always an explicit list of the caller's partitions: one created since the snapshot (another
         # account's, a new version) stays out until the next look (a second at most), never the other way

@@ -121,8 +121,8 @@ http {{
         keepalive 16;
     }}
     map $http_x_request_id $orgunit_request_id {{
-        default $http_x_request_id;
-        ""      $request_id;
+        "~^[A-Za-z0-9._:-]{{1,128}}$" $http_x_request_id;
+        default                     $request_id;
     }}
 
     gzip on;

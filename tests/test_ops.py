@@ -338,3 +338,32 @@ def test_serve_one_worker_stops_on_sigterm_with_exit_0_and_json_logs(tmp_path: P
     messages = [line["message"] for line in logged]
     assert "Application shutdown complete." in messages and messages[-1] == "serve: stopped"
     assert any(line["logger"] == "orgunit_fhir.access" and line["path"] == "/healthz" for line in logged)
+
+
+def test_a_worker_killed_without_shutdown_leaves_no_live_gauges(tmp_path: Path) -> None:
+    """SIGKILL or the OOM killer skip the lifespan shutdown: the next scrape drops that worker's live gauges.
+    (Workers are processes with $PROMETHEUS_MULTIPROC_DIR set before prometheus_client is imported.)"""
+    import os
+    import subprocess
+    import sys
+
+    def worker(code: str) -> str:
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+        return subprocess.run([sys.executable, "-c", "from server.metrics import Metrics\n"
+                               f"m = Metrics.create({str(tmp_path)!r}); m.pool_size.set(4)\n" + code],
+                              check=True, cwd=Path(__file__).resolve().parents[1], env=env,
+                              capture_output=True, text=True).stdout
+
+    worker("")  # exits without process_exit, as a killed worker does
+    scraped = worker("print(m.exposition().decode())")
+    assert [line for line in scraped.splitlines() if line.startswith("orgunit_fhir_db_pool_size")] == \
+        ["orgunit_fhir_db_pool_size 4.0"]
+
+
+def test_text_logs_escape_control_characters_from_requests() -> None:
+    from server.logs import TextFormatter
+
+    record = logging.LogRecord("orgunit_fhir.access", logging.INFO, __file__, 1,
+                               "GET /fhir/a\nERROR orgunit_fhir.audit forged 200", None, None)
+    line = TextFormatter("%(levelname)s %(name)s %(message)s").format(record)
+    assert "\n" not in line and line.endswith("/fhir/a\\nERROR orgunit_fhir.audit forged 200")

@@ -184,3 +184,31 @@ def test_load_and_migrate_write_to_the_primary(cluster: Cluster, tmp_path: Path)
             finally:
                 engine.dispose()
     assert counts == {primary: 25, cluster.replicas[0]: len(UNITS), cluster.replicas[1]: len(UNITS)}
+
+
+def test_a_lagging_replica_answers_consistently_from_its_own_data(tmp_path: Path) -> None:
+    """One replica has a unit the other has not received yet: every page's total matches its own entries,
+    whichever replica answered (counts and snapshots are kept per database)."""
+    from tests.data import NOW
+    from server.store.writer import UnitRecord, ensure_data_source, ensure_source_version, write_units
+
+    with pg.scratch_database(migrated=True) as primary, pg.scratch_database(migrated=True) as ahead, \
+            pg.scratch_database(migrated=True) as behind:
+        for url in (ahead, behind):
+            _populate(url, tmp_path)
+        engine = create_db_engine(make_settings(ahead, tmp_path), writing=True)
+        with engine.begin() as conn:
+            version = ensure_source_version(conn, ensure_data_source(conn, "Ministère de la Santé"), 3)
+            write_units(conn, [UnitRecord(40, "CSPS Nouveau", "CSPS", parent_id=20)], version, NOW)
+        refresh(engine, Registry.collect(get_plugin_manager(make_settings(ahead, tmp_path)),
+                                         make_settings(ahead, tmp_path)))
+        engine.dispose()
+        settings = make_settings(primary, tmp_path, auth={"secret": SECRET},
+                                 database={"read_urls": [ahead, behind], "pool_size": 2})
+        token = {"Authorization": f"Bearer {mint_token(settings)}"}
+        with TestClient(create_app(settings), client=("127.0.0.1", 40000)) as client:
+            hold(client.app.state.ctx.db, 2)  # one pooled connection to each replica
+            pages = [client.get("/fhir/Location?_count=50", headers=token).json() for _ in range(12)]
+            client.app.state.ctx.db.dispose()
+    answers = {(page["total"], len(page["entry"])) for page in pages}
+    assert answers == {(len(UNITS) + 1, len(UNITS) + 1), (len(UNITS), len(UNITS))}

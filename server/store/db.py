@@ -44,14 +44,25 @@ def create_db_engine(settings: Settings, *, writing: bool = False) -> Engine:
                              connect_args={"options": "-c statement_timeout=0", "connect_timeout": 5})
     # serving: a connection is not pinged at checkout (a round trip per request): a dropped one fails its
     # request once, which the endpoint repeats (reads are safe to repeat) on a fresh connection
-    connect_args = {"options": f"-c statement_timeout={settings.database.statement_timeout_ms}", "connect_timeout": 5}
+    connect_args = {"options": f"-c statement_timeout={settings.database.statement_timeout_ms}", "connect_timeout": 5,
+                    **DEAD_PEER}
     if settings.database.read_urls:  # replicas serve the reads; the primary only when none answers
         from server.store.replicas import PRIMARY, Target, create_read_engine, replica_targets
 
         return create_read_engine(replica_targets(settings.database.read_urls, normalize_url), Target(PRIMARY, url),
                                   pool_size=settings.database.pool_size, connect_args=connect_args,
                                   retry_after_s=settings.database.replica_retry_seconds)
-    return create_engine(url, pool_size=settings.database.pool_size, connect_args=connect_args)
+    return create_engine(url, pool_size=settings.database.pool_size, max_overflow=MAX_OVERFLOW,
+                         connect_args=connect_args, hide_parameters=True)
+
+
+# requests use pool_size connections at most (the worker threads are limited to it); the probes (/readyz,
+# /metrics) may take these few more: a worker holds at most pool_size + MAX_OVERFLOW connections per database
+MAX_OVERFLOW = 2
+# a database that vanishes without closing its connections (a dropped network) is noticed in about 40 s,
+# not after the kernel's 15 minutes of retransmissions
+DEAD_PEER = {"keepalives": 1, "keepalives_idle": 15, "keepalives_interval": 5, "keepalives_count": 3,
+             "tcp_user_timeout": 30_000}
 
 
 def create_schema(engine: Engine) -> None:

@@ -104,13 +104,19 @@ class ReadRouter:
             log.info("database %s accepts connections again", target.name)
 
 
+RECYCLE_S = 60
 _routers: weakref.WeakKeyDictionary[Pool, ReadRouter] = weakref.WeakKeyDictionary()
 
 
 def create_read_engine(replicas: Sequence[Target], fallback: Target | None, *, pool_size: int,
                        connect_args: Mapping[str, Any], retry_after_s: float) -> Engine:
     router = ReadRouter(replicas, fallback, connect_args, retry_after_s)
-    engine = create_engine(replicas[0].url, pool_size=pool_size, connect_args=dict(connect_args))
+    from server.store.db import MAX_OVERFLOW
+
+    # connections are recycled after RECYCLE_S: the pool comes back to the replicas after falling back to the
+    # primary (the router only chooses when a connection is made)
+    engine = create_engine(replicas[0].url, pool_size=pool_size, max_overflow=MAX_OVERFLOW, pool_recycle=RECYCLE_S,
+                           connect_args=dict(connect_args), hide_parameters=True)
     event.listen(engine, "do_connect", router.connect)
     _routers[engine.pool] = router
     return engine
