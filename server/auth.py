@@ -306,6 +306,10 @@ class RemoteJwks:
         finally:
             self._lock.release()
 
+    def probe(self) -> int:
+        """Fetch the key set now (check-config): the number of usable signing keys; JwksUnavailable else."""
+        return len(self._fetch())
+
     def _fetch(self) -> tuple[VerificationKey, ...]:
         request = urllib.request.Request(self.url, headers={"Accept": "application/jwk-set+json, application/json",
                                                             "User-Agent": "orgunit-fhir"})

@@ -410,6 +410,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_check_config(args: argparse.Namespace) -> int:
     """Each check on a line, ok or FAIL; exit 1 when any fails (2 when the settings do not even parse)."""
     from server.app import create_app
+    from server.auth import JwksUnavailable
     from server.checks import check_database, embedded_database_missing, problems, serving_targets
 
     settings = _settings(args)
@@ -425,6 +426,12 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             app.state.ctx.db.dispose()
             results.append((True, f"plugins: serving {', '.join(sorted(app.state.ctx.registry.providers))}; "
                                   f"auth: {', '.join(settings.auth.algorithms)}"))
+            remote = app.state.ctx.authenticator.remote
+            if remote is not None:
+                try:
+                    results.append((True, f"auth.jwks_url {settings.auth.jwks_url}: {remote.probe()} signing keys"))
+                except JwksUnavailable as exc:
+                    results.append((False, f"auth.jwks_url {settings.auth.jwks_url}: {exc}"))
     if embedded_database_missing(settings):
         writable = _can_create(settings.database_url)
         results.append((writable, f"database primary ({settings.database_url}): not created yet; " + (

@@ -256,6 +256,8 @@ CHECK_CASES = [
     pytest.param("database:\n  read_urls: [postgresql://u@127.0.0.1/db]\n", "sqlite", 1,
                  ["FAIL  database.read_urls: replicas need a PostgreSQL primary"], id="replicas-of-sqlite"),
     pytest.param("auth:\n  algorithms: [RS256]\n", "sqlite", 1, ["FAIL  plugins and auth: auth"], id="auth-without-keys"),
+    pytest.param("auth:\n  algorithms: [RS256]\n  jwks_url: http://127.0.0.1:{closed}/jwks.json\n", "sqlite", 1,
+                 ["FAIL  auth.jwks_url http://127.0.0.1:"], id="jwks-unreachable"),
     pytest.param("", "postgresql", 0, ["ok    database primary (postgresql+psycopg://postgres@", "(current)"],
                  id="postgresql", marks=pytest.mark.postgres),
     pytest.param("", "postgresql-empty", 1, ["FAIL  database primary", "run `orgunit-fhir migrate"],
