@@ -92,7 +92,11 @@ class Readiness:
 
 async def readyz(request: Request) -> Response:
     readiness: Readiness = request.app.state.readiness
-    checks: dict[str, Any] = {"database": "timeout", "schema": "unknown"}
+    checks: dict[str, Any] = {"plugins": "ok" if readiness.ctx.registry.providers else
+                              "no resource provider is registered", "database": "timeout", "schema": "unknown"}
+    router = read_router(readiness.ctx.db)
+    if router is not None:
+        checks["replicas"] = router.status()
     problem: str | None = f"the database did not answer within {PROBE_TIMEOUT_S}s"
     with anyio.move_on_after(PROBE_TIMEOUT_S):
         checks, problem = await anyio.to_thread.run_sync(readiness.probe, abandon_on_cancel=True)

@@ -86,6 +86,30 @@ def test_readyz_refuses_a_schema_behind(database_url: str, tmp_path: Path) -> No
 
 
 @pytest.mark.postgres
+def test_readyz_answers_within_its_timeout_when_the_database_hangs(tmp_path: Path) -> None:
+    """A database that accepts but does not answer (a slowed link): /readyz says so after 3 s, not never."""
+    import time
+
+    with pg.scratch_database(migrated=True) as url:
+        parsed = make_url(url)
+        link = Forwarder((parsed.host or "127.0.0.1", parsed.port or 5432))
+        through = parsed.set(host="127.0.0.1", port=link.port).render_as_string(hide_password=False)
+        settings = make_settings(through, tmp_path, auth={"secret": SECRET})
+        try:
+            with TestClient(create_app(settings)) as client:
+                assert client.get("/readyz").status_code == 200
+                link.delay = 6.0  # every answer of the database now waits 6 s
+                started = time.monotonic()
+                hung = client.get("/readyz")
+                waited = time.monotonic() - started
+                link.delay = 0.0
+        finally:
+            link.close()
+    assert hung.status_code == 503 and 2.5 < waited < 5
+    assert hung.json()["checks"] == {"plugins": "ok", "database": "timeout", "schema": "unknown"}
+
+
+@pytest.mark.postgres
 def test_readyz_follows_the_database_away_and_back(tmp_path: Path) -> None:
     """The database goes away (a link cut, as when PostgreSQL stops) and returns: unready, then ready, by itself;
     meanwhile FHIR requests answer 503 with the request id in the diagnostics."""
