@@ -8,7 +8,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -20,9 +20,9 @@ from server.registry import Registry
 MAX_COUNTS = 10_000
 
 
-@dataclass
+@dataclass(frozen=True)
 class Snapshot:
-    """What one database held when last looked at."""
+    """What one database held when last looked at (replaced whole, never changed in place)."""
 
     checked: float = float("-inf")
     bodies: frozenset[str] = frozenset()
@@ -53,8 +53,7 @@ class Freshness:
     def expire(self) -> None:
         """Look again at the next request (tests; a server looks once a second)."""
         with self._lock:
-            for snapshot in self._snapshots.values():
-                snapshot.checked = float("-inf")
+            self._snapshots = {db: replace(snapshot, checked=float("-inf")) for db, snapshot in self._snapshots.items()}
 
     def snapshot(self, conn: Connection) -> Snapshot:
         database = database_of(conn)
@@ -62,7 +61,7 @@ class Freshness:
         if snapshot is not None and time.monotonic() - snapshot.checked < self.interval_s:
             return snapshot
         with self._lock:
-            snapshot = self._snapshots.setdefault(database, Snapshot())
+            snapshot = self._snapshots.get(database, Snapshot())
             if time.monotonic() - snapshot.checked < self.interval_s:
                 return snapshot
             providers = [p for p in self.registry if isinstance(p, ResourceProvider)]
@@ -70,10 +69,13 @@ class Freshness:
             bodies = usable(conn, self.registry)
             partitions = {p.resource_type: _partitions(conn, p) for p in providers if p.tenancy is not None}
             if (generations, bodies, partitions) != (snapshot.generations, snapshot.bodies, snapshot.partitions):
-                snapshot.generations, snapshot.bodies, snapshot.partitions = generations, bodies, partitions
-                snapshot.accounts = frozenset(acct for rows in partitions.values() for _, acct, _ in rows)
-                snapshot.stamp += 1
-            snapshot.checked = time.monotonic()
+                # a new object, swapped in whole: a reader never sees half of the old and half of the new
+                snapshot = Snapshot(time.monotonic(), bodies, generations, partitions,
+                                    frozenset(acct for rows in partitions.values() for _, acct, _ in rows),
+                                    snapshot.stamp + 1)
+            else:
+                snapshot = replace(snapshot, checked=time.monotonic())
+            self._snapshots[database] = snapshot
             return snapshot
 
     def check(self, conn: Connection) -> None:
