@@ -92,17 +92,23 @@ def backend_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 SECRET = "test-secret-with-at-least-32-bytes!!"
 
 
-@pytest.fixture(scope="module")
-def small_ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    """A server context over the small hand-made pyramid, on each backend."""
+def pyramid_context(url: str, var: Path, *also: Callable[[Engine], None]) -> ServerContext:
+    """A server context over the small hand-made pyramid (then `also` loaders), its bodies pre-rendered."""
     from server.prerender import refresh
     from tests.data import load_small_pyramid
 
-    settings = make_settings(backend_url, tmp_path_factory.mktemp("var"), auth={"secret": SECRET})
-    ctx = create_context(settings)
+    ctx = create_context(make_settings(url, var, auth={"secret": SECRET}))
     create_schema(ctx.db)
-    load_small_pyramid(ctx.db)
+    for load in (load_small_pyramid, *also):
+        load(ctx.db)
     refresh(ctx.db, ctx.registry)  # as `load` does: requests splice the stored bodies (test_prerender: same bytes)
+    return ctx
+
+
+@pytest.fixture(scope="module")
+def small_ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
+    """A server context over the small hand-made pyramid, on each backend."""
+    ctx = pyramid_context(backend_url, tmp_path_factory.mktemp("var"))
     yield ctx
     ctx.db.dispose()
 

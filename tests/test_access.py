@@ -19,9 +19,7 @@ from starlette.testclient import TestClient
 from server.app import create_app
 from server.auth import mint_token
 from server.context import ServerContext, create_context
-from server.prerender import refresh
 from server.settings import Settings
-from server.store.db import create_schema
 from server.store.versions import list_versions, set_default_version
 from server.store.writer import (
     TypeRecord,
@@ -32,8 +30,8 @@ from server.store.writer import (
     ensure_types,
     write_units,
 )
-from tests.conftest import SECRET, make_settings
-from tests.data import NOW, UNITS, load_small_pyramid
+from tests.conftest import SECRET, make_settings, pyramid_context
+from tests.data import NOW, UNITS
 
 ALPHA = {u.id for u in UNITS}
 BETA_V1 = {101, 102, 103}
@@ -63,17 +61,15 @@ def load_beta(engine: Engine) -> None:
         delete_missing(conn, data_source_id=ds, seen_ids=BETA_V1 | BETA_V2, now=NOW + timedelta(days=1))
 
 
-@pytest.fixture(scope="module")
-def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    settings = make_settings(backend_url, tmp_path_factory.mktemp("var"), auth={"secret": SECRET})
-    context = create_context(settings)
-    create_schema(context.db)
-    load_small_pyramid(context.db)
-    with context.db.begin() as conn:  # the small pyramid belongs to account alpha
+def _alpha(engine: Engine) -> None:
+    with engine.begin() as conn:  # the small pyramid belongs to account alpha
         conn.exec_driver_sql("UPDATE data_source SET account = 'alpha'")
         conn.exec_driver_sql("UPDATE org_unit_type SET account = 'alpha'")
-    load_beta(context.db)
-    refresh(context.db, context.registry)
+
+
+@pytest.fixture(scope="module")
+def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
+    context = pyramid_context(backend_url, tmp_path_factory.mktemp("var"), _alpha, load_beta)
     yield context
     context.db.dispose()
 
