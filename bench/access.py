@@ -27,15 +27,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from server import interactions  # noqa: E402
-from server.auth import Authenticator, Principal, mint_token  # noqa: E402
+from server.access.tokens import Authenticator, Principal, mint_token  # noqa: E402
 from server.context import ServerContext, create_context  # noqa: E402
 from server.errors import FhirError  # noqa: E402
-from server.prerender import refresh  # noqa: E402
-from server.rendered import materialized  # noqa: E402
+from server.storage.prerender import refresh  # noqa: E402
+from server.engine.rendered import materialized  # noqa: E402
 from server.settings import parse_settings  # noqa: E402
-from server.store.db import analyze, create_db_engine, create_schema  # noqa: E402
-from server.store.demo import generate_demo  # noqa: E402
-from server.store.importers.common import load_file  # noqa: E402
+from server.extensions import load_extensions  # noqa: E402
+from server.storage.db import analyze, create_db_engine  # noqa: E402
+from plugins.orgunits.demo import generate_demo  # noqa: E402
+from plugins.orgunits.importers.common import load_file  # noqa: E402
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 DHIS2 = ROOT / "tests" / "fixtures" / "dhis2_sierra_leone_sample.json"
@@ -135,7 +136,7 @@ def run(backend: str, size: int, samples: int, tmp: Path) -> dict[str, float]:
         settings = parse_settings({"server": {"data_dir": str(tmp / "var")}, "database": {"url": url},
                                    "auth": {"secret": SECRET}})
         writer = create_db_engine(settings, writing=True)
-        create_schema(writer)
+        load_extensions(settings).schema.upgrade(writer)
         generate_demo(writer, size=size)
         load_file(writer, "dhis2", DHIS2, account="beta")
         analyze(writer)  # as `demo` and `load` do

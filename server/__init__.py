@@ -1,27 +1,52 @@
-"""orgunit-fhir: a read-only FHIR R4 engine. The public plugin API is re-exported here."""
+"""orgunit-fhir: a read-only FHIR R4 engine.
+
+This module is the whole public surface for plugins: a plugin imports from `server` and from nothing below it
+(a test checks that). Everything here is a declaration, a hook marker, an error or a small helper; the engine
+does the rest (parsing, SQL, paging, bundles, errors, capabilities, access control)."""
+from server.access.scope import AccessScope
+from server.access.tokens import Principal
+from server.cli.common import add_common as add_common_options
+from server.cli.extensions import Command, DemoData, LoadFormat, LoadReport
+from server.engine.capabilities import software_version
+from server.engine.instants import as_utc, instant
+from server.engine.interaction import Interaction
+from server.engine.provider import (
+    DateTarget,
+    NearTarget,
+    Operation,
+    Prerendered,
+    ReferenceTarget,
+    ResourceProvider,
+    SearchParam,
+    StaticProvider,
+    StringTarget,
+    Tenancy,
+    Through,
+    TokenTarget,
+    Versioning,
+)
+from server.engine.text import normalize
 from server.errors import (
     ConfigError,
     FhirError,
     Forbidden,
     InvalidRequest,
     InvalidValue,
+    LoadError,
     ResourceNotFound,
     ServiceUnavailable,
 )
 from server.hookspecs import hookimpl
-from server.provider import (
-    Operation,
-    ReferenceTarget,
-    ResourceProvider,
-    SearchParam,
-    StringTarget,
-    Tenancy,
-    Through,
-    TokenTarget,
-)
+from server.ops.progress import Progress
+from server.settings import Settings
+from server.storage.db import writing_engine
+from server.storage.migrate import Migrations
 
 __all__ = [
-    "ConfigError", "FhirError", "Forbidden", "InvalidRequest", "InvalidValue", "Operation", "ReferenceTarget",
-    "ResourceNotFound", "ResourceProvider", "SearchParam", "ServiceUnavailable", "StringTarget", "Tenancy", "Through",
-    "TokenTarget", "hookimpl",
+    "AccessScope", "Command", "ConfigError", "DateTarget", "DemoData", "FhirError", "Forbidden", "Interaction",
+    "InvalidRequest", "InvalidValue", "LoadError", "LoadFormat", "LoadReport", "Migrations", "NearTarget",
+    "Operation", "Prerendered", "Principal", "Progress", "ReferenceTarget", "ResourceNotFound",
+    "ResourceProvider", "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Tenancy",
+    "Through", "TokenTarget", "Versioning", "add_common_options", "as_utc", "hookimpl", "instant", "normalize",
+    "software_version", "writing_engine",
 ]

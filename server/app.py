@@ -11,14 +11,13 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
-from server.checks import validate
+from server.ops.checks import validate
 from server.context import ServerContext, create_context
-from server.metrics import Metrics
-from server.observe import RequestObserver
-from server.ops import Readiness, ops_routes
-from server.routes import fhir_routes, http_exception
+from server.ops.metrics import Metrics
+from server.http.observe import RequestObserver
+from server.ops.health import Readiness, ops_routes
+from server.http.routes import fhir_routes, http_exception
 from server.settings import Settings
-from server.store.migrate import head_revision
 
 
 def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = (), db: Engine | None = None,
@@ -54,5 +53,5 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
     app.router.redirect_slashes = False
     app.state.ctx = ctx
     app.state.metrics = metrics
-    app.state.readiness = Readiness(ctx, head_revision())
+    app.state.readiness = Readiness(ctx)
     return app

@@ -8,17 +8,18 @@ from typing import Any
 import pluggy
 from sqlalchemy import Engine
 
-from server.auth import Authenticator
-from server.capabilities import build_capability_statement
-from server.freshness import CountCache, Freshness
+from server.access.tokens import Authenticator
+from server.engine.capabilities import build_capability_statement
+from server.extensions import Extensions
+from server.storage.freshness import CountCache, Freshness
 from server.plugins import get_plugin_manager
-from server.provider import ResourceProvider
-from server.registry import Registry
-from server.ratelimit import RateLimiter
-from server.scope import Scoper
+from server.engine.provider import ResourceProvider
+from server.engine.registry import Registry
+from server.access.ratelimit import RateLimiter
+from server.access.scope import Scoper
 from server.search.sql import Prepared, body_query
 from server.settings import Settings
-from server.store.db import create_db_engine
+from server.storage.db import create_db_engine
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class ServerContext:
     reads: Mapping[str, Prepared]  # resource type -> its read of stored bodies, compiled once
     scoped_reads: Mapping[str, Prepared]  # the same, with the row's partition and path (restricted callers)
     scoper: Scoper
+    extensions: Extensions  # migration chains (the schema), commands, load formats, demo data
     rate_limiter: RateLimiter | None = None  # per subject, when server.rate_limit_per_minute is set
 
 
@@ -41,6 +43,7 @@ def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object
                    db: Engine | None = None) -> ServerContext:
     pm = get_plugin_manager(settings, extra_plugins)
     registry = Registry.collect(pm, settings)
+    extensions = Extensions.collect(pm, settings)
     db = db if db is not None else create_db_engine(settings)
     # every request's statement is a read on its own: no BEGIN/ROLLBACK round trips (the engine given keeps
     # its transactions for whoever writes with it)
@@ -61,6 +64,7 @@ def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object
         reads=reads,
         scoped_reads=scoped_reads,
         scoper=Scoper(freshness),
+        extensions=extensions,
         rate_limiter=RateLimiter(settings.server.rate_limit_per_minute) if settings.server.rate_limit_per_minute
         else None,
     )

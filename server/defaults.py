@@ -8,11 +8,11 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from server.auth import Principal, claim_path
+from server.access.tokens import Principal, claim_path
 from server.errors import FhirError, Forbidden, InternalError, ServiceUnavailable, TooCostly
 from server.hookspecs import hookimpl
-from server.interaction import Interaction
-from server.scope import MAX_ROOTS, AccessScope
+from server.engine.interaction import Interaction
+from server.access.scope import MAX_ROOTS, AccessScope
 from server.settings import Settings
 
 log = logging.getLogger("orgunit_fhir")
@@ -64,7 +64,7 @@ def _present(claims: Mapping[str, Any], dotted: str) -> Any:
 
 
 def _timed_out(exception: BaseException) -> bool:
-    """PostgreSQL's statement_timeout (SQLSTATE 57014) or SQLite's (server.store.timeouts) interrupting a query."""
+    """PostgreSQL's statement_timeout (SQLSTATE 57014) or SQLite's (server.storage.timeouts) interrupting a query."""
     if not isinstance(exception, OperationalError):
         return False
     orig = exception.orig

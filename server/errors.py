@@ -91,3 +91,12 @@ def operation_outcome(severity: str, code: str, diagnostics: str, expression: st
     if expression:
         issue["expression"] = [expression]
     return {"resourceType": "OperationOutcome", "issue": [issue]}
+
+
+class LoadError(Exception):
+    """Input that cannot be written as given; the message names the offending record (and line, for files).
+    Commands end with it as one line on stderr and exit status 1."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

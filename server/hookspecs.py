@@ -6,12 +6,14 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from server.auth import Principal
+    from server.access.tokens import Principal
+    from server.cli.extensions import Command, DemoData, LoadFormat
     from server.errors import FhirError
-    from server.interaction import Interaction
-    from server.provider import ResourceProvider
-    from server.scope import AccessScope
+    from server.engine.interaction import Interaction
+    from server.engine.provider import ResourceProvider
+    from server.access.scope import AccessScope
     from server.settings import Settings
+    from server.storage.migrate import Migrations
 
 PROJECT = "orgunit_fhir"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -23,6 +25,26 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 @hookspec
 def register_resource_providers(settings: Settings) -> list[ResourceProvider] | None:
     """Return this plugin's providers; raise ConfigError if the plugin's settings are wrong."""
+
+
+@hookspec
+def register_migrations(settings: Settings) -> list[Migrations] | None:
+    """Return the migration chains of this plugin's tables (several plugins of one package may name the same)."""
+
+
+@hookspec
+def register_commands(settings: Settings) -> list[Command] | None:
+    """Return command-line commands of this plugin (`orgunit-fhir <name>`)."""
+
+
+@hookspec
+def register_load_formats(settings: Settings) -> list[LoadFormat] | None:
+    """Return the file formats this plugin loads (`orgunit-fhir load <format> PATH`)."""
+
+
+@hookspec
+def register_demo_data(settings: Settings) -> list[DemoData] | None:
+    """Return synthetic data this plugin writes for `orgunit-fhir demo` and an empty embedded database."""
 
 
 @hookspec

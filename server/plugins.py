@@ -45,3 +45,4 @@ def get_plugin_manager(settings: Settings, extra_plugins: Iterable[tuple[str, ob
     except pluggy.PluginValidationError as exc:
         raise ConfigError(f"plugin hook error: {exc}") from exc
     return pm
+

@@ -10,14 +10,13 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.auth import mint_token
+from server.access.tokens import mint_token
 from server.context import ServerContext, create_context
 from server.settings import Settings, parse_settings
-from server.store.db import create_db_engine, create_schema
-from tests import pg
+from server.storage.db import create_db_engine
+from tests.support import pg
+from tests.support.contexts import SECRET, make_settings, migrate, pyramid_context
 
-REAL_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
-IASO_CSV = REAL_DATA / "iaso_burkina_faso" / "org_units.csv"
 
 
 @pytest.fixture(scope="session")
@@ -25,7 +24,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An SQLite file at the newest migration; tests copy it instead of migrating again."""
     path = tmp_path_factory.mktemp("template") / "migrated.db"
     engine = create_db_engine(parse_settings({"database": {"url": f"sqlite:///{path}"}}))
-    create_schema(engine)
+    migrate(engine)
     with engine.connect() as conn:
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     engine.dispose()
@@ -60,13 +59,6 @@ def migrated_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_template
             yield url
 
 
-def make_settings(database_url: str, tmp_path: Path, **sections: dict) -> Settings:
-    raw = {"server": {"data_dir": str(tmp_path / "var")}, "database": {"url": database_url}}
-    for name, values in sections.items():
-        raw.setdefault(name, {}).update(values)
-    return parse_settings(raw)
-
-
 @pytest.fixture
 def settings(migrated_url: str, tmp_path: Path) -> Settings:
     return make_settings(migrated_url, tmp_path, auth={"secret": "test-secret-with-at-least-32-bytes!!"})
@@ -89,32 +81,12 @@ def backend_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
             yield url
 
 
-SECRET = "test-secret-with-at-least-32-bytes!!"
-
-
-def pyramid_context(url: str, var: Path, *also: Callable[[Engine], None]) -> ServerContext:
-    """A server context over the small hand-made pyramid (then `also` loaders), its bodies pre-rendered."""
-    from server.prerender import refresh
-    from tests.data import load_small_pyramid
-
-    ctx = create_context(make_settings(url, var, auth={"secret": SECRET}))
-    create_schema(ctx.db)
-    for load in (load_small_pyramid, *also):
-        load(ctx.db)
-    refresh(ctx.db, ctx.registry)  # as `load` does: requests splice the stored bodies (test_prerender: same bytes)
-    return ctx
-
-
 @pytest.fixture(scope="module")
 def small_ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
     """A server context over the small hand-made pyramid, on each backend."""
     ctx = pyramid_context(backend_url, tmp_path_factory.mktemp("var"))
     yield ctx
     ctx.db.dispose()
-
-
-def token_for(settings: Settings, **kwargs: Any) -> str:
-    return mint_token(settings, **kwargs)
 
 
 @pytest.fixture(scope="module")

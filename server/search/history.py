@@ -10,7 +10,7 @@ from urllib.parse import quote
 from sqlalchemy import ColumnElement, Select, exists, func, null, select
 
 from server.errors import UnsupportedParameter
-from server.provider import Versioning
+from server.engine.provider import Versioning
 from server.search.dates import DateRange, parse_instant, parse_range
 from server.search.request import FORMAT_PARAMS, paging_value
 

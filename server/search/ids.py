@@ -5,7 +5,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement
 
-from server.provider import ResourceProvider
+from server.engine.provider import ResourceProvider
 from server.search.values import FHIR_ID
 
 

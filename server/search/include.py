@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection
 from sqlalchemy.engine import RowMapping
 
-from server.provider import ReferenceTarget, ResourceProvider
-from server.registry import Registry
+from server.engine.provider import ReferenceTarget, ResourceProvider
+from server.engine.registry import Registry
 from server.search.request import Include
 from server.search.ids import coerce_id
 from server.search.sql import read_query, referring_query

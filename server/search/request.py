@@ -8,7 +8,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
-from server.provider import ReferenceTarget, ResourceProvider, SearchParam
+from server.engine.provider import ReferenceTarget, ResourceProvider, SearchParam
 from server.search.ids import stored_id
 from server.search.values import SearchValue, parse_value
 

@@ -32,7 +32,7 @@ from sqlalchemy import (
     union,
 )
 
-from server.provider import (
+from server.engine.provider import (
     DateTarget,
     NearTarget,
     ReferenceTarget,
@@ -213,7 +213,7 @@ def _clause(provider: ResourceProvider, clause: Clause, paths: Paths) -> ColumnE
 
 def where_clause(provider: ResourceProvider, request: SearchRequest, paths: Paths | None = None,
                  visible: ColumnElement[bool] | None = None) -> ColumnElement[bool]:
-    """`visible`: the caller's scope (server.scope.Visibility.condition), when it restricts anything."""
+    """`visible`: the caller's scope (server.access.scope.Visibility.condition), when it restricts anything."""
     live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
     scope = [visible] if visible is not None else []
     return and_(true(), *live, *scope, *(_clause(provider, c, paths or {}) for c in request.all_clauses))

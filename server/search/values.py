@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 
 from server.errors import InvalidValue
-from server.provider import ReferenceTarget, SearchParam, TokenTarget
+from server.engine.provider import ReferenceTarget, SearchParam, TokenTarget
 from server.search.dates import DateRange, parse_range
-from server.text import normalize
+from server.engine.text import normalize
 
 FHIR_ID = re.compile(r"[A-Za-z0-9\-.]{1,64}")
 KM_PER_UNIT = {"km": 1.0, "m": 0.001, "mi": 1.609344, "[mi_i]": 1.609344}

@@ -1,0 +1,2 @@
+"""The org-unit domain: tables, migrations, writer, importers, demo data, served versions, CLI
+commands, and the Location, Organization and canonical-resource providers."""

@@ -1,0 +1,108 @@
+"""Canonical resources behind the URLs the server publishes, served read-only from this server:
+OperationDefinition/Location-children, a StructureDefinition per extension, CodeSystem/org-unit-type.
+
+Every one is found at `[base]/<Type>/<id>` and by `[base]/<Type>?url=<canonical>`. (All search parameters
+served are HL7's own, so no SearchParameter resources are needed.)
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from server import Settings, StaticProvider, hookimpl, software_version
+from plugins.orgunits.tables import MIGRATIONS, org_unit_type
+
+# name -> (value type, contexts, definition)
+EXTENSIONS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "org-unit-validation-status": ("code", ("Location",), "The org unit's validation status in its source: NEW, "
+                                   "VALID or REJECTED (mapped to Location.status)"),
+    "org-unit-type-depth": ("integer", ("Location",), "Depth of the org unit's type in the pyramid (1 = country)"),
+    "source-version": ("integer", ("Location", "Organization"), "Number of the data source version the org unit "
+                       "was published from (on Organization: the current version)"),
+    "opening-date": ("date", ("Location",), "Date the org unit opened"),
+    "closing-date": ("date", ("Location",), "Date the org unit closed (or will close)"),
+}
+
+
+def _pascal(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("-"))
+
+
+def structure_definition(ns: str, name: str) -> dict[str, Any]:
+    value_type, contexts, definition = EXTENSIONS[name]
+    url = f"{ns}/fhir/StructureDefinition/{name}"
+    return {
+        "resourceType": "StructureDefinition", "id": name, "url": url, "version": software_version(),
+        "name": _pascal(name), "title": name, "status": "active", "description": definition,
+        "fhirVersion": "4.0.1", "kind": "complex-type", "abstract": False,
+        "context": [{"type": "element", "expression": c} for c in contexts],
+        "type": "Extension", "baseDefinition": "http://hl7.org/fhir/StructureDefinition/Extension",
+        "derivation": "constraint",
+        "differential": {"element": [
+            {"id": "Extension", "path": "Extension", "short": name, "definition": definition, "max": "1"},
+            {"id": "Extension.extension", "path": "Extension.extension", "max": "0"},
+            {"id": "Extension.url", "path": "Extension.url", "fixedUri": url},
+            {"id": "Extension.value[x]", "path": "Extension.value[x]", "min": 1, "type": [{"code": value_type}]},
+        ]},
+    }
+
+
+def children_operation(ns: str) -> dict[str, Any]:
+    return {
+        "resourceType": "OperationDefinition", "id": "Location-children",
+        "url": f"{ns}/fhir/OperationDefinition/Location-children", "version": software_version(),
+        "name": "LocationChildren", "title": "Direct children of a Location", "status": "active",
+        "kind": "operation", "affectsState": False, "code": "children", "resource": ["Location"],
+        "system": False, "type": False, "instance": True,
+        "description": "GET [base]/Location/[id]/$children (also [base]/Location/[id]/children/): the Locations "
+                       "whose partOf is this one, as a searchset Bundle paged like search; every Location search "
+                       "parameter filters among them. 404 if the Location does not exist, 410 if it was deleted.",
+        "parameter": [
+            {"name": "_count", "use": "in", "min": 0, "max": "1", "type": "integer", "documentation": "Page size"},
+            {"name": "_skip", "use": "in", "min": 0, "max": "1", "type": "integer", "documentation": "Offset"},
+            {"name": "return", "use": "out", "min": 1, "max": "1", "type": "Bundle",
+             "documentation": "searchset Bundle of the direct children"},
+        ],
+    }
+
+
+def type_code_system(ns: str, conn: Connection, account: str | None = None) -> dict[str, Any]:
+    """The types of the caller's account (each account has its own); None (trusted in-process callers):
+    every account's, a code used by several listed once."""
+    query = select(org_unit_type.c.short_name, org_unit_type.c.name, org_unit_type.c.category,
+                   org_unit_type.c.depth).order_by(org_unit_type.c.short_name, org_unit_type.c.account.desc())
+    if account is not None:
+        query = query.where(org_unit_type.c.account == account)
+    rows = list({row[0]: row for row in conn.execute(query).all()}.values())
+    system: dict[str, Any] = {
+        "resourceType": "CodeSystem", "id": "org-unit-type", "url": f"{ns}/fhir/CodeSystem/org-unit-type",
+        "version": software_version(), "name": "OrgUnitType", "title": "Org unit types", "status": "active",
+        "description": "The org unit types of the pyramid (Location.type); codes are the types' short names",
+        "caseSensitive": True, "content": "complete", "count": len(rows),
+    }
+    if rows:
+        system["concept"] = [
+            {"code": code, "display": name,
+             "definition": f"{name} (category {category}{f', depth {depth}' if depth is not None else ''})"}
+            for code, name, category, depth in rows
+        ]
+    return system
+
+
+@hookimpl
+def register_resource_providers(settings: Settings) -> list[StaticProvider]:
+    ns = settings.fhir.extension_namespace
+    structures = [structure_definition(ns, name) for name in EXTENSIONS]
+    operations = [children_operation(ns)]
+    return [
+        StaticProvider("OperationDefinition", lambda conn: operations, "Operations this server defines"),
+        StaticProvider("StructureDefinition", lambda conn: structures, "The extensions this server writes"),
+        StaticProvider("CodeSystem", lambda conn, account: [type_code_system(ns, conn, account)],
+                       "Code systems this server defines", per_account=True),
+    ]
+
+
+@hookimpl
+def register_migrations(settings: Settings) -> list[Migrations]:
+    return [MIGRATIONS]

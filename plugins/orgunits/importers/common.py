@@ -1,0 +1,365 @@
+"""What every importer shares: the single write path (`import_units`), id allocation for sources whose ids are
+strings, parent lookups among stored units, cycle and depth checks (together: `resolve_hierarchy`), per-level
+org unit types, and the registry of file formats that the CLI loads (`FORMATS`, `load_file`)."""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from itertools import islice
+from pathlib import Path
+from typing import Any, TypeVar, Union
+
+from sqlalchemy import Connection, Engine, func, select
+
+from plugins.orgunits import writer
+from server import LoadError
+from plugins.orgunits.tables import DEFAULT_ACCOUNT, data_source, org_unit, org_unit_type, source_version
+from plugins.orgunits.writer import (
+    TypeRecord,
+    UnitRecord,
+    WriteReport,
+    describe,
+    ensure_data_source,
+    ensure_source_version,
+    ensure_types,
+    slugify,
+    write_units,
+)
+
+K = TypeVar("K", bound=Hashable)
+Records = Union[Iterable[UnitRecord], Callable[[Connection, int], Iterable[UnitRecord]]]
+Types = Union[Iterable[TypeRecord], Callable[[Connection, int], Iterable[TypeRecord]]]
+Progress = Callable[[int], None]
+CHUNK = 2000
+MAX_DEPTH = 256
+
+
+# --- the single write path ----------------------------------------------------------------------------------
+
+def import_units(engine: Engine, *, data_source: str, version: int, types: Types, records: Records,
+                 delete_missing: bool = False, identifier_system: str | None = None, now: datetime | None = None,
+                 progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
+    """Write one file's units into `data_source`/`version` in ONE transaction: all or nothing.
+
+    `types` and `records` are iterables, or callables `(conn, data_source_id) -> iterable` for importers that
+    need the database to build them (ids allocated for string ids, parents among stored units); `types` is
+    called (and written) first. A record whose id belongs to a unit of another data source is refused.
+    With `delete_missing`, the units of the data source that are not in `records` are marked deleted.
+    """
+    now = now or datetime.now(timezone.utc)
+    with engine.begin() as conn:
+        source_id = ensure_data_source(conn, data_source, identifier_system=identifier_system, now=now,
+                                       account=account)
+        version_id = ensure_source_version(conn, source_id, version, now=now)
+        ensure_types(conn, types(conn, source_id) if callable(types) else types, now=now, account=account)
+        units = records(conn, source_id) if callable(records) else records
+        seen: set[int] = set()
+        report = write_units(conn, _owned(conn, units, source_id, seen), version_id, now, progress=progress)
+        if delete_missing:
+            writer.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)  # type: ignore[attr-defined]
+        return report
+
+
+def _owned(conn: Connection, records: Iterable[UnitRecord], source_id: int, seen: set[int]) -> Iterator[UnitRecord]:
+    """The records, refusing any whose id is a unit of another data source (an import never moves units
+    between data sources); the ids are collected into `seen`."""
+    iterator = iter(records)
+    while batch := list(islice(iterator, CHUNK)):
+        ids = [record.id for record in batch if isinstance(record.id, int)]
+        query = (select(org_unit.c.id, data_source.c.name)
+                 .join(source_version, source_version.c.id == org_unit.c.source_version_id)
+                 .join(data_source, data_source.c.id == source_version.c.data_source_id)
+                 .where(org_unit.c.id.in_(ids), data_source.c.id != source_id).limit(1))
+        clash = conn.execute(query).first()
+        if clash is not None:
+            record = next(record for record in batch if record.id == clash.id)
+            raise LoadError(f"{describe(record)}: id {clash.id} is already used by a unit of data source "
+                            f"{clash.name!r}; an import does not move units between data sources")
+        seen.update(ids)
+        yield from batch
+
+
+# --- ids and stored units -----------------------------------------------------------------------------------
+
+def allocate_ids(conn: Connection, data_source_id: int, source_refs: Iterable[str]) -> dict[str, int]:
+    """Integer id per source ref (for sources whose ids are strings): the id of the stored unit with that
+    source_ref in that data source (a live one before a deleted one, then the lowest id), else a new id above
+    the current max(org_unit.id), given in the order of `source_refs`. The same refs always map to the same ids."""
+    wanted = list(dict.fromkeys(source_refs))
+    ids: dict[str, int] = {}
+    for start in range(0, len(wanted), CHUNK):
+        chunk = wanted[start:start + CHUNK]
+        query = (select(org_unit.c.source_ref, org_unit.c.id)
+                 .join(source_version, source_version.c.id == org_unit.c.source_version_id)
+                 .where(source_version.c.data_source_id == data_source_id, org_unit.c.source_ref.in_(chunk))
+                 .order_by(org_unit.c.deleted, org_unit.c.id))
+        for ref, unit_id in conn.execute(query):
+            ids.setdefault(ref, int(unit_id))
+    next_id = int(conn.execute(select(func.coalesce(func.max(org_unit.c.id), 0))).scalar_one()) + 1
+    for ref in wanted:
+        if ref not in ids:
+            ids[ref] = next_id
+            next_id += 1
+    return ids
+
+
+def stored_by(conn: Connection, column: Any, values: Iterable[str], data_source_id: int) -> dict[str, list[int]]:
+    """Ids of the live (not deleted) stored units of the data source whose `column` (source_ref, name...) is one
+    of `values`: where parents outside the file are looked up."""
+    found: dict[str, list[int]] = defaultdict(list)
+    pending = sorted(set(values))
+    for start in range(0, len(pending), CHUNK):
+        chunk = pending[start:start + CHUNK]
+        query = (select(column, org_unit.c.id)
+                 .join(source_version, source_version.c.id == org_unit.c.source_version_id)
+                 .where(source_version.c.data_source_id == data_source_id, column.in_(chunk),
+                        org_unit.c.deleted.is_(False))
+                 .order_by(org_unit.c.id))
+        for key, unit_id in conn.execute(query):
+            found[key].append(int(unit_id))
+    return found
+
+
+def data_source_slug(conn: Connection, data_source_id: int) -> str:
+    return str(conn.execute(select(data_source.c.slug).where(data_source.c.id == data_source_id)).scalar_one())
+
+
+def stored_depths(conn: Connection, ids: Iterable[int]) -> dict[int, int]:
+    """Depth (1 = root) of stored units, by walking their parents."""
+    depths: dict[int, int] = {}
+    pending = sorted(set(ids))
+    for start in range(0, len(pending), CHUNK):
+        chunk = pending[start:start + CHUNK]
+        current = {unit_id: unit_id for unit_id in chunk}  # start -> ancestor reached so far
+        for depth in range(1, MAX_DEPTH + 1):
+            rows = dict(conn.execute(select(org_unit.c.id, org_unit.c.parent_id)
+                                     .where(org_unit.c.id.in_(set(current.values())))).all())
+            following = {}
+            for origin, ancestor in current.items():
+                parent = rows.get(ancestor)
+                if parent is None:
+                    depths[origin] = depth
+                else:
+                    following[origin] = parent
+            current = following
+            if not current:
+                break
+        else:
+            raise LoadError(f"stored org unit {next(iter(current))} is more than {MAX_DEPTH} levels deep")
+    return depths
+
+
+# --- structure checks ---------------------------------------------------------------------------------------
+
+def refuse_cycles(parents: Mapping[K, K | None], label: Callable[[K], str]) -> None:
+    """Raise a LoadError naming the records of the first parent cycle among `parents` (key -> parent key, or
+    None when the parent is outside the file)."""
+    done: set[K] = set()
+    for key in parents:
+        path: list[K] = []
+        on_path: set[K] = set()
+        current: K | None = key
+        while current is not None and current not in done:
+            if current in on_path:
+                cycle = path[path.index(current):]
+                if len(cycle) == 1:
+                    raise LoadError(f"{label(current)} is its own parent")
+                chain = " -> ".join(label(item) for item in (*cycle, current))
+                raise LoadError(f"{label(current)} is its own ancestor: {chain} (each arrow points to the parent)")
+            path.append(current)
+            on_path.add(current)
+            current = parents.get(current)
+        done.update(on_path)
+
+
+def compute_depths(parents: Mapping[K, K | None], outside: Mapping[K, int], stored: Mapping[int, int],
+                   known: Mapping[K, int] | None = None) -> dict[K, int]:
+    """Depth of each key (1 = root): `known[key]` when given, else one deeper than its parent in the file, or than
+    `stored[outside[key]]` when its parent is the stored unit `outside[key]`. Cycles must have been refused."""
+    depths: dict[K, int] = dict(known or {})
+    for key in parents:
+        chain: list[K] = []
+        current: K | None = key
+        base = 0
+        while current is not None and current not in depths:
+            chain.append(current)
+            if current in outside:
+                base = stored[outside[current]]
+                current = None
+            else:
+                current = parents[current]
+        if current is not None:
+            base = depths[current]
+        for item in reversed(chain):
+            base += 1
+            depths[item] = base
+    return depths
+
+
+# --- the hierarchy of a file whose ids are strings (DHIS2, FHIR) ----------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Hierarchy:
+    """Where the units of a file stand, by source ref: their integer id, the integer id of their parent (in the
+    file or stored; None for a root) and their depth (1 = root)."""
+    ids: dict[str, int]
+    parent_ids: dict[str, int | None]
+    depths: dict[str, int]
+
+
+def resolve_hierarchy(conn: Connection, data_source_id: int, parents: Mapping[str, str | None], *,
+                      label: Callable[[str], str], reference: Callable[[str], str], not_found: str,
+                      source_name: str, known_depths: Mapping[str, int] | None = None) -> Hierarchy:
+    """The hierarchy of the units `parents` (source ref -> parent source ref or None, in file order).
+
+    Ids are allocated by source ref (`allocate_ids`). A parent is looked up in the file, then among the live
+    stored units of the data source (by source_ref); one found nowhere is refused with the LoadError
+    "<label(ref)>: <reference(parent)> matches <not_found>", one matching several stored units as ambiguous,
+    and so are parent cycles. Depths are `known_depths` where given, else computed from the parents."""
+    ids = allocate_ids(conn, data_source_id, parents)
+    outside = {parent for parent in parents.values() if parent is not None and parent not in parents}
+    stored = stored_by(conn, org_unit.c.source_ref, outside, data_source_id)
+    in_file: dict[str, str | None] = {}
+    stored_parent: dict[str, int] = {}
+    for key, parent in parents.items():
+        if parent is None or parent in parents:
+            in_file[key] = parent
+            continue
+        matches = stored.get(parent, [])
+        if not matches:
+            raise LoadError(f"{label(key)}: {reference(parent)} matches {not_found}")
+        if len(matches) > 1:
+            raise LoadError(f"{label(key)}: {reference(parent)} is ambiguous, it matches stored org units "
+                            f"{', '.join(map(str, matches))} of data source {source_name!r}")
+        in_file[key] = None
+        stored_parent[key] = matches[0]
+    refuse_cycles(in_file, label)
+    parent_ids = {key: ids[parent] if parent is not None else stored_parent.get(key)
+                  for key, parent in in_file.items()}
+    depths = dict(known_depths or {})
+    if len(depths) < len(parents):
+        depths = compute_depths(in_file, stored_parent, stored_depths(conn, stored_parent.values()), depths)
+    return Hierarchy(ids, parent_ids, depths)
+
+
+# --- per-level types (sources without their own types: DHIS2, FHIR) ----------------------------------------------
+
+_FIXED_CATEGORIES = {1: "COUNTRY", 2: "REGION", 3: "DISTRICT"}
+
+
+def level_short_name(slug: str, depth: int) -> str:
+    """Type short names are unique across data sources, hence prefixed by the data source slug: 'dhis2-l1'."""
+    return f"{slug}-l{depth}"
+
+
+def level_category(depth: int, deepest: int, name: str) -> str:
+    """1 COUNTRY, 2 REGION, 3 DISTRICT, the deepest level HF (when deeper than 1), others the slugged name."""
+    if depth == deepest and depth > 1:
+        return "HF"
+    return _FIXED_CATEGORIES.get(depth) or slugify(name).upper()
+
+
+def level_types(conn: Connection, data_source_id: int, depths: Iterable[int], names: Mapping[int, str] | None = None,
+                deepest: int | None = None) -> dict[int, TypeRecord]:
+    """One type per depth, named from `names`, else as already stored, else 'Level N'. The deepest level is the
+    deepest of `depths`, `deepest` and the levels already stored for this data source, so that a partial file
+    does not relabel the types."""
+    slug = data_source_slug(conn, data_source_id)
+    pattern = re.compile(re.escape(slug) + r"-l(\d+)")
+    account = select(data_source.c.account).where(data_source.c.id == data_source_id).scalar_subquery()
+    stored = {int(match.group(1)): row.name for row in conn.execute(
+        select(org_unit_type.c.short_name, org_unit_type.c.name).where(org_unit_type.c.account == account))
+              if (match := pattern.fullmatch(row.short_name))}
+    wanted = sorted(set(depths))
+    bottom = max([*wanted, *stored, deepest or 0], default=0)
+    types = {}
+    for depth in wanted:
+        name = (names or {}).get(depth) or stored.get(depth) or f"Level {depth}"
+        types[depth] = TypeRecord(name, level_short_name(slug, depth), level_category(depth, bottom, name), depth)
+    return types
+
+
+# --- small parsers --------------------------------------------------------------------------------------------
+
+def parse_date(text: Any) -> date:
+    """A date from 'YYYY-MM-DD', an ISO date-time ('1994-01-01T00:00:00.000'), or a FHIR partial date
+    ('YYYY' or 'YYYY-MM', taken as the first day). Raises ValueError."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{text!r} is not a date")
+    text = text.strip()
+    if re.fullmatch(r"\d{4}", text):
+        return date(int(text), 1, 1)
+    if re.fullmatch(r"\d{4}-\d{2}", text):
+        return date(int(text[:4]), int(text[5:]), 1)
+    return date.fromisoformat(text) if len(text) == 10 else datetime.fromisoformat(text).date()
+
+
+def parse_timestamp(text: Any) -> datetime:
+    """An aware UTC datetime from an ISO date-time; a naive one is taken to be UTC. Raises ValueError."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{text!r} is not a date and time")
+    value = datetime.fromisoformat(text.strip())
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    try:
+        with Path(path).open("rb") as handle:
+            return json.load(handle)
+    except OSError as exc:
+        raise LoadError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise LoadError(f"{path}: not UTF-8 text ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise LoadError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+
+
+def aliases(name: str, *candidates: Any) -> tuple[str, ...]:
+    """The distinct non-empty strings among `candidates` that differ from `name`, in order."""
+    found: dict[str, None] = {}
+    for candidate in candidates:
+        if isinstance(candidate, str) and candidate.strip() and candidate.strip() != name:
+            found.setdefault(candidate.strip(), None)
+    return tuple(found)
+
+
+# --- formats --------------------------------------------------------------------------------------------------
+
+Loader = Callable[..., WriteReport]
+
+DEFAULT_DATA_SOURCES = {"iaso-csv": "Iaso", "iaso-gpkg": "Iaso", "dhis2": "DHIS2", "fhir-bundle": "FHIR"}
+_LOADERS = {"iaso-csv": ("iaso_csv", "load_iaso_csv"), "iaso-gpkg": ("iaso_gpkg", "load_iaso_gpkg"),
+            "dhis2": ("dhis2", "load_dhis2"), "fhir-bundle": ("fhir_bundle", "load_fhir_bundle")}
+
+
+def _lazy(module: str, name: str) -> Loader:
+    def load(engine: Engine, path: str | os.PathLike[str], **options: Any) -> WriteReport:
+        loader = getattr(importlib.import_module(f"plugins.orgunits.importers.{module}"), name)
+        return loader(engine, path, **options)  # type: ignore[no-any-return]
+
+    load.__name__ = load.__qualname__ = name
+    load.__doc__ = f"plugins.orgunits.importers.{module}.{name}(engine, path, data_source=None, version=1, *, " \
+                   f"delete_missing=False, now=None, progress=None)"
+    return load
+
+
+#: format name -> loader(engine, path, data_source=None, version=1, *, delete_missing=False, now=None,
+#: progress=None) -> WriteReport; data_source None means the format's default (DEFAULT_DATA_SOURCES).
+FORMATS: dict[str, Loader] = {fmt: _lazy(module, name) for fmt, (module, name) in _LOADERS.items()}
+
+
+def load_file(engine: Engine, fmt: str, path: str | os.PathLike[str], *, data_source: str | None = None,
+              version: int = 1, delete_missing: bool = False, progress: Progress | None = None,
+              account: str = DEFAULT_ACCOUNT) -> WriteReport:
+    """Load `path` in format `fmt` (one of FORMATS) in one transaction; data_source None = the format's default."""
+    loader = FORMATS.get(fmt)
+    if loader is None:
+        raise LoadError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
+    return loader(engine, path, data_source=data_source, version=version, delete_missing=delete_missing,
+                  progress=progress, account=account)

@@ -1,0 +1,318 @@
+"""Import of a FHIR R4 Bundle of Location resources, all or nothing.
+
+Any Bundle type (transaction, collection, searchset, ...). Entries that are not Locations (Organizations, ...)
+or have no resource are ignored.
+
+- source_ref = Location.id; integer ids are allocated by source_ref (`allocate_ids`), so re-importing maps
+  every Location to the same id;
+- identifiers: the one whose value is the id is the source_ref (when every Location has one and they all share
+  one system, that system becomes the data source's identifier system); a urn:ietf:rfc:3986 'urn:uuid:...'
+  identifier gives the uuid; the others (e.g. DHIS2 codes 'OU_651071') and Location.alias become aliases;
+- status active/suspended/inactive (absent: active) -> VALID/NEW/REJECTED; an extension whose URL ends with
+  '/org-unit-validation-status' (valueCode NEW/VALID/REJECTED, whatever its namespace) takes precedence;
+  likewise '/opening-date' and '/closing-date' (valueDate);
+- partOf 'Location/<id>' (also an absolute URL, a versioned reference, or an entry's fullUrl) -> parent, looked up
+  in the bundle, then among the stored units of the data source; Locations may come before their parents;
+- position -> latitude/longitude/altitude; the extension
+  http://hl7.org/fhir/StructureDefinition/location-boundary-geojson (valueAttachment.data: base64 GeoJSON
+  Polygon or MultiPolygon, or a Feature of one) -> geometry;
+- types: one per depth computed from partOf ('Level N', short name '<data source slug>-l<N>', category 1 COUNTRY,
+  2 REGION, 3 DISTRICT, the deepest HF, others 'LEVEL-N'); Location.type and physicalType are not used.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from server import LoadError
+from plugins.orgunits.tables import DEFAULT_ACCOUNT
+from plugins.orgunits.importers.common import (
+    Hierarchy,
+    Progress,
+    aliases,
+    import_units,
+    level_types,
+    parse_date,
+    read_json,
+    resolve_hierarchy,
+)
+from plugins.orgunits.importers.geometry import BOUNDARY_TYPES, check_geometry
+from plugins.orgunits.tables import VALIDATION_STATUSES
+from plugins.orgunits.writer import TypeRecord, UnitRecord, WriteReport
+
+DEFAULT_DATA_SOURCE = "FHIR"
+BOUNDARY_URL = "http://hl7.org/fhir/StructureDefinition/location-boundary-geojson"
+UUID_SYSTEM = "urn:ietf:rfc:3986"
+STATUSES = {"active": "VALID", "suspended": "NEW", "inactive": "REJECTED"}
+_ID = re.compile(r"[A-Za-z0-9\-.]{1,64}")
+_LOCATION_REFERENCE = re.compile(r"(?:.*/)?Location/([A-Za-z0-9\-.]{1,64})(?:/_history/[^/]+)?")
+
+
+@dataclass(frozen=True, slots=True)
+class _Location:
+    index: int
+    id: str
+    name: str
+    system: str | None  # of the identifier whose value is the id
+    uuid: str | None
+    aliases: tuple[str, ...]
+    status: str
+    parent: str | None  # a Location id
+    latitude: float | None
+    longitude: float | None
+    altitude: float | None
+    opening: date | None
+    closing: date | None
+    geometry: dict[str, Any] | None
+
+    def label(self) -> str:
+        return f"entry[{self.index}] (Location/{self.id}, {self.name!r})"
+
+
+def load_fhir_bundle(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None,
+                     version: int = 1, *, delete_missing: bool = False, now: datetime | None = None,
+                     progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
+    """Load a FHIR Bundle JSON file of Locations into `data_source` (default 'FHIR') / `version`."""
+    return import_fhir_bundle(engine, read_json(path), data_source=data_source, version=version,
+                              delete_missing=delete_missing, now=now, progress=progress, account=account)
+
+
+def import_fhir_bundle(engine: Engine, bundle: Any, *, data_source: str | None = None, version: int = 1,
+                       delete_missing: bool = False, now: datetime | None = None,
+                       progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
+    """Load a parsed Bundle in one transaction; raises LoadError and writes nothing if any Location is wrong."""
+    locations = read_locations(bundle)
+    plan = _Plan(locations, data_source or DEFAULT_DATA_SOURCE)
+    return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
+                        delete_missing=delete_missing, identifier_system=identifier_system(locations), now=now,
+                        progress=progress, account=account)
+
+
+def identifier_system(locations: list[_Location]) -> str | None:
+    """The system of the source_ref identifiers, when every Location has one and they all share it."""
+    systems = {location.system for location in locations}
+    return systems.pop() if len(systems) == 1 else None
+
+
+def read_locations(bundle: Any) -> list[_Location]:
+    """The checked Locations of the bundle (in entry order), without touching the database."""
+    if not isinstance(bundle, dict) or bundle.get("resourceType") != "Bundle":
+        kind = bundle.get("resourceType") if isinstance(bundle, dict) else type(bundle).__name__
+        raise LoadError(f"not a FHIR Bundle (resourceType {kind!r})")
+    entries = bundle.get("entry") or []
+    if not isinstance(entries, list):
+        raise LoadError("Bundle.entry is not a list")
+    full_urls: dict[str, str] = {}
+    raw_locations: list[tuple[int, dict[str, Any]]] = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise LoadError(f"entry[{index}] is not an object")
+        resource = entry.get("resource")
+        if resource is None:
+            continue
+        if not isinstance(resource, dict):
+            raise LoadError(f"entry[{index}]: resource is not an object")
+        if resource.get("resourceType") != "Location":
+            continue
+        location_id = resource.get("id")
+        if not isinstance(location_id, str) or not _ID.fullmatch(location_id):
+            raise LoadError(f"entry[{index}] (Location, {resource.get('name')!r}): id {location_id!r} is missing "
+                            f"or not a FHIR id")
+        if isinstance(entry.get("fullUrl"), str):
+            full_urls[entry["fullUrl"]] = location_id
+        raw_locations.append((index, resource))
+    locations: list[_Location] = []
+    first: dict[str, _Location] = {}
+    for index, resource in raw_locations:
+        location = _location(index, resource, full_urls)
+        if location.id in first:
+            raise LoadError(f"{location.label()}: id {location.id!r} is already used by {first[location.id].label()}")
+        first[location.id] = location
+        locations.append(location)
+    return locations
+
+
+def _location(index: int, resource: dict[str, Any], full_urls: dict[str, str]) -> _Location:
+    location_id = resource["id"]
+    name = resource.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise LoadError(f"entry[{index}] (Location/{location_id}): the name is empty")
+    name = name.strip()
+    label = f"entry[{index}] (Location/{location_id}, {name!r})"
+    system, uuid, identifier_aliases = _identifiers(resource.get("identifier"), location_id, label)
+    extra_aliases = resource.get("alias") or []
+    if not isinstance(extra_aliases, list) or not all(isinstance(item, str) for item in extra_aliases):
+        raise LoadError(f"{label}: alias is not a list of strings")
+    extensions = _extensions(resource.get("extension"), label)
+    status = resource.get("status")
+    if status is not None and status not in STATUSES:
+        raise LoadError(f"{label}: status {status!r} is not one of {', '.join(STATUSES)}")
+    validation_status = STATUSES[status or "active"]
+    if "org-unit-validation-status" in extensions:
+        validation_status = _code(extensions["org-unit-validation-status"], label)
+    latitude, longitude, altitude = _position(resource.get("position"), label)
+    return _Location(
+        index=index, id=location_id, name=name, system=system, uuid=uuid,
+        aliases=aliases(name, *identifier_aliases, *extra_aliases), status=validation_status,
+        parent=_parent(resource.get("partOf"), full_urls, label),
+        latitude=latitude, longitude=longitude, altitude=altitude,
+        opening=_date(extensions.get("opening-date"), "opening-date", label),
+        closing=_date(extensions.get("closing-date"), "closing-date", label),
+        geometry=_boundary(extensions.get(BOUNDARY_URL), label),
+    )
+
+
+def _identifiers(raw: Any, location_id: str, label: str) -> tuple[str | None, str | None, list[str]]:
+    """(system of the identifier equal to the id, uuid, alias values)."""
+    if raw is None:
+        return None, None, []
+    if not isinstance(raw, list):
+        raise LoadError(f"{label}: identifier is not a list")
+    system: str | None = None
+    uuid: str | None = None
+    values: list[str] = []
+    for position, identifier in enumerate(raw):
+        value = identifier.get("value") if isinstance(identifier, dict) else None
+        if not isinstance(value, str) or not value.strip():
+            raise LoadError(f"{label}: identifier[{position}] has no value")
+        identifier_system = identifier.get("system")
+        if value == location_id:
+            system = system or identifier_system
+        elif identifier_system == UUID_SYSTEM and value.startswith("urn:uuid:"):
+            uuid = uuid or value[len("urn:uuid:"):]
+        else:
+            values.append(value)
+    return system, uuid, values
+
+
+def _extensions(raw: Any, label: str) -> dict[str, dict[str, Any]]:
+    """Extensions by the last segment of their URL (ours, whatever the namespace), the boundary by its full URL."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, list) or not all(isinstance(item, dict) and isinstance(item.get("url"), str)
+                                            for item in raw):
+        raise LoadError(f"{label}: extension is not a list of objects with a url")
+    found: dict[str, dict[str, Any]] = {}
+    for item in raw:
+        url = item["url"]
+        key = url if url == BOUNDARY_URL else url.rstrip("/").rsplit("/", 1)[-1]
+        if key in (BOUNDARY_URL, "org-unit-validation-status", "opening-date", "closing-date"):
+            if key in found:
+                raise LoadError(f"{label}: extension {url} is given twice")
+            found[key] = item
+    return found
+
+
+def _code(extension: dict[str, Any], label: str) -> str:
+    value = extension.get("valueCode")
+    if value not in VALIDATION_STATUSES:
+        raise LoadError(f"{label}: extension {extension['url']}: valueCode {value!r} is not one of "
+                        f"{', '.join(VALIDATION_STATUSES)}")
+    return str(value)
+
+
+def _date(extension: dict[str, Any] | None, what: str, label: str) -> date | None:
+    if extension is None:
+        return None
+    value = extension.get("valueDate", extension.get("valueDateTime"))
+    try:
+        return parse_date(value)
+    except ValueError:
+        raise LoadError(f"{label}: extension {extension['url']}: {value!r} is not a date") from None
+
+
+def _position(raw: Any, label: str) -> tuple[float | None, float | None, float | None]:
+    if raw is None:
+        return None, None, None
+    if not isinstance(raw, dict):
+        raise LoadError(f"{label}: position is not an object")
+    values: dict[str, float | None] = {}
+    for key, limit in (("latitude", 90.0), ("longitude", 180.0), ("altitude", math.inf)):
+        value = raw.get(key)
+        if value is None and key == "altitude":
+            values[key] = None
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                or not -limit <= value <= limit:
+            bound = "a number" if limit == math.inf else f"a number in -{limit:g}..{limit:g}"
+            raise LoadError(f"{label}: position.{key} {value!r} is not {bound}")
+        values[key] = float(value)
+    return values["latitude"], values["longitude"], values["altitude"]
+
+
+def _parent(raw: Any, full_urls: dict[str, str], label: str) -> str | None:
+    if raw is None:
+        return None
+    reference = raw.get("reference") if isinstance(raw, dict) else None
+    if not isinstance(reference, str) or not reference.strip():
+        raise LoadError(f"{label}: partOf has no reference (only literal references are supported)")
+    if reference in full_urls:
+        return full_urls[reference]
+    match = _LOCATION_REFERENCE.fullmatch(reference.strip())
+    if match is None:
+        raise LoadError(f"{label}: partOf reference {reference!r} is not a Location reference")
+    return match.group(1)
+
+
+def _boundary(extension: dict[str, Any] | None, label: str) -> dict[str, Any] | None:
+    if extension is None:
+        return None
+    attachment = extension.get("valueAttachment")
+    data = attachment.get("data") if isinstance(attachment, dict) else None
+    if not isinstance(data, str):
+        raise LoadError(f"{label}: extension {BOUNDARY_URL} has no valueAttachment.data")
+    try:
+        geojson = json.loads(base64.b64decode(data, validate=True))
+        return check_geometry(geojson, BOUNDARY_TYPES)
+    except (binascii.Error, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LoadError(f"{label}: the boundary is not base64-encoded GeoJSON ({exc})") from None
+    except ValueError as exc:
+        raise LoadError(f"{label}: malformed boundary: {exc}") from None
+
+
+class _Plan:
+    """What needs the database: integer ids, parents among stored units, depths, types. Computed once, by
+    `types` (called first by import_units), then used by `records`."""
+
+    def __init__(self, locations: list[_Location], source: str) -> None:
+        self.locations = locations
+        self.source = source
+        self.hierarchy = Hierarchy({}, {}, {})
+        self.by_depth: dict[int, TypeRecord] = {}
+
+    def types(self, conn: Connection, source_id: int) -> list[TypeRecord]:
+        by_id = {location.id: location for location in self.locations}
+        self.hierarchy = resolve_hierarchy(
+            conn, source_id, {location.id: location.parent for location in self.locations},
+            label=lambda key: by_id[key].label(), reference=lambda parent: f"partOf Location/{parent}",
+            not_found=f"no Location in the bundle nor any stored unit of data source {self.source!r}",
+            source_name=self.source)
+        self.by_depth = level_types(conn, source_id, self.hierarchy.depths.values())
+        return list(self.by_depth.values())
+
+    def records(self, conn: Connection, source_id: int) -> list[UnitRecord]:
+        return [UnitRecord(
+            id=self.hierarchy.ids[location.id],
+            name=location.name,
+            type_short_name=self.by_depth[self.hierarchy.depths[location.id]].short_name,
+            validation_status=location.status,
+            uuid=location.uuid,
+            source_ref=location.id,
+            aliases=location.aliases,
+            parent_id=self.hierarchy.parent_ids[location.id],
+            latitude=location.latitude,
+            longitude=location.longitude,
+            altitude=location.altitude,
+            opening_date=location.opening,
+            closing_date=location.closing,
+            geometry=location.geometry,
+        ) for location in self.locations]

@@ -1,0 +1,126 @@
+"""SQLModel tables of the organization-unit domain (the pyramid that the Location provider publishes)."""
+from __future__ import annotations
+
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, LargeBinary, String, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from server import Migrations
+
+VALIDATION_STATUSES = ("NEW", "VALID", "REJECTED")
+PATH_TYPE = String().with_variant(String(collation="C"), "postgresql")  # byte order for prefix ranges
+
+
+DEFAULT_ACCOUNT = "default"
+
+
+class DataSource(SQLModel, table=True):
+    __tablename__ = "data_source"
+    __table_args__ = (
+        UniqueConstraint("account", "name", name="uq_data_source_account_name"),
+        UniqueConstraint("account", "slug", name="uq_data_source_account_slug"),
+        Index("ix_data_source_account", "account"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    account: str = Field(default=DEFAULT_ACCOUNT, sa_column_kwargs={"server_default": DEFAULT_ACCOUNT})
+    name: str
+    slug: str
+    # the source version served (only its units are published); NULL: the newest version
+    default_version_id: int | None = None
+    identifier_system: str | None = None
+    updated_at: datetime | None = None  # last change of the data source itself or a new source version
+    name_norm: str | None = None  # server.engine.text.normalize(name), for name search
+
+
+class SourceVersion(SQLModel, table=True):
+    __tablename__ = "source_version"
+    __table_args__ = (UniqueConstraint("data_source_id", "number"),)
+    id: int | None = Field(default=None, primary_key=True)
+    number: int
+    data_source_id: int = Field(foreign_key="data_source.id", index=True)
+
+
+class OrgUnitType(SQLModel, table=True):
+    __tablename__ = "org_unit_type"
+    __table_args__ = (UniqueConstraint("account", "short_name", name="uq_org_unit_type_account_short_name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    account: str = Field(default=DEFAULT_ACCOUNT, sa_column_kwargs={"server_default": DEFAULT_ACCOUNT})
+    name: str
+    short_name: str
+    category: str
+    depth: int | None = None
+
+
+class OrgUnit(SQLModel, table=True):
+    __tablename__ = "org_unit"
+    __table_args__ = (
+        Index("ix_org_unit_parent_id_id", "parent_id", "id"),
+        Index("ix_org_unit_status_id", "validation_status", "id"),
+        Index("ix_org_unit_type_id_id", "org_unit_type_id", "id"),
+        # a caller's partitions (source versions) in id order: a page of one account walks its own units
+        Index("ix_org_unit_source_version_id_id", "source_version_id", "id"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    name: str
+    uuid: str | None = Field(default=None, index=True)
+    source_ref: str | None = Field(default=None, index=True)
+    aliases: list[str] | None = Field(default=None, sa_column=Column(JSON))
+    validation_status: str = "NEW"
+    org_unit_type_id: int = Field(foreign_key="org_unit_type.id")
+    parent_id: int | None = Field(default=None, foreign_key="org_unit.id")
+    source_version_id: int = Field(foreign_key="source_version.id")
+    latitude: float | None = None
+    longitude: float | None = None
+    altitude: float | None = None
+    opening_date: date | None = None
+    closing_date: date | None = None
+    geometry: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))  # GeoJSON
+    created_at: datetime
+    updated_at: datetime = Field(index=True)
+    version_id: int = 1
+    deleted: bool = False
+    # materialized path of ids, "/<root>/.../<self>/": descendants and ancestors by index (partof:below/above)
+    path: str | None = Field(default=None, sa_column=Column(PATH_TYPE, index=True))
+
+
+class OrgUnitHistory(SQLModel, table=True):
+    """Every version of every org unit: the published row as JSON (what to_resource takes), or a deletion."""
+
+    __tablename__ = "org_unit_history"
+    __table_args__ = (Index("ix_org_unit_history_updated_at", "updated_at", "org_unit_id", "version_id"),)
+    org_unit_id: int = Field(primary_key=True)
+    version_id: int = Field(primary_key=True)
+    updated_at: datetime
+    deleted: bool = False
+    snapshot: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    # the version rendered once as compact FHIR JSON (server.storage.prerender), spliced into responses; NULL: render per request
+    body: bytes | None = Field(default=None, sa_column=Column(LargeBinary))
+
+
+class OrgUnitName(SQLModel, table=True):
+    """The name (position 0) and each alias (1..n) of an org unit, with its search-normalized form."""
+
+    __tablename__ = "org_unit_name"
+    __table_args__ = (
+        Index("ix_org_unit_name_norm", "norm", postgresql_ops={"norm": "text_pattern_ops"}),
+        Index("ix_org_unit_name_text", "text"),
+    )
+    org_unit_id: int = Field(foreign_key="org_unit.id", primary_key=True)
+    position: int = Field(primary_key=True)
+    text: str
+    norm: str
+
+
+data_source = DataSource.__table__
+source_version = SourceVersion.__table__
+org_unit_type = OrgUnitType.__table__
+org_unit = OrgUnit.__table__
+org_unit_name = OrgUnitName.__table__
+org_unit_history = OrgUnitHistory.__table__
+metadata = SQLModel.metadata
+
+# the chain keeps alembic's default version table: databases made before plugins had chains upgrade in place
+MIGRATIONS = Migrations("orgunits", Path(__file__).parent / "migrations", metadata, version_table="alembic_version")

@@ -1,0 +1,60 @@
+"""Source versions of each data source, and which one is served (`orgunit-fhir versions list|set-default`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from sqlalchemy import Connection, func, select, update
+
+from server import LoadError
+from plugins.orgunits.tables import DEFAULT_ACCOUNT, data_source, org_unit, source_version
+from plugins.orgunits.views import SERVED
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    account: str
+    data_source: str
+    number: int
+    units: int  # live units
+    served: bool
+    default: bool  # chosen with set-default (else the newest is served)
+
+
+def list_versions(conn: Connection, account: str | None = None) -> list[VersionInfo]:
+    units = (select(func.count()).where(org_unit.c.source_version_id == source_version.c.id,
+                                        org_unit.c.deleted.is_(False)).scalar_subquery())
+    query = (select(data_source.c.account, data_source.c.name, source_version.c.number, units, SERVED,
+                    data_source.c.default_version_id == source_version.c.id)
+             .select_from(source_version.join(data_source, source_version.c.data_source_id == data_source.c.id))
+             .order_by(data_source.c.account, data_source.c.name, source_version.c.number))
+    if account is not None:
+        query = query.where(data_source.c.account == account)
+    return [VersionInfo(a, n, int(v), int(u or 0), bool(s), bool(d)) for a, n, v, u, s, d in conn.execute(query)]
+
+
+def set_default_version(conn: Connection, data_source_name: str, number: int | None,
+                        account: str = DEFAULT_ACCOUNT, now: datetime | None = None) -> None:
+    """Serve version `number` of the data source (None: back to the newest). Consumers that sync with
+    _history/_lastUpdated must re-read in full afterwards: the switch itself is not a version of any unit."""
+    source = conn.execute(select(data_source.c.id).where(data_source.c.account == account,
+                                                         data_source.c.name == data_source_name)).scalar()
+    if source is None:
+        raise LoadError(f"account {account!r} has no data source {data_source_name!r}")
+    version_id = None
+    if number is not None:
+        version_id = conn.execute(select(source_version.c.id).where(
+            source_version.c.data_source_id == source, source_version.c.number == number)).scalar()
+        if version_id is None:
+            known = conn.execute(select(source_version.c.number).where(source_version.c.data_source_id == source)
+                                 .order_by(source_version.c.number)).scalars().all()
+            raise LoadError(f"data source {data_source_name!r} has no version {number}; "
+                            f"it has {', '.join(map(str, known)) or 'none'}")
+    conn.execute(update(data_source).where(data_source.c.id == source).values(
+        default_version_id=version_id, updated_at=now or datetime.now(timezone.utc)))
+
+
+def unserved_units(conn: Connection, data_source_name: str, account: str = DEFAULT_ACCOUNT) -> int:
+    """Live units of the data source that its served version leaves out (a load of a new version that did not
+    carry them, with ids kept from version to version): not published, and no deletion in _history."""
+    return sum(v.units for v in list_versions(conn, account) if v.data_source == data_source_name and not v.served)

@@ -1,0 +1,67 @@
+"""The org unit as published: its row joined with type, source version, data source and parent.
+
+The Location provider reads these columns; the writer snapshots them (as JSON) into org_unit_history,
+so a historical version renders exactly as it was published.
+"""
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, FromClause, Select, and_, func, or_, select, true
+from sqlalchemy.orm import aliased
+
+from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source_version
+
+parent = aliased(org_unit, name="parent")
+
+PUBLISHED_COLUMNS: tuple[ColumnElement[Any], ...] = (
+    org_unit.c.id, org_unit.c.name, org_unit.c.uuid, org_unit.c.source_ref, org_unit.c.aliases,
+    org_unit.c.validation_status, org_unit.c.parent_id, org_unit.c.latitude, org_unit.c.longitude,
+    org_unit.c.altitude, org_unit.c.opening_date, org_unit.c.closing_date, org_unit.c.geometry,
+    org_unit.c.updated_at, org_unit.c.version_id, org_unit.c.deleted,
+    org_unit_type.c.name.label("type_name"), org_unit_type.c.short_name.label("type_code"),
+    org_unit_type.c.category.label("type_category"), org_unit_type.c.depth.label("type_depth"),
+    source_version.c.number.label("source_version"), source_version.c.data_source_id,
+    data_source.c.name.label("source_name"), data_source.c.slug.label("source_slug"),
+    data_source.c.identifier_system.label("source_system"),
+    parent.c.name.label("parent_name"),
+)
+
+# outer joins (every unit has a type and a source version) so that the planners drop the joins a query
+# does not use (counts, pages of stored bodies)
+PUBLISHED_FROM: FromClause = (
+    org_unit.outerjoin(org_unit_type, org_unit.c.org_unit_type_id == org_unit_type.c.id)
+    .outerjoin(source_version, org_unit.c.source_version_id == source_version.c.id)
+    .outerjoin(data_source, source_version.c.data_source_id == data_source.c.id)
+    .outerjoin(parent, org_unit.c.parent_id == parent.c.id)
+)
+
+
+_newer = source_version.alias("newer")
+# the source version served for each data source: its default, else its newest
+SERVED: ColumnElement[bool] = or_(
+    data_source.c.default_version_id == source_version.c.id,
+    and_(data_source.c.default_version_id.is_(None),
+         source_version.c.number == select(func.max(_newer.c.number))
+         .where(_newer.c.data_source_id == source_version.c.data_source_id).scalar_subquery()),
+)
+
+# (partition, account, served) of every source version: the partitions of org units (server.engine.provider.Tenancy)
+VERSION_PARTITIONS: Select[Any] = select(source_version.c.id, data_source.c.account, SERVED).select_from(
+    source_version.join(data_source, source_version.c.data_source_id == data_source.c.id))
+
+# (partition, account, served) of every data source: the partitions of Organizations
+SOURCE_PARTITIONS: Select[Any] = select(data_source.c.id, data_source.c.account, true())
+
+
+def snapshot(row: Any) -> dict[str, Any]:
+    """A published row as JSON-ready data (dates and instants as ISO strings)."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif isinstance(value, date):
+            value = value.isoformat()
+        out[key] = value
+    return out

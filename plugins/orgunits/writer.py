@@ -1,0 +1,507 @@
+"""The one place org units are written: data sources, versions, types, and the units with their names."""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from itertools import islice
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    Connection,
+    Integer,
+    Row,
+    String,
+    bindparam,
+    cast,
+    delete,
+    exists,
+    insert,
+    literal,
+    literal_column,
+    select,
+    update,
+)
+
+from server import LoadError, as_utc, normalize
+from plugins.orgunits.tables import (
+    DEFAULT_ACCOUNT,
+    VALIDATION_STATUSES,
+    data_source,
+    org_unit,
+    org_unit_history,
+    org_unit_name,
+    org_unit_type,
+    source_version,
+)
+from plugins.orgunits.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, snapshot
+
+BATCH_SIZE = 2000
+MAX_DEPTH = 256
+_ID_CHUNK = 2000
+_ALIASES = JSON(none_as_null=True)
+
+
+@dataclass(frozen=True, slots=True)
+class TypeRecord:
+    name: str
+    short_name: str
+    category: str
+    depth: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnitRecord:
+    id: int
+    name: str
+    type_short_name: str
+    validation_status: str = "NEW"
+    uuid: str | None = None
+    source_ref: str | None = None
+    aliases: tuple[str, ...] = ()
+    parent_id: int | None = None
+    latitude: float | None = None
+    longitude: float | None = None
+    altitude: float | None = None
+    opening_date: date | None = None
+    closing_date: date | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None  # the source's own modification time: kept for reference, not published
+    geometry: Mapping[str, Any] | None = None  # GeoJSON (Multi)Polygon boundary
+
+
+@dataclass(frozen=True, slots=True)
+class WriteReport:
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.inserted + self.updated + self.unchanged
+
+    def __add__(self, other: WriteReport) -> WriteReport:
+        return WriteReport(self.inserted + other.inserted, self.updated + other.updated,
+                           self.unchanged + other.unchanged)
+
+
+def slugify(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", normalize(name)).strip("-") or "source"
+
+
+def describe(record: UnitRecord) -> str:
+    return f"org unit {record.id} ({record.name!r})"
+
+
+def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
+                       identifier_system: str | None = None, now: datetime | None = None,
+                       account: str = DEFAULT_ACCOUNT) -> int:
+    """Id of the data source called `name` in `account`, created if missing (slug defaults to the slugified
+    name). Data source names and slugs are unique within an account."""
+    now = as_utc(now or datetime.now(timezone.utc))
+    if not account or not account.strip() or len(account) > 200:
+        raise LoadError(f"account {account!r}: give a name of 1 to 200 characters")
+    row = conn.execute(select(data_source.c.id, data_source.c.identifier_system)
+                       .where(data_source.c.account == account, data_source.c.name == name)).first()
+    if row is not None:
+        if identifier_system is not None and row.identifier_system != identifier_system:
+            conn.execute(update(data_source).where(data_source.c.id == row.id)
+                         .values(identifier_system=identifier_system, updated_at=now))
+            of_source = select(source_version.c.id).where(source_version.c.data_source_id == row.id)
+            new_versions(conn, org_unit.c.source_version_id.in_(of_source), now)  # their identifier changes
+        return int(row.id)
+    slug = slug or slugify(name)
+    taken = conn.execute(select(data_source.c.name).where(data_source.c.account == account,
+                                                          data_source.c.slug == slug)).scalar()
+    if taken is not None:
+        raise LoadError(f"data source {name!r}: slug {slug!r} already belongs to data source {taken!r}")
+    result = conn.execute(insert(data_source).values(name=name, slug=slug, identifier_system=identifier_system,
+                                                     updated_at=now, name_norm=normalize(name), account=account))
+    return int(result.inserted_primary_key[0])
+
+
+def ensure_source_version(conn: Connection, data_source_id: int, number: int, now: datetime | None = None) -> int:
+    row_id = conn.execute(select(source_version.c.id).where(
+        source_version.c.data_source_id == data_source_id, source_version.c.number == number)).scalar()
+    if row_id is not None:
+        return int(row_id)
+    result = conn.execute(insert(source_version).values(data_source_id=data_source_id, number=number))
+    conn.execute(update(data_source).where(data_source.c.id == data_source_id)
+                 .values(updated_at=as_utc(now or datetime.now(timezone.utc))))
+    return int(result.inserted_primary_key[0])
+
+
+def ensure_types(conn: Connection, types: Iterable[TypeRecord], now: datetime | None = None,
+                 account: str = DEFAULT_ACCOUNT) -> dict[str, int]:
+    """short_name -> id for each type of `account` (each account has its own types), inserting missing types
+    and updating changed names/categories/depths (the units of a changed type get a new version: their
+    published type changes)."""
+    wanted: dict[str, TypeRecord] = {}
+    for item in types:
+        previous = wanted.setdefault(item.short_name, item)
+        if previous != item:
+            raise LoadError(f"org unit type short name {item.short_name!r} is given twice: {previous} and {item}")
+    if not wanted:
+        return {}
+    existing = {row.short_name: row for row in conn.execute(
+        select(org_unit_type).where(org_unit_type.c.account == account, org_unit_type.c.short_name.in_(list(wanted))))}
+    ids: dict[str, int] = {}
+    for short_name, item in wanted.items():
+        values = {"name": item.name, "category": item.category, "depth": item.depth}
+        row = existing.get(short_name)
+        if row is None:
+            result = conn.execute(insert(org_unit_type).values(short_name=short_name, account=account, **values))
+            ids[short_name] = int(result.inserted_primary_key[0])
+            continue
+        if (row.name, row.category, row.depth) != (item.name, item.category, item.depth):
+            conn.execute(update(org_unit_type).where(org_unit_type.c.id == row.id).values(**values))
+            new_versions(conn, org_unit.c.org_unit_type_id == row.id, as_utc(now or datetime.now(timezone.utc)))
+        ids[short_name] = int(row.id)
+    return ids
+
+
+def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_id: int, now: datetime, *,
+                batch_size: int = BATCH_SIZE, progress: Callable[[int], None] | None = None) -> WriteReport:
+    """Upsert `records` (any order, streamed) into org_unit and org_unit_name, parents before children.
+
+    Compared are the mapped fields (not created_at/updated_at); moving a unit to another source version
+    counts as a change. Unchanged units keep their version_id and updated_at; changed ones get
+    version_id + 1 and updated_at = now; new ones get updated_at = now (the source's own modification
+    time would hide them from consumers syncing with _since) and keep the record's created_at. The children of
+    a renamed unit get a new version too (their partOf.display changes). Every new version is recorded in
+    org_unit_history.
+    Raises LoadError for duplicate ids, dangling parents, cycles and invalid field values, possibly after
+    some batches were written: run it in a transaction that is rolled back on error (engine.begin()).
+    """
+    writer = _BatchWriter(conn, source_version_id, as_utc(now))
+    report = WriteReport()
+    ordered = _parents_first(conn, records, batch_size, source_version_id)
+    while batch := list(islice(ordered, batch_size)):
+        report = report + writer.write(batch)
+        if progress is not None:
+            progress(report.total)
+    _refuse_cycles(conn, writer.reparented)
+    refresh_paths(conn, writer.moved)
+    new_versions_for_children(conn, writer.renamed, as_utc(now))
+    record_history(conn)
+    return report
+
+
+_COMPARED = ("name", "uuid", "source_ref", "aliases", "validation_status", "org_unit_type_id", "parent_id",
+             "source_version_id", "latitude", "longitude", "altitude", "opening_date", "closing_date", "geometry",
+             "deleted")
+
+
+_RECORDED = exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,  # the current version is in history
+                          org_unit_history.c.version_id == org_unit.c.version_id)
+
+
+class _BatchWriter:
+    def __init__(self, conn: Connection, source_version_id: int, now: datetime) -> None:
+        self.conn = conn
+        self.source_version_id = source_version_id
+        self.now = now
+        account = select(data_source.c.account).join(source_version).where(source_version.c.id == source_version_id)
+        self.type_ids = {row.short_name: row.id for row in conn.execute(
+            select(org_unit_type.c.short_name, org_unit_type.c.id).where(
+                org_unit_type.c.account == account.scalar_subquery()))}
+        self.reparented: list[int] = []
+        self.renamed: list[int] = []
+        self.moved: list[int] = []
+        set_values = {name: bindparam(f"b_{name}") for name in (*_COMPARED, "updated_at", "version_id")}
+        self._update = (update(org_unit).where(org_unit.c.id == bindparam("b_id"))
+                        .values({**set_values, "aliases": bindparam("b_aliases", type_=_ALIASES)}))
+        self._insert = insert(org_unit).values(aliases=bindparam("b_aliases", type_=_ALIASES))
+
+    def write(self, batch: list[UnitRecord]) -> WriteReport:
+        existing = self._existing([record.id for record in batch])
+        inserts: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        names: list[dict[str, Any]] = []
+        for record in batch:
+            values = self._values(record)
+            row = existing.get(record.id)
+            if row is None:
+                row_values = {**values, "id": record.id, "version_id": 1,
+                              "created_at": _stored_time(record.created_at, self.now),
+                              "updated_at": self.now}  # lastUpdated is when this server got it: syncs by
+                                                         # _since must see every new unit
+                row_values["b_aliases"] = row_values.pop("aliases")
+                inserts.append(row_values)
+            elif _differs(row, values):
+                version = row.version_id + 1 if row.recorded else row.version_id  # one new version per load
+                updates.append({**{f"b_{key}": value for key, value in values.items()}, "b_id": record.id,
+                                "b_updated_at": self.now, "b_version_id": version})
+                if row.parent_id != values["parent_id"] and values["parent_id"] is not None:
+                    self.reparented.append(record.id)
+                if row.name != values["name"]:
+                    self.renamed.append(record.id)
+                if row.parent_id != values["parent_id"]:
+                    self.moved.append(record.id)
+            else:
+                continue
+            names.extend({"org_unit_id": record.id, "position": position, "text": text, "norm": normalize(text)}
+                         for position, text in enumerate((record.name, *record.aliases)))
+        if inserts:
+            self.conn.execute(self._insert, inserts)
+        if updates:
+            self.conn.execute(self._update, updates)
+            self.conn.execute(delete(org_unit_name).where(
+                org_unit_name.c.org_unit_id.in_([item["b_id"] for item in updates])))
+        if names:
+            self.conn.execute(insert(org_unit_name), names)
+        return WriteReport(len(inserts), len(updates), len(batch) - len(inserts) - len(updates))
+
+    def _existing(self, ids: list[int]) -> dict[int, Row[Any]]:
+        columns = [org_unit.c.id, org_unit.c.version_id, _RECORDED.label("recorded"),
+                   *(org_unit.c[name] for name in _COMPARED)]
+        return {row.id: row for row in self.conn.execute(select(*columns).where(org_unit.c.id.in_(ids)))}
+
+    def _values(self, record: UnitRecord) -> dict[str, Any]:
+        _check(record)
+        type_id = self.type_ids.get(record.type_short_name)
+        if type_id is None:
+            raise LoadError(f"{describe(record)}: unknown org unit type {record.type_short_name!r}")
+        return {
+            "name": record.name,
+            "uuid": record.uuid,
+            "source_ref": record.source_ref,
+            "aliases": list(record.aliases) or None,
+            "validation_status": record.validation_status,
+            "org_unit_type_id": type_id,
+            "parent_id": record.parent_id,
+            "source_version_id": self.source_version_id,
+            "latitude": record.latitude,
+            "longitude": record.longitude,
+            "altitude": record.altitude,
+            "opening_date": record.opening_date,
+            "closing_date": record.closing_date,
+            "geometry": dict(record.geometry) if record.geometry is not None else None,
+            "deleted": False,
+        }
+
+
+def _stored_time(value: datetime | None, default: datetime) -> datetime:
+    return default if value is None else as_utc(value)
+
+
+def _differs(row: Row[Any], values: dict[str, Any]) -> bool:
+    for name in _COMPARED:
+        current, wanted = getattr(row, name), values[name]
+        if name == "aliases":
+            current, wanted = list(current or ()), list(wanted or ())
+        if current != wanted:
+            return True
+    return False
+
+
+def _check(record: UnitRecord) -> None:
+    if not isinstance(record.id, int) or isinstance(record.id, bool):
+        raise LoadError(f"{describe(record)}: id must be an integer")
+    if not record.name or not record.name.strip():
+        raise LoadError(f"org unit {record.id}: name is empty")
+    if record.validation_status not in VALIDATION_STATUSES:
+        raise LoadError(f"{describe(record)}: validation status {record.validation_status!r} "
+                        f"is not one of {', '.join(VALIDATION_STATUSES)}")
+    for label, value, limit in (("latitude", record.latitude, 90.0), ("longitude", record.longitude, 180.0)):
+        if value is not None and not (math.isfinite(value) and -limit <= value <= limit):
+            raise LoadError(f"{describe(record)}: {label} {value} is outside -{limit:g}..{limit:g}")
+    if record.altitude is not None and not math.isfinite(record.altitude):
+        raise LoadError(f"{describe(record)}: altitude {record.altitude} is not a number")
+    if any(not alias or not alias.strip() for alias in record.aliases):
+        raise LoadError(f"{describe(record)}: empty alias")
+
+
+def _parents_first(conn: Connection, records: Iterable[UnitRecord], check_every: int,
+                   source_version_id: int) -> Iterator[UnitRecord]:
+    """Yield records so that each one's parent was yielded before it or already exists in the database.
+
+    Records whose parent has not been seen yet wait; their parents are looked up in the database in chunks,
+    so a stream that is already parents-first (or whose parents are stored) holds little in memory.
+    """
+    seen: set[int] = set()
+    available: set[int] = set()
+    waiting: dict[int, list[UnitRecord]] = {}
+    unchecked: set[int] = set()
+    absent: set[int] = set()
+
+    def release(record: UnitRecord) -> Iterator[UnitRecord]:
+        stack = [record]
+        while stack:
+            current = stack.pop()
+            available.add(current.id)
+            unchecked.discard(current.id)
+            absent.discard(current.id)
+            yield current
+            stack.extend(reversed(waiting.pop(current.id, ())))
+
+    def release_stored() -> Iterator[UnitRecord]:
+        stored = _existing_ids(conn, unchecked, source_version_id)
+        absent.update(unchecked - stored)
+        unchecked.clear()
+        available.update(stored)
+        for parent_id in stored:
+            for child in waiting.pop(parent_id, ()):
+                yield from release(child)
+
+    for record in records:
+        if record.id in seen:
+            raise LoadError(f"{describe(record)} appears twice")
+        seen.add(record.id)
+        parent_id = record.parent_id
+        if parent_id is None or parent_id in available:
+            yield from release(record)
+            continue
+        if parent_id == record.id:
+            raise LoadError(f"{describe(record)} is its own parent")
+        waiting.setdefault(parent_id, []).append(record)
+        if parent_id not in absent:
+            unchecked.add(parent_id)
+            if len(unchecked) >= check_every:
+                yield from release_stored()
+    yield from release_stored()
+    if waiting:
+        raise _unresolved(waiting, seen)
+
+
+def _unresolved(waiting: dict[int, list[UnitRecord]], seen: set[int]) -> LoadError:
+    for parent_id, children in waiting.items():
+        if parent_id not in seen:
+            return LoadError(f"{describe(children[0])}: parent {parent_id} does not exist")
+    by_id = {child.id: child for children in waiting.values() for child in children}
+    path: list[UnitRecord] = []
+    positions: dict[int, int] = {}
+    current = next(iter(by_id.values()))
+    while current.id not in positions:
+        positions[current.id] = len(path)
+        path.append(current)
+        current = by_id[current.parent_id]  # type: ignore[index]
+    cycle = path[positions[current.id]:]
+    chain = " -> ".join(describe(item) for item in (*cycle, cycle[0]))
+    return LoadError(f"{describe(cycle[0])} is its own ancestor: {chain} (each arrow points to the parent)")
+
+
+def _existing_ids(conn: Connection, ids: Iterable[int], source_version_id: int) -> set[int]:
+    """The ids among `ids` of units of the same account as `source_version_id`: a parent is never another
+    account's unit (an account sees its own pyramid only)."""
+    pending = list(ids)
+    found: set[int] = set()
+    owner = select(data_source.c.account).join(source_version).where(source_version.c.id == source_version_id)
+    same_account = (select(source_version.c.id).join(data_source)
+                    .where(data_source.c.account == owner.scalar_subquery()))
+    for start in range(0, len(pending), _ID_CHUNK):
+        chunk = pending[start:start + _ID_CHUNK]
+        found.update(conn.execute(select(org_unit.c.id).where(
+            org_unit.c.id.in_(chunk), org_unit.c.source_version_id.in_(same_account))).scalars())
+    return found
+
+
+def _refuse_cycles(conn: Connection, ids: list[int]) -> None:
+    """A unit moved under a new parent must not end up among its own descendants."""
+    for start in range(0, len(ids), _ID_CHUNK):
+        chunk = ids[start:start + _ID_CHUNK]
+        chain = (select(org_unit.c.id.label("start"), org_unit.c.parent_id.label("current"),
+                        literal_column("1", Integer).label("depth"))
+                 .where(org_unit.c.id.in_(chunk), org_unit.c.parent_id.is_not(None))
+                 .cte("chain", recursive=True))
+        step = (select(chain.c.start, org_unit.c.parent_id, chain.c.depth + 1)
+                .join(org_unit, org_unit.c.id == chain.c.current)
+                .where(org_unit.c.parent_id.is_not(None), chain.c.current != chain.c.start,
+                       chain.c.depth < MAX_DEPTH))
+        chain = chain.union_all(step)
+        looped = conn.execute(select(chain.c.start).where(chain.c.current == chain.c.start).limit(1)).scalar()
+        if looped is not None:
+            name = conn.execute(select(org_unit.c.name).where(org_unit.c.id == looped)).scalar()
+            raise LoadError(f"org unit {looped} ({name!r}) would become its own ancestor (parent cycle)")
+
+
+def refresh_paths(conn: Connection, moved: list[int]) -> None:
+    """Keep org_unit.path ("/root/.../self/") right: clear it under moved units, then fill level by level."""
+    for start in range(0, len(moved), _ID_CHUNK):
+        old = conn.execute(select(org_unit.c.path).where(org_unit.c.id.in_(moved[start:start + _ID_CHUNK]),
+                                                         org_unit.c.path.is_not(None))).scalars().all()
+        for path in old:
+            conn.execute(update(org_unit).where(org_unit.c.path.like(f"{path}%")).values(path=None))
+    as_text = cast(org_unit.c.id, String)
+    conn.execute(update(org_unit).where(org_unit.c.path.is_(None), org_unit.c.parent_id.is_(None))
+                 .values(path=literal("/") + as_text + literal("/")))
+    parent = org_unit.alias("p")
+    parent_path = select(parent.c.path).where(parent.c.id == org_unit.c.parent_id).scalar_subquery()
+    ready = exists().where(parent.c.id == org_unit.c.parent_id, parent.c.path.is_not(None))
+    for _ in range(MAX_DEPTH):
+        done = conn.execute(update(org_unit).where(org_unit.c.path.is_(None), ready)
+                            .values(path=parent_path + as_text + literal("/")))
+        if not done.rowcount:
+            return
+
+
+def new_versions(conn: Connection, where: ColumnElement[bool], now: datetime) -> None:
+    """Live units matching `where` get a new version (recorded by record_history), unless this load already
+    gave them one."""
+    conn.execute(update(org_unit).where(where, org_unit.c.deleted.is_(False), _RECORDED)
+                 .values(version_id=org_unit.c.version_id + 1, updated_at=now))
+
+
+def new_versions_for_children(conn: Connection, renamed: list[int], now: datetime) -> None:
+    """Children of renamed units get a new version (their partOf.display changes)."""
+    for start in range(0, len(renamed), _ID_CHUNK):
+        new_versions(conn, org_unit.c.parent_id.in_(renamed[start:start + _ID_CHUNK]), now)
+
+
+def record_history(conn: Connection, batch_size: int = BATCH_SIZE) -> int:
+    """Snapshot every org unit whose current version is not in org_unit_history yet (keyset-paged)."""
+    missing = ~exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,
+                              org_unit_history.c.version_id == org_unit.c.version_id)
+    last_id, written = None, 0
+    while True:
+        query = select(*PUBLISHED_COLUMNS).select_from(PUBLISHED_FROM).where(missing)
+        if last_id is not None:
+            query = query.where(org_unit.c.id > last_id)
+        rows = conn.execute(query.order_by(org_unit.c.id).limit(batch_size)).mappings().all()
+        if not rows:
+            return written
+        conn.execute(insert(org_unit_history), [
+            {"org_unit_id": row["id"], "version_id": row["version_id"], "updated_at": row["updated_at"],
+             "deleted": row["deleted"], "snapshot": None if row["deleted"] else snapshot(row)}
+            for row in rows
+        ])
+        written += len(rows)
+        last_id = rows[-1]["id"]
+
+
+def delete_missing(conn: Connection, *, data_source_id: int, seen_ids: set[int], now: datetime) -> int:
+    """Units of this data source absent from the file become deleted versions; returns how many."""
+    now = as_utc(now)
+    of_source = (select(org_unit.c.id, org_unit.c.parent_id)
+                 .join(source_version, org_unit.c.source_version_id == source_version.c.id)
+                 .where(source_version.c.data_source_id == data_source_id, org_unit.c.deleted.is_(False)))
+    missing: list[int] = []
+    kept_parents: dict[int, int] = {}
+    for unit_id, parent_id in conn.execute(of_source):
+        if unit_id in seen_ids:
+            if parent_id is not None:
+                kept_parents[parent_id] = unit_id
+        else:
+            missing.append(unit_id)
+    orphaned = next((kept_parents[m] for m in missing if m in kept_parents), None)
+    if orphaned is not None:
+        parent_id = conn.execute(select(org_unit.c.parent_id).where(org_unit.c.id == orphaned)).scalar()
+        raise LoadError(f"org unit {orphaned} is in the file but its parent {parent_id} is not: "
+                        "--delete-missing would leave it under a deleted parent")
+    live_children = (select(org_unit.c.id, org_unit.c.parent_id)
+                     .where(org_unit.c.deleted.is_(False), org_unit.c.parent_id.in_(bindparam("ids", expanding=True))))
+    missing_set = set(missing)
+    for start in range(0, len(missing), _ID_CHUNK):
+        chunk = missing[start:start + _ID_CHUNK]
+        for child_id, parent_id in conn.execute(live_children, {"ids": chunk}):
+            if child_id not in missing_set:
+                raise LoadError(f"org unit {child_id} (of another data source) has parent {parent_id}, which "
+                                "--delete-missing would delete")
+        conn.execute(update(org_unit).where(org_unit.c.id.in_(chunk))
+                     .values(deleted=True, version_id=org_unit.c.version_id + 1, updated_at=now))
+    record_history(conn)
+    return len(missing)

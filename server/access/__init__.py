@@ -1,0 +1,1 @@
+"""Access: tokens and keys, the caller's scope, rate limits, the audit line."""

@@ -1,0 +1,51 @@
+"""Per-subject request rate limit (a token bucket per caller, in this worker process)."""
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import orjson
+
+from server.access.tokens import Principal, claim_path
+from server.errors import TooManyRequests
+from server.settings import Settings
+
+MAX_SUBJECTS = 100_000
+
+
+def caller_key(principal: Principal, settings: Settings) -> str:
+    """Who is counted: the subject of an issuer within an account; a token without `sub` counts alone."""
+    claims = principal.claims
+    subject = principal.subject or "~" + hashlib.sha256(
+        orjson.dumps(claims, option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()[:32]
+    return orjson.dumps([claims.get("iss"), claim_path(claims, settings.auth.account_claim), subject],
+                        default=str).decode()
+
+
+class RateLimiter:
+    """`per_minute` requests a minute for each subject, in bursts of up to `per_minute`."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = per_minute / 60.0
+        self.burst = float(per_minute)
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # subject -> (tokens, at)
+
+    def take(self, subject: str) -> None:
+        now = self.clock()
+        with self._lock:
+            tokens, at = self._buckets.pop(subject, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - at) * self.rate)
+            if tokens < 1.0:
+                self._buckets[subject] = (tokens, now)
+                wait = math.ceil((1.0 - tokens) / self.rate)
+                raise TooManyRequests(f"too many requests: at most {int(self.burst)} a minute for each caller; "
+                                      f"retry in {wait} s", headers={"Retry-After": str(wait)})
+            self._buckets[subject] = (tokens - 1.0, now)
+            while len(self._buckets) > MAX_SUBJECTS:
+                self._buckets.popitem(last=False)

@@ -1,0 +1,58 @@
+"""What a plugin may add to the command line: commands of its own, load formats for `orgunit-fhir load`, and
+demo data for `orgunit-fhir demo` (and for `serve` on an empty embedded database)."""
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, Engine
+
+from server.ops.progress import Progress
+from server.settings import Settings
+
+
+@dataclass(frozen=True)
+class Command:
+    """`orgunit-fhir <name> ...`: `configure` adds the command's arguments (the engine adds --settings and
+    --database to it and to each of its subcommands); `run` returns the exit status. A command that writes gets
+    its own engine from `server.storage.db.writing_engine(settings)`."""
+
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, Settings], int]
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What a load changed (printed by `load`), and notes for the operator."""
+
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoadFormat:
+    """`orgunit-fhir load <name> PATH ...`: the engine migrates the schema, opens a writing engine, calls
+    `load`, refreshes planner statistics and pre-renders what changed; `configure` adds the format's options."""
+
+    name: str
+    help: str
+    load: Callable[[Engine, str, argparse.Namespace, Progress], LoadReport]
+    configure: Callable[[argparse.ArgumentParser], None] = lambda parser: None
+
+
+@dataclass(frozen=True)
+class DemoData:
+    """Synthetic data for `orgunit-fhir demo --size N --seed S`; `serve` on an empty embedded database writes
+    `default_size` of every one whose `is_empty` says so."""
+
+    name: str
+    generate: Callable[[Engine, int, int, Progress], int]  # (engine, size, seed, progress) -> resources written
+    is_empty: Callable[[Connection], bool]
+    default_size: int = 2000
+    sizes: Sequence[int] = field(default=())  # unused by the engine: sizes worth benchmarking

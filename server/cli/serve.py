@@ -1,0 +1,131 @@
+"""orgunit-fhir serve: check, prepare the embedded database (schema, demo data, bodies), then run uvicorn."""
+from __future__ import annotations
+
+import argparse
+import glob
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+
+import uvicorn
+from sqlalchemy import Engine
+
+from server.access.tokens import mint_token
+from server.app import create_app
+from server.cli.data import ensure_schema, render, write_demo
+from server.context import ServerContext, create_context
+from server.errors import ConfigError
+from server.extensions import Extensions
+from server.http.asgi import ACCESS_LOG_ENV
+from server.ops.checks import check_serving_databases, validate
+from server.ops.logs import configure_logging
+from server.ops.metrics import MULTIPROC_ENV
+from server.settings import DATABASE_ENV, SETTINGS_ENV, Settings
+
+log = logging.getLogger("orgunit_fhir")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="address to listen on (default: server.host, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="TCP port (default: server.port, 8000)")
+    parser.add_argument("--workers", type=int, help="worker processes (default: server.workers)")
+    parser.add_argument("--no-demo", action="store_true", help="do not create demo data in an empty database")
+    parser.add_argument("--no-access-log", action="store_true", help="do not log each request (benchmarks)")
+
+
+def accounts(ctx: ServerContext) -> list[str]:
+    """The accounts that hold data, from the providers' tenancy ([] when the database cannot say)."""
+    try:
+        with ctx.db.connect() as conn:
+            return sorted(ctx.freshness.snapshot(conn).accounts)
+    except Exception:  # noqa: BLE001 - an unreachable or empty database holds no account
+        return []
+
+
+def _is_empty(engine: Engine, extensions: Extensions) -> bool:
+    with engine.connect() as conn:
+        return all(demo.is_empty(conn) for demo in extensions.demos)
+
+
+def _metrics_dir(workers: int) -> str | None:
+    """Several workers add up their metrics through a directory: $PROMETHEUS_MULTIPROC_DIR if set (emptied of
+    a previous run's files), else a new one (removed at exit). Returns the directory made here."""
+    given = os.environ.get(MULTIPROC_ENV)
+    if given:
+        for stale in glob.glob(os.path.join(given, "*.db")):
+            os.remove(stale)
+        return None
+    if workers < 2:
+        return None
+    made = tempfile.mkdtemp(prefix="orgunit-fhir-metrics-")
+    os.environ[MULTIPROC_ENV] = made
+    return made
+
+
+def _prepare_databases(settings: Settings, extensions: Extensions, ctx: ServerContext, demo: bool) -> None:
+    if settings.database_url.startswith("sqlite"):
+        ensure_schema(settings, extensions)
+        if demo and extensions.demos and _is_empty(ctx.db, extensions):
+            write_demo(settings, extensions, None, 42)
+        render(settings)  # the embedded database is ours to write: bodies for these settings
+    for check in check_serving_databases(settings, extensions.schema):  # refuses a schema behind
+        log.log(logging.INFO if check.current else logging.WARNING, check.describe())
+
+
+def _banner(settings: Settings, ctx: ServerContext, host: str, port: int) -> None:
+    print(f"FHIR base: http://{host}:{port}/fhir", file=sys.stderr, flush=True)
+    if not settings.database_url.startswith("sqlite"):  # a production log gets no token
+        print("tokens: from your identity provider, or `orgunit-fhir token` with the HMAC secret",
+              file=sys.stderr, flush=True)
+        return
+    try:
+        ctx.freshness.expire()
+        held = accounts(ctx)
+        account = ("default" if "default" in held else held[0]) if len(held) > 1 else None
+        token = mint_token(settings, ttl=24 * 3600, account=account)
+        print(f"A token valid for 24 hours{f' (account {account})' if account else ''}:\n{token}",
+              file=sys.stderr, flush=True)
+    except ConfigError as exc:
+        print(f"(no local token: {exc})", file=sys.stderr)
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
+    validate(settings)  # every problem of the settings at once, each naming its key
+    workers = args.workers or settings.server.workers
+    if workers < 1:
+        raise ConfigError("--workers must be at least 1")
+    metrics_dir = _metrics_dir(workers)  # before any app opens its metric files there
+    try:
+        log_config = configure_logging(settings, access_log=not args.no_access_log)
+        ctx = create_context(settings)
+        create_app(settings, context=ctx)  # fail here, with a clear message, before anything is written
+        try:
+            _prepare_databases(settings, extensions, ctx, demo=not args.no_demo)
+            host, port = args.host or settings.server.host, args.port or settings.server.port
+            _banner(settings, ctx, host, port)
+        finally:
+            ctx.db.dispose()
+        if settings.source:
+            os.environ[SETTINGS_ENV] = os.path.abspath(settings.source)
+        if settings.database.url:
+            os.environ[DATABASE_ENV] = settings.database.url
+        os.environ[ACCESS_LOG_ENV] = "0" if args.no_access_log else "1"
+        # SIGTERM: uvicorn stops accepting, lets the requests in flight finish (server.shutdown_grace_seconds),
+        # runs the lifespan shutdown (the pool closes), then raises the signal again: by then the stop was
+        # orderly, so this handler lets serve exit 0
+        previous = signal.signal(signal.SIGTERM, lambda *_: None)
+        try:
+            uvicorn.run("server.http.asgi:create", factory=True, host=host, port=port, workers=workers,
+                        loop="uvloop", http="httptools", log_level="info", proxy_headers=False,
+                        access_log=False,  # the request middleware writes the access log, with the request id
+                        log_config=log_config, timeout_graceful_shutdown=settings.server.shutdown_grace_seconds)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+    log.info("serve: stopped")
+    return 0

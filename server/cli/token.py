@@ -1,0 +1,65 @@
+"""orgunit-fhir token: a JWT signed with the local HMAC key, for the embedded server and tests."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from server.access.tokens import mint_token
+from server.cli.serve import accounts
+from server.context import create_context
+from server.errors import ConfigError
+from server.extensions import Extensions
+from server.ops.checks import embedded_database_missing
+from server.settings import Settings
+
+
+def _claim(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=JSON, e.g. level=3 or 'tags=[\"a\"]', got {text!r}")
+    try:
+        value = json.loads(raw)
+        json.dumps(value, allow_nan=False)  # NaN and Infinity are not JSON either
+    except ValueError:
+        value = raw
+    return key.strip(), value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sub", default="orgunit-fhir-cli", help="the token's subject (default: orgunit-fhir-cli)")
+    parser.add_argument("--permission", action="append", help="permission to grant (repeatable; default: the required one)")
+    parser.add_argument("--ttl", type=int, default=24 * 3600, help="lifetime in seconds (default: one day)")
+    parser.add_argument("--account", metavar="NAME", help="account (tenant) of the caller: sets auth.account_claim")
+    parser.add_argument("--org-unit-root", action="append", dest="org_unit_roots", metavar="REF",
+                        help="resource the caller may read below, as Type/id (Location/12), an id (12) or an "
+                             "identifier (system|value): adds to auth.roots_claim (repeatable)")
+    parser.add_argument("--claim", action="append", type=_claim, default=[], metavar="KEY=JSON",
+                        help="extra claim, the value parsed as JSON or else taken as a string (repeatable)")
+
+
+def _held_accounts(settings: Settings) -> list[str]:
+    if embedded_database_missing(settings):
+        return []  # never create a database (or its directory) just to look
+    ctx = create_context(settings)
+    try:
+        return accounts(ctx)
+    finally:
+        ctx.db.dispose()
+
+
+def cmd_token(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
+    if args.ttl <= 0:
+        raise ConfigError("--ttl must be a positive number of seconds")
+    print(mint_token(settings, subject=args.sub, permissions=args.permission, ttl=args.ttl,
+                     extra=dict(args.claim), account=args.account, roots=args.org_unit_roots))
+    held = _held_accounts(settings)
+    if args.account is None and "account" not in dict(args.claim) and len(held) > 1 \
+            and not settings.auth.default_account:
+        print(f"note: this server holds several accounts ({', '.join(held)}): a token without --account "
+              "is refused (403); pass --account", file=sys.stderr)
+    elif args.account is not None and held and args.account not in held:
+        print(f"note: no data source belongs to account {args.account!r} (accounts: {', '.join(held)}): "
+              "this token sees an empty server", file=sys.stderr)
+    return 0

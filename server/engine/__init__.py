@@ -1,0 +1,1 @@
+"""The FHIR engine: provider declarations, registry, interactions, bundles, capabilities."""

@@ -1,0 +1,168 @@
+"""The CapabilityStatement, generated once from the registry, then amended by plugins."""
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import pluggy
+
+from server.engine.provider import ResourceProvider, StaticProvider
+from server.engine.registry import Registry
+from server.settings import Settings
+
+FORMATS = ["application/fhir+json", "json", "application/fhir+xml", "xml"]
+MCSD_DIRECTORY = "https://profiles.ihe.net/ITI/mCSD/CapabilityStatement/IHE.mCSD.Directory"
+RESULT_PARAMETERS = (
+    "Result parameters: _count (default {default}, at most {max}), _skip, _sort (comma-separated, '-' descending; "
+    "ties broken by id), _total (none, estimate, accurate), _summary (true, data, count, false), _elements, "
+    "_include / _include:iterate, _revinclude, _format (json, xml), _pretty. Modifiers: :missing on every "
+    "parameter, :not on tokens, :text on type and identifier, :exact and :contains on strings, :below and :above "
+    "on partof. Unknown parameters are ignored (listed nowhere in the self link) unless Prefer: handling=strict."
+)
+
+
+def software_version() -> str:
+    try:
+        return version("orgunit-fhir")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+def _interactions(rtype: str, versioned: bool) -> list[dict[str, str]]:
+    out = [{"code": "read", "documentation": f"GET [base]/{rtype}/[id]; 410 if deleted"}]
+    if versioned:
+        out += [
+            {"code": "vread", "documentation": f"GET [base]/{rtype}/[id]/_history/[vid]"},
+            {"code": "history-instance", "documentation": f"GET [base]/{rtype}/[id]/_history (_since, _at, _count)"},
+            {"code": "history-type", "documentation": f"GET [base]/{rtype}/_history (_since, _at, _count): "
+                                                      "every version, newest first"},
+        ]
+    out.append({"code": "search-type", "documentation": f"GET [base]/{rtype}?[parameters]"})
+    return out
+
+
+def _includes(provider: Any, registry: Registry) -> tuple[list[str], list[str]]:
+    forward = [f"{provider.resource_type}:{p.name}" for p in provider.params_by_name.values() if p.type == "reference"]
+    reverse = [f"{other.resource_type}:{p.name}" for other in registry if isinstance(other, ResourceProvider)
+               for p in other.params_by_name.values()
+               if p.type == "reference" and any(getattr(t, "resource_type", None) == provider.resource_type
+                                                for t in p.targets)]
+    return forward, reverse
+
+
+def _static_resource(provider: StaticProvider) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "type": provider.resource_type,
+        "profile": f"http://hl7.org/fhir/StructureDefinition/{provider.resource_type}",
+        "interaction": [{"code": "read"}, {"code": "search-type"}],
+        "versioning": "no-version",
+        "readHistory": False,
+        "updateCreate": False,
+        "searchParam": [
+            {"name": "_id", "definition": "http://hl7.org/fhir/SearchParameter/Resource-id", "type": "token"},
+            {"name": "url", "definition": "http://hl7.org/fhir/SearchParameter/conformance-url", "type": "uri",
+             "documentation": "The canonical URL, exactly"},
+        ],
+    }
+    if provider.documentation:
+        entry["documentation"] = provider.documentation
+    return entry
+
+
+def _resource(provider: Any, settings: Settings, registry: Registry) -> dict[str, Any]:
+    if isinstance(provider, StaticProvider):
+        return _static_resource(provider)
+    entry: dict[str, Any] = {
+        "type": provider.resource_type,
+        "profile": provider.profile or f"http://hl7.org/fhir/StructureDefinition/{provider.resource_type}",
+        "interaction": _interactions(provider.resource_type, provider.versioning is not None),
+        "versioning": "versioned" if provider.versioning is not None else "no-version",
+        "readHistory": provider.versioning is not None,
+        "updateCreate": False,
+        "conditionalCreate": False,
+        "conditionalRead": "full-support",
+        "conditionalUpdate": False,
+        "conditionalDelete": "not-supported",
+    }
+    if provider.documentation:
+        entry["documentation"] = provider.documentation
+    params = [
+        {k: v for k, v in {"name": p.name, "definition": p.definition, "type": p.type,
+                           "documentation": p.documentation}.items() if v}
+        for p in provider.params_by_name.values()
+    ]
+    params += [
+        {"name": "_count", "type": "number",
+         "documentation": f"Page size; default {settings.fhir.default_count}, at most {settings.fhir.max_count} "
+                          "(larger values are clamped); 0 returns the total only"},
+        {"name": "_skip", "type": "number", "documentation": "Number of matches to skip (paging offset)"},
+    ]
+    entry["searchParam"] = params
+    forward, reverse = _includes(provider, registry)
+    if forward:
+        entry["searchInclude"] = forward
+    if reverse:
+        entry["searchRevInclude"] = reverse
+    if provider.operations:
+        entry["operation"] = [
+            {"name": op.name, "definition": op.definition, "documentation": op.documentation}
+            for op in provider.operations
+        ]
+    return entry
+
+
+def build_capability_statement(registry: Registry, settings: Settings, pm: pluggy.PluginManager) -> dict[str, Any]:
+    now = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    statement: dict[str, Any] = {
+        "resourceType": "CapabilityStatement",
+        "name": "OrgUnitFhirServer",
+        "title": "Organization units as FHIR R4 Location resources (read-only)",
+        "status": "active",
+        "experimental": False,
+        "date": now,
+        "publisher": settings.fhir.publisher or settings.fhir.software_name,
+        "description": "Read-only FHIR R4 server publishing a health-system organization-unit pyramid. "
+                       "GET and HEAD only; every request needs a JWT bearer token. It instantiates the IHE mCSD "
+                       "Directory capability statement for reading (ITI-90 search, ITI-91 _history) and differs by "
+                       "design: no create/update/delete, no POST [base]/[type]/_search, no transaction.",
+        "instantiates": [MCSD_DIRECTORY],
+        "kind": "instance",
+        "software": {"name": settings.fhir.software_name, "version": software_version()},
+        "implementation": {"description": "orgunit-fhir"},
+        "fhirVersion": "4.0.1",
+        "format": list(FORMATS),
+        "rest": [{
+            "mode": "server",
+            "documentation": "Search results are ordered by id unless _sort says otherwise; follow the next link "
+                             "to page. " + RESULT_PARAMETERS.format(default=settings.fhir.default_count,
+                                                                   max=settings.fhir.max_count),
+            "security": {
+                "cors": bool(settings.server.cors_origins),
+                "service": [{
+                    "coding": [{"system": "http://terminology.hl7.org/CodeSystem/restful-security-service",
+                                "code": "OAuth", "display": "OAuth"}],
+                    "text": "Bearer JWT",
+                }],
+                "description": "Send 'Authorization: Bearer <JWT>'. The token must carry the permission "
+                               f"'{settings.auth.permission}' in the '{settings.auth.permission_claim}' claim "
+                               "or in a space-separated 'scope'. Missing or invalid tokens get 401, "
+                               "tokens without the permission 403. Every answer is limited to the account named "
+                               f"by the '{settings.auth.account_claim}' claim and to the org-unit subtrees listed "
+                               f"in the '{settings.auth.roots_claim}' claim, if any; ids outside them are "
+                               "answered as unknown ids (404).",
+            },
+        }],
+    }
+    resources = [_resource(p, settings, registry) for p in registry]
+    if resources:
+        statement["rest"][0]["resource"] = resources
+    pm.hook.update_capability_statement(statement=statement, settings=settings)
+    return statement
+
+
+def for_base(statement: dict[str, Any], base: str) -> dict[str, Any]:
+    out = copy.copy(statement)
+    out["implementation"] = {**statement["implementation"], "url": base}
+    return out

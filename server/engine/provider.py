@@ -1,0 +1,239 @@
+"""What a provider declares: a resource type, where its rows live, how a row becomes a resource,
+its typed search parameters bound to columns, and its operations. The engine does the rest."""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlalchemy import ColumnElement, FromClause, Select
+from sqlalchemy.engine import RowMapping
+
+from server.errors import ConfigError
+
+SearchParamType = Literal["string", "token", "reference", "date", "special"]
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
+RESOURCE_TYPE_RE = re.compile(r"^[A-Z][A-Za-z]+$")
+
+
+@dataclass(frozen=True)
+class Through:
+    """A side table holding several values per resource: `key` points at the provider's id."""
+
+    table: FromClause
+    key: ColumnElement[Any]
+    where: ColumnElement[bool] | None = None
+
+
+@dataclass(frozen=True)
+class StringTarget:
+    normalized: ColumnElement[Any]  # holds server.engine.text.normalize(text)
+    exact: ColumnElement[Any]
+    through: Through | None = None
+
+
+@dataclass(frozen=True)
+class TokenTarget:
+    code: ColumnElement[Any]
+    system: str | ColumnElement[Any] | None = None
+    codes: Mapping[str, tuple[Any, ...]] | None = None  # FHIR code -> stored values; closes the value set
+    prefix: str = ""  # a value written "<prefix><stored>" (urn:uuid:...) also matches
+    through: Through | None = None
+    text: ColumnElement[Any] | None = None  # what :text matches (case-insensitive starts-with)
+
+
+@dataclass(frozen=True)
+class ReferenceTarget:
+    column: ColumnElement[Any]
+    resource_type: str
+    path: ColumnElement[Any] | None = None  # materialized path "/root/.../self/" of the same table: :below, :above
+
+
+@dataclass(frozen=True)
+class DateTarget:
+    column: ColumnElement[Any]  # a timezone-aware instant, stored in UTC
+
+
+@dataclass(frozen=True)
+class NearTarget:
+    """The R4 `near` special parameter over a position in decimal degrees."""
+
+    latitude: ColumnElement[Any]
+    longitude: ColumnElement[Any]
+
+
+Target = StringTarget | TokenTarget | ReferenceTarget | DateTarget | NearTarget
+TARGET_TYPES: dict[str, type] = {"string": StringTarget, "token": TokenTarget, "reference": ReferenceTarget,
+                                 "date": DateTarget, "special": NearTarget}
+
+
+@dataclass(frozen=True)
+class SearchParam:
+    name: str
+    type: SearchParamType
+    targets: tuple[Target, ...]
+    documentation: str
+    definition: str | None = None  # canonical URL of the SearchParameter (the HL7 one for standard parameters)
+    sort: ColumnElement[Any] | None = None  # what _sort orders by; None: not sortable
+
+    @property
+    def modifiers(self) -> frozenset[str]:
+        if self.type == "string":
+            return frozenset({"exact", "contains", "missing"})
+        if self.type == "token":
+            has_text = any(isinstance(t, TokenTarget) and t.text is not None for t in self.targets)
+            return frozenset({"not", "missing", *(["text"] if has_text else [])})
+        if self.type == "reference":
+            hierarchy = all(isinstance(t, ReferenceTarget) and t.path is not None for t in self.targets)
+            return frozenset({"missing", *(["below", "above"] if hierarchy else [])})
+        if self.type == "date":
+            return frozenset({"missing"})
+        return frozenset()
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An instance operation answered as a named search: `clause(id)` is added to the search."""
+
+    name: str
+    param: str  # the search parameter the instance id is bound to (children: partof)
+    documentation: str
+    definition: str
+
+
+@dataclass(frozen=True)
+class Versioning:
+    """How the provider keeps versions: current-row columns, and a table with one row per version
+    holding what `to_resource` takes (as JSON), or a deletion."""
+
+    version: ColumnElement[Any]
+    last_updated: ColumnElement[Any]
+    deleted: ColumnElement[Any]
+    history: FromClause
+    history_id: ColumnElement[Any]
+    history_version: ColumnElement[Any]
+    history_updated: ColumnElement[Any]
+    history_deleted: ColumnElement[Any]
+    history_snapshot: ColumnElement[Any]
+
+
+@dataclass(frozen=True)
+class Prerendered:
+    """Each version rendered once (`to_resource` of its snapshot, as compact JSON) into `body`, a column of the
+    versioning's history table, and spliced into responses. `fingerprint` names everything besides the snapshot
+    that the rendering depends on (settings, code): the engine re-renders when it changes. `storable(snapshot)`
+    says whether a rendering stays right as time passes (a false one is rendered per request)."""
+
+    body: ColumnElement[Any]
+    fingerprint: str
+    storable: Callable[[Mapping[str, Any]], bool] = lambda snapshot: True
+    # when the search columns leave something out (a large element): the rows whose body also serves search pages
+    in_search: ColumnElement[bool] | None = None
+
+
+@dataclass(frozen=True)
+class Tenancy:
+    """Who sees which rows. Every row belongs to a partition (`partition`, a column of the provider's table);
+    `partitions` selects (partition key, account, served) for every partition: a caller sees the rows of the
+    served partitions of its account only. `path`, a materialized path "/root/.../self/" of the same table,
+    lets a caller be restricted to subtrees; their roots are ids or `system|value` identifiers resolved with
+    the token search parameter `roots_by`."""
+
+    partition: ColumnElement[Any]
+    partitions: Select[Any]
+    path: ColumnElement[Any] | None = None
+    roots_by: str | None = None
+
+
+LAST_UPDATED = "http://hl7.org/fhir/SearchParameter/Resource-lastUpdated"
+RESOURCE_ID = "http://hl7.org/fhir/SearchParameter/Resource-id"
+
+
+@dataclass(frozen=True)
+class ResourceProvider:
+    resource_type: str
+    table: FromClause
+    id_column: ColumnElement[Any]
+    columns: tuple[ColumnElement[Any], ...]
+    to_resource: Callable[[RowMapping], dict[str, Any]]
+    search_params: tuple[SearchParam, ...] = ()
+    operations: tuple[Operation, ...] = ()
+    from_clause: FromClause | None = None  # the table joined with what to_resource needs
+    search_columns: tuple[ColumnElement[Any], ...] | None = None  # fewer columns for search pages (default: columns)
+    versioning: Versioning | None = None
+    last_updated: ColumnElement[Any] | None = None  # default: versioning.last_updated; gives _lastUpdated
+    # element -> resource type of the references to_resource writes there (e.g. managingOrganization ->
+    # Organization); when no provider serves that type, the engine leaves the `reference` out
+    references: Mapping[str, str] = field(default_factory=dict)
+    prerendered: Prerendered | None = None  # needs versioning
+    tenancy: Tenancy | None = None  # None: every caller sees every row
+    profile: str | None = None
+    documentation: str | None = None
+    params_by_name: Mapping[str, SearchParam] = field(init=False, repr=False, compare=False)
+    operations_by_name: Mapping[str, Operation] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        params = {"_id": SearchParam("_id", "token", (TokenTarget(self.id_column),),
+                                     "Logical id; a comma gives several (OR)", RESOURCE_ID, sort=self.id_column)}
+        params.update({p.name: p for p in self.search_params})
+        last_updated = self.last_updated if self.last_updated is not None else (
+            self.versioning.last_updated if self.versioning is not None else None)
+        if last_updated is not None:
+            params["_lastUpdated"] = SearchParam(
+                "_lastUpdated", "date", (DateTarget(last_updated),),
+                "When the resource last changed: eq, ne, gt, lt, ge, le, sa, eb with a date or instant "
+                "(2025, 2025-03, 2025-03-04, 2025-03-04T10:20:30Z)", LAST_UPDATED, sort=last_updated)
+        object.__setattr__(self, "params_by_name", params)
+        object.__setattr__(self, "operations_by_name", {o.name: o for o in self.operations})
+
+    @property
+    def source(self) -> FromClause:
+        return self.from_clause if self.from_clause is not None else self.table
+
+    def check(self) -> None:
+        """Refuse a bad declaration at start-up rather than at the first request."""
+        where = f"provider {self.resource_type}"
+        if not RESOURCE_TYPE_RE.match(self.resource_type):
+            raise ConfigError(f"{where}: resource type must look like 'Location'")
+        if len({p.name for p in self.search_params}) != len(self.search_params):
+            raise ConfigError(f"{where}: duplicate search parameter names")
+        if len(self.operations_by_name) != len(self.operations):
+            raise ConfigError(f"{where}: duplicate operation names")
+        for param in self.search_params:
+            if not NAME_RE.match(param.name):
+                raise ConfigError(f"{where}: search parameter {param.name!r} is not a valid name")
+            expected = TARGET_TYPES.get(param.type)
+            if expected is None:
+                raise ConfigError(f"{where}: search parameter {param.name} has unknown type {param.type!r}")
+            if not param.targets or not all(isinstance(t, expected) for t in param.targets):
+                raise ConfigError(f"{where}: search parameter {param.name} ({param.type}) needs {expected.__name__} targets")
+        if self.tenancy is not None and self.tenancy.roots_by is not None and \
+                getattr(self.params_by_name.get(self.tenancy.roots_by), "type", None) != "token":
+            raise ConfigError(f"{where}: tenancy.roots_by must name a token search parameter")
+        if self.prerendered is not None and self.versioning is None:
+            raise ConfigError(f"{where}: prerendered bodies are kept per version: declare versioning too")
+        for op in self.operations:
+            if not NAME_RE.match(op.name):
+                raise ConfigError(f"{where}: operation {op.name!r} is not a valid name")
+            bound = self.params_by_name.get(op.param)
+            if bound is None or bound.type != "reference":
+                raise ConfigError(f"{where}: operation {op.name} must bind a reference search parameter, not {op.param!r}")
+
+
+@dataclass(frozen=True)
+class StaticProvider:
+    """A few resources built in code (canonical resources: OperationDefinition, StructureDefinition,
+    CodeSystem...), read and searched by `_id` and `url` in memory. `load` may read the database."""
+
+    resource_type: str
+    load: Callable[..., Sequence[dict[str, Any]]]  # (connection) -> resources, each with an id
+    documentation: str | None = None
+    per_account: bool = False  # load(connection, account): what the caller's account (None: every one) sees
+
+    def check(self) -> None:
+        if not RESOURCE_TYPE_RE.match(self.resource_type):
+            raise ConfigError(f"provider {self.resource_type}: resource type must look like 'CodeSystem'")
+
+
+AnyProvider = ResourceProvider | StaticProvider

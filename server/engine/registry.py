@@ -1,0 +1,92 @@
+"""Providers by resource type, built once at start-up from the plugins' hook results."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pluggy
+
+from server.errors import ConfigError, ResourceTypeNotSupported
+from server.engine.provider import (
+    AnyProvider,
+    ReferenceTarget,
+    ResourceProvider,
+    StaticProvider,
+)
+from server.declared import declared
+from server.settings import Settings
+
+
+def _without_references(to_resource: Callable[[Any], dict[str, Any]],
+                        elements: frozenset[str]) -> Callable[[Any], dict[str, Any]]:
+    def render(row: Any) -> dict[str, Any]:
+        resource = to_resource(row)
+        for element in elements:
+            value = resource.get(element)
+            if isinstance(value, dict) and "reference" in value:
+                value = {k: v for k, v in value.items() if k != "reference"}
+                if value:
+                    resource[element] = value
+                else:
+                    del resource[element]
+        return resource
+
+    return render
+
+
+def _link(provider: ResourceProvider, served: frozenset[str]) -> ResourceProvider:
+    """References to a type no provider serves are neither written nor searchable."""
+    dangling = frozenset(e for e, rtype in provider.references.items() if rtype not in served)
+    params = tuple(p for p in provider.search_params if p.type != "reference" or any(
+        isinstance(t, ReferenceTarget) and t.resource_type in served for t in p.targets))
+    prerendered = provider.prerendered
+    if prerendered is not None:  # the stored bodies must name what besides the provider made them
+        prerendered = replace(prerendered, fingerprint=f"{prerendered.fingerprint};engine={_engine_rendering()};"
+                                                       f"without={','.join(sorted(dangling))}")
+    if not dangling:
+        return replace(provider, search_params=params, prerendered=prerendered)
+    return replace(provider, search_params=params, to_resource=_without_references(provider.to_resource, dangling),
+                   prerendered=prerendered)
+
+
+@functools.cache
+def _engine_rendering() -> str:
+    """The engine code and library a stored body's bytes also depend on (instants, stripped references, JSON)."""
+    from server.engine import instants as http_dates
+
+    digest = hashlib.sha256(orjson.__version__.encode())
+    for module in (http_dates, sys.modules[__name__]):
+        digest.update(Path(module.__file__ or "").read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Registry:
+    providers: Mapping[str, AnyProvider]
+
+    @classmethod
+    def collect(cls, pm: pluggy.PluginManager, settings: Settings) -> Registry:
+        providers: dict[str, AnyProvider] = {}
+        for plugin, provider in declared(pm, "register_resource_providers", settings, (ResourceProvider, StaticProvider)):
+            provider.check()
+            if provider.resource_type in providers:
+                raise ConfigError(f"plugin {plugin}: resource type {provider.resource_type} is already provided")
+            providers[provider.resource_type] = provider
+        served = frozenset(providers)
+        linked = {t: _link(p, served) if isinstance(p, ResourceProvider) else p for t, p in providers.items()}
+        return cls(dict(sorted(linked.items())))
+
+    def get(self, resource_type: str) -> AnyProvider:
+        provider = self.providers.get(resource_type)
+        if provider is None:
+            raise ResourceTypeNotSupported(f"resource type {resource_type!r} is not supported by this server")
+        return provider
+
+    def __iter__(self) -> Iterator[AnyProvider]:
+        return iter(self.providers.values())

@@ -1,0 +1,48 @@
+"""What the enabled plugins add besides providers, collected once: migration chains (the schema), commands,
+load formats and demo data."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pluggy
+
+from server.cli.extensions import Command, DemoData, LoadFormat
+from server.errors import ConfigError
+from server.declared import declared
+from server.plugins import get_plugin_manager
+from server.settings import Settings
+from server.storage.migrate import Migrations, Schema
+
+ENGINE_COMMANDS = frozenset({"serve", "demo", "load", "render", "migrate", "check-config", "token"})
+
+
+def _unique(kind: str, items: list[tuple[str, str, object]], taken: frozenset[str] = frozenset()) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for plugin, name, item in items:
+        if name in found or name in taken:
+            raise ConfigError(f"plugin {plugin}: {kind} {name!r} is already defined")
+        found[name] = item
+    return found
+
+
+@dataclass(frozen=True)
+class Extensions:
+    schema: Schema
+    commands: Mapping[str, Command]
+    load_formats: Mapping[str, LoadFormat]
+    demos: tuple[DemoData, ...]
+
+    @classmethod
+    def collect(cls, pm: pluggy.PluginManager, settings: Settings) -> Extensions:
+        chains = [chain for _, chain in declared(pm, "register_migrations", settings, Migrations)]
+        commands = _unique("command", [(p, c.name, c) for p, c in declared(pm, "register_commands", settings, Command)],
+                           ENGINE_COMMANDS)
+        formats = _unique("load format", [(p, f.name, f) for p, f in
+                                          declared(pm, "register_load_formats", settings, LoadFormat)])
+        demos = tuple(d for _, d in declared(pm, "register_demo_data", settings, DemoData))
+        return cls(Schema.of(chains), commands, formats, demos)  # type: ignore[arg-type]
+
+
+def load_extensions(settings: Settings) -> Extensions:
+    return Extensions.collect(get_plugin_manager(settings), settings)

@@ -1,0 +1,1 @@
+"""HTTP: routes, the request pipeline, content negotiation, conditional requests, XML."""

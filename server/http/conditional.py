@@ -1,0 +1,51 @@
+"""ETag / Last-Modified validators and conditional GET (If-None-Match, If-Modified-Since -> 304)."""
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from starlette.datastructures import Headers
+
+from server.engine.instants import as_utc, http_date
+from server.engine.rendered import Rendered
+
+
+def validators(body: dict[str, Any] | Rendered, content: bytes) -> tuple[str, datetime | None]:
+    """A resource's ETag is its version; anything else (Bundles, capabilities) is tagged by its bytes."""
+    if isinstance(body, Rendered):
+        if body.version_id is not None:
+            return f'W/"{body.version_id}"', body.last_updated
+        body = body.resource()
+    meta = body.get("meta") or {}
+    if "versionId" in meta and body.get("resourceType") not in ("Bundle", "CapabilityStatement"):
+        updated = as_utc(meta["lastUpdated"].replace("Z", "+00:00")) if "lastUpdated" in meta else None
+        return f'W/"{meta["versionId"]}"', updated
+    return f'W/"{hashlib.sha1(content).hexdigest()[:20]}"', None
+
+
+def headers_for(etag: str, last_modified: datetime | None) -> dict[str, str]:
+    out = {"ETag": etag}
+    if last_modified is not None:
+        out["Last-Modified"] = http_date(last_modified)
+    return out
+
+
+def _opaque(tag: str) -> str:
+    return tag.strip().removeprefix("W/")
+
+
+def not_modified(request_headers: Headers, etag: str, last_modified: datetime | None) -> bool:
+    if_none_match = request_headers.get("if-none-match")
+    if if_none_match is not None:
+        tags = [t for t in if_none_match.split(",") if t.strip()]
+        return any(t.strip() == "*" or _opaque(t) == _opaque(etag) for t in tags)
+    since = request_headers.get("if-modified-since")
+    if since and last_modified is not None:
+        try:
+            when = as_utc(parsedate_to_datetime(since))
+        except (TypeError, ValueError, OverflowError):  # OverflowError: a date whose UTC is past year 1..9999
+            return False
+        return as_utc(last_modified).replace(microsecond=0) <= when
+    return False

@@ -1,0 +1,1 @@
+"""Operations: health, metrics, logs, configuration checks, progress lines."""

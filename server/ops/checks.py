@@ -1,0 +1,131 @@
+"""What `serve` and `check-config` verify before serving: the operational settings, then each database."""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.pool import NullPool
+
+from server.errors import ConfigError
+from server.ops.logs import LOG_FORMATS
+from server.settings import Settings
+from server.storage.db import normalize_url
+from server.storage.migrate import Schema, describe
+from server.storage.replicas import PRIMARY, Target, replica_targets
+
+MIN_METRICS_TOKEN = 16
+
+
+def problems(settings: Settings) -> list[str]:
+    """Settings that parse but cannot work, each as a message naming the key."""
+    server, database = settings.server, settings.database
+    found: list[str] = []
+    if server.log_format not in LOG_FORMATS:
+        found.append(f"server.log_format: expected one of {', '.join(LOG_FORMATS)}, got {server.log_format!r}")
+    if server.workers < 1:
+        found.append("server.workers: must be at least 1")
+    if not 0 < server.port < 65536:
+        found.append(f"server.port: {server.port} is not a TCP port")
+    if server.metrics_token is not None and len(server.metrics_token) < MIN_METRICS_TOKEN:
+        found.append(f"server.metrics_token: use at least {MIN_METRICS_TOKEN} characters (a random string)")
+    if database.pool_size < 1:
+        found.append("database.pool_size: must be at least 1")
+    if database.read_urls and not _is_postgresql(settings.database_url):
+        found.append("database.read_urls: replicas need a PostgreSQL primary in database.url")
+    for i, url in enumerate(database.read_urls, 1):
+        if not _is_postgresql(url):
+            found.append(f"database.read_urls[{i}]: expected postgresql://user@host:port/db, got {_safe(url)!r}")
+    multiproc = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if multiproc and not (Path(multiproc).is_dir() and os.access(multiproc, os.W_OK)):
+        found.append(f"$PROMETHEUS_MULTIPROC_DIR: {multiproc} is not a writable directory")
+    return found
+
+
+def validate(settings: Settings) -> None:
+    found = problems(settings)
+    if found:
+        raise ConfigError("; ".join(found))
+
+
+@dataclass(frozen=True)
+class DatabaseCheck:
+    name: str                 # primary, replica1, ...
+    url: str                  # without its password
+    reachable: bool
+    revision: Mapping[str, str | None] | None
+    head: Mapping[str, str | None]
+    error: str | None = None
+
+    @property
+    def current(self) -> bool:
+        return self.reachable and self.revision == self.head
+
+    def describe(self) -> str:
+        where = f"database {self.name} ({self.url})"
+        if not self.reachable:
+            return f"{where}: unreachable: {self.error}"
+        if not self.current:
+            return (f"{where}: schema at {describe(self.revision or {})} but this server needs {describe(self.head)}: "
+                    "run `orgunit-fhir migrate --database <url>` with a role that may alter the schema")
+        return f"{where}: reachable, schema {describe(self.revision or {})} (current)"
+
+
+def serving_targets(settings: Settings) -> tuple[Target, ...]:
+    """Every database `serve` may read from: the replicas first, then the primary."""
+    return (*replica_targets(settings.database.read_urls, normalize_url),
+            Target(PRIMARY, normalize_url(settings.database_url)))
+
+
+def check_database(target: Target, schema: Schema, timeout_s: int = 5) -> DatabaseCheck:
+    head = schema.heads()
+    connect_args = {"connect_timeout": timeout_s} if target.url.startswith("postgresql") else {}
+    try:
+        engine = create_engine(target.url, connect_args=connect_args, poolclass=NullPool)
+    except (ArgumentError, ImportError) as exc:  # not a URL of ours: problems() names it
+        return DatabaseCheck(target.name, _safe(target.url), False, None, head, f"{type(exc).__name__}: {exc}")
+    try:
+        with engine.connect() as conn:
+            revision = schema.current(conn)
+    except DBAPIError as exc:
+        cause = exc.orig or exc
+        detail = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        return DatabaseCheck(target.name, _safe(target.url), False, None, head, detail)
+    finally:
+        engine.dispose()
+    return DatabaseCheck(target.name, _safe(target.url), True, revision, head)
+
+
+def check_serving_databases(settings: Settings, schema: Schema) -> list[DatabaseCheck]:
+    """The checks of `serve` at start-up: it refuses a schema that is behind, and starts as long as one
+    database answers (a replica that is down is skipped until it returns)."""
+    checks = [check_database(t, schema) for t in serving_targets(settings)]
+    behind = [c for c in checks if c.reachable and not c.current]
+    if behind:
+        raise ConfigError("; ".join(c.describe() for c in behind))
+    if not any(c.reachable for c in checks):
+        raise ConfigError("; ".join(c.describe() for c in checks))
+    return checks
+
+
+def embedded_database_missing(settings: Settings) -> bool:
+    url = make_url(settings.database_url)
+    return url.get_backend_name() == "sqlite" and bool(url.database) and not Path(str(url.database)).exists()
+
+
+def _is_postgresql(url: str) -> bool:
+    try:
+        return make_url(url).get_backend_name() == "postgresql"
+    except ArgumentError:
+        return False
+
+
+def _safe(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(not a URL)"

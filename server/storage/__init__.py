@@ -1,0 +1,1 @@
+"""Engine-level storage: connections, replicas, timeouts, migrations, pre-rendered bodies, freshness."""

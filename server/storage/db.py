@@ -1,0 +1,79 @@
+"""Database engines for SQLite (embedded default) and PostgreSQL (production)."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+from server.settings import Settings
+from server.storage.replicas import MAX_OVERFLOW, PRIMARY, Target, create_read_engine, replica_targets
+from server.storage.timeouts import install_sqlite_timeout
+
+
+def normalize_url(url: str) -> str:
+    """postgresql://... means psycopg 3 here."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def create_db_engine(settings: Settings, *, writing: bool = False) -> Engine:
+    """The serving engine has the per-statement timeout and reads from `database.read_urls` when there are
+    any; a writing one (migrate, load, demo) has no timeout and always uses the primary, `database.url`."""
+    url = normalize_url(settings.database_url)
+    if url.startswith("sqlite"):
+        path = make_url(url).database
+        if writing and path and path != ":memory:":  # the writer creates the file (serve migrates it first)
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+        if not writing:
+            install_sqlite_timeout(engine, settings.database.statement_timeout_ms)
+        return engine
+    if writing:
+        return create_engine(url, pool_pre_ping=True,
+                             connect_args={"options": "-c statement_timeout=0", "connect_timeout": 5})
+    # serving: a connection is not pinged at checkout (a round trip per request): a dropped one fails its
+    # request once, which the endpoint repeats (reads are safe to repeat) on a fresh connection
+    connect_args = {"options": f"-c statement_timeout={settings.database.statement_timeout_ms}", "connect_timeout": 5,
+                    **DEAD_PEER}
+    if settings.database.read_urls:  # replicas serve the reads; the primary only when none answers
+        return create_read_engine(replica_targets(settings.database.read_urls, normalize_url), Target(PRIMARY, url),
+                                  pool_size=settings.database.pool_size, connect_args=connect_args,
+                                  retry_after_s=settings.database.replica_retry_seconds)
+    return create_engine(url, pool_size=settings.database.pool_size, max_overflow=MAX_OVERFLOW,
+                         connect_args=connect_args, hide_parameters=True)
+
+
+# a database that vanishes without closing its connections (a dropped network) is noticed in about 40 s,
+# not after the kernel's 15 minutes of retransmissions
+DEAD_PEER = {"keepalives": 1, "keepalives_idle": 15, "keepalives_interval": 5, "keepalives_count": 3,
+             "tcp_user_timeout": 30_000}
+
+
+def analyze(engine: Engine) -> None:
+    """Fresh planner statistics after a load: a plan made without them can sort a whole table for one page."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE")
+
+
+@contextmanager
+def writing_engine(settings: Settings) -> Iterator[Engine]:
+    """An engine on the primary for a command that writes (no statement timeout), disposed afterwards."""
+    engine = create_db_engine(settings, writing=True)
+    try:
+        yield engine
+    finally:
+        engine.dispose()

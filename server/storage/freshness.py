@@ -1,0 +1,124 @@
+"""What `load`, `demo` and `versions set-default` change under a running server, re-read at most once a second:
+which stored bodies it may splice, each versioned type's generation (its newest version), which keys the cached
+counts, and each tenanted type's partitions (which account owns them, which are served). So a load shows in
+totals within a second, as in its reads and pages at once."""
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from server.storage.prerender import usable
+from server.engine.provider import ResourceProvider
+from server.engine.registry import Registry
+
+MAX_COUNTS = 10_000
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one database held when last looked at (replaced whole, never changed in place)."""
+
+    checked: float = float("-inf")
+    bodies: frozenset[str] = frozenset()
+    generations: dict[str, Any] = field(default_factory=dict)
+    partitions: dict[str, tuple[tuple[Any, str, bool], ...]] = field(default_factory=dict)  # (key, account, served)
+    accounts: frozenset[str] = frozenset()
+    stamp: int = 0  # changes whenever any of the above does
+
+
+class Freshness:
+    """One snapshot per database (the primary, each replica: `conn.info["database"]`), so that what is cached
+    (counts, visibilities) is keyed by what the database that answers holds, not by what another one held."""
+
+    def __init__(self, registry: Registry, interval_s: float = 1.0) -> None:
+        self.registry = registry
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._snapshots: dict[str, Snapshot] = {}
+
+    def splices(self, conn: Connection, provider: ResourceProvider) -> bool:
+        if provider.prerendered is None:
+            return False
+        return provider.resource_type in self.snapshot(conn).bodies
+
+    def generation(self, conn: Connection, provider: ResourceProvider) -> Any:
+        return self.snapshot(conn).generations.get(provider.resource_type)
+
+    def expire(self) -> None:
+        """Look again at the next request (tests; a server looks once a second)."""
+        with self._lock:
+            self._snapshots = {db: replace(snapshot, checked=float("-inf")) for db, snapshot in self._snapshots.items()}
+
+    def snapshot(self, conn: Connection) -> Snapshot:
+        database = database_of(conn)
+        snapshot = self._snapshots.get(database)
+        if snapshot is not None and time.monotonic() - snapshot.checked < self.interval_s:
+            return snapshot
+        with self._lock:
+            snapshot = self._snapshots.get(database, Snapshot())
+            if time.monotonic() - snapshot.checked < self.interval_s:
+                return snapshot
+            providers = [p for p in self.registry if isinstance(p, ResourceProvider)]
+            generations = {p.resource_type: _generation(conn, p) for p in providers if p.versioning is not None}
+            bodies = usable(conn, self.registry)
+            partitions = {p.resource_type: _partitions(conn, p) for p in providers if p.tenancy is not None}
+            if (generations, bodies, partitions) != (snapshot.generations, snapshot.bodies, snapshot.partitions):
+                # a new object, swapped in whole: a reader never sees half of the old and half of the new
+                snapshot = Snapshot(time.monotonic(), bodies, generations, partitions,
+                                    frozenset(acct for rows in partitions.values() for _, acct, _ in rows),
+                                    snapshot.stamp + 1)
+            else:
+                snapshot = replace(snapshot, checked=time.monotonic())
+            self._snapshots[database] = snapshot
+            return snapshot
+
+    def check(self, conn: Connection) -> None:
+        self.snapshot(conn)
+
+
+def database_of(conn: Connection) -> str:
+    """Which database the connection reads (server.storage.replicas names replicas; else the primary)."""
+    return str(conn.info.get("database", "primary"))
+
+
+def _generation(conn: Connection, provider: ResourceProvider) -> Any:
+    """The newest version's (instant, id, version): any write of a version changes it."""
+    v = provider.versioning
+    assert v is not None
+    row = conn.execute(select(v.history_updated, v.history_id, v.history_version)
+                       .order_by(v.history_updated.desc(), v.history_id.desc(), v.history_version.desc())
+                       .limit(1)).first()
+    return None if row is None else tuple(row)
+
+
+def _partitions(conn: Connection, provider: ResourceProvider) -> tuple[tuple[Any, str, bool], ...]:
+    assert provider.tenancy is not None
+    return tuple(sorted(((key, str(acct), bool(served)) for key, acct, served in
+                         conn.execute(provider.tenancy.partitions)), key=lambda r: (str(r[0]), r[1])))
+
+
+class CountCache:
+    """Totals by (generation, what the search selects), least recently used out first."""
+
+    def __init__(self, size: int = MAX_COUNTS) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._counts: OrderedDict[Hashable, int] = OrderedDict()
+
+    def get(self, key: Hashable, compute: Callable[[], int]) -> int:
+        with self._lock:
+            if key in self._counts:
+                self._counts.move_to_end(key)
+                return self._counts[key]
+        value = compute()
+        with self._lock:
+            self._counts[key] = value
+            while len(self._counts) > self.size:
+                self._counts.popitem(last=False)
+        return value

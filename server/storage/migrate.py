@@ -1,0 +1,114 @@
+"""Schema migrations: one alembic chain per contributor (the engine's own, then each plugin's), each with its
+own version table, run in that order on SQLite and PostgreSQL; and the check that `serve` makes."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from alembic.config import Config
+from alembic.runtime.environment import EnvironmentContext
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, MetaData
+
+from server.errors import ConfigError
+from server.storage.tables import metadata as engine_metadata
+
+
+@dataclass(frozen=True)
+class Migrations:
+    """A plugin's chain of alembic revisions: `directory/versions/*.py`, over the tables of `metadata`,
+    recorded in `version_table` (default `alembic_version_<name>`)."""
+
+    name: str
+    directory: Path
+    metadata: MetaData
+    version_table: str | None = None
+
+    @property
+    def table(self) -> str:
+        return self.version_table or f"alembic_version_{self.name}"
+
+    def config(self) -> Config:
+        config = Config()
+        config.set_main_option("script_location", str(self.directory))
+        return config
+
+    def script(self) -> ScriptDirectory:
+        return ScriptDirectory.from_config(self.config())
+
+    def head(self) -> str | None:
+        heads = self.script().get_heads()
+        if len(heads) > 1:
+            raise ConfigError(f"migrations {self.name}: several heads ({', '.join(heads)}); merge them")
+        return heads[0] if heads else None
+
+    def current(self, conn: Connection) -> str | None:
+        return MigrationContext.configure(conn, opts={"version_table": self.table}).get_current_revision()
+
+    def run(self, conn: Connection, destination: str, *, downgrade: bool = False) -> None:
+        config = self.config()
+        script = ScriptDirectory.from_config(config)
+
+        def steps(rev: Any, _context: Any) -> Any:
+            return script._downgrade_revs(destination, rev) if downgrade else script._upgrade_revs(destination, rev)
+
+        env = EnvironmentContext(config, script, fn=steps, destination_rev=destination)
+        env.configure(connection=conn, target_metadata=self.metadata, version_table=self.table,
+                      render_as_batch=True, compare_type=True)
+        with env.begin_transaction():
+            env.run_migrations()
+
+
+ENGINE_MIGRATIONS = Migrations("engine", Path(__file__).parent / "migrations", engine_metadata)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Every chain the enabled plugins contribute, the engine's first."""
+
+    chains: tuple[Migrations, ...] = (ENGINE_MIGRATIONS,)
+
+    @classmethod
+    def of(cls, contributed: Iterable[Migrations]) -> Schema:
+        chains: dict[str, Migrations] = {ENGINE_MIGRATIONS.name: ENGINE_MIGRATIONS}
+        tables = {ENGINE_MIGRATIONS.table: ENGINE_MIGRATIONS.name}
+        for chain in contributed:
+            known = chains.get(chain.name)
+            if known is not None:
+                if known.directory.resolve() != chain.directory.resolve():
+                    raise ConfigError(f"two plugins contribute different migration chains named {chain.name!r}")
+                continue  # several providers of one package name their package's chain
+            if chain.table in tables:
+                raise ConfigError(f"migrations {chain.name}: version table {chain.table} is {tables[chain.table]}'s")
+            chains[chain.name], tables[chain.table] = chain, chain.name
+        return cls(tuple(chains.values()))
+
+    def chain(self, name: str) -> Migrations:
+        for chain in self.chains:
+            if chain.name == name:
+                return chain
+        raise ConfigError(f"no migration chain named {name!r}; known: {', '.join(c.name for c in self.chains)}")
+
+    def heads(self) -> dict[str, str | None]:
+        return {chain.name: chain.head() for chain in self.chains}
+
+    def current(self, conn: Connection) -> dict[str, str | None]:
+        return {chain.name: chain.current(conn) for chain in self.chains}
+
+    def upgrade(self, engine: Engine, targets: Mapping[str, str] | None = None) -> None:
+        """Each chain to its head (or to the revision `targets` names for it), each in its own transaction."""
+        for chain in self.chains:
+            with engine.begin() as conn:
+                chain.run(conn, (targets or {}).get(chain.name, "heads"))
+
+    def is_current(self, engine: Engine) -> bool:
+        with engine.connect() as conn:
+            return self.current(conn) == self.heads()
+
+
+def describe(revisions: Mapping[str, str | None]) -> str:
+    """`engine e001, orgunits 0007`; a chain never run shows `(none)`."""
+    return ", ".join(f"{name} {rev or '(none)'}" for name, rev in revisions.items())

@@ -1,0 +1,93 @@
+"""Pre-rendered bodies: each version's resource rendered once, as compact FHIR JSON, into its history row.
+
+The writer (load, demo) stores versions; `refresh` renders what is missing after it, and everything again when
+the provider's fingerprint (settings, code) differs from the one the stored bodies were made with. Requests
+splice a stored body when the fingerprints match and render per request otherwise: the bytes are the same.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, Engine, and_, bindparam, delete, insert, select, tuple_, update
+
+from server.engine.provider import Prerendered, ResourceProvider
+from server.engine.registry import Registry
+from server.storage.tables import render_state
+
+BATCH_SIZE = 2000
+log = logging.getLogger("orgunit_fhir")
+
+
+def render(provider: ResourceProvider, snapshot: Any) -> bytes:
+    return orjson.dumps(provider.to_resource(snapshot))
+
+
+def prerendered(registry: Registry) -> Iterator[tuple[ResourceProvider, Prerendered]]:
+    for provider in registry:
+        if isinstance(provider, ResourceProvider) and provider.prerendered is not None:
+            yield provider, provider.prerendered
+
+
+def stored_fingerprint(conn: Connection, resource_type: str) -> str | None:
+    return conn.execute(select(render_state.c.fingerprint)
+                        .where(render_state.c.resource_type == resource_type)).scalar()
+
+
+def _claim(conn: Connection, provider: ResourceProvider, spec: Prerendered) -> bool:
+    """Make the stored bodies this fingerprint's: forget them all when another one made them."""
+    assert provider.versioning is not None
+    stored = stored_fingerprint(conn, provider.resource_type)
+    if stored == spec.fingerprint:
+        return False
+    conn.execute(update(provider.versioning.history).where(spec.body.is_not(None)).values({spec.body.key: None}))
+    conn.execute(delete(render_state).where(render_state.c.resource_type == provider.resource_type))
+    conn.execute(insert(render_state).values(resource_type=provider.resource_type, fingerprint=spec.fingerprint))
+    return True
+
+
+def render_pending(conn: Connection, provider: ResourceProvider, spec: Prerendered, *,
+                   progress: Callable[[int], None] | None = None, batch_size: int = BATCH_SIZE) -> int:
+    """Render every live version without a body (keyset-paged); returns how many were stored."""
+    v = provider.versioning
+    assert v is not None
+    key = tuple_(v.history_id, v.history_version)
+    query = (select(v.history_id, v.history_version, v.history_snapshot)
+             .where(spec.body.is_(None), v.history_deleted.is_(False))
+             .order_by(v.history_id, v.history_version).limit(batch_size))
+    store = (update(v.history)
+             .where(and_(v.history_id == bindparam("b_id"), v.history_version == bindparam("b_version")))
+             .values({spec.body.key: bindparam("b_body")}))
+    last: tuple[Any, Any] | None = None
+    stored = 0
+    while True:
+        rows = conn.execute(query if last is None else query.where(key > tuple_(*last))).all()
+        if not rows:
+            return stored
+        batch = [{"b_id": rid, "b_version": version, "b_body": render(provider, snapshot)}
+                 for rid, version, snapshot in rows if snapshot is not None and spec.storable(snapshot)]
+        if batch:
+            conn.execute(store, batch)
+        stored += len(batch)
+        last = (rows[-1][0], rows[-1][1])
+        if progress is not None:
+            progress(stored)
+
+
+def refresh(engine: Engine, registry: Registry, *, progress: Callable[[int], None] | None = None) -> int:
+    """After a write: claim the bodies for these settings and render what is missing; returns how many."""
+    total = 0
+    for provider, spec in prerendered(registry):
+        with engine.begin() as conn:
+            if _claim(conn, provider, spec):
+                log.info("%s: rendering every version for new settings or code", provider.resource_type)
+            total += render_pending(conn, provider, spec, progress=progress)
+    return total
+
+
+def usable(conn: Connection, registry: Registry) -> frozenset[str]:
+    """The resource types whose stored bodies were rendered with the fingerprint these providers have now."""
+    return frozenset(provider.resource_type for provider, spec in prerendered(registry)
+                     if stored_fingerprint(conn, provider.resource_type) == spec.fingerprint)

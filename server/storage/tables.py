@@ -1,0 +1,12 @@
+"""The engine's own tables (no provider's): which settings and code rendered each type's stored bodies."""
+from __future__ import annotations
+
+from sqlalchemy import Column, MetaData, String, Table
+
+metadata = MetaData()
+
+render_state = Table(
+    "render_state", metadata,
+    Column("resource_type", String, primary_key=True),
+    Column("fingerprint", String, nullable=False),
+)

@@ -1,1 +1,0 @@
-"""The org-unit store: SQLModel tables, database engines, demo data and importers."""

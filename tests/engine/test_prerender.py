@@ -1,0 +1,136 @@
+"""Pre-rendered bodies: stored once per version, spliced into responses, byte for byte what rendering per
+request gives; re-rendered when the settings change; never stored when they would go stale."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+from urllib.parse import parse_qsl
+
+import pytest
+from sqlalchemy import func, select
+
+from server.engine import interactions
+from server.context import ServerContext, create_context
+from server.storage.freshness import Freshness
+from server.http.responses import render
+from server.http.negotiation import FHIR_XML, Format
+from server.storage.prerender import refresh, usable
+from server.engine.rendered import Rendered
+from plugins.orgunits.tables import org_unit_history
+from server.storage.tables import render_state
+from plugins.orgunits.writer import UnitRecord, write_units
+from tests.support.contexts import make_settings
+from tests.support.data import NOW, load_small_pyramid
+
+BASE = "http://fhir.example.org/fhir"
+
+
+def per_request(ctx: ServerContext) -> ServerContext:
+    """The same server, told that no stored body may be used."""
+    never = Freshness(ctx.registry, interval_s=float("inf"))
+    return replace(ctx, freshness=never)
+
+
+Call = Callable[[ServerContext], Any]
+
+
+def _search(query: str) -> Call:
+    return lambda ctx: interactions.search_type(ctx, None, BASE, "Location", parse_qsl(query))
+
+
+REQUESTS: list[Any] = [
+    *(pytest.param(lambda ctx, rid=rid: interactions.read(ctx, None, "Location", rid), id=f"read-{rid}")
+      for rid in ("1", "10", "20", "30", "31", "32")),
+    pytest.param(lambda ctx: interactions.read(ctx, None, "Location", "30", [("_summary", "true")]), id="read-summary"),
+    pytest.param(lambda ctx: interactions.vread(ctx, None, "Location", "20", "1"), id="vread"),
+    pytest.param(_search("_count=100"), id="search-all"),
+    pytest.param(_search("name=ds&_count=1"), id="search-name-paged"),
+    pytest.param(_search("status=active&_elements=name"), id="search-elements"),
+    pytest.param(_search("near=11.7|-3.3|50|km"), id="search-near"),
+    pytest.param(_search("partof:below=2&_sort=-name"), id="search-below-sorted"),
+    pytest.param(_search("_include=Location:partof&_id=30"), id="search-include"),
+    pytest.param(lambda ctx: interactions.run_operation(ctx, None, BASE, "Location", "20", "children", []),
+                 id="children"),
+    pytest.param(lambda ctx: interactions.history_type(ctx, None, BASE, "Location", []), id="history-type"),
+    pytest.param(lambda ctx: interactions.history_instance(ctx, None, BASE, "Location", "31", []),
+                 id="history-instance"),
+]
+
+
+@pytest.mark.parametrize("call", REQUESTS)
+@pytest.mark.parametrize("fmt", [Format(), Format(pretty=True), Format(FHIR_XML)], ids=["json", "pretty", "xml"])
+def test_stored_bodies_give_the_same_bytes(small_ctx: ServerContext, call: Call, fmt: Format) -> None:
+    assert render(call(small_ctx), fmt) == render(call(per_request(small_ctx)), fmt)
+
+
+def test_reads_splice_the_stored_body(small_ctx: ServerContext) -> None:
+    assert isinstance(interactions.read(small_ctx, None, "Location", "30"), Rendered)
+    # 32 closes in 2999: the day it closes its operationalStatus changes, so it is rendered per request
+    assert not isinstance(interactions.read(small_ctx, None, "Location", "32"), Rendered)
+    with small_ctx.db.connect() as conn:
+        stored = conn.execute(select(func.count()).where(org_unit_history.c.body.is_not(None))).scalar()
+    assert stored == 8
+
+
+@pytest.fixture
+def fresh_ctx(migrated_url: str, tmp_path: Any) -> Callable[..., ServerContext]:
+    made: list[ServerContext] = []
+
+    def make(**location: Any) -> ServerContext:
+        plugins = {"plugins": {"location": {"config": location}}} if location else {}
+        ctx = create_context(make_settings(migrated_url, tmp_path, **plugins))
+        made.append(ctx)
+        return ctx
+
+    yield make
+    for ctx in made:
+        ctx.db.dispose()
+
+
+def test_other_settings_re_render_every_version(fresh_ctx: Callable[..., ServerContext]) -> None:
+    ctx = fresh_ctx()
+    load_small_pyramid(ctx.db)
+    assert refresh(ctx.db, ctx.registry) == 8 and refresh(ctx.db, ctx.registry) == 0
+    other = fresh_ctx(status_map={"NEW": "active"})
+    with other.db.connect() as conn:
+        assert usable(conn, other.registry) == frozenset() and usable(conn, ctx.registry) == {"Location"}
+    # until `render` runs for the new settings, their server renders per request (right, slower)
+    assert interactions.read(other, None, "Location", "11")["status"] == "active"
+    assert refresh(other.db, other.registry) == 8
+    with other.db.connect() as conn:
+        assert usable(conn, ctx.registry) == frozenset()
+        assert conn.execute(select(render_state.c.fingerprint)).scalar() == other.registry.get(
+            "Location").prerendered.fingerprint  # type: ignore[union-attr]
+    later = replace(other, freshness=Freshness(other.registry))  # a running server looks again within a second
+    body = interactions.read(later, None, "Location", "11")
+    assert isinstance(body, Rendered) and body.resource()["status"] == "active"
+
+
+def test_a_blocked_reference_type_is_part_of_the_fingerprint(fresh_ctx: Callable[..., ServerContext],
+                                                           migrated_url: str, tmp_path: Any) -> None:
+    ctx = fresh_ctx()
+    without = create_context(make_settings(migrated_url, tmp_path, plugins={"organization": {"enabled": False}}))
+    try:
+        fingerprints = {c.registry.get("Location").prerendered.fingerprint for c in (ctx, without)}  # type: ignore[union-attr]
+        assert len(fingerprints) == 2
+        load_small_pyramid(without.db)
+        refresh(without.db, without.registry)
+        body = interactions.read(without, None, "Location", "30")
+        assert isinstance(body, Rendered) and "reference" not in body.resource()["managingOrganization"]
+    finally:
+        without.db.dispose()
+
+
+def test_a_total_follows_a_load(fresh_ctx: Callable[..., ServerContext]) -> None:
+    ctx = fresh_ctx()
+    load_small_pyramid(ctx.db)
+
+    def total() -> int:
+        return int(interactions.search_type(ctx, None, BASE, "Location", [("status", "active")])["total"])
+
+    assert total() == total() == 6
+    with ctx.db.begin() as conn:
+        write_units(conn, [UnitRecord(40, "CSPS Nouveau", "CSPS", "VALID", parent_id=20)], 1, NOW)
+    ctx.freshness.expire()  # as a second passing does
+    assert total() == 7

@@ -1,0 +1,1 @@
+"""Test helpers, apart from the tests: databases, data, servers, validators."""

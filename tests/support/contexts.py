@@ -1,0 +1,49 @@
+"""Helpers the tests share: real data paths, settings, tokens and server contexts over test data."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from server.access.tokens import mint_token
+from server.context import ServerContext, create_context
+from server.extensions import load_extensions
+from server.settings import Settings, parse_settings
+from server.storage.prerender import refresh
+from tests.support.data import load_small_pyramid
+
+REAL_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "real"
+IASO_CSV = REAL_DATA / "iaso_burkina_faso" / "org_units.csv"
+
+
+def make_settings(database_url: str, tmp_path: Path, **sections: dict) -> Settings:
+    raw = {"server": {"data_dir": str(tmp_path / "var")}, "database": {"url": database_url}}
+    for name, values in sections.items():
+        raw.setdefault(name, {}).update(values)
+    return parse_settings(raw)
+
+
+SECRET = "test-secret-with-at-least-32-bytes!!"
+
+
+def pyramid_context(url: str, var: Path, *also: Callable[[Engine], None]) -> ServerContext:
+    """A server context over the small hand-made pyramid (then `also` loaders), its bodies pre-rendered."""
+    ctx = create_context(make_settings(url, var, auth={"secret": SECRET}))
+    ctx.extensions.schema.upgrade(ctx.db)
+    for load in (load_small_pyramid, *also):
+        load(ctx.db)
+    refresh(ctx.db, ctx.registry)  # as `load` does: requests splice the stored bodies (test_prerender: same bytes)
+    return ctx
+
+
+def token_for(settings: Settings, **kwargs: Any) -> str:
+    return mint_token(settings, **kwargs)
+
+
+
+
+def migrate(engine: Engine, settings: Settings | None = None) -> None:
+    """Every chain of the plugins these settings enable (default: all) to its head."""
+    load_extensions(settings or parse_settings({})).schema.upgrade(engine)

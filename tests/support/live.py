@@ -1,0 +1,74 @@
+"""A real `orgunit-fhir serve` process on a free port, for tests that need a live server."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "server.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_cli(*args: str, settings: Path, database: str, timeout: float = 300) -> str:
+    done = subprocess.run([*CLI, *args, "--settings", str(settings), "--database", database],
+                          capture_output=True, text=True, timeout=timeout, env=_env())
+    if done.returncode != 0:
+        raise AssertionError(f"orgunit-fhir {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+    return done.stdout
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORGUNIT_FHIR_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    return env
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    base: str
+    token: str
+    log: Path
+
+
+@contextmanager
+def live_server(tmp: Path, database: str, settings_text: str = "") -> Iterator[LiveServer]:
+    settings = tmp / "settings.yaml"
+    settings.write_text(f"server:\n  data_dir: {tmp / 'var'}\n{settings_text}", encoding="utf-8")
+    port = free_port()
+    log = tmp / "serve.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*CLI, "serve", "--settings", str(settings), "--database", database,
+                                 "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT, env=_env())
+    base = f"http://127.0.0.1:{port}/fhir"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/metadata", timeout=2)
+            except urllib.error.HTTPError:
+                break  # 401: it is up
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise AssertionError(f"server did not start:\n{log.read_text()}") from None
+                time.sleep(0.2)
+        token = run_cli("token", settings=settings, database=database).strip().splitlines()[-1]
+        yield LiveServer(base, token, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
