@@ -1,42 +1,80 @@
-"""Migrations build exactly the schema the models describe, on both backends."""
+"""Migrations: one chain per contributor (the engine's, the org-unit plugin's), each building exactly the tables
+its metadata describes, on both backends; databases of before the chains upgrade in place."""
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine
+from sqlalchemy import Engine, MetaData, create_engine, text
+from sqlalchemy.exc import IntegrityError
 
-from server.storage.migrate import current_revision, head_revision, is_current, upgrade
-from plugins.orgunits.tables import metadata
+from plugins.orgunits.tables import MIGRATIONS as ORGUNITS
+from server.extensions import load_extensions
+from server.settings import parse_settings
+from server.storage.db import normalize_url
+from server.storage.migrate import ENGINE_MIGRATIONS, Schema
+
+SCHEMA = load_extensions(parse_settings({})).schema
+
+
+def _everything() -> MetaData:
+    combined = MetaData()
+    for chain in SCHEMA.chains:
+        for table in chain.metadata.tables.values():
+            table.to_metadata(combined)
+    return combined
+
+
+def _version_tables(name: str | None) -> bool:
+    return not (name or "").startswith("alembic_version")
+
+
+def test_the_chains_are_the_engines_then_the_plugins() -> None:
+    assert [c.name for c in SCHEMA.chains] == ["engine", "orgunits"]
+    assert SCHEMA.chain("orgunits").table == "alembic_version"  # databases of before keep their version table
+    assert ENGINE_MIGRATIONS.table == "alembic_version_engine"
 
 
 def test_migrated_schema_matches_the_models(engine: Engine) -> None:
-    assert is_current(engine) and current_revision(engine) == head_revision()
+    assert SCHEMA.is_current(engine)
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
-    assert diff == []
+        context = MigrationContext.configure(conn, opts={"compare_type": True, "include_name": lambda name, kind, _:
+                                                         kind != "table" or _version_tables(name)})
+        assert compare_metadata(context, _everything()) == []
 
 
 def test_upgrade_is_idempotent(engine: Engine) -> None:
-    upgrade(engine)
-    assert is_current(engine)
+    SCHEMA.upgrade(engine)
+    assert SCHEMA.is_current(engine)
+
+
+def test_a_database_of_before_the_chains_upgrades_in_place(database_url: str) -> None:
+    """A database that only the org-unit chain (then the only one) migrated, with data, gains the engine's chain
+    and keeps everything."""
+    engine = create_engine(normalize_url(database_url))
+    try:
+        Schema((ORGUNITS,)).upgrade(engine)  # as the server of before left it: render_state made by 0004
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO render_state (resource_type, fingerprint) VALUES ('Location', 'f')"))
+            conn.execute(text("INSERT INTO data_source (name, slug) VALUES ('Iaso', 'iaso')"))
+        assert not SCHEMA.is_current(engine)
+        SCHEMA.upgrade(engine)
+        assert SCHEMA.is_current(engine)
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT fingerprint FROM render_state")).scalar_one() == "f"
+            assert conn.execute(text("SELECT slug FROM data_source")).scalar_one() == "iaso"
+    finally:
+        engine.dispose()
 
 
 def test_accounts_migration_keeps_existing_data_in_the_default_account(database_url: str) -> None:
-    import pytest
-    from alembic import command
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.exc import IntegrityError
-
-    from server.storage.db import normalize_url
-    from server.storage.migrate import _config
-
     engine = create_engine(normalize_url(database_url))
     try:
-        upgrade(engine, "0004")
+        SCHEMA.upgrade(engine, {"orgunits": "0004"})
         with engine.begin() as conn:
             conn.execute(text("INSERT INTO data_source (name, slug) VALUES ('Iaso', 'iaso')"))
             conn.execute(text("INSERT INTO org_unit_type (name, short_name, category) VALUES ('CSPS', 'CSPS', 'HF')"))
-        upgrade(engine)
+        SCHEMA.upgrade(engine)
         with engine.begin() as conn:
             assert conn.execute(text("SELECT account, default_version_id FROM data_source")).one() == ("default", None)
             assert conn.execute(text("SELECT account FROM org_unit_type")).scalar_one() == "default"
@@ -48,24 +86,21 @@ def test_accounts_migration_keeps_existing_data_in_the_default_account(database_
         with engine.begin() as conn:
             conn.execute(text("DELETE FROM data_source WHERE account = 'other'"))
             conn.execute(text("DELETE FROM org_unit_type WHERE account = 'other'"))
-            command.downgrade(_config(conn), "0004")
-        assert current_revision(engine) == "0004"
+            ORGUNITS.run(conn, "0004", downgrade=True)
+        with engine.connect() as conn:
+            assert ORGUNITS.current(conn) == "0004"
     finally:
         engine.dispose()
 
 
 def test_names_are_normalized_again_by_0006(database_url: str) -> None:
-    from sqlalchemy import create_engine, text
-
-    from server.storage.db import normalize_url
-
     engine = create_engine(normalize_url(database_url))
     try:
-        upgrade(engine, "0005")
+        SCHEMA.upgrade(engine, {"orgunits": "0005"})
         with engine.begin() as conn:  # as the former normalization stored them
             conn.execute(text("INSERT INTO data_source (name, slug, name_norm) VALUES ('ℌauts', 'h', 'Hauts'), "
                               "('Ségou', 's', 'segou')"))
-        upgrade(engine)
+        SCHEMA.upgrade(engine)
         with engine.connect() as conn:
             assert dict(conn.execute(text("SELECT name, name_norm FROM data_source")).all()) == \
                 {"ℌauts": "hauts", "Ségou": "segou"}
