@@ -26,8 +26,9 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from server import interactions  # noqa: E402
-from server.access.tokens import Authenticator, Principal, mint_token  # noqa: E402
+from server.engine import interactions  # noqa: E402
+from server.access.mint import mint_token  # noqa: E402
+from server.access.tokens import Authenticator, Principal  # noqa: E402
 from server.context import ServerContext, create_context  # noqa: E402
 from server.errors import FhirError  # noqa: E402
 from server.storage.prerender import refresh  # noqa: E402

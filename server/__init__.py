@@ -20,10 +20,12 @@ from server.engine.provider import (
     SearchParam,
     StaticProvider,
     StringTarget,
+    Subtree,
     Tenancy,
     Through,
     TokenTarget,
     Versioning,
+    Via,
 )
 from server.engine.text import normalize
 from server.errors import (
@@ -45,8 +47,8 @@ from server.storage.migrate import Migrations
 __all__ = [
     "AccessScope", "Command", "ConfigError", "DateTarget", "DemoData", "FhirError", "Forbidden", "Interaction",
     "InvalidRequest", "InvalidValue", "LoadError", "LoadFormat", "LoadReport", "Migrations", "NearTarget",
-    "Operation", "Prerendered", "Principal", "Progress", "ReferenceTarget", "ResourceNotFound",
-    "ResourceProvider", "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Tenancy",
-    "Through", "TokenTarget", "Versioning", "add_common_options", "as_utc", "hookimpl", "instant", "normalize",
-    "software_version", "writing_engine",
+    "Operation", "Prerendered", "Principal", "Progress", "ReferenceTarget", "ResourceNotFound", "ResourceProvider",
+    "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",
+    "Through", "TokenTarget", "Versioning", "Via", "add_common_options", "as_utc", "hookimpl", "instant",
+    "normalize", "software_version", "writing_engine",
 ]

@@ -10,12 +10,12 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.access.tokens import mint_token
-from server.context import ServerContext, create_context
+from server.access.mint import mint_token
+from server.context import ServerContext
 from server.settings import Settings, parse_settings
 from server.storage.db import create_db_engine
 from tests.support import pg
-from tests.support.contexts import SECRET, make_settings, migrate, pyramid_context
+from tests.support.contexts import make_settings, migrate, pyramid_context
 
 
 

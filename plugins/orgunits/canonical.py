@@ -10,8 +10,8 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from server import Settings, StaticProvider, hookimpl, software_version
 from plugins.orgunits.tables import MIGRATIONS, org_unit_type
+from server import Migrations, Settings, StaticProvider, hookimpl, software_version
 
 # name -> (value type, contexts, definition)
 EXTENSIONS: dict[str, tuple[str, tuple[str, ...], str]] = {

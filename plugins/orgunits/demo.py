@@ -11,9 +11,8 @@ from datetime import date, datetime, timedelta, timezone
 
 from sqlalchemy import Engine
 
+from plugins.orgunits.records import TypeRecord, UnitRecord
 from plugins.orgunits.writer import (
-    TypeRecord,
-    UnitRecord,
     ensure_data_source,
     ensure_source_version,
     ensure_types,

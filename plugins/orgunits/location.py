@@ -22,23 +22,6 @@ import orjson
 from sqlalchemy import String, case, cast, func, literal, or_
 from sqlalchemy.engine import RowMapping
 
-from server import (
-    ConfigError,
-    NearTarget,
-    Operation,
-    Prerendered,
-    ReferenceTarget,
-    ResourceProvider,
-    SearchParam,
-    Settings,
-    StringTarget,
-    Tenancy,
-    Through,
-    TokenTarget,
-    Versioning,
-    hookimpl,
-    instant,
-)
 from plugins.orgunits.tables import (
     MIGRATIONS,
     VALIDATION_STATUSES,
@@ -50,6 +33,25 @@ from plugins.orgunits.tables import (
     source_version,
 )
 from plugins.orgunits.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, VERSION_PARTITIONS
+from server import (
+    ConfigError,
+    Migrations,
+    NearTarget,
+    Operation,
+    Prerendered,
+    ReferenceTarget,
+    ResourceProvider,
+    SearchParam,
+    Settings,
+    StringTarget,
+    Subtree,
+    Tenancy,
+    Through,
+    TokenTarget,
+    Versioning,
+    hookimpl,
+    instant,
+)
 
 PLUGIN = "location"
 HL7_SP = "http://hl7.org/fhir/SearchParameter/Location-"
@@ -249,8 +251,9 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
         search_params=params,
         operations=(children,),
         references={"managingOrganization": "Organization"},
-        # callers see their account's served source versions, within their subtree roots (ids or identifiers)
-        tenancy=Tenancy(org_unit.c.source_version_id, VERSION_PARTITIONS, org_unit.c.path, roots_by="identifier"),
+        # callers see their account's served source versions, within their subtree roots (Location/id or identifiers)
+        tenancy=Tenancy(org_unit.c.source_version_id, VERSION_PARTITIONS,
+                        subtree=Subtree(org_unit.c.path, roots_by="identifier")),
         prerendered=Prerendered(org_unit_history.c.body, config.fingerprint, _stays_right,
                                 None if config.boundaries_in_search else NO_BOUNDARY),
         versioning=Versioning(

@@ -11,8 +11,11 @@ from typing import Any
 from sqlalchemy import func, literal, select
 from sqlalchemy.engine import RowMapping
 
+from plugins.orgunits.tables import MIGRATIONS, data_source, source_version
+from plugins.orgunits.views import SERVED, SOURCE_PARTITIONS
 from server import (
     ConfigError,
+    Migrations,
     ResourceProvider,
     SearchParam,
     Settings,
@@ -22,8 +25,6 @@ from server import (
     hookimpl,
     instant,
 )
-from plugins.orgunits.tables import MIGRATIONS, data_source, source_version
-from plugins.orgunits.views import SERVED, SOURCE_PARTITIONS
 
 HL7_SP = "http://hl7.org/fhir/SearchParameter/Organization-"
 DEFAULT_TYPE = {"system": "http://terminology.hl7.org/CodeSystem/organization-type", "code": "govt",
@@ -64,7 +65,8 @@ def organization_provider(settings: Settings) -> ResourceProvider:
         columns=(*data_source.c, current_version),
         to_resource=to_resource,
         last_updated=data_source.c.updated_at,
-        tenancy=Tenancy(data_source.c.id, SOURCE_PARTITIONS),  # each caller sees its account's data sources
+        # account only: each caller sees its account's data sources, a token limited to subtrees none
+        tenancy=Tenancy(data_source.c.id, SOURCE_PARTITIONS),
         search_params=(
             SearchParam("name", "string", (StringTarget(data_source.c.name_norm, data_source.c.name),),
                         "Name starts with the value, ignoring case and accents; :exact, :contains", HL7_SP + "name",

@@ -3,6 +3,8 @@ Its providers are the plugins `location`, `organization` and `canonical`; each n
 any one of them enabled alone still has its tables."""
 from __future__ import annotations
 
+from typing import Any
+
 from plugins.orgunits.commands import DEMO, LOAD_FORMATS, VERSIONS
 from plugins.orgunits.tables import MIGRATIONS
 from server import (
@@ -13,6 +15,8 @@ from server import (
     Settings,
     hookimpl,
 )
+
+MCSD_DIRECTORY = "https://profiles.ihe.net/ITI/mCSD/CapabilityStatement/IHE.mCSD.Directory"
 
 
 @hookimpl
@@ -33,3 +37,15 @@ def register_load_formats(settings: Settings) -> list[LoadFormat]:
 @hookimpl
 def register_demo_data(settings: Settings) -> list[DemoData]:
     return [DEMO]
+
+
+@hookimpl
+def update_capability_statement(statement: dict[str, Any], settings: Settings) -> None:
+    statement["name"] = "OrgUnitFhirServer"
+    statement["title"] = "Organization units as FHIR R4 Location resources (read-only)"
+    statement["description"] = (
+        "Read-only FHIR R4 server publishing a health-system organization-unit pyramid. GET and HEAD only; every "
+        "request needs a JWT bearer token. It instantiates the IHE mCSD Directory capability statement for reading "
+        "(ITI-90 search, ITI-91 _history) and differs by design: no create/update/delete, no POST "
+        "[base]/[type]/_search, no transaction.")
+    statement["instantiates"] = [MCSD_DIRECTORY]

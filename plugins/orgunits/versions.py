@@ -6,9 +6,14 @@ from datetime import datetime, timezone
 
 from sqlalchemy import Connection, func, select, update
 
-from server import LoadError
-from plugins.orgunits.tables import DEFAULT_ACCOUNT, data_source, org_unit, source_version
+from plugins.orgunits.tables import (
+    DEFAULT_ACCOUNT,
+    data_source,
+    org_unit,
+    source_version,
+)
 from plugins.orgunits.views import SERVED
+from server import LoadError
 
 
 @dataclass(frozen=True)

@@ -2,99 +2,54 @@
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timezone
 from itertools import islice
 from typing import Any
 
 from sqlalchemy import (
     JSON,
-    ColumnElement,
     Connection,
     Integer,
     Row,
-    String,
     bindparam,
-    cast,
     delete,
-    exists,
     insert,
-    literal,
     literal_column,
     select,
     update,
 )
 
-from server import LoadError, as_utc, normalize
+from plugins.orgunits.history import (
+    BATCH_SIZE,
+    MAX_DEPTH,
+    RECORDED,
+    new_versions,
+    new_versions_for_children,
+    record_history,
+    refresh_paths,
+)
+from plugins.orgunits.records import (
+    TypeRecord,
+    UnitRecord,
+    WriteReport,
+    describe,
+    refuse_cycles,
+    slugify,
+)
 from plugins.orgunits.tables import (
     DEFAULT_ACCOUNT,
     VALIDATION_STATUSES,
     data_source,
     org_unit,
-    org_unit_history,
     org_unit_name,
     org_unit_type,
     source_version,
 )
-from plugins.orgunits.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, snapshot
+from server import LoadError, as_utc, normalize
 
-BATCH_SIZE = 2000
-MAX_DEPTH = 256
 _ID_CHUNK = 2000
 _ALIASES = JSON(none_as_null=True)
-
-
-@dataclass(frozen=True, slots=True)
-class TypeRecord:
-    name: str
-    short_name: str
-    category: str
-    depth: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class UnitRecord:
-    id: int
-    name: str
-    type_short_name: str
-    validation_status: str = "NEW"
-    uuid: str | None = None
-    source_ref: str | None = None
-    aliases: tuple[str, ...] = ()
-    parent_id: int | None = None
-    latitude: float | None = None
-    longitude: float | None = None
-    altitude: float | None = None
-    opening_date: date | None = None
-    closing_date: date | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None  # the source's own modification time: kept for reference, not published
-    geometry: Mapping[str, Any] | None = None  # GeoJSON (Multi)Polygon boundary
-
-
-@dataclass(frozen=True, slots=True)
-class WriteReport:
-    inserted: int = 0
-    updated: int = 0
-    unchanged: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.inserted + self.updated + self.unchanged
-
-    def __add__(self, other: WriteReport) -> WriteReport:
-        return WriteReport(self.inserted + other.inserted, self.updated + other.updated,
-                           self.unchanged + other.unchanged)
-
-
-def slugify(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", normalize(name)).strip("-") or "source"
-
-
-def describe(record: UnitRecord) -> str:
-    return f"org unit {record.id} ({record.name!r})"
 
 
 def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
@@ -196,10 +151,6 @@ _COMPARED = ("name", "uuid", "source_ref", "aliases", "validation_status", "org_
              "deleted")
 
 
-_RECORDED = exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,  # the current version is in history
-                          org_unit_history.c.version_id == org_unit.c.version_id)
-
-
 class _BatchWriter:
     def __init__(self, conn: Connection, source_version_id: int, now: datetime) -> None:
         self.conn = conn
@@ -257,7 +208,7 @@ class _BatchWriter:
         return WriteReport(len(inserts), len(updates), len(batch) - len(inserts) - len(updates))
 
     def _existing(self, ids: list[int]) -> dict[int, Row[Any]]:
-        columns = [org_unit.c.id, org_unit.c.version_id, _RECORDED.label("recorded"),
+        columns = [org_unit.c.id, org_unit.c.version_id, RECORDED.label("recorded"),
                    *(org_unit.c[name] for name in _COMPARED)]
         return {row.id: row for row in self.conn.execute(select(*columns).where(org_unit.c.id.in_(ids)))}
 
@@ -373,16 +324,8 @@ def _unresolved(waiting: dict[int, list[UnitRecord]], seen: set[int]) -> LoadErr
         if parent_id not in seen:
             return LoadError(f"{describe(children[0])}: parent {parent_id} does not exist")
     by_id = {child.id: child for children in waiting.values() for child in children}
-    path: list[UnitRecord] = []
-    positions: dict[int, int] = {}
-    current = next(iter(by_id.values()))
-    while current.id not in positions:
-        positions[current.id] = len(path)
-        path.append(current)
-        current = by_id[current.parent_id]  # type: ignore[index]
-    cycle = path[positions[current.id]:]
-    chain = " -> ".join(describe(item) for item in (*cycle, cycle[0]))
-    return LoadError(f"{describe(cycle[0])} is its own ancestor: {chain} (each arrow points to the parent)")
+    refuse_cycles({child.id: child.parent_id for child in by_id.values()}, lambda i: describe(by_id[i]))
+    return LoadError(f"{describe(next(iter(by_id.values())))}: its parents never resolve")
 
 
 def _existing_ids(conn: Connection, ids: Iterable[int], source_version_id: int) -> set[int]:
@@ -419,89 +362,3 @@ def _refuse_cycles(conn: Connection, ids: list[int]) -> None:
             raise LoadError(f"org unit {looped} ({name!r}) would become its own ancestor (parent cycle)")
 
 
-def refresh_paths(conn: Connection, moved: list[int]) -> None:
-    """Keep org_unit.path ("/root/.../self/") right: clear it under moved units, then fill level by level."""
-    for start in range(0, len(moved), _ID_CHUNK):
-        old = conn.execute(select(org_unit.c.path).where(org_unit.c.id.in_(moved[start:start + _ID_CHUNK]),
-                                                         org_unit.c.path.is_not(None))).scalars().all()
-        for path in old:
-            conn.execute(update(org_unit).where(org_unit.c.path.like(f"{path}%")).values(path=None))
-    as_text = cast(org_unit.c.id, String)
-    conn.execute(update(org_unit).where(org_unit.c.path.is_(None), org_unit.c.parent_id.is_(None))
-                 .values(path=literal("/") + as_text + literal("/")))
-    parent = org_unit.alias("p")
-    parent_path = select(parent.c.path).where(parent.c.id == org_unit.c.parent_id).scalar_subquery()
-    ready = exists().where(parent.c.id == org_unit.c.parent_id, parent.c.path.is_not(None))
-    for _ in range(MAX_DEPTH):
-        done = conn.execute(update(org_unit).where(org_unit.c.path.is_(None), ready)
-                            .values(path=parent_path + as_text + literal("/")))
-        if not done.rowcount:
-            return
-
-
-def new_versions(conn: Connection, where: ColumnElement[bool], now: datetime) -> None:
-    """Live units matching `where` get a new version (recorded by record_history), unless this load already
-    gave them one."""
-    conn.execute(update(org_unit).where(where, org_unit.c.deleted.is_(False), _RECORDED)
-                 .values(version_id=org_unit.c.version_id + 1, updated_at=now))
-
-
-def new_versions_for_children(conn: Connection, renamed: list[int], now: datetime) -> None:
-    """Children of renamed units get a new version (their partOf.display changes)."""
-    for start in range(0, len(renamed), _ID_CHUNK):
-        new_versions(conn, org_unit.c.parent_id.in_(renamed[start:start + _ID_CHUNK]), now)
-
-
-def record_history(conn: Connection, batch_size: int = BATCH_SIZE) -> int:
-    """Snapshot every org unit whose current version is not in org_unit_history yet (keyset-paged)."""
-    missing = ~exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,
-                              org_unit_history.c.version_id == org_unit.c.version_id)
-    last_id, written = None, 0
-    while True:
-        query = select(*PUBLISHED_COLUMNS).select_from(PUBLISHED_FROM).where(missing)
-        if last_id is not None:
-            query = query.where(org_unit.c.id > last_id)
-        rows = conn.execute(query.order_by(org_unit.c.id).limit(batch_size)).mappings().all()
-        if not rows:
-            return written
-        conn.execute(insert(org_unit_history), [
-            {"org_unit_id": row["id"], "version_id": row["version_id"], "updated_at": row["updated_at"],
-             "deleted": row["deleted"], "snapshot": None if row["deleted"] else snapshot(row)}
-            for row in rows
-        ])
-        written += len(rows)
-        last_id = rows[-1]["id"]
-
-
-def delete_missing(conn: Connection, *, data_source_id: int, seen_ids: set[int], now: datetime) -> int:
-    """Units of this data source absent from the file become deleted versions; returns how many."""
-    now = as_utc(now)
-    of_source = (select(org_unit.c.id, org_unit.c.parent_id)
-                 .join(source_version, org_unit.c.source_version_id == source_version.c.id)
-                 .where(source_version.c.data_source_id == data_source_id, org_unit.c.deleted.is_(False)))
-    missing: list[int] = []
-    kept_parents: dict[int, int] = {}
-    for unit_id, parent_id in conn.execute(of_source):
-        if unit_id in seen_ids:
-            if parent_id is not None:
-                kept_parents[parent_id] = unit_id
-        else:
-            missing.append(unit_id)
-    orphaned = next((kept_parents[m] for m in missing if m in kept_parents), None)
-    if orphaned is not None:
-        parent_id = conn.execute(select(org_unit.c.parent_id).where(org_unit.c.id == orphaned)).scalar()
-        raise LoadError(f"org unit {orphaned} is in the file but its parent {parent_id} is not: "
-                        "--delete-missing would leave it under a deleted parent")
-    live_children = (select(org_unit.c.id, org_unit.c.parent_id)
-                     .where(org_unit.c.deleted.is_(False), org_unit.c.parent_id.in_(bindparam("ids", expanding=True))))
-    missing_set = set(missing)
-    for start in range(0, len(missing), _ID_CHUNK):
-        chunk = missing[start:start + _ID_CHUNK]
-        for child_id, parent_id in conn.execute(live_children, {"ids": chunk}):
-            if child_id not in missing_set:
-                raise LoadError(f"org unit {child_id} (of another data source) has parent {parent_id}, which "
-                                "--delete-missing would delete")
-        conn.execute(update(org_unit).where(org_unit.c.id.in_(chunk))
-                     .values(deleted=True, version_id=org_unit.c.version_id + 1, updated_at=now))
-    record_history(conn)
-    return len(missing)

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 import orjson
 
-from server.access.tokens import Principal, claim_path
+from server.access.claims import claim_or_none
+from server.access.tokens import Principal
 from server.errors import TooManyRequests
 from server.settings import Settings
 
@@ -22,7 +23,7 @@ def caller_key(principal: Principal, settings: Settings) -> str:
     claims = principal.claims
     subject = principal.subject or "~" + hashlib.sha256(
         orjson.dumps(claims, option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()[:32]
-    return orjson.dumps([claims.get("iss"), claim_path(claims, settings.auth.account_claim), subject],
+    return orjson.dumps([claims.get("iss"), claim_or_none(claims, settings.auth.account_claim), subject],
                         default=str).decode()
 
 

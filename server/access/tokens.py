@@ -1,48 +1,44 @@
-"""JWT bearer authentication (pyjwt): strict parsing, keys chosen by algorithm family, claim checks, an IdP key
-set (JWKS) cache that outlives an IdP outage, and a bounded cache of verified tokens."""
+"""JWT bearer authentication (pyjwt): strict parsing, keys chosen by algorithm family, claim checks, and a
+bounded cache of verified tokens. Keys: server.access.keys (files, JWKs) and server.access.jwks (the IdP's key set)."""
 from __future__ import annotations
 
 import base64
 import hashlib
-import http.client
 import json
 import logging
 import math
 import re
-import secrets
 import threading
 import time
-import urllib.request
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import jwt
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
-from server.errors import AuthenticationFailed, ConfigError, ServiceUnavailable
+from server.access.claims import claim_or_none, permissions_of
+from server.access.jwks import RemoteJwks
+from server.access.keys import (
+    ASYMMETRIC_ALGORITHMS,
+    HMAC_ALGORITHMS,
+    MAX_KID_LENGTH,
+    PublicKey,
+    load_jwks_file,
+    load_public_key_file,
+)
+from server.access.mint import secret_for
+from server.errors import AuthenticationFailed, ConfigError
 from server.settings import Settings
 
 log = logging.getLogger("orgunit_fhir")
-HMAC_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
-RSA_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"})
-EC_CURVES = {"ES256": "secp256r1", "ES384": "secp384r1", "ES512": "secp521r1"}
-ASYMMETRIC_ALGORITHMS = RSA_ALGORITHMS | frozenset(EC_CURVES)
 MAX_TOKEN_BYTES = 8192      # default of auth.max_token_bytes
-MAX_KID_LENGTH = 256
-MIN_RSA_BITS = 2048
-MAX_JWKS_BYTES = 1 << 20
 CACHE_SIZE = 4096
 REALM = 'Bearer realm="orgunit-fhir"'
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 
-PublicKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey
 Clock = Callable[[], float]
+claim_path = claim_or_none  # TEMPORARY: server/http/routes.py imports it (its _account goes with the pipeline rewrite)
 
 
 @dataclass(frozen=True)
@@ -50,48 +46,6 @@ class Principal:
     subject: str | None
     permissions: frozenset[str]
     claims: Mapping[str, Any]
-
-
-def secret_for(settings: Settings, create: bool = False) -> str | None:
-    """The HMAC secret: configured, read from a file, or generated into the data directory on first run."""
-    auth = settings.auth
-    if auth.secret:
-        return auth.secret
-    path = Path(auth.secret_file) if auth.secret_file else settings.data_path / "jwt-secret"
-    if path.exists():
-        value = path.read_text(encoding="utf-8").strip()
-        if not value:
-            raise ConfigError(f"auth secret file {path} is empty")
-        return value
-    if auth.secret_file:
-        raise ConfigError(f"auth.secret_file {path} does not exist")
-    if not create:
-        return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(secrets.token_urlsafe(48), encoding="utf-8")
-    path.chmod(0o600)
-    log.warning("created a new JWT secret at %s; tokens verify only where the server uses this data directory "
-                "(server.data_dir) or auth.secret_file", path.resolve())
-    return path.read_text(encoding="utf-8").strip()
-
-
-def claim_path(claims: Mapping[str, Any], dotted: str) -> Any:
-    value: Any = claims
-    for part in dotted.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(part)
-    return value
-
-
-def permissions_of(claims: Mapping[str, Any], dotted: str) -> frozenset[str]:
-    found: set[str] = set()
-    for source in (claim_path(claims, dotted), claims.get("scope")):
-        if isinstance(source, str):
-            found.update(source.split())
-        elif isinstance(source, list):
-            found.update(item for item in source if isinstance(item, str))
-    return frozenset(found)
 
 
 def invalid(why: str) -> AuthenticationFailed:
@@ -136,201 +90,6 @@ def parse_unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
     if len(parts) != 3 or not all(_SEGMENT.fullmatch(part) for part in parts):
         raise invalid("malformed token")
     return _json_object(parts[0]), _json_object(parts[1])
-
-
-# ------------------------------------------------------------------ public keys
-
-@dataclass(frozen=True)
-class VerificationKey:
-    key: PublicKey
-    kid: str | None = None
-    alg: str | None = None  # a JWK's `alg`: the only algorithm it may verify
-
-    def verifies(self, alg: str) -> bool:
-        if self.alg is not None and self.alg != alg:
-            return False
-        if alg in RSA_ALGORITHMS:
-            return isinstance(self.key, rsa.RSAPublicKey)
-        curve = EC_CURVES.get(alg)
-        return curve is not None and isinstance(self.key, ec.EllipticCurvePublicKey) and self.key.curve.name == curve
-
-
-def _checked(key: object) -> PublicKey:
-    if isinstance(key, (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey)):
-        raise ValueError("it is a private key: publish only the public key")
-    if isinstance(key, rsa.RSAPublicKey):
-        if key.key_size < MIN_RSA_BITS:
-            raise ValueError(f"RSA key of {key.key_size} bits; at least {MIN_RSA_BITS} are needed")
-        return key
-    if isinstance(key, ec.EllipticCurvePublicKey):
-        if key.curve.name not in EC_CURVES.values():
-            raise ValueError(f"unsupported curve {key.curve.name}")
-        return key
-    raise ValueError(f"unsupported key type {type(key).__name__}")
-
-
-def jwk_key(jwk: Any) -> VerificationKey:
-    """One JWK as a verification key; ValueError names why it cannot verify RS/PS/ES tokens."""
-    if not isinstance(jwk, dict):
-        raise ValueError("not a JSON object")
-    kty, kid, alg, use = jwk.get("kty"), jwk.get("kid"), jwk.get("alg"), jwk.get("use")
-    if kid is not None and not (isinstance(kid, str) and 0 < len(kid) <= MAX_KID_LENGTH):
-        raise ValueError(f"kid must be a string of 1 to {MAX_KID_LENGTH} characters")
-    if use not in (None, "sig"):
-        raise ValueError(f"use {use!r} is not sig")
-    if alg is not None and alg not in ASYMMETRIC_ALGORITHMS:
-        raise ValueError(f"alg {alg!r} is not an accepted public-key algorithm")
-    loaders = {"RSA": RSAAlgorithm.from_jwk, "EC": ECAlgorithm.from_jwk}
-    if kty not in loaders:
-        raise ValueError(f"kty {kty!r} is not a public signature key (RSA or EC)")
-    try:
-        key = loaders[kty](jwk)
-    except (jwt.PyJWTError, ValueError, TypeError, KeyError) as exc:
-        raise ValueError(f"unreadable {kty} key ({exc.__class__.__name__})") from None
-    return VerificationKey(_checked(key), kid, alg)
-
-
-def parse_jwks(document: Any) -> tuple[tuple[VerificationKey, ...], list[str]]:
-    """The usable keys of a JWK Set and a problem line for each key left out."""
-    if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
-        raise ValueError('not a JWK Set (a JSON object with a "keys" array)')
-    keys: list[VerificationKey] = []
-    problems: list[str] = []
-    for index, jwk in enumerate(document["keys"]):
-        try:
-            keys.append(jwk_key(jwk))
-        except ValueError as exc:
-            name = jwk.get("kid") if isinstance(jwk, dict) and isinstance(jwk.get("kid"), str) else f"#{index}"
-            problems.append(f"key {name[:MAX_KID_LENGTH]}: {exc}")
-    return tuple(keys), problems
-
-
-def load_public_key_file(path: str) -> VerificationKey:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"auth.public_key_file {path}: {exc.strerror}") from None
-    try:
-        key: object = serialization.load_pem_public_key(data)
-    except ValueError:
-        try:
-            key = x509.load_pem_x509_certificate(data).public_key()
-        except ValueError:
-            raise ConfigError(f"auth.public_key_file {path} is not a PEM public key or certificate") from None
-    try:
-        return VerificationKey(_checked(key))
-    except ValueError as exc:
-        raise ConfigError(f"auth.public_key_file {path}: {exc}") from None
-
-
-def load_jwks_file(path: str) -> tuple[VerificationKey, ...]:
-    try:
-        keys, problems = parse_jwks(json.loads(Path(path).read_text(encoding="utf-8")))
-    except OSError as exc:
-        raise ConfigError(f"auth.jwks_file {path}: {exc.strerror}") from None
-    except ValueError as exc:
-        raise ConfigError(f"auth.jwks_file {path}: {exc}") from None
-    if problems:
-        raise ConfigError(f"auth.jwks_file {path}: {'; '.join(problems)}")
-    return keys
-
-
-class JwksUnavailable(Exception):
-    pass
-
-
-class RemoteJwks:
-    """The IdP's key set from auth.jwks_url. Keys are served from memory while fresh (cache_seconds); an
-    unknown kid or an expired cache refetches, at most once per refetch_seconds whatever the outcome. While
-    the IdP cannot be reached, the keys last fetched keep working. One thread fetches at a time (with a
-    timeout); threads that have a cached key never wait for it."""
-
-    def __init__(self, url: str, *, timeout: float, cache_seconds: float, refetch_seconds: float,
-                 clock: Clock) -> None:
-        if not url.lower().startswith(("https://", "http://")):
-            raise ConfigError(f"auth.jwks_url must be an http(s) URL, got {url!r}")
-        if timeout <= 0:
-            raise ConfigError("auth.jwks_timeout_seconds must be at least 1")
-        self.url = url
-        self.timeout = timeout
-        self.cache_seconds = cache_seconds
-        self.refetch_seconds = refetch_seconds
-        self.clock = clock
-        self._keys: tuple[VerificationKey, ...] = ()
-        self._fetched_at: float | None = None
-        self._attempted_at: float | None = None
-        self._reachable = False
-        self._lock = threading.Lock()
-        self._opener = urllib.request.build_opener()
-
-    def lookup(self, kid: str | None) -> list[VerificationKey]:
-        """The keys named kid (every key when kid is None); [] when the IdP does not know it. Raises
-        ServiceUnavailable when the IdP cannot be reached and no key named kid is cached."""
-        found = self._find(kid)
-        fresh = self._fetched_at is not None and self.clock() - self._fetched_at < self.cache_seconds
-        if found and fresh:
-            return found
-        reachable = self._refresh(wait=not found)
-        found = self._find(kid)
-        if found or reachable:
-            return found
-        raise ServiceUnavailable("the identity provider's signing keys (JWKS) cannot be fetched; retry later",
-                                 headers={"Retry-After": str(self._retry_after())})
-
-    def _find(self, kid: str | None) -> list[VerificationKey]:
-        return [key for key in self._keys if kid is None or key.kid == kid]
-
-    def _retry_after(self) -> int:
-        if self._attempted_at is None:
-            return 1
-        return max(1, math.ceil(self._attempted_at + self.refetch_seconds - self.clock()))
-
-    def _refresh(self, wait: bool) -> bool:
-        """Refetch unless an attempt was made within refetch_seconds; whether the IdP answered last time."""
-        acquired = self._lock.acquire(timeout=2 * self.timeout + 1) if wait else self._lock.acquire(blocking=False)
-        if not acquired:
-            return self._reachable
-        try:
-            now = self.clock()
-            if self._attempted_at is not None and now - self._attempted_at < self.refetch_seconds:
-                return self._reachable
-            self._attempted_at = now
-            try:
-                self._keys = self._fetch()
-            except JwksUnavailable as exc:
-                self._reachable = False
-                log.warning("auth: cannot fetch the JWKS at %s: %s (cached keys: %d)", self.url, exc, len(self._keys))
-                return False
-            self._fetched_at, self._reachable = now, True
-            return True
-        finally:
-            self._lock.release()
-
-    def probe(self) -> int:
-        """Fetch the key set now (check-config): the number of usable signing keys; JwksUnavailable else."""
-        return len(self._fetch())
-
-    def _fetch(self) -> tuple[VerificationKey, ...]:
-        request = urllib.request.Request(self.url, headers={"Accept": "application/jwk-set+json, application/json",
-                                                            "User-Agent": "orgunit-fhir"})
-        deadline = time.monotonic() + self.timeout
-        body = bytearray()
-        try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                while chunk := response.read(65536):
-                    body += chunk
-                    if len(body) > MAX_JWKS_BYTES:
-                        raise JwksUnavailable(f"the key set is larger than {MAX_JWKS_BYTES} bytes")
-                    if time.monotonic() > deadline:
-                        raise JwksUnavailable(f"no complete answer within {self.timeout} s")
-            keys, problems = parse_jwks(json.loads(body))
-        except (OSError, ValueError, RecursionError, http.client.HTTPException) as exc:
-            raise JwksUnavailable(f"{exc.__class__.__name__}: {exc}") from None
-        for problem in problems:
-            log.warning("auth: JWKS %s: %s (ignored)", self.url, problem)
-        if not keys:
-            raise JwksUnavailable("the key set holds no usable signing key")
-        return keys
 
 
 # ------------------------------------------------------------------ verified tokens
@@ -507,36 +266,3 @@ class Authenticator:
         if kid is None and len(fitting) > 1:
             raise invalid("a token without kid needs a key set with a single key for its algorithm")
         return fitting
-
-
-def mint_token(settings: Settings, subject: str = "orgunit-fhir-cli", permissions: list[str] | None = None,
-               ttl: int = 3600, extra: Mapping[str, Any] | None = None, *, account: str | None = None,
-               roots: Sequence[str] | None = None) -> str:
-    """Sign a token with the local HMAC secret (operators and tests); `extra` claims are set last."""
-    auth = settings.auth
-    algorithm = next((a for a in auth.algorithms if a in HMAC_ALGORITHMS), None)
-    if algorithm is None:
-        raise ConfigError("orgunit-fhir token signs with the local HMAC secret; auth.algorithms has no HS algorithm")
-    now = int(time.time())
-    claims: dict[str, Any] = {"sub": subject, "iat": now, "exp": now + ttl}
-    _set_path(claims, auth.permission_claim, permissions if permissions is not None else [auth.permission])
-    if account is not None:
-        _set_path(claims, auth.account_claim, account)
-    if roots is not None:
-        _set_path(claims, auth.roots_claim, list(roots))
-    if auth.issuer:
-        claims["iss"] = auth.issuer
-    if auth.audience:
-        claims["aud"] = auth.audience
-    claims.update(extra or {})
-    return jwt.encode(claims, secret_for(settings, create=True), algorithm=algorithm)
-
-
-def _set_path(claims: dict[str, Any], dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    node = claims
-    for part in parts[:-1]:
-        if not isinstance(node.get(part), dict):
-            node[part] = {}
-        node = node[part]
-    node[parts[-1]] = value

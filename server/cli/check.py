@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from server.access.tokens import JwksUnavailable
+from server.access.jwks import JwksUnavailable
 from server.app import create_app
 from server.errors import ConfigError
 from server.extensions import Extensions

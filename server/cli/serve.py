@@ -13,7 +13,7 @@ import tempfile
 import uvicorn
 from sqlalchemy import Engine
 
-from server.access.tokens import mint_token
+from server.access.mint import mint_token
 from server.app import create_app
 from server.cli.data import ensure_schema, render, write_demo
 from server.context import ServerContext, create_context

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from server.access.tokens import mint_token
+from server.access.mint import mint_token
 from server.cli.serve import accounts
 from server.context import create_context
 from server.errors import ConfigError

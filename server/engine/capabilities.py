@@ -13,13 +13,12 @@ from server.engine.registry import Registry
 from server.settings import Settings
 
 FORMATS = ["application/fhir+json", "json", "application/fhir+xml", "xml"]
-MCSD_DIRECTORY = "https://profiles.ihe.net/ITI/mCSD/CapabilityStatement/IHE.mCSD.Directory"
 RESULT_PARAMETERS = (
     "Result parameters: _count (default {default}, at most {max}), _skip, _sort (comma-separated, '-' descending; "
     "ties broken by id), _total (none, estimate, accurate), _summary (true, data, count, false), _elements, "
-    "_include / _include:iterate, _revinclude, _format (json, xml), _pretty. Modifiers: :missing on every "
-    "parameter, :not on tokens, :text on type and identifier, :exact and :contains on strings, :below and :above "
-    "on partof. Unknown parameters are ignored (listed nowhere in the self link) unless Prefer: handling=strict."
+    "_include / _include:iterate, _revinclude, _format (json, xml), _pretty. Each search parameter's "
+    "documentation lists its modifiers. Unknown parameters are ignored (listed nowhere in the self link) unless "
+    "Prefer: handling=strict."
 )
 
 
@@ -117,17 +116,14 @@ def build_capability_statement(registry: Registry, settings: Settings, pm: plugg
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     statement: dict[str, Any] = {
         "resourceType": "CapabilityStatement",
-        "name": "OrgUnitFhirServer",
-        "title": "Organization units as FHIR R4 Location resources (read-only)",
+        "name": "ReadOnlyFhirServer",
+        "title": "Read-only FHIR R4 server",
         "status": "active",
         "experimental": False,
         "date": now,
         "publisher": settings.fhir.publisher or settings.fhir.software_name,
-        "description": "Read-only FHIR R4 server publishing a health-system organization-unit pyramid. "
-                       "GET and HEAD only; every request needs a JWT bearer token. It instantiates the IHE mCSD "
-                       "Directory capability statement for reading (ITI-90 search, ITI-91 _history) and differs by "
-                       "design: no create/update/delete, no POST [base]/[type]/_search, no transaction.",
-        "instantiates": [MCSD_DIRECTORY],
+        "description": "Read-only FHIR R4 server: GET and HEAD only; every request needs a JWT bearer token. "
+                       "No create/update/delete, no POST [base]/[type]/_search, no transaction.",
         "kind": "instance",
         "software": {"name": settings.fhir.software_name, "version": software_version()},
         "implementation": {"description": "orgunit-fhir"},
@@ -149,8 +145,8 @@ def build_capability_statement(registry: Registry, settings: Settings, pm: plugg
                                f"'{settings.auth.permission}' in the '{settings.auth.permission_claim}' claim "
                                "or in a space-separated 'scope'. Missing or invalid tokens get 401, "
                                "tokens without the permission 403. Every answer is limited to the account named "
-                               f"by the '{settings.auth.account_claim}' claim and to the org-unit subtrees listed "
-                               f"in the '{settings.auth.roots_claim}' claim, if any; ids outside them are "
+                               f"by the '{settings.auth.account_claim}' claim and to the subtrees whose roots are "
+                               f"listed in the '{settings.auth.roots_claim}' claim, if any; ids outside them are "
                                "answered as unknown ids (404).",
             },
         }],

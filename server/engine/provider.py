@@ -5,91 +5,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import ColumnElement, FromClause, Select
 from sqlalchemy.engine import RowMapping
 
 from server.errors import ConfigError
+from server.search.param import SearchParam
+from server.search.types.date import DateTarget
+from server.search.types.token import TokenTarget
 
-SearchParamType = Literal["string", "token", "reference", "date", "special"]
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 RESOURCE_TYPE_RE = re.compile(r"^[A-Z][A-Za-z]+$")
-
-
-@dataclass(frozen=True)
-class Through:
-    """A side table holding several values per resource: `key` points at the provider's id."""
-
-    table: FromClause
-    key: ColumnElement[Any]
-    where: ColumnElement[bool] | None = None
-
-
-@dataclass(frozen=True)
-class StringTarget:
-    normalized: ColumnElement[Any]  # holds server.engine.text.normalize(text)
-    exact: ColumnElement[Any]
-    through: Through | None = None
-
-
-@dataclass(frozen=True)
-class TokenTarget:
-    code: ColumnElement[Any]
-    system: str | ColumnElement[Any] | None = None
-    codes: Mapping[str, tuple[Any, ...]] | None = None  # FHIR code -> stored values; closes the value set
-    prefix: str = ""  # a value written "<prefix><stored>" (urn:uuid:...) also matches
-    through: Through | None = None
-    text: ColumnElement[Any] | None = None  # what :text matches (case-insensitive starts-with)
-
-
-@dataclass(frozen=True)
-class ReferenceTarget:
-    column: ColumnElement[Any]
-    resource_type: str
-    path: ColumnElement[Any] | None = None  # materialized path "/root/.../self/" of the same table: :below, :above
-
-
-@dataclass(frozen=True)
-class DateTarget:
-    column: ColumnElement[Any]  # a timezone-aware instant, stored in UTC
-
-
-@dataclass(frozen=True)
-class NearTarget:
-    """The R4 `near` special parameter over a position in decimal degrees."""
-
-    latitude: ColumnElement[Any]
-    longitude: ColumnElement[Any]
-
-
-Target = StringTarget | TokenTarget | ReferenceTarget | DateTarget | NearTarget
-TARGET_TYPES: dict[str, type] = {"string": StringTarget, "token": TokenTarget, "reference": ReferenceTarget,
-                                 "date": DateTarget, "special": NearTarget}
-
-
-@dataclass(frozen=True)
-class SearchParam:
-    name: str
-    type: SearchParamType
-    targets: tuple[Target, ...]
-    documentation: str
-    definition: str | None = None  # canonical URL of the SearchParameter (the HL7 one for standard parameters)
-    sort: ColumnElement[Any] | None = None  # what _sort orders by; None: not sortable
-
-    @property
-    def modifiers(self) -> frozenset[str]:
-        if self.type == "string":
-            return frozenset({"exact", "contains", "missing"})
-        if self.type == "token":
-            has_text = any(isinstance(t, TokenTarget) and t.text is not None for t in self.targets)
-            return frozenset({"not", "missing", *(["text"] if has_text else [])})
-        if self.type == "reference":
-            hierarchy = all(isinstance(t, ReferenceTarget) and t.path is not None for t in self.targets)
-            return frozenset({"missing", *(["below", "above"] if hierarchy else [])})
-        if self.type == "date":
-            return frozenset({"missing"})
-        return frozenset()
 
 
 @dataclass(frozen=True)
@@ -133,17 +60,41 @@ class Prerendered:
 
 
 @dataclass(frozen=True)
+class Subtree:
+    """Scoped by its own materialized path "/root/.../self/" (`path`, a column of the provider's table): a token's
+    roots of this type (`Type/id`) limit the caller to their subtrees. `roots_by`, a token search parameter, also
+    resolves roots written `system|value`; the one provider with `roots_by` is the type of bare-id roots."""
+
+    path: ColumnElement[Any]
+    roots_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Via:
+    """Scoped through a reference: a row is visible when the `resource_type` resource its reference search
+    parameter `param` points at is visible to the caller (for a multi-valued reference: any of them)."""
+
+    param: str
+    resource_type: str
+
+
+@dataclass(frozen=True)
 class Tenancy:
     """Who sees which rows. Every row belongs to a partition (`partition`, a column of the provider's table);
     `partitions` selects (partition key, account, served) for every partition: a caller sees the rows of the
-    served partitions of its account only. `path`, a materialized path "/root/.../self/" of the same table,
-    lets a caller be restricted to subtrees; their roots are ids or `system|value` identifiers resolved with
-    the token search parameter `roots_by`."""
+    served partitions of its account only. How a token limited to subtrees is applied: `subtree` (the provider's
+    own path), `via` (through a reference to a scoped provider) or neither (account only: such a token sees none
+    of its rows). Anything the engine cannot apply matches nothing."""
 
     partition: ColumnElement[Any]
     partitions: Select[Any]
-    path: ColumnElement[Any] | None = None
-    roots_by: str | None = None
+    subtree: Subtree | None = None
+    via: Via | None = None
+
+    @property
+    def path(self) -> ColumnElement[Any] | None:
+        """The materialized path column (subtree scoping), else None."""
+        return self.subtree.path if self.subtree is not None else None
 
 
 LAST_UPDATED = "http://hl7.org/fhir/SearchParameter/Resource-lastUpdated"
@@ -203,14 +154,11 @@ class ResourceProvider:
         for param in self.search_params:
             if not NAME_RE.match(param.name):
                 raise ConfigError(f"{where}: search parameter {param.name!r} is not a valid name")
-            expected = TARGET_TYPES.get(param.type)
-            if expected is None:
-                raise ConfigError(f"{where}: search parameter {param.name} has unknown type {param.type!r}")
-            if not param.targets or not all(isinstance(t, expected) for t in param.targets):
-                raise ConfigError(f"{where}: search parameter {param.name} ({param.type}) needs {expected.__name__} targets")
-        if self.tenancy is not None and self.tenancy.roots_by is not None and \
-                getattr(self.params_by_name.get(self.tenancy.roots_by), "type", None) != "token":
-            raise ConfigError(f"{where}: tenancy.roots_by must name a token search parameter")
+            problem = param.problem()
+            if problem is not None:
+                raise ConfigError(f"{where}: search parameter {param.name} {problem}")
+        if self.tenancy is not None:
+            self._check_tenancy(self.tenancy, where)
         if self.prerendered is not None and self.versioning is None:
             raise ConfigError(f"{where}: prerendered bodies are kept per version: declare versioning too")
         for op in self.operations:
@@ -219,6 +167,20 @@ class ResourceProvider:
             bound = self.params_by_name.get(op.param)
             if bound is None or bound.type != "reference":
                 raise ConfigError(f"{where}: operation {op.name} must bind a reference search parameter, not {op.param!r}")
+
+    def _check_tenancy(self, tenancy: Tenancy, where: str) -> None:
+        if tenancy.subtree is not None and tenancy.via is not None:
+            raise ConfigError(f"{where}: tenancy is scoped by its own subtree or via a reference, not both")
+        roots_by = tenancy.subtree.roots_by if tenancy.subtree is not None else None
+        if roots_by is not None and getattr(self.params_by_name.get(roots_by), "type", None) != "token":
+            raise ConfigError(f"{where}: tenancy.subtree.roots_by must name a token search parameter")
+        via = tenancy.via
+        if via is not None:
+            param = self.params_by_name.get(via.param)
+            if via.resource_type == self.resource_type or param is None or not any(
+                    isinstance(t, ReferenceTarget) and t.resource_type == via.resource_type for t in param.targets):
+                raise ConfigError(f"{where}: tenancy.via must name a reference search parameter to another type "
+                                  f"({via.param!r} to {via.resource_type!r})")
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,17 @@
 """FHIR ids as a provider's id column stores them."""
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Protocol
 
 from sqlalchemy import ColumnElement
 
-from server.engine.provider import ResourceProvider
-from server.search.values import FHIR_ID
+FHIR_ID = re.compile(r"[A-Za-z0-9\-.]{1,64}")
+
+
+class Identified(Protocol):
+    @property
+    def id_column(self) -> ColumnElement[Any]: ...
 
 
 def coerce_id(column: ColumnElement[Any], raw: str) -> Any | None:
@@ -20,6 +25,6 @@ def coerce_id(column: ColumnElement[Any], raw: str) -> Any | None:
     return raw
 
 
-def stored_id(provider: ResourceProvider, rid: str) -> Any | None:
+def stored_id(provider: Identified, rid: str) -> Any | None:
     """The provider's stored id for a FHIR id, or None when `rid` cannot be one of its ids."""
     return coerce_id(provider.id_column, rid) if FHIR_ID.fullmatch(rid) else None

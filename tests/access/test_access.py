@@ -17,19 +17,13 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.access.tokens import mint_token
+from server.access.mint import mint_token
 from server.context import ServerContext, create_context
 from server.settings import Settings
 from plugins.orgunits.versions import list_versions, set_default_version
-from plugins.orgunits.writer import (
-    TypeRecord,
-    UnitRecord,
-    delete_missing,
-    ensure_data_source,
-    ensure_source_version,
-    ensure_types,
-    write_units,
-)
+from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
+from plugins.orgunits.records import TypeRecord, UnitRecord
+from plugins.orgunits.history import delete_missing
 from tests.support.contexts import SECRET, make_settings, pyramid_context
 from tests.support.data import NOW, UNITS
 

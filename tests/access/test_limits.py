@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 
 from server.engine import interactions
 from server.app import create_app
-from server.access.tokens import mint_token
+from server.access.mint import mint_token
 from server.context import ServerContext, create_context
 from server.ops.logs import JsonFormatter
 from server.access.ratelimit import RateLimiter
@@ -188,8 +188,8 @@ def test_audit_line_names_the_account(small_ctx: ServerContext, tmp_path: Path, 
 
 
 def test_include_iterate_stops_after_ten_levels_with_an_outcome(migrated_url: str, tmp_path: Path) -> None:
-    from plugins.orgunits.writer import TypeRecord, UnitRecord, ensure_data_source, ensure_source_version, \
-        ensure_types, write_units
+    from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
+    from plugins.orgunits.records import TypeRecord, UnitRecord
     from tests.support.data import NOW
 
     settings = make_settings(migrated_url, tmp_path, auth={"secret": SECRET})

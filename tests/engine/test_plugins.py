@@ -11,7 +11,8 @@ from starlette.testclient import TestClient
 import plugins.orgunits.location
 from server import ConfigError, ResourceProvider, SearchParam, StringTarget, hookimpl
 from server.app import create_app
-from server.access.tokens import Principal, mint_token
+from server.access.mint import mint_token
+from server.access.tokens import Principal
 from server.context import ServerContext, create_context
 from server.errors import FhirError
 from server.engine.interaction import Interaction

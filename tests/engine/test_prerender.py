@@ -19,7 +19,8 @@ from server.storage.prerender import refresh, usable
 from server.engine.rendered import Rendered
 from plugins.orgunits.tables import org_unit_history
 from server.storage.tables import render_state
-from plugins.orgunits.writer import UnitRecord, write_units
+from plugins.orgunits.writer import write_units
+from plugins.orgunits.records import UnitRecord
 from tests.support.contexts import make_settings
 from tests.support.data import NOW, load_small_pyramid
 

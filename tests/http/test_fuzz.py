@@ -51,7 +51,7 @@ from sqlalchemy import func, inspect, select, table
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.access.tokens import mint_token
+from server.access.mint import mint_token
 from server.context import ServerContext
 from server.engine.text import normalize
 from tests.support import fuzz_strategies as fs

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from server.app import create_app
-from server.access.tokens import mint_token
+from server.access.mint import mint_token
 from server.settings import load_settings
 from tests.support.contexts import IASO_CSV
 from tests.support.live import run_cli

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from server.app import create_app
-from server.access.tokens import mint_token
+from server.access.mint import mint_token
 from server.defaults import translate_exception
 from server.errors import ServiceUnavailable
 from server.storage.db import create_db_engine

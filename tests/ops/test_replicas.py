@@ -15,7 +15,7 @@ from sqlalchemy import Engine, func, select, text
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.access.tokens import mint_token
+from server.access.mint import mint_token
 from server.plugins import get_plugin_manager
 from server.storage.prerender import refresh
 from server.engine.registry import Registry
@@ -190,7 +190,8 @@ def test_a_lagging_replica_answers_consistently_from_its_own_data(tmp_path: Path
     """One replica has a unit the other has not received yet: every page's total matches its own entries,
     whichever replica answered (counts and snapshots are kept per database)."""
     from tests.support.data import NOW
-    from plugins.orgunits.writer import UnitRecord, ensure_data_source, ensure_source_version, write_units
+    from plugins.orgunits.writer import ensure_data_source, ensure_source_version, write_units
+    from plugins.orgunits.records import UnitRecord
 
     with pg.scratch_database(migrated=True) as primary, pg.scratch_database(migrated=True) as ahead, \
             pg.scratch_database(migrated=True) as behind:

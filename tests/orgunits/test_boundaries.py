@@ -11,14 +11,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.access.tokens import mint_token
+from server.access.mint import mint_token
 from server.storage.db import create_db_engine
-from plugins.orgunits.writer import (
-    ensure_data_source,
-    ensure_source_version,
-    ensure_types,
-    write_units,
-)
+from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
 from tests.support.contexts import SECRET, make_settings
 from tests.support.data import NOW, TYPES, UNITS
 from tests.support.validators import assert_valid

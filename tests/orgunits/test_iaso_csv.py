@@ -12,7 +12,7 @@ from server.engine.instants import as_utc
 from server.errors import LoadError
 from plugins.orgunits.importers.iaso_csv import load_iaso_csv
 from plugins.orgunits.tables import data_source, org_unit, org_unit_name, org_unit_type
-from plugins.orgunits.writer import WriteReport
+from plugins.orgunits.records import WriteReport
 from tests.support.contexts import IASO_CSV
 from tests.support.store_snapshot import TABLES, count, snapshot, units
 
@@ -205,7 +205,7 @@ BAD_FILES = [
                  "parent name 'Nowhere' matches no org unit", id="dangling-name"),
     pytest.param(_duplicate_id, "is already used on line 3", id="duplicate-id"),
     pytest.param(_cycle, "is its own ancestor", id="cycle"),
-    pytest.param(_set("2049032", "Ref Ext parent 1", "KvNOePwHFyH"), "is its own ancestor", id="self-parent"),
+    pytest.param(_set("2049032", "Ref Ext parent 1", "KvNOePwHFyH"), "is its own parent", id="self-parent"),
     pytest.param(_set("2049032", "Validé", "MAYBE"), "validation status 'MAYBE'", id="status"),
     pytest.param(_set("2049032", "Date de fermeture", "2024-13-45"), "Date de fermeture '2024-13-45' is not a date",
                  id="closing-date"),

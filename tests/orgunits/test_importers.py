@@ -25,13 +25,8 @@ from plugins.orgunits.importers.geometry import decode_gpkg
 from plugins.orgunits.importers.iaso_csv import load_iaso_csv
 from plugins.orgunits.importers.iaso_gpkg import load_iaso_gpkg
 from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source_version
-from plugins.orgunits.writer import (
-    TypeRecord,
-    UnitRecord,
-    WriteReport,
-    as_utc,
-    ensure_data_source,
-)
+from plugins.orgunits.writer import as_utc, ensure_data_source
+from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport
 from tests.support.contexts import IASO_CSV, REAL_DATA
 from tests.support.store_snapshot import TABLES, count, snapshot, units
 

@@ -8,7 +8,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.access.tokens import mint_token
+from server.access.mint import mint_token
 from server.context import ServerContext
 from tests.support.contexts import SECRET, make_settings
 from tests.support.validators import assert_valid

@@ -8,16 +8,8 @@ from sqlalchemy import Engine, select
 
 from server.errors import LoadError
 from plugins.orgunits.tables import org_unit, org_unit_name, org_unit_type
-from plugins.orgunits.writer import (
-    TypeRecord,
-    UnitRecord,
-    WriteReport,
-    as_utc,
-    ensure_data_source,
-    ensure_source_version,
-    ensure_types,
-    write_units,
-)
+from plugins.orgunits.writer import as_utc, ensure_data_source, ensure_source_version, ensure_types, write_units
+from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport
 from tests.support.store_snapshot import count, snapshot, units
 
 T0 = datetime(2024, 1, 1, 12, 0, tzinfo=timezone.utc)

@@ -13,16 +13,11 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.access.tokens import mint_token
+from server.access.mint import mint_token
 from server.storage.db import create_db_engine
-from plugins.orgunits.writer import (
-    TypeRecord,
-    ensure_types,
-    delete_missing,
-    ensure_data_source,
-    ensure_source_version,
-    write_units,
-)
+from plugins.orgunits.writer import ensure_types, ensure_data_source, ensure_source_version, write_units
+from plugins.orgunits.records import TypeRecord
+from plugins.orgunits.history import delete_missing
 from tests.support.contexts import SECRET, make_settings
 from tests.support.data import NOW, UNITS, load_small_pyramid
 from tests.support.validators import assert_valid

@@ -5,14 +5,8 @@ from datetime import date, datetime, timezone
 
 from sqlalchemy import Engine
 
-from plugins.orgunits.writer import (
-    TypeRecord,
-    UnitRecord,
-    ensure_data_source,
-    ensure_source_version,
-    ensure_types,
-    write_units,
-)
+from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
+from plugins.orgunits.records import TypeRecord, UnitRecord
 
 NOW = datetime(2025, 3, 4, 10, 20, 30, tzinfo=timezone.utc)
 TYPES = (

@@ -17,20 +17,28 @@ from typing import Any, TypeVar, Union
 
 from sqlalchemy import Connection, Engine, func, select
 
-from plugins.orgunits import writer
-from server import LoadError
-from plugins.orgunits.tables import DEFAULT_ACCOUNT, data_source, org_unit, org_unit_type, source_version
-from plugins.orgunits.writer import (
+from plugins.orgunits.records import (
     TypeRecord,
     UnitRecord,
     WriteReport,
     describe,
+    refuse_cycles,
+    slugify,
+)
+from plugins.orgunits.tables import (
+    DEFAULT_ACCOUNT,
+    data_source,
+    org_unit,
+    org_unit_type,
+    source_version,
+)
+from plugins.orgunits.writer import (
     ensure_data_source,
     ensure_source_version,
     ensure_types,
-    slugify,
     write_units,
 )
+from server import LoadError
 
 K = TypeVar("K", bound=Hashable)
 Records = Union[Iterable[UnitRecord], Callable[[Connection, int], Iterable[UnitRecord]]]
@@ -62,7 +70,7 @@ def import_units(engine: Engine, *, data_source: str, version: int, types: Types
         seen: set[int] = set()
         report = write_units(conn, _owned(conn, units, source_id, seen), version_id, now, progress=progress)
         if delete_missing:
-            writer.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)  # type: ignore[attr-defined]
+            delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
         return report
 
 
@@ -156,27 +164,6 @@ def stored_depths(conn: Connection, ids: Iterable[int]) -> dict[int, int]:
 
 
 # --- structure checks ---------------------------------------------------------------------------------------
-
-def refuse_cycles(parents: Mapping[K, K | None], label: Callable[[K], str]) -> None:
-    """Raise a LoadError naming the records of the first parent cycle among `parents` (key -> parent key, or
-    None when the parent is outside the file)."""
-    done: set[K] = set()
-    for key in parents:
-        path: list[K] = []
-        on_path: set[K] = set()
-        current: K | None = key
-        while current is not None and current not in done:
-            if current in on_path:
-                cycle = path[path.index(current):]
-                if len(cycle) == 1:
-                    raise LoadError(f"{label(current)} is its own parent")
-                chain = " -> ".join(label(item) for item in (*cycle, current))
-                raise LoadError(f"{label(current)} is its own ancestor: {chain} (each arrow points to the parent)")
-            path.append(current)
-            on_path.add(current)
-            current = parents.get(current)
-        done.update(on_path)
-
 
 def compute_depths(parents: Mapping[K, K | None], outside: Mapping[K, int], stored: Mapping[int, int],
                    known: Mapping[K, int] | None = None) -> dict[K, int]:

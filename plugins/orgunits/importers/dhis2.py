@@ -30,8 +30,6 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from server import LoadError
-from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from plugins.orgunits.importers.common import (
     Hierarchy,
     Progress,
@@ -43,8 +41,15 @@ from plugins.orgunits.importers.common import (
     read_json,
     resolve_hierarchy,
 )
-from plugins.orgunits.importers.geometry import check_geometry, nesting, polygon, position
-from plugins.orgunits.writer import TypeRecord, UnitRecord, WriteReport
+from plugins.orgunits.importers.geometry import (
+    check_geometry,
+    nesting,
+    polygon,
+    position,
+)
+from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport
+from plugins.orgunits.tables import DEFAULT_ACCOUNT
+from server import LoadError
 
 DEFAULT_DATA_SOURCE = "DHIS2"
 _LEGACY_TYPES = {"POINT", "SYMBOL", "POLYGON", "MULTI_POLYGON", "NONE"}

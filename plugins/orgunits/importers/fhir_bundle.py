@@ -33,8 +33,6 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from server import LoadError
-from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from plugins.orgunits.importers.common import (
     Hierarchy,
     Progress,
@@ -46,8 +44,9 @@ from plugins.orgunits.importers.common import (
     resolve_hierarchy,
 )
 from plugins.orgunits.importers.geometry import BOUNDARY_TYPES, check_geometry
-from plugins.orgunits.tables import VALIDATION_STATUSES
-from plugins.orgunits.writer import TypeRecord, UnitRecord, WriteReport
+from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport
+from plugins.orgunits.tables import DEFAULT_ACCOUNT, VALIDATION_STATUSES
+from server import LoadError
 
 DEFAULT_DATA_SOURCE = "FHIR"
 BOUNDARY_URL = "http://hl7.org/fhir/StructureDefinition/location-boundary-geojson"

@@ -13,11 +13,10 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine
 
-from server import LoadError
-from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from plugins.orgunits.importers.common import Progress, import_units, stored_by
-from plugins.orgunits.tables import VALIDATION_STATUSES, org_unit
-from plugins.orgunits.writer import TypeRecord, UnitRecord, WriteReport
+from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport, refuse_cycles
+from plugins.orgunits.tables import DEFAULT_ACCOUNT, VALIDATION_STATUSES, org_unit
+from server import LoadError
 
 ID, NAME, TYPE = "ID", "Nom", "Type"
 LATITUDE, LONGITUDE = "Latitude", "Longitude"
@@ -69,7 +68,8 @@ def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str
 
     def records(conn: Connection, source_id: int) -> list[UnitRecord]:
         parents = _resolve_parents(conn, rows, source_id, source)
-        _refuse_cycles(rows, parents)
+        by_id = {row.id: row for row in rows}
+        refuse_cycles(parents, lambda i: by_id[i].label(), lambda i: f"line {by_id[i].line}")
         return [_record(row, parents[row.id]) for row in rows]
 
     return import_units(engine, data_source=source, version=version,
@@ -266,26 +266,6 @@ def _pick(row: _Row, what: str, in_file: list[_Row], stored: list[int], source: 
         raise LoadError(f"{row.label()}: {what} is ambiguous, it matches stored org units "
                         f"{', '.join(map(str, stored))} of data source {source!r}")
     raise LoadError(f"{row.label()}: {what} matches no org unit in the file nor in data source {source!r}")
-
-
-def _refuse_cycles(rows: list[_Row], parents: dict[int, int | None]) -> None:
-    by_id = {row.id: row for row in rows}
-    done: set[int] = set()
-    for row in rows:
-        path: list[_Row] = []
-        on_path: set[int] = set()
-        current: _Row | None = row
-        while current is not None and current.id not in done:
-            if current.id in on_path:
-                cycle = path[path.index(current):]
-                chain = " -> ".join(f"line {item.line}" for item in (*cycle, current))
-                raise LoadError(f"{current.label()} is its own ancestor: {chain} "
-                                f"(each arrow points to the parent)")
-            path.append(current)
-            on_path.add(current.id)
-            parent = parents[current.id]
-            current = by_id.get(parent) if parent is not None else None
-        done.update(on_path)
 
 
 def _record(row: _Row, parent_id: int | None) -> UnitRecord:

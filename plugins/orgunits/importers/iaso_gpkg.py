@@ -28,18 +28,21 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from server import LoadError
-from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from plugins.orgunits.importers.common import (
     Progress,
     import_units,
-    refuse_cycles,
     stored_by,
 )
-from plugins.orgunits.importers.geometry import WGS84, check_boundary, decode_gpkg, position
+from plugins.orgunits.importers.geometry import (
+    WGS84,
+    check_boundary,
+    decode_gpkg,
+    position,
+)
 from plugins.orgunits.importers.iaso_csv import iaso_type
-from plugins.orgunits.tables import org_unit
-from plugins.orgunits.writer import TypeRecord, UnitRecord, WriteReport
+from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport, refuse_cycles
+from plugins.orgunits.tables import DEFAULT_ACCOUNT, org_unit
+from server import LoadError
 
 DEFAULT_DATA_SOURCE = "Iaso"
 REQUIRED = ("id", "name", "ref", "parent_ref")

@@ -1,0 +1,87 @@
+"""What a load writes, as plain records (one per org unit type and per org unit), what it reports, and the
+checks of a file's hierarchy that need no database."""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, TypeVar
+
+from server import LoadError, normalize
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True)
+class TypeRecord:
+    name: str
+    short_name: str
+    category: str
+    depth: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnitRecord:
+    id: int
+    name: str
+    type_short_name: str
+    validation_status: str = "NEW"
+    uuid: str | None = None
+    source_ref: str | None = None
+    aliases: tuple[str, ...] = ()
+    parent_id: int | None = None
+    latitude: float | None = None
+    longitude: float | None = None
+    altitude: float | None = None
+    opening_date: date | None = None
+    closing_date: date | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None  # the source's own modification time: kept for reference, not published
+    geometry: Mapping[str, Any] | None = None  # GeoJSON (Multi)Polygon boundary
+
+
+@dataclass(frozen=True, slots=True)
+class WriteReport:
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.inserted + self.updated + self.unchanged
+
+    def __add__(self, other: WriteReport) -> WriteReport:
+        return WriteReport(self.inserted + other.inserted, self.updated + other.updated,
+                           self.unchanged + other.unchanged)
+
+
+def slugify(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", normalize(name)).strip("-") or "source"
+
+
+def describe(record: UnitRecord) -> str:
+    return f"org unit {record.id} ({record.name!r})"
+
+
+def refuse_cycles(parents: Mapping[K, K | None], label: Callable[[K], str],
+                  step: Callable[[K], str] | None = None) -> None:
+    """Raise a LoadError naming the records of the first parent cycle among `parents` (key -> parent key, or
+    None when the parent is outside the file); `step` names each record of the chain (default: `label`)."""
+    done: set[K] = set()
+    step = step or label
+    for key in parents:
+        path: list[K] = []
+        on_path: set[K] = set()
+        current: K | None = key
+        while current is not None and current not in done:
+            if current in on_path:
+                cycle = path[path.index(current):]
+                if len(cycle) == 1:
+                    raise LoadError(f"{label(current)} is its own parent")
+                chain = " -> ".join(step(item) for item in (*cycle, current))
+                raise LoadError(f"{label(current)} is its own ancestor: {chain} (each arrow points to the parent)")
+            path.append(current)
+            on_path.add(current)
+            current = parents.get(current)
+        done.update(on_path)

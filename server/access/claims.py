@@ -1,0 +1,57 @@
+"""Claims at dotted paths ("realm_access.roles"): the one walker, and the permissions a token grants.
+
+A claim is MISSING when a part of its path is absent (or a part above it is not an object), and None when it is
+present but null: callers that must fail closed (the subtree roots) tell the two apart."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Final[Any] = _Missing()
+
+
+def claim(claims: Mapping[str, Any], dotted: str) -> Any:
+    """The value at the dotted path: MISSING when absent, None when present but null."""
+    value: Any = claims
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return MISSING
+        value = value[part]
+    return value
+
+
+def claim_or_none(claims: Mapping[str, Any], dotted: str) -> Any:
+    """The value at the dotted path, None when absent or null."""
+    value = claim(claims, dotted)
+    return None if value is MISSING else value
+
+
+def set_claim(claims: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set the value at the dotted path, making (or replacing) the objects above it."""
+    parts = dotted.split(".")
+    node = claims
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[parts[-1]] = value
+
+
+def permissions_of(claims: Mapping[str, Any], dotted: str) -> frozenset[str]:
+    """The permissions at the dotted path and in `scope`: a space-separated string or a list of strings each."""
+    found: set[str] = set()
+    for source in (claim_or_none(claims, dotted), claims.get("scope")):
+        if isinstance(source, str):
+            found.update(source.split())
+        elif isinstance(source, list):
+            found.update(item for item in source if isinstance(item, str))
+    return frozenset(found)

@@ -1,0 +1,41 @@
+"""A search parameter as a provider declares it: a name, its FHIR type and the targets that bind it to columns."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement
+
+from server.search.types import type_of
+from server.search.types.base import ParamType
+
+
+@dataclass(frozen=True)
+class SearchParam:
+    name: str
+    type: str  # the FHIR type: "string", "token", "reference", "date", "special" (its targets' type's name)
+    targets: tuple[Any, ...]  # StringTarget, TokenTarget, ReferenceTarget, DateTarget, NearTarget... (one class)
+    documentation: str
+    definition: str | None = None  # canonical URL of the SearchParameter (the HL7 one for standard parameters)
+    sort: ColumnElement[Any] | None = None  # what _sort orders by; None: not sortable
+
+    @property
+    def kind(self) -> ParamType[Any, Any]:
+        """The parameter type its targets belong to (ResourceProvider.check has refused any other)."""
+        kind = type_of(self.targets[0]) if self.targets else None
+        if kind is None:
+            raise TypeError(f"search parameter {self.name}: {self.targets!r} are not search targets")
+        return kind
+
+    @property
+    def modifiers(self) -> frozenset[str]:
+        return self.kind.modifiers(self.targets)
+
+    def problem(self) -> str | None:
+        """What is wrong with the declaration, or None."""
+        kind = type_of(self.targets[0]) if self.targets else None
+        if kind is None or not all(type(t) is kind.target for t in self.targets):
+            return f"needs targets of one search type, got {', '.join(type(t).__name__ for t in self.targets) or 'none'}"
+        if kind.name != self.type:
+            return f"is declared {self.type!r} but its {kind.target.__name__} targets make it {kind.name!r}"
+        return None

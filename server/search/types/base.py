@@ -1,0 +1,109 @@
+"""The protocol every search-parameter type implements, and what the types share.
+
+A type (one module of this package) declares the target class its parameters bind to columns, the modifiers it
+supports, how it decodes one raw value (before any SQL) and how it compiles a typed value against one target
+into SQL. Two optional protocols add what some types need: a lookup run before the search (`LooksUp`) and a
+measure of each match that orders the results and is shown in the entry (`Ranks`)."""
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+
+from sqlalchemy import ColumnElement, FromClause, Select, select
+
+Match = ColumnElement[bool] | Select[Any]  # a condition on the provider's rows, or a select of the matching ids
+
+T = TypeVar("T")  # the target class
+V = TypeVar("V")  # the typed value
+
+
+@dataclass(frozen=True)
+class Through:
+    """A side table holding several values per resource (one row each): `key` points at the provider's id;
+    `where` keeps some of its rows only."""
+
+    table: FromClause
+    key: ColumnElement[Any]
+    where: ColumnElement[bool] | None = None
+
+    def ids(self, cond: ColumnElement[bool]) -> Select[Any]:
+        """The ids of the resources having a side row that meets `cond`."""
+        inner = select(self.key).where(cond)
+        return inner if self.where is None else inner.where(self.where)
+
+
+def via(through: Through | None, cond: ColumnElement[bool]) -> Match:
+    """The condition itself, or (on a side table) the select of the ids whose side rows meet it."""
+    return cond if through is None else through.ids(cond)
+
+
+@dataclass(frozen=True)
+class CompileContext:
+    """Where a clause is compiled: the provider's id column and rows, the parameter, and what `LooksUp` types
+    found before the search."""
+
+    id_column: ColumnElement[Any]
+    source: FromClause
+    param: str
+    found: Mapping[Hashable, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MissingValue:
+    """`:missing=true|false`, decoded by the engine for every type that lists the modifier."""
+
+    raw: str
+    missing: bool
+
+
+class ParamType(Protocol[T, V]):
+    name: ClassVar[str]  # the FHIR search parameter type it serves (SearchParam.type): "string", "special"...
+    target: ClassVar[type]  # the target class its parameters are declared with
+    split: ClassVar[bool]  # whether a comma separates values (OR-ed); `near` takes one value
+
+    def modifiers(self, targets: Sequence[T]) -> frozenset[str]:
+        """The modifiers a parameter with these targets supports ("missing" is decoded by the engine)."""
+        ...
+
+    def parse(self, name: str, targets: Sequence[T], modifier: str | None, raw: str) -> V:
+        """One raw value (commas already split, unescaped) -> the typed value; InvalidValue when it is not one."""
+        ...
+
+    def compile(self, target: T, modifier: str | None, value: V, at: CompileContext) -> Match | None:
+        """The resources whose `target` matches `value`; None: this target cannot match this kind of value."""
+        ...
+
+    def present(self, target: T, at: CompileContext) -> Match:
+        """The resources having a value in `target` (`:missing`)."""
+        ...
+
+
+@runtime_checkable
+class LooksUp(Protocol[T, V]):
+    """A type that needs values looked up before the search is compiled (reference :below: the path of the
+    named resource). The engine runs each query (limited to live rows the caller may see, taking the first
+    column of the first row, None when none) and hands the results to `compile` as `at.found[key]`."""
+
+    def lookups(self, target: T, modifier: str | None, value: V,
+                at: CompileContext) -> Sequence[tuple[Hashable, Select[Any]]]: ...
+
+
+@runtime_checkable
+class Ranks(Protocol[T, V]):
+    """A type whose matches have a measure (near: the distance): the results go by it unless _sort is given,
+    and each match's entry.search shows it."""
+
+    def measure(self, target: T, value: V) -> ColumnElement[Any]: ...
+
+    def entry_search(self, measure: Any) -> dict[str, Any]:
+        """What a match's Bundle entry.search holds besides its mode (e.g. an extension)."""
+        ...
+
+
+def like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def starts_with(column: ColumnElement[Any], text: str) -> ColumnElement[bool]:
+    return column.like(f"{like_escape(text)}%", escape="\\")

@@ -1,0 +1,52 @@
+"""`string` parameters: starts-with on a normalized column (accents and case folded), :exact, :contains."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from sqlalchemy import ColumnElement
+
+from server.engine.text import normalize
+from server.search.types.base import CompileContext, Match, Through, like_escape, starts_with, via
+
+
+@dataclass(frozen=True)
+class StringTarget:
+    normalized: ColumnElement[Any]  # holds server.engine.text.normalize(text)
+    exact: ColumnElement[Any]
+    through: Through | None = None
+
+
+@dataclass(frozen=True)
+class StringValue:
+    raw: str
+    normalized: str
+
+
+class StringType:
+    name: ClassVar[str] = "string"
+    target: ClassVar[type] = StringTarget
+    split: ClassVar[bool] = True
+
+    def modifiers(self, targets: Sequence[StringTarget]) -> frozenset[str]:
+        return frozenset({"exact", "contains", "missing"})
+
+    def parse(self, name: str, targets: Sequence[StringTarget], modifier: str | None, raw: str) -> StringValue:
+        return StringValue(raw, normalize(raw))
+
+    def compile(self, target: StringTarget, modifier: str | None, value: StringValue,
+                at: CompileContext) -> Match | None:
+        if modifier == "exact":
+            cond = target.exact == value.raw
+        elif modifier == "contains":
+            cond = target.normalized.like(f"%{like_escape(value.normalized)}%", escape="\\")
+        else:
+            cond = starts_with(target.normalized, value.normalized)
+        return via(target.through, cond)
+
+    def present(self, target: StringTarget, at: CompileContext) -> Match:
+        return via(target.through, target.exact.is_not(None))
+
+
+TYPE = StringType()

@@ -1,0 +1,99 @@
+"""`token` parameters: `[system|]code`, `system|`, `|code`; :not, :text (where the target has a text column)."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from sqlalchemy import ColumnElement, and_, false, func, literal, true
+
+from server.errors import InvalidValue
+from server.search.ids import coerce_id
+from server.search.types.base import CompileContext, Match, Through, starts_with, via
+
+
+@dataclass(frozen=True)
+class TokenTarget:
+    code: ColumnElement[Any]
+    system: str | ColumnElement[Any] | None = None
+    codes: Mapping[str, tuple[Any, ...]] | None = None  # FHIR code -> stored values; closes the value set
+    prefix: str = ""  # a value written "<prefix><stored>" (urn:uuid:...) also matches
+    through: Through | None = None
+    text: ColumnElement[Any] | None = None  # what :text matches (case-insensitive starts-with)
+
+
+@dataclass(frozen=True)
+class TokenValue:
+    raw: str
+    system: str | None  # None: any system; "": explicitly no system ("|code")
+    code: str | None    # None: any code ("system|")
+
+
+@dataclass(frozen=True)
+class TextValue:
+    """`:text`: the start of the token's display text."""
+
+    raw: str
+
+
+class TokenType:
+    name: ClassVar[str] = "token"
+    target: ClassVar[type] = TokenTarget
+    split: ClassVar[bool] = True
+
+    def modifiers(self, targets: Sequence[TokenTarget]) -> frozenset[str]:
+        has_text = any(t.text is not None for t in targets)
+        return frozenset({"not", "missing", *(["text"] if has_text else [])})
+
+    def parse(self, name: str, targets: Sequence[TokenTarget], modifier: str | None,
+              raw: str) -> TokenValue | TextValue:
+        if modifier == "text":
+            return TextValue(raw)
+        if "|" in raw:
+            system, _, code = raw.partition("|")
+            value = TokenValue(raw, system, code or None)
+        else:
+            value = TokenValue(raw, None, raw)
+        if value.system == "" and value.code is None:
+            raise InvalidValue(f"{name}: '|' alone is not a token")
+        closed = [t.codes for t in targets]
+        if value.code is not None and closed and all(c is not None for c in closed):
+            allowed = sorted({code for codes in closed if codes for code in codes})
+            if value.code not in allowed:
+                raise InvalidValue(f"{name}: {value.code!r} is not one of the allowed values {', '.join(allowed)}")
+        return value
+
+    def compile(self, target: TokenTarget, modifier: str | None, value: TokenValue | TextValue,
+                at: CompileContext) -> Match | None:
+        if isinstance(value, TextValue):
+            if target.text is None:
+                return None
+            return via(target.through, starts_with(func.lower(target.text), value.raw.lower()))
+        return via(target.through, _token(target, value))
+
+    def present(self, target: TokenTarget, at: CompileContext) -> Match:
+        return via(target.through, target.code.is_not(None))
+
+
+def _token(target: TokenTarget, value: TokenValue) -> ColumnElement[bool]:
+    if value.system is None:
+        system_cond: ColumnElement[bool] = true()
+    elif target.system is None:
+        system_cond = true() if value.system == "" else false()
+    elif isinstance(target.system, str):
+        system_cond = true() if target.system == value.system else false()
+    else:
+        system_cond = target.system == literal(value.system)
+    if value.code is None:
+        return and_(system_cond, target.code.is_not(None))
+    if target.codes is not None:
+        stored = target.codes.get(value.code)
+        code_cond = target.code.in_(stored) if stored else false()
+    else:
+        code = value.code[len(target.prefix):] if target.prefix and value.code.startswith(target.prefix) else value.code
+        typed = coerce_id(target.code, code)
+        code_cond = false() if typed is None else target.code == typed
+    return and_(system_cond, code_cond)
+
+
+TYPE = TokenType()

@@ -1,0 +1,69 @@
+"""The org-unit package's contract samples, over the small pyramid (tests/support/data.py): Location, Organization
+and the canonical resources."""
+from __future__ import annotations
+
+from plugins.orgunits.canonical import EXTENSIONS
+from server.settings import Settings
+from server.storage.db import writing_engine
+from tests.support.contract import Samples, Scope, Search, Subject
+from tests.support.data import UNITS, load_small_pyramid
+
+NS = "https://orgunit-fhir.example.org/fhir"
+
+LOCATION = Samples(
+    "Location",
+    ids=frozenset(str(u.id) for u in UNITS),
+    searches=(
+        Search("_id", "10", "10"),
+        Search("_lastUpdated", "ge2000-01-01", "1"),
+        Search("name", "aire de seg", "20"),
+        Search("name", "segou nord", "20"),  # an alias
+        Search("status", "active", "1"),
+        Search("identifier", "zmSNCYjqQGj", "1"),
+        Search("type", "COUNTRY", "1"),
+        Search("partof", "Location/1", "2"),
+        Search("partof:below", "10", "30"),
+        Search("organization", "Organization/1", "1"),
+        Search("near", "11.716788|-3.339844|1|km", "30"),
+    ),
+    bad_values=(("status", "closed"), ("near", "north"), ("_lastUpdated", "yesterday"), ("partof", "Patient/1")),
+    versions={"1": ("1",), "30": ("1",)},
+    scopes=(Scope(("Location/10",), frozenset({"10", "20", "30", "31", "32"})),
+            Scope(("Location/3",), frozenset({"3"}))),
+)
+
+ORGANIZATION = Samples(
+    "Organization",
+    ids=frozenset({"1"}),
+    searches=(
+        Search("_id", "1", "1"),
+        Search("_lastUpdated", "ge2000-01-01", "1"),
+        Search("name", "minist", "1"),
+        Search("identifier", f"{NS}/sid/data-source|ministere-de-la-sante", "1"),
+        Search("active", "true", "1"),
+    ),
+    bad_values=(("active", "maybe"), ("_lastUpdated", "yesterday")),
+    # an account-wide provider cannot apply a subtree restriction: a subtree-limited token sees none of it
+    scopes=(Scope(("Location/10",), frozenset()),),
+)
+
+
+def _canonical(resource_type: str, ids: list[str]) -> Samples:
+    return Samples(resource_type, frozenset(ids), (Search("_id", ids[0], ids[0]),
+                                                   Search("url", f"{NS}/{resource_type}/{ids[0]}", ids[0])),
+                   tenanted=False)
+
+
+CANONICAL = (_canonical("OperationDefinition", ["Location-children"]),
+             _canonical("StructureDefinition", sorted(EXTENSIONS)),
+             _canonical("CodeSystem", ["org-unit-type"]))
+
+
+def _load(settings: Settings) -> None:
+    with writing_engine(settings) as engine:
+        load_small_pyramid(engine)
+
+
+PLUGINS = {"orgunits": {"enabled": True}, "location": {"enabled": True}, "organization": {"enabled": True},
+           "canonical": {"enabled": True}}
+SUBJECT = Subject("orgunits", PLUGINS, _load, (LOCATION, ORGANIZATION, *CANONICAL))

@@ -1,0 +1,24 @@
+"""The proof package of issue 13 (tests/proof/site): a third-party provider found through its entry point."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from server.extensions import load_extensions
+from server.ops.progress import Progress
+from server.settings import Settings
+from server.storage.db import writing_engine
+
+PROOF = Path(__file__).resolve().parents[1] / "proof"
+SITE = PROOF / "site"  # the "installed" package and its dist-info
+SERVICES = PROOF / "services.json"
+SERVICES_UPDATE = PROOF / "services-update.json"  # renames service 2 (a second location), drops service 7
+PLUGINS = {"healthcare_services": {"enabled": True}}
+
+
+def load_services(settings: Settings, *paths: Path) -> None:
+    """Each file in turn, through the package's registered load format (as `orgunit-fhir load services-json`)."""
+    fmt = load_extensions(settings).load_formats["services-json"]
+    with writing_engine(settings) as engine:
+        for path in paths:
+            fmt.load(engine, str(path), argparse.Namespace(), Progress("load services-json"))
