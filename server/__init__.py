@@ -11,19 +11,12 @@ from server.engine.capabilities import software_version
 from server.engine.instants import as_utc, instant
 from server.engine.interaction import Interaction
 from server.engine.provider import (
-    DateTarget,
-    NearTarget,
     Operation,
     Prerendered,
-    ReferenceTarget,
     ResourceProvider,
-    SearchParam,
     StaticProvider,
-    StringTarget,
     Subtree,
     Tenancy,
-    Through,
-    TokenTarget,
     Versioning,
     Via,
 )
@@ -40,6 +33,13 @@ from server.errors import (
 )
 from server.hookspecs import hookimpl
 from server.ops.progress import Progress
+from server.search.param import SearchParam
+from server.search.types.base import Through
+from server.search.types.date import DateTarget
+from server.search.types.near import NearTarget
+from server.search.types.reference import ReferenceTarget
+from server.search.types.string import StringTarget
+from server.search.types.token import TokenTarget
 from server.settings import Settings
 from server.storage.db import writing_engine
 from server.storage.migrate import Migrations

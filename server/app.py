@@ -15,6 +15,7 @@ from server.ops.checks import validate
 from server.context import ServerContext, create_context
 from server.ops.metrics import Metrics
 from server.http.observe import RequestObserver
+from server.http.pipeline import Pipeline
 from server.ops.health import Readiness, ops_routes
 from server.http.routes import fhir_routes, http_exception
 from server.settings import Settings
@@ -37,7 +38,8 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
         ctx.db.dispose()
         metrics.process_exit()
 
-    middleware = [Middleware(RequestObserver, metrics=metrics, resource_types=tuple(ctx.registry.providers))]
+    middleware = [Middleware(RequestObserver, metrics=metrics, resource_types=tuple(ctx.registry.providers),
+                             audit=settings.server.audit_log)]
     if settings.server.cors_origins:
         middleware.append(Middleware(
             CORSMiddleware,
@@ -52,6 +54,7 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
                     exception_handlers={HTTPException: http_exception})
     app.router.redirect_slashes = False
     app.state.ctx = ctx
+    app.state.pipeline = Pipeline(ctx)
     app.state.metrics = metrics
     app.state.readiness = Readiness(ctx)
     return app

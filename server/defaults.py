@@ -2,17 +2,17 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from server.access.tokens import Principal, claim_path
+from server.access.claims import MISSING, claim
+from server.access.roots import MAX_ROOTS
+from server.access.scope import AccessScope
+from server.access.tokens import Principal
+from server.engine.interaction import Interaction
 from server.errors import FhirError, Forbidden, InternalError, ServiceUnavailable, TooCostly
 from server.hookspecs import hookimpl
-from server.engine.interaction import Interaction
-from server.access.scope import MAX_ROOTS, AccessScope
 from server.settings import Settings
 
 log = logging.getLogger("orgunit_fhir")
@@ -27,40 +27,28 @@ def authorize(principal: Principal, interaction: Interaction, settings: Settings
 
 @hookimpl(trylast=True)
 def access_scope(principal: Principal, settings: Settings) -> AccessScope:
-    """The account claim (else auth.default_account) and the subtree-roots claim of the token."""
+    """The account claim (absent or null: auth.default_account) and the subtree-roots claim of the token (absent:
+    no subtree limit; null or []: nothing). The only account held, when neither names one, is the Scoper's."""
     auth = settings.auth
-    account = claim_path(principal.claims, auth.account_claim)
-    if account is None:
+    account = claim(principal.claims, auth.account_claim)
+    if account is MISSING or account is None:
         account = auth.default_account
     elif not isinstance(account, str) or not account or "\x00" in account:
         raise Forbidden(f"the token's {auth.account_claim!r} claim must be an account name (a string)")
-    roots = _present(principal.claims, auth.roots_claim)
+    roots = claim(principal.claims, auth.roots_claim)
+    if roots is MISSING:
+        return AccessScope(account=account)
     if roots is None:  # present but null: fail closed, as an empty list
-        roots = ()
-    elif roots is not _MISSING:
-        if isinstance(roots, str):
-            roots = [roots]
-        if not isinstance(roots, list) or not all(
-                isinstance(r, str | int) and not isinstance(r, bool) and "\x00" not in str(r) for r in roots):
-            raise Forbidden(f"the token's {auth.roots_claim!r} claim must be a list of org unit ids or "
-                            "system|value identifiers")
-        if len(roots) > MAX_ROOTS:
-            raise Forbidden(f"the token's {auth.roots_claim!r} claim names more than {MAX_ROOTS} roots")
-        roots = tuple(str(r) for r in roots)
-    return AccessScope(account=account, roots=None if roots is _MISSING else roots)
-
-
-_MISSING: Any = object()
-
-
-def _present(claims: Mapping[str, Any], dotted: str) -> Any:
-    """The claim at the dotted path, or _MISSING when it is absent (None when it is present but null)."""
-    value: Any = claims
-    for part in dotted.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return _MISSING
-        value = value[part]
-    return value
+        roots = []
+    elif isinstance(roots, str):
+        roots = [roots]
+    if not isinstance(roots, list) or not all(
+            isinstance(r, str | int) and not isinstance(r, bool) and "\x00" not in str(r) for r in roots):
+        raise Forbidden(f"the token's {auth.roots_claim!r} claim must be a list of roots: Type/id (Location/12), "
+                        "ids or system|value identifiers")
+    if len(roots) > MAX_ROOTS:
+        raise Forbidden(f"the token's {auth.roots_claim!r} claim names more than {MAX_ROOTS} roots")
+    return AccessScope(account=account, roots=tuple(str(r) for r in roots))
 
 
 def _timed_out(exception: BaseException) -> bool:

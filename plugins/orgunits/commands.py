@@ -8,7 +8,7 @@ from collections.abc import Callable
 from sqlalchemy import Connection, Engine, select
 
 from plugins.orgunits.demo import generate_demo
-from plugins.orgunits.importers.common import DEFAULT_DATA_SOURCES, load_file
+from plugins.orgunits.importers.formats import DEFAULT_DATA_SOURCES, load_file
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, org_unit
 from plugins.orgunits.versions import list_versions, set_default_version, unserved_units
 from server import (

@@ -1,8 +1,7 @@
 """The one place org units are written: data sources, versions, types, and the units with their names."""
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from itertools import islice
 from typing import Any
@@ -29,17 +28,16 @@ from plugins.orgunits.history import (
     record_history,
     refresh_paths,
 )
+from plugins.orgunits.ordering import check, parents_first
 from plugins.orgunits.records import (
     TypeRecord,
     UnitRecord,
     WriteReport,
     describe,
-    refuse_cycles,
     slugify,
 )
 from plugins.orgunits.tables import (
     DEFAULT_ACCOUNT,
-    VALIDATION_STATUSES,
     data_source,
     org_unit,
     org_unit_name,
@@ -134,7 +132,7 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
     """
     writer = _BatchWriter(conn, source_version_id, as_utc(now))
     report = WriteReport()
-    ordered = _parents_first(conn, records, batch_size, source_version_id)
+    ordered = parents_first(conn, records, batch_size, source_version_id)
     while batch := list(islice(ordered, batch_size)):
         report = report + writer.write(batch)
         if progress is not None:
@@ -213,7 +211,7 @@ class _BatchWriter:
         return {row.id: row for row in self.conn.execute(select(*columns).where(org_unit.c.id.in_(ids)))}
 
     def _values(self, record: UnitRecord) -> dict[str, Any]:
-        _check(record)
+        check(record)
         type_id = self.type_ids.get(record.type_short_name)
         if type_id is None:
             raise LoadError(f"{describe(record)}: unknown org unit type {record.type_short_name!r}")
@@ -248,99 +246,6 @@ def _differs(row: Row[Any], values: dict[str, Any]) -> bool:
         if current != wanted:
             return True
     return False
-
-
-def _check(record: UnitRecord) -> None:
-    if not isinstance(record.id, int) or isinstance(record.id, bool):
-        raise LoadError(f"{describe(record)}: id must be an integer")
-    if not record.name or not record.name.strip():
-        raise LoadError(f"org unit {record.id}: name is empty")
-    if record.validation_status not in VALIDATION_STATUSES:
-        raise LoadError(f"{describe(record)}: validation status {record.validation_status!r} "
-                        f"is not one of {', '.join(VALIDATION_STATUSES)}")
-    for label, value, limit in (("latitude", record.latitude, 90.0), ("longitude", record.longitude, 180.0)):
-        if value is not None and not (math.isfinite(value) and -limit <= value <= limit):
-            raise LoadError(f"{describe(record)}: {label} {value} is outside -{limit:g}..{limit:g}")
-    if record.altitude is not None and not math.isfinite(record.altitude):
-        raise LoadError(f"{describe(record)}: altitude {record.altitude} is not a number")
-    if any(not alias or not alias.strip() for alias in record.aliases):
-        raise LoadError(f"{describe(record)}: empty alias")
-
-
-def _parents_first(conn: Connection, records: Iterable[UnitRecord], check_every: int,
-                   source_version_id: int) -> Iterator[UnitRecord]:
-    """Yield records so that each one's parent was yielded before it or already exists in the database.
-
-    Records whose parent has not been seen yet wait; their parents are looked up in the database in chunks,
-    so a stream that is already parents-first (or whose parents are stored) holds little in memory.
-    """
-    seen: set[int] = set()
-    available: set[int] = set()
-    waiting: dict[int, list[UnitRecord]] = {}
-    unchecked: set[int] = set()
-    absent: set[int] = set()
-
-    def release(record: UnitRecord) -> Iterator[UnitRecord]:
-        stack = [record]
-        while stack:
-            current = stack.pop()
-            available.add(current.id)
-            unchecked.discard(current.id)
-            absent.discard(current.id)
-            yield current
-            stack.extend(reversed(waiting.pop(current.id, ())))
-
-    def release_stored() -> Iterator[UnitRecord]:
-        stored = _existing_ids(conn, unchecked, source_version_id)
-        absent.update(unchecked - stored)
-        unchecked.clear()
-        available.update(stored)
-        for parent_id in stored:
-            for child in waiting.pop(parent_id, ()):
-                yield from release(child)
-
-    for record in records:
-        if record.id in seen:
-            raise LoadError(f"{describe(record)} appears twice")
-        seen.add(record.id)
-        parent_id = record.parent_id
-        if parent_id is None or parent_id in available:
-            yield from release(record)
-            continue
-        if parent_id == record.id:
-            raise LoadError(f"{describe(record)} is its own parent")
-        waiting.setdefault(parent_id, []).append(record)
-        if parent_id not in absent:
-            unchecked.add(parent_id)
-            if len(unchecked) >= check_every:
-                yield from release_stored()
-    yield from release_stored()
-    if waiting:
-        raise _unresolved(waiting, seen)
-
-
-def _unresolved(waiting: dict[int, list[UnitRecord]], seen: set[int]) -> LoadError:
-    for parent_id, children in waiting.items():
-        if parent_id not in seen:
-            return LoadError(f"{describe(children[0])}: parent {parent_id} does not exist")
-    by_id = {child.id: child for children in waiting.values() for child in children}
-    refuse_cycles({child.id: child.parent_id for child in by_id.values()}, lambda i: describe(by_id[i]))
-    return LoadError(f"{describe(next(iter(by_id.values())))}: its parents never resolve")
-
-
-def _existing_ids(conn: Connection, ids: Iterable[int], source_version_id: int) -> set[int]:
-    """The ids among `ids` of units of the same account as `source_version_id`: a parent is never another
-    account's unit (an account sees its own pyramid only)."""
-    pending = list(ids)
-    found: set[int] = set()
-    owner = select(data_source.c.account).join(source_version).where(source_version.c.id == source_version_id)
-    same_account = (select(source_version.c.id).join(data_source)
-                    .where(data_source.c.account == owner.scalar_subquery()))
-    for start in range(0, len(pending), _ID_CHUNK):
-        chunk = pending[start:start + _ID_CHUNK]
-        found.update(conn.execute(select(org_unit.c.id).where(
-            org_unit.c.id.in_(chunk), org_unit.c.source_version_id.in_(same_account))).scalars())
-    return found
 
 
 def _refuse_cycles(conn: Connection, ids: list[int]) -> None:

@@ -1,21 +1,38 @@
-"""The audit line: one JSON object per request on the `orgunit_fhir.audit` logger (server.ops.logs formats it).
-Who asked (subject, account), what (interaction, type, ids), what they got (status, ids read or number
-returned) and how long it took. Tokens never appear: no header is logged, and query values of parameters
-named like a token are masked."""
+"""The audit line: one JSON object per FHIR request on the `orgunit_fhir.audit` logger (server.ops.logs formats
+it; server.http.observe writes it with the access line and the metrics). Who asked (subject, and the access scope
+that was applied: account and subtree roots, as the `access_scope` hook gave them), what (interaction, type,
+ids), what they got (status, number returned) and how long it took. Tokens never appear: no header is logged,
+and query values of parameters named like a token are masked."""
 from __future__ import annotations
 
-import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from starlette.requests import Request
+from starlette.types import Scope
 
-from server.access.tokens import Principal
+from server.engine.caller import Caller
 from server.engine.interaction import Interaction
-from server.ops.logs import AUDIT, log_fields
 
 MAX_QUERY = 1000
 SECRET_WORDS = ("token", "secret", "password", "key")
+SERVED = "fhir_served"  # the key of the scope's state under which the FHIR pipeline leaves its Served
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the FHIR pipeline answered, for the record: the interaction asked (None: no such endpoint), the
+    caller it admitted (None: none was) and, for a searchset, how many matches it returned."""
+    interaction: Interaction | None
+    caller: Caller | None = None
+    returned: int | None = None
+
+
+def returned(body: Any) -> int | None:
+    """The matches of a searchset or history Bundle (not its included resources nor outcomes)."""
+    if isinstance(body, dict) and body.get("resourceType") == "Bundle":
+        return sum(1 for e in body.get("entry", ()) if e.get("search", {}).get("mode", "match") == "match")
+    return None
 
 
 def _query(raw: str) -> str | None:
@@ -28,34 +45,28 @@ def _query(raw: str) -> str | None:
     return raw[:MAX_QUERY]
 
 
-def _returned(body: Any) -> int | None:
-    if isinstance(body, dict) and body.get("resourceType") == "Bundle":
-        return sum(1 for e in body.get("entry", ()) if e.get("search", {}).get("mode", "match") == "match")
-    return None
-
-
-def audit(request: Request, interaction: Interaction | None, principal: Principal | None, account: str | None,
-          status: int, started: float, body: Any = None) -> None:
-    if not AUDIT.isEnabledFor(20) or not request.app.state.ctx.settings.server.audit_log:
-        return
+def audit_fields(scope: Scope, served: Served, request_id: str, status: int, seconds: float) -> dict[str, Any]:
+    interaction, caller = served.interaction, served.caller
+    client = scope.get("client")
+    applied = caller.scope if caller is not None and caller.principal is not None else None
     fields: dict[str, Any] = {
-        "request_id": getattr(request.state, "request_id", None),
-        "method": request.method,
-        "path": request.url.path,
-        "query": _query(request.url.query),
-        "client": request.client.host if request.client else None,
-        "subject": principal.subject if principal else None,
-        "account": account,
+        "request_id": request_id,
+        "method": scope["method"],
+        "path": scope["path"].replace("?", "%3F").replace("#", "%23").replace("\\", "%5C"),
+        "query": _query(scope.get("query_string", b"").decode("utf-8", "replace")),
+        "client": client[0] if client else None,
+        "subject": caller.principal.subject if caller is not None and caller.principal is not None else None,
+        "account": applied.account if applied is not None else None,
+        "roots": [str(r) for r in applied.roots] if applied is not None and applied.roots is not None else None,
         "interaction": interaction.kind if interaction else None,
         "resource_type": interaction.resource_type if interaction else None,
         "status": status,
-        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+        "duration_ms": round(seconds * 1000, 3),
     }
     if interaction is not None and interaction.operation:
         fields["operation"] = interaction.operation
     if interaction is not None and interaction.id is not None:
         fields["ids"] = [interaction.id]
-    returned = _returned(body) if status == 200 else None
-    if returned is not None:
-        fields["returned"] = returned
-    log_fields(AUDIT, "request", **{k: v for k, v in fields.items() if v is not None})
+    if served.returned is not None and status == 200:
+        fields["returned"] = served.returned
+    return {k: v for k, v in fields.items() if v is not None}

@@ -10,21 +10,19 @@ from collections.abc import Callable
 
 import orjson
 
-from server.access.claims import claim_or_none
 from server.access.tokens import Principal
 from server.errors import TooManyRequests
-from server.settings import Settings
 
 MAX_SUBJECTS = 100_000
 
 
-def caller_key(principal: Principal, settings: Settings) -> str:
-    """Who is counted: the subject of an issuer within an account; a token without `sub` counts alone."""
+def caller_key(principal: Principal, account: str | None) -> str:
+    """Who is counted: the subject of an issuer within an account (the access scope's, as the `access_scope` hook
+    gave it); a token without `sub` counts alone."""
     claims = principal.claims
     subject = principal.subject or "~" + hashlib.sha256(
         orjson.dumps(claims, option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()[:32]
-    return orjson.dumps([claims.get("iss"), claim_or_none(claims, settings.auth.account_claim), subject],
-                        default=str).decode()
+    return orjson.dumps([claims.get("iss"), account, subject], default=str).decode()
 
 
 class RateLimiter:

@@ -1,94 +1,134 @@
 """What a caller may see: its access scope (account, subtree roots) from the token, and per provider the
-visibility it amounts to (partitions, subtree paths) as SQL conditions and as a check of one row.
+visibility it amounts to: one SQL condition on the provider's table, built once per data generation.
 
-A caller never learns what lies outside its scope: rows out of it are left out of every answer, and an
-out-of-scope id is answered exactly as an unknown one."""
+Each provider's tenancy says how a scope applies to it: its own subtree (a materialized path), through a reference
+to another scoped provider, or its account only. A scope the provider cannot apply matches nothing: subtree roots
+on an account-only provider, roots of another type, of a type not served or malformed, a reference to a type not
+served. A caller never learns what lies outside its scope: rows out of it are left out of every answer, and an
+out-of-scope id is answered exactly as an unknown one (`sees` runs the same query for both)."""
 from __future__ import annotations
 
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Collection, Hashable
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, and_, bindparam, false, literal, or_, select, true
 
-from server.errors import FhirError, Forbidden
+from server.access.roots import bare_root_type, parse_roots, root_paths
+from server.engine.provider import ResourceProvider, Tenancy, Via
+from server.errors import Forbidden
+from server.search.paths import in_subtree, outermost, subtree
+from server.search.types.reference import ReferenceTarget, referring
 from server.storage.freshness import Freshness, Snapshot, database_of
-from server.engine.provider import ResourceProvider, Tenancy
-from server.search.ids import coerce_id
-from server.search.request import Clause, SearchRequest
-from server.search.values import parse_value
 
-MAX_ROOTS = 100
-MAX_ROOT_UNITS = 1000  # org units the roots may match (an alias can name several)
 MAX_CACHED = 4096
 
 
 @dataclass(frozen=True)
 class AccessScope:
     account: str | None = None  # None: the token names no account
-    roots: tuple[str, ...] | None = None  # org unit ids or system|value identifiers; None: the whole pyramid
+    roots: tuple[str, ...] | None = None  # Type/id, bare ids or system|value identifiers; None: no subtree limit
     all_accounts: bool = False  # trusted in-process callers (tests, tools), never a token
 
 
 EVERYTHING = AccessScope(all_accounts=True)
 
 
+def caller_account(scope: AccessScope, accounts: Collection[str]) -> str | None:
+    """The account the caller sees, decided here only: the scope's (the access_scope hook's), else the only
+    account the server holds ("" when it holds none: nothing to see); None: every account (trusted in-process
+    callers only). Forbidden when the scope names none and the server holds several."""
+    if scope.all_accounts:
+        return None
+    if scope.account is not None:
+        return scope.account
+    if len(accounts) > 1:
+        raise Forbidden("the token names no account and this server holds several: "
+                        "ask for a token with the account claim")
+    return next(iter(accounts), "")
+
+
 @dataclass(frozen=True)
 class Visibility:
-    partitions: frozenset[Any] | None = None  # None: every partition
-    paths: tuple[str, ...] | None = None  # subtree roots' paths; None: no subtree restriction
-    key: Hashable = field(default=None, compare=False)  # what the cached counts are keyed by
-    tenancy: Tenancy | None = field(default=None, compare=False)
+    """What one caller sees of one provider. `clause`: a condition on columns of the provider's table (None:
+    every row). When `by_row`, `partitions` and `paths` (None: no restriction) decide for one row from its
+    partition and path (`admits`); a visibility through a reference is decided by its clause only (`sees`)."""
+
+    clause: ColumnElement[bool] | None = field(default=None, compare=False)
+    key: Hashable = None  # what the cached counts are keyed by
+    partitions: frozenset[Any] | None = None
+    paths: tuple[str, ...] | None = None
+    by_row: bool = True
 
     @property
     def restricted(self) -> bool:
-        return self.partitions is not None or self.paths is not None
-
-    @cached_property
-    def clause(self) -> ColumnElement[bool] | None:
-        """The SQL condition on the provider's table (None: nothing to restrict), built once."""
-        tenancy = self.tenancy
-        if tenancy is None or not self.restricted:
-            return None
-        conds: list[ColumnElement[bool]] = []
-        if self.partitions is not None:
-            # constants in the SQL, not parameters: PostgreSQL's generic plan of a prepared statement would
-            # not know how many rows they select (it then sorted whole partitions for a page)
-            conds.append(tenancy.partition.in_(bindparam("partitions", sorted(self.partitions, key=str), expanding=True,
-                                                         literal_execute=True)) if self.partitions else false())
-        if self.paths is not None and tenancy.path is not None:
-            conds.append(or_(*(and_(tenancy.path >= literal(p, literal_execute=True),
-                                    tenancy.path < literal(p[:-1] + "0", literal_execute=True)) for p in self.paths))
-                         if self.paths else false())
-        return and_(true(), *conds)
+        return self.clause is not None
 
     def admits(self, partition: Any, path: str | None) -> bool:
         if self.partitions is not None and partition not in self.partitions:
             return False
-        if self.paths is not None:
-            return path is not None and any(path.startswith(p) for p in self.paths)
-        return True
+        return self.paths is None or any(in_subtree(path, p) for p in self.paths)
 
 
 UNRESTRICTED = Visibility(key="all")
+NOTHING = Visibility(false(), "nothing", frozenset(), ())
 
 
-def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
-    """The paths that are not inside another one's subtree, sorted."""
-    kept: list[str] = []
-    for path in sorted(set(paths)):
-        if not any(path.startswith(k) for k in kept):
-            kept.append(path)
-    return tuple(kept)
+def sees(conn: Connection, provider: ResourceProvider, visibility: Visibility, stored: Any,
+         row: tuple[Any, Any] | None = None) -> bool:
+    """Whether the caller sees the row `stored` of the provider (False when there is none): from its
+    (partition, path) when given and enough, else with one query, the same for an unknown id."""
+    if visibility.clause is None:
+        return True
+    if row is not None and visibility.by_row:
+        return visibility.admits(*row)
+    query = select(literal(1)).select_from(provider.table).where(provider.id_column == stored, visibility.clause)
+    return conn.execute(query).first() is not None
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:24]
+
+
+def _in_partitions(tenancy: Tenancy, partitions: frozenset[Any] | None) -> list[ColumnElement[bool]]:
+    if partitions is None or tenancy.partition is None:
+        return []
+    if not partitions:
+        return [false()]
+    # constants in the SQL, not parameters: PostgreSQL's generic plan of a prepared statement would not know
+    # how many rows they select (it then sorted whole partitions for a page)
+    return [tenancy.partition.in_(bindparam(None, sorted(partitions, key=str), unique=True, expanding=True,
+                                            literal_execute=True))]
+
+
+def _own(tenancy: Tenancy, partitions: frozenset[Any] | None, paths: tuple[str, ...] | None) -> Visibility:
+    """Scoped by its partitions, and by its own subtree when `paths` is given."""
+    conds = _in_partitions(tenancy, partitions)
+    if paths is not None:
+        path = tenancy.path
+        assert path is not None
+        conds.append(or_(*(subtree(path, p, inline=True) for p in paths)) if paths else false())
+    clause = and_(true(), *conds) if conds else None
+    key = _digest(sorted(partitions, key=str) if partitions is not None else None, paths)
+    return Visibility(clause, key, partitions, paths)
+
+
+def _referring(provider: ResourceProvider, target: ReferenceTarget, ids: Any) -> ColumnElement[bool]:
+    """The provider's rows whose reference `target` points at one of `ids` (a select), as a condition on its
+    table's columns (a reference held in a joined table is looked up through the provider's rows)."""
+    cond = referring(target, provider.id_column, ids)
+    if target.through is None and getattr(target.column, "table", None) is not provider.table:
+        return provider.id_column.in_(select(provider.id_column).select_from(provider.source).where(cond))
+    return cond
 
 
 class Scoper:
     """Visibilities by (data generation, provider, scope), built on a miss: partitions from the freshness
-    snapshot (re-read once a second), subtree roots resolved with one query."""
+    snapshot (re-read once a second), subtree roots resolved with one query, references through the
+    referenced provider's visibility."""
 
     def __init__(self, freshness: Freshness) -> None:
         self.freshness = freshness
@@ -96,6 +136,14 @@ class Scoper:
         self._cache: OrderedDict[Hashable, Visibility] = OrderedDict()
 
     def visibility(self, conn: Connection, provider: ResourceProvider, scope: AccessScope) -> Visibility:
+        return self._visibility(conn, provider, scope, ())
+
+    def account(self, conn: Connection, scope: AccessScope, snapshot: Snapshot | None = None) -> str | None:
+        """The account the caller sees (caller_account over the accounts this database holds)."""
+        return caller_account(scope, (snapshot or self.freshness.snapshot(conn)).accounts)
+
+    def _visibility(self, conn: Connection, provider: ResourceProvider, scope: AccessScope,
+                    chain: tuple[str, ...]) -> Visibility:
         tenancy = provider.tenancy
         if tenancy is None:
             return UNRESTRICTED
@@ -106,73 +154,57 @@ class Scoper:
             if found is not None:
                 self._cache.move_to_end(key)
                 return found
-        built = self._build(conn, snapshot, provider, tenancy, scope)
+        built = self._build(conn, snapshot, provider, tenancy, scope, (*chain, provider.resource_type))
         with self._lock:
             self._cache[key] = built
             while len(self._cache) > MAX_CACHED:
                 self._cache.popitem(last=False)
         return built
 
-    def account(self, conn: Connection, scope: AccessScope, snapshot: Snapshot | None = None) -> str | None:
-        """The account the caller sees (None: every account, for trusted in-process callers only)."""
-        if scope.all_accounts:
-            return None
-        if scope.account is not None:
-            return scope.account
-        accounts = (snapshot or self.freshness.snapshot(conn)).accounts
-        if len(accounts) > 1:
-            raise Forbidden("the token names no account and this server holds several: "
-                            "ask for a token with the account claim")
-        return next(iter(accounts), "")  # an empty server: no account, nothing to see
+    def _partitions(self, snapshot: Snapshot, provider: ResourceProvider, scope: AccessScope,
+                    account: str | None) -> frozenset[Any] | None:
+        rows = snapshot.partitions.get(provider.resource_type, ())
+        allowed = frozenset(k for k, acct, served in rows if served and (account is None or acct == account))
+        if scope.all_accounts and len(allowed) == len(rows):
+            return None  # trusted in-process callers: no condition when every partition is served
+        # else always an explicit list of the caller's partitions: one created since the snapshot (another
+        # account's, a new version) stays out until the next look (a second at most), never the other way
+        return allowed
 
     def _build(self, conn: Connection, snapshot: Snapshot, provider: ResourceProvider, tenancy: Tenancy,
-               scope: AccessScope) -> Visibility:
-        rows = snapshot.partitions.get(provider.resource_type, ())
-        account = self.account(conn, scope, snapshot)
-        allowed = frozenset(k for k, acct, served in rows if served and (account is None or acct == account))
-        # always an explicit list of the caller's partitions: one created since the snapshot (another
-        # account's, a new version) stays out until the next look (a second at most), never the other way
-        partitions: frozenset[Any] | None = allowed
-        if scope.all_accounts and len(allowed) == len(rows):
-            partitions = None  # trusted in-process callers: no condition when every partition is served
-        paths = None
-        if scope.roots is not None and tenancy.path is not None:
-            paths = _outermost(self._root_paths(conn, provider, tenancy, scope.roots, partitions))
-        digest = hashlib.sha256(repr((sorted(partitions, key=str) if partitions is not None else None,
-                                      paths)).encode()).hexdigest()[:24]
-        return Visibility(partitions, paths, digest, tenancy)
+               scope: AccessScope, chain: tuple[str, ...]) -> Visibility:
+        account = self.account(conn, scope, snapshot)  # first: 403 whatever the provider
+        partitions = self._partitions(snapshot, provider, scope, account) if tenancy.partition is not None else None
+        if tenancy.via is not None:
+            return self._through(conn, provider, tenancy, tenancy.via, scope, partitions, chain)
+        if tenancy.subtree is None:  # account only: it cannot apply subtree roots
+            return NOTHING if scope.roots is not None else _own(tenancy, partitions, None)
+        if scope.roots is None:
+            return _own(tenancy, partitions, None)
+        roots = parse_roots(scope.roots)
+        paths = root_paths(conn, provider, tenancy.subtree, roots, bare_root_type(self.freshness.registry),
+                           partitions) if roots else []
+        return _own(tenancy, partitions, outermost(paths))
 
-    @staticmethod
-    def _root_paths(conn: Connection, provider: ResourceProvider, tenancy: Tenancy, roots: tuple[str, ...],
-                    partitions: frozenset[Any] | None) -> list[str]:
-        from server.search.sql import where_clause  # sql imports nothing of this module; keep it that way
-
-        assert tenancy.path is not None
-        matches: list[ColumnElement[bool]] = []
-        param = provider.params_by_name.get(tenancy.roots_by) if tenancy.roots_by else None
-        for root in roots:
-            if "|" in root and param is not None:
-                system, _, value = root.partition("|")
-                if not system or not value:
-                    continue  # "system|" would be every unit of that system: a root names units, or nothing
-                try:
-                    clause = Clause(param, None, (parse_value(param, None, root),))
-                except FhirError:
-                    continue  # not an identifier: matches nothing
-                matches.append(where_clause(provider, SearchRequest(provider.resource_type, clauses=(clause,))))
-            else:
-                stored = coerce_id(provider.id_column, root.removeprefix(f"{provider.resource_type}/"))
-                if stored is not None:
-                    matches.append(provider.id_column == stored)
-        if not matches:
-            return []
-        live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
-        inside = [tenancy.partition.in_(sorted(partitions))] if partitions is not None else []
-        query = (select(tenancy.path).select_from(provider.source)
-                 .where(or_(*matches), tenancy.path.is_not(None), *live, *inside)
-                 .order_by(tenancy.path).limit(MAX_ROOT_UNITS + 1))
-        paths = list(conn.execute(query).scalars())
-        if len(paths) > MAX_ROOT_UNITS:
-            raise Forbidden(f"the token's subtree roots match more than {MAX_ROOT_UNITS} org units; "
-                            "name the roots by id or by a unique identifier")
-        return paths
+    def _through(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy, via: Via,
+                 scope: AccessScope, partitions: frozenset[Any] | None, chain: tuple[str, ...]) -> Visibility:
+        """Visible when a resource the reference points at is: rows whose reference is among the referenced
+        provider's visible rows (no condition when the caller sees all of them)."""
+        own = _own(tenancy, partitions, None)
+        referenced = self.freshness.registry.providers.get(via.resource_type)
+        param = provider.params_by_name.get(via.param)
+        targets = [t for t in (param.targets if param is not None else ()) if isinstance(t, ReferenceTarget)
+                   and t.resource_type == via.resource_type]
+        if not isinstance(referenced, ResourceProvider) or referenced.tenancy is None or not targets \
+                or via.resource_type in chain:
+            # nothing to see through: a type not served (or without scope), or a cycle of references
+            if scope.all_accounts and scope.roots is None:
+                return Visibility(own.clause, own.key, by_row=False)
+            return NOTHING
+        seen = self._visibility(conn, referenced, scope, chain)
+        conds = [own.clause] if own.clause is not None else []
+        if seen.clause is not None:
+            ids = select(referenced.id_column).select_from(referenced.table).where(seen.clause)
+            conds.append(or_(*(_referring(provider, t, ids) for t in targets)))
+        clause = and_(true(), *conds) if conds else None
+        return Visibility(clause, _digest(own.key, via, seen.key), partitions, by_row=False)

@@ -17,7 +17,7 @@ from typing import Any
 
 import jwt
 
-from server.access.claims import claim_or_none, permissions_of
+from server.access.claims import permissions_of
 from server.access.jwks import RemoteJwks
 from server.access.keys import (
     ASYMMETRIC_ALGORITHMS,
@@ -38,7 +38,6 @@ REALM = 'Bearer realm="orgunit-fhir"'
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 
 Clock = Callable[[], float]
-claim_path = claim_or_none  # TEMPORARY: server/http/routes.py imports it (its _account goes with the pipeline rewrite)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """searchset and history Bundles with absolute paging links rebuilt from the typed request."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from server.engine.instants import instant
@@ -16,29 +16,31 @@ class Pageable(Protocol):
 
     def following(self, last_id: str | None) -> Any: ...
 
-    def query_string(self, extra: Sequence[tuple[str, str]] = ()) -> str: ...
+    def query_string(self) -> str:
+        """The request's parameters as its links show them (server.search.paging.Paging.link)."""
+        ...
 
 
-def _link(relation: str, base: str, path: str, request: Pageable, extra: Sequence[tuple[str, str]]) -> dict[str, str]:
-    return {"relation": relation, "url": f"{base}/{path}?{request.query_string(extra)}"}
+def _link(relation: str, base: str, path: str, request: Pageable) -> dict[str, str]:
+    return {"relation": relation, "url": f"{base}/{path}?{request.query_string()}"}
 
 
 def paging_links(base: str, path: str, request: Pageable, total: int | None, has_next: bool,
-                 extra: Sequence[tuple[str, str]] = (), last_id: str | None = None) -> list[dict[str, str]]:
+                 last_id: str | None = None) -> list[dict[str, str]]:
     """self, first, previous, next (after `last_id`, the page's last match, where the request pages by keyset)
     and, with a total, last."""
-    links = [_link("self", base, path, request, extra)]
+    links = [_link("self", base, path, request)]
     count = request.count
     if count == 0:
         return links
-    links.append(_link("first", base, path, request.page(0), extra))
+    links.append(_link("first", base, path, request.page(0)))
     if request.skip > 0:
-        links.append(_link("previous", base, path, request.page(max(0, request.skip - count)), extra))
+        links.append(_link("previous", base, path, request.page(max(0, request.skip - count))))
     if has_next:
-        links.append(_link("next", base, path, request.following(last_id), extra))
+        links.append(_link("next", base, path, request.following(last_id)))
     if total is not None:
         last = max(0, (total - 1) // count * count)
-        links.append(_link("last", base, path, request.page(last), extra))
+        links.append(_link("last", base, path, request.page(last)))
     return links
 
 
@@ -52,21 +54,15 @@ def _bundle(kind: str, total: int | None, links: list[dict[str, str]], entries: 
     return bundle
 
 
-DISTANCE = "http://hl7.org/fhir/StructureDefinition/location-distance"
-
-
 def search_entry(base: str, resource_type: str, rid: str, resource: dict[str, Any] | Rendered, mode: str = "match",
-                 distance_km: float | None = None) -> dict[str, Any]:
-    search: dict[str, Any] = {"mode": mode}
-    if distance_km is not None:
-        search["extension"] = [{"url": DISTANCE, "valueDistance": {
-            "value": round(distance_km, 3), "unit": "km", "system": "http://unitsofmeasure.org", "code": "km"}}]
-    return {"fullUrl": f"{base}/{resource_type}/{rid}", "resource": resource, "search": search}
+                 search: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`search`: what entry.search holds besides the mode (a match's measure: SearchRequest.entry_search)."""
+    return {"fullUrl": f"{base}/{resource_type}/{rid}", "resource": resource, "search": {"mode": mode, **(search or {})}}
 
 
 def searchset(base: str, path: str, request: Pageable, entries: list[dict[str, Any]], total: int | None,
-              has_next: bool, extra: Sequence[tuple[str, str]] = (), last_id: str | None = None) -> dict[str, Any]:
-    return _bundle("searchset", total, paging_links(base, path, request, total, has_next, extra, last_id), entries)
+              has_next: bool, last_id: str | None = None) -> dict[str, Any]:
+    return _bundle("searchset", total, paging_links(base, path, request, total, has_next, last_id), entries)
 
 
 def history_entry(base: str, resource_type: str, rid: str, version: int, updated: Any,
@@ -82,7 +78,6 @@ def history_entry(base: str, resource_type: str, rid: str, version: int, updated
     return entry
 
 
-def history(base: str, path: str, request: Pageable, entries: list[dict[str, Any]], total: int,
-            extra: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+def history(base: str, path: str, request: Pageable, entries: list[dict[str, Any]], total: int) -> dict[str, Any]:
     has_next = request.skip + request.count < total
-    return _bundle("history", total, paging_links(base, path, request, total, has_next, extra), entries)
+    return _bundle("history", total, paging_links(base, path, request, total, has_next), entries)

@@ -13,6 +13,7 @@ from sqlalchemy.engine import RowMapping
 from server.errors import ConfigError
 from server.search.param import SearchParam
 from server.search.types.date import DateTarget
+from server.search.types.reference import ReferenceTarget
 from server.search.types.token import TokenTarget
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -82,12 +83,13 @@ class Via:
 class Tenancy:
     """Who sees which rows. Every row belongs to a partition (`partition`, a column of the provider's table);
     `partitions` selects (partition key, account, served) for every partition: a caller sees the rows of the
-    served partitions of its account only. How a token limited to subtrees is applied: `subtree` (the provider's
+    served partitions of its account only. How a token limited to subtrees applies: `subtree` (the provider's
     own path), `via` (through a reference to a scoped provider) or neither (account only: such a token sees none
-    of its rows). Anything the engine cannot apply matches nothing."""
+    of its rows). A provider scoped `via` a reference may leave out partitions: the referenced provider's account
+    then decides alone. Anything the engine cannot apply matches nothing."""
 
-    partition: ColumnElement[Any]
-    partitions: Select[Any]
+    partition: ColumnElement[Any] | None = None
+    partitions: Select[Any] | None = None
     subtree: Subtree | None = None
     via: Via | None = None
 
@@ -171,6 +173,10 @@ class ResourceProvider:
     def _check_tenancy(self, tenancy: Tenancy, where: str) -> None:
         if tenancy.subtree is not None and tenancy.via is not None:
             raise ConfigError(f"{where}: tenancy is scoped by its own subtree or via a reference, not both")
+        if (tenancy.partition is None) != (tenancy.partitions is None) or \
+                (tenancy.partition is None and tenancy.via is None):
+            raise ConfigError(f"{where}: tenancy needs a partition column and its partitions (only a tenancy "
+                              "via a reference may leave both out)")
         roots_by = tenancy.subtree.roots_by if tenancy.subtree is not None else None
         if roots_by is not None and getattr(self.params_by_name.get(roots_by), "type", None) != "token":
             raise ConfigError(f"{where}: tenancy.subtree.roots_by must name a token search parameter")

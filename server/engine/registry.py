@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pluggy
 
+from server.engine import instants
 from server.errors import ConfigError, ResourceTypeNotSupported
 from server.engine.provider import (
     AnyProvider,
@@ -58,10 +59,8 @@ def _link(provider: ResourceProvider, served: frozenset[str]) -> ResourceProvide
 @functools.cache
 def _engine_rendering() -> str:
     """The engine code and library a stored body's bytes also depend on (instants, stripped references, JSON)."""
-    from server.engine import instants as http_dates
-
     digest = hashlib.sha256(orjson.__version__.encode())
-    for module in (http_dates, sys.modules[__name__]):
+    for module in (instants, sys.modules[__name__]):
         digest.update(Path(module.__file__ or "").read_bytes())
     return digest.hexdigest()[:16]
 

@@ -2,40 +2,43 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import quote
 
 from server.engine.bundle import search_entry, searchset
-from server.errors import ResourceNotFound, UnsupportedParameter
 from server.engine.provider import StaticProvider
-from server.search.request import FORMAT_PARAMS, paging_value
 from server.engine.subset import subset
+from server.errors import ResourceNotFound, UnsupportedParameter
+from server.search.paging import Paging, parse_paging
+from server.search.request import parse_subset
 
-FILTERS = ("_id", "url")
+FILTERS = {"_id": "id", "url": "url"}  # parameter -> the element it matches exactly
 
 
 @dataclass(frozen=True)
 class StaticSearch:
     filters: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    count: int = 20
-    skip: int = 0
+    paging: Paging = field(default_factory=Paging)
+
+    @property
+    def count(self) -> int:
+        return self.paging.count
+
+    @property
+    def skip(self) -> int:
+        return self.paging.skip
 
     def page(self, skip: int) -> StaticSearch:
-        return replace(self, skip=skip)
+        return replace(self, paging=self.paging.at(skip))
 
     def following(self, last_id: str | None) -> StaticSearch:
         return self.page(self.skip + self.count)
 
-    def query_string(self, extra: Sequence[tuple[str, str]] = ()) -> str:
-        pairs = [(k, ",".join(v)) for k, v in self.filters] + [("_count", str(self.count))]
-        if self.skip:
-            pairs.append(("_skip", str(self.skip)))
-        return "&".join(f"{k}={quote(v, safe=':/,')}" for k, v in [*pairs, *extra])
+    def query_string(self) -> str:
+        return self.paging.link((k, ",".join(v)) for k, v in self.filters)
 
     def matches(self, resource: dict[str, Any]) -> bool:
-        field = {"_id": "id", "url": "url"}
-        return all(resource.get(field[name]) in values for name, values in self.filters)
+        return all(resource.get(FILTERS[name]) in values for name, values in self.filters)
 
 
 def _load(provider: StaticProvider, conn: Any, account: str | None) -> Sequence[dict[str, Any]]:
@@ -44,31 +47,31 @@ def _load(provider: StaticProvider, conn: Any, account: str | None) -> Sequence[
 
 def read_static(provider: StaticProvider, conn: Any, rid: str,
                 items: Sequence[tuple[str, str]] = (), account: str | None = None) -> dict[str, Any]:
-    from server.search.request import parse_subset
-
     found = next((r for r in _load(provider, conn, account) if r["id"] == rid), None)
     if found is None:
         raise ResourceNotFound(f"{provider.resource_type}/{rid} is not known")
     return subset(found, *parse_subset(items))
 
 
-def search_static(provider: StaticProvider, conn: Any, base: str, items: Sequence[tuple[str, str]], *,
-                  default_count: int, max_count: int, strict: bool,
-                  extra: Sequence[tuple[str, str]] = (), account: str | None = None) -> dict[str, Any]:
-    search = StaticSearch(count=default_count)
+def parse_static(provider: StaticProvider, items: Sequence[tuple[str, str]], *, default_count: int,
+                 max_count: int, strict: bool) -> StaticSearch:
+    paging, rest = parse_paging(items, default_count=default_count, max_count=max_count)
     filters: list[tuple[str, tuple[str, ...]]] = []
-    for key, raw in items:
-        if key in FORMAT_PARAMS or not raw:
+    for key, raw in rest:
+        if not raw:
             continue
-        if key in ("_count", "_skip"):
-            search = replace(search, **{key[1:]: paging_value(key, raw, max_count)})
-        elif key in FILTERS:
+        if key in FILTERS:
             filters.append((key, tuple(raw.split(","))))
         elif strict:
             raise UnsupportedParameter(f"{provider.resource_type} supports _id, url, _count and _skip; not {key!r}")
-    search = replace(search, filters=tuple(filters))
+    return StaticSearch(tuple(filters), paging)
+
+
+def search_static(provider: StaticProvider, conn: Any, base: str, items: Sequence[tuple[str, str]], *,
+                  default_count: int, max_count: int, strict: bool, account: str | None = None) -> dict[str, Any]:
+    search = parse_static(provider, items, default_count=default_count, max_count=max_count, strict=strict)
     found = [r for r in _load(provider, conn, account) if search.matches(r)]
     page = found[search.skip:search.skip + search.count]
     entries = [search_entry(base, provider.resource_type, r["id"], r) for r in page]
     has_next = search.skip + search.count < len(found) and search.count > 0
-    return searchset(base, provider.resource_type, search, entries, len(found), has_next, extra)
+    return searchset(base, provider.resource_type, search, entries, len(found), has_next)

@@ -1,9 +1,10 @@
-"""The outermost middleware: a request id for every request (the caller's X-Request-ID when valid), echoed in the
-response and carried by every log line written meanwhile; one access log line and the request metrics; and an
-OperationOutcome, not a bare 500, for any exception that escapes the app.
+"""The outermost middleware, and the one place a request is recorded.
 
-The access line covers every HTTP request (probes and scrapes too) without its query string, which may carry
-secrets; the audit line of server.access.audit says who asked what of the FHIR API, with the query masked."""
+Around every ASGI call: a request id (the caller's X-Request-ID when valid), echoed in the response and carried
+by every log line written meanwhile; an OperationOutcome, not a bare 500, for any exception that escapes the app.
+After the last byte, in one pass: the request metrics, the access line (every HTTP request, probes and scrapes
+too, without the query string, which may carry secrets) and, for a FHIR request, the audit line (server.access.audit:
+who asked what, with the query masked) from what the FHIR pipeline left in the scope (`Served`)."""
 from __future__ import annotations
 
 import logging
@@ -12,41 +13,48 @@ from collections.abc import Collection
 from typing import Any
 
 import orjson
-from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from server.access.audit import SERVED, Served, audit_fields
 from server.errors import InternalError
-from server.ops.logs import ACCESS, REQUEST_ID, accept_request_id, log_fields
+from server.ops.logs import ACCESS, AUDIT, REQUEST_ID, accept_request_id, log_fields
 from server.ops.metrics import Metrics
 
 log = logging.getLogger("orgunit_fhir")
 OPS_PATHS = {"/healthz": "healthz", "/readyz": "readyz", "/metrics": "metrics"}
+REQUEST_ID_STATE = "request_id"  # the key of the scope's state holding the request id
 
 
-def labels(scope: Scope, resource_types: Collection[str]) -> tuple[str, str]:
-    """(interaction, resource type) for the metrics: what the endpoint recorded in request.state.interaction,
-    the ops endpoint's name, else other/none. A type that no provider serves is "unknown" (bounded labels)."""
-    interaction = scope.get("state", {}).get("interaction")
+def labels(scope: Scope, served: Served | None, resource_types: Collection[str]) -> tuple[str, str]:
+    """(interaction, resource type) for the metrics: the FHIR interaction asked, the ops endpoint's name, else
+    other/none. A type that no provider serves is "unknown" (bounded labels)."""
+    interaction = served.interaction if served is not None else None
     if interaction is None:
         return OPS_PATHS.get(scope.get("path", ""), "other"), "none"
-    rtype = getattr(interaction, "resource_type", None)
+    rtype = interaction.resource_type
     if rtype is None:
-        return str(interaction.kind), "none"
-    return str(interaction.kind), rtype if rtype in resource_types else "unknown"
+        return interaction.kind, "none"
+    return interaction.kind, rtype if rtype in resource_types else "unknown"
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    return next((v.decode("latin-1") for k, v in scope["headers"] if k == name), None)
 
 
 class RequestObserver:
-    def __init__(self, app: ASGIApp, metrics: Metrics, resource_types: Collection[str]) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, resource_types: Collection[str], audit: bool = True) -> None:
         self.app = app
         self.metrics = metrics
         self.resource_types = frozenset(resource_types)
+        self.audit = audit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = accept_request_id(next((v.decode("latin-1") for k, v in scope["headers"] if k == b"x-request-id"), None))
-        scope.setdefault("state", {})["request_id"] = rid
+        rid = accept_request_id(_header(scope, b"x-request-id"))
+        scope.setdefault("state", {})[REQUEST_ID_STATE] = rid
+        echoed = (b"x-request-id", rid.encode("latin-1"))
         token = REQUEST_ID.set(rid)
         started = time.perf_counter()
         response: dict[str, Any] = {"status": 500, "bytes": 0, "started": False}
@@ -54,9 +62,10 @@ class RequestObserver:
         async def observed_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 response["status"], response["started"] = message["status"], True
-                out = MutableHeaders(scope=message)
-                if b"x-request-id" not in (k for k, _ in out.raw):
-                    out.append("X-Request-ID", rid)
+                headers = list(message.get("headers", ()))
+                if not any(k.lower() == b"x-request-id" for k, _ in headers):
+                    headers.append(echoed)
+                message["headers"] = headers
             elif message["type"] == "http.response.body":
                 response["bytes"] += len(message.get("body", b""))
             await send(message)
@@ -71,18 +80,24 @@ class RequestObserver:
                       exc_info=exc)
             await _internal_error(rid, observed_send)
         finally:
-            seconds = time.perf_counter() - started
             self.metrics.in_flight.dec()
-            interaction, rtype = labels(scope, self.resource_types)
-            self.metrics.observe(interaction, rtype, response["status"], seconds)
-            if ACCESS.isEnabledFor(logging.INFO):
-                client, headers = scope.get("client"), Headers(scope=scope)
-                log_fields(ACCESS, f'{scope["method"]} {scope["path"]} {response["status"]}',
-                           request_id=rid, method=scope["method"], path=scope["path"], status=response["status"],
-                           duration_ms=round(seconds * 1000, 3), bytes=response["bytes"],
-                           client=client[0] if client else None, forwarded_for=headers.get("x-forwarded-for"),
-                           user_agent=headers.get("user-agent"), interaction=interaction, resource_type=rtype)
+            self._record(scope, rid, response["status"], response["bytes"], time.perf_counter() - started)
             REQUEST_ID.reset(token)
+
+    def _record(self, scope: Scope, rid: str, status: int, sent: int, seconds: float) -> None:
+        """The metrics, the access line and the audit line of one request."""
+        served: Served | None = scope["state"].get(SERVED)
+        interaction, rtype = labels(scope, served, self.resource_types)
+        self.metrics.observe(interaction, rtype, status, seconds)
+        if ACCESS.isEnabledFor(logging.INFO):
+            client = scope.get("client")
+            log_fields(ACCESS, f'{scope["method"]} {scope["path"]} {status}',
+                       request_id=rid, method=scope["method"], path=scope["path"], status=status,
+                       duration_ms=round(seconds * 1000, 3), bytes=sent,
+                       client=client[0] if client else None, forwarded_for=_header(scope, b"x-forwarded-for"),
+                       user_agent=_header(scope, b"user-agent"), interaction=interaction, resource_type=rtype)
+        if served is not None and self.audit and AUDIT.isEnabledFor(logging.INFO):
+            log_fields(AUDIT, "request", **audit_fields(scope, served, rid, status, seconds))
 
 
 async def _internal_error(rid: str, send: Send) -> None:

@@ -1,4 +1,5 @@
-"""HTTP plumbing shared by the endpoints: base URL, JSON responses, the one error renderer."""
+"""Rendering an answer: the base URL links are made of, FHIR JSON or XML bytes, and the one error renderer (every
+failure becomes an OperationOutcome here)."""
 from __future__ import annotations
 
 import logging
@@ -7,49 +8,41 @@ from typing import Any
 from urllib.parse import quote
 
 import orjson
-from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Scope
 
 from server.context import ServerContext
-from server.errors import FhirError, InternalError
 from server.engine.interaction import Interaction
-from server.http.negotiation import FHIR_JSON, Format
 from server.engine.rendered import Rendered, materialized, splice
+from server.errors import FhirError, InternalError
+from server.http.negotiation import FHIR_JSON, Format
+from server.http.xml import to_xml
+from server.settings import Settings
 
 log = logging.getLogger("orgunit_fhir")
 ERROR_FORMAT = Format(FHIR_JSON)
-
-
-def base_url(request: Request, ctx: ServerContext) -> str:
-    configured = ctx.settings.server.base_url
-    if configured:
-        return configured.rstrip("/")
-    scheme, host = request.url.scheme, request.headers.get("host", "")
-    if not _HOST.fullmatch(host):  # a malformed Host never makes a link: the address we were reached at
-        server = request.scope.get("server") or ("localhost", None)
-        host = f"{server[0]}:{server[1]}" if server[1] else str(server[0])
-    if ctx.settings.server.trust_forwarded:
-        forwarded_scheme = request.headers.get("x-forwarded-proto", scheme).split(",")[0].strip().lower()
-        forwarded_host = request.headers.get("x-forwarded-host", host).split(",")[0].strip()
-        scheme = forwarded_scheme if forwarded_scheme in ("http", "https") else scheme
-        host = forwarded_host if _HOST.fullmatch(forwarded_host) else host
-    prefix = request.scope.get("root_path", "").rstrip("/")
-    return f"{scheme}://{host}{quote(prefix, safe='/')}/fhir"
-
 
 # host[:port]: a DNS name, an IPv4 address or a bracketed IPv6 address
 _HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?")
 
 
-def request_id(request: Request) -> str:
-    """The id the request middleware chose (the caller's X-Request-ID when valid); else chosen here alike."""
-    rid: str | None = request.scope.get("state", {}).get("request_id")
-    if rid is None:
-        from server.ops.logs import accept_request_id
-
-        rid = accept_request_id(request.headers.get("x-request-id"))
-        request.state.request_id = rid
-    return rid
+def base_url(scope: Scope, headers: Any, settings: Settings) -> str:
+    """[base] of the links: server.base_url when set, else the address the request was sent to (the
+    X-Forwarded-* headers when server.trust_forwarded)."""
+    configured = settings.server.base_url
+    if configured:
+        return configured.rstrip("/")
+    scheme, host = scope.get("scheme", "http"), headers.get("host", "")
+    if not _HOST.fullmatch(host):  # a malformed Host never makes a link: the address we were reached at
+        server = scope.get("server") or ("localhost", None)
+        host = f"{server[0]}:{server[1]}" if server[1] else str(server[0])
+    if settings.server.trust_forwarded:
+        forwarded_scheme = headers.get("x-forwarded-proto", scheme).split(",")[0].strip().lower()
+        forwarded_host = headers.get("x-forwarded-host", host).split(",")[0].strip()
+        scheme = forwarded_scheme if forwarded_scheme in ("http", "https") else scheme
+        host = forwarded_host if _HOST.fullmatch(forwarded_host) else host
+    prefix = scope.get("root_path", "").rstrip("/")
+    return f"{scheme}://{host}{quote(prefix, safe='/')}/fhir"
 
 
 def render(body: dict[str, Any] | Rendered, fmt: Format) -> bytes:
@@ -58,8 +51,6 @@ def render(body: dict[str, Any] | Rendered, fmt: Format) -> bytes:
     if fmt.xml or fmt.pretty:
         body = materialized(body)
     if fmt.xml:
-        from server.http.xml import to_xml  # XML only: keep models off the JSON path
-
         return to_xml(body, fmt.pretty)
     return orjson.dumps(body, default=splice, option=orjson.OPT_PASSTHROUGH_DATACLASS | (
         orjson.OPT_INDENT_2 if fmt.pretty else 0))
@@ -71,18 +62,17 @@ def fhir_response(body: dict[str, Any] | bytes, fmt: Format, status: int = 200,
     return Response(content, status_code=status, headers=headers, media_type=fmt.content_type)
 
 
-def error_response(request: Request, exc: BaseException, interaction: Interaction | None = None,
-                   fmt: Format = ERROR_FORMAT) -> Response:
-    ctx: ServerContext = request.app.state.ctx
-    rid = request_id(request)
+def error_response(ctx: ServerContext, exc: BaseException, interaction: Interaction | None, fmt: Format,
+                   request_id: str, scope: Scope) -> Response:
+    """The OperationOutcome of a failure: a FhirError as it is, anything else as the `translate_exception` hook
+    says (else 500); a 5xx is logged with its request id, which its diagnostics name."""
     if isinstance(exc, FhirError):
         error = exc
     else:
         error = ctx.pm.hook.translate_exception(exception=exc, interaction=interaction) or InternalError(
             "internal server error")
     if error.status >= 500:
-        log.error("request %s %s %s failed: %s", rid, request.method, request.url.path, exc.__class__.__name__,
+        log.error("request %s %s %s failed: %s", request_id, scope["method"], scope["path"], exc.__class__.__name__,
                   exc_info=exc if not isinstance(exc, FhirError) else None)
-        error.diagnostics = f"{error.diagnostics} (request id {rid})"
-    headers = {**error.headers, "X-Request-ID": rid}
-    return fhir_response(error.outcome(), fmt, error.status, headers)
+        error.diagnostics = f"{error.diagnostics} (request id {request_id})"
+    return fhir_response(error.outcome(), fmt, error.status, error.headers)

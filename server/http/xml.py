@@ -1,4 +1,5 @@
-"""FHIR XML through fhir.resources R4B models (built once per XML response; JSON never comes here)."""
+"""FHIR XML through fhir.resources R4B models (built once per XML response). fhir.resources and pydantic are
+imported on the first XML answer only: a server answering JSON never loads them."""
 from __future__ import annotations
 
 import functools

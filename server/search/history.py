@@ -2,28 +2,34 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 from sqlalchemy import ColumnElement, Select, exists, func, null, select
 
 from server.errors import UnsupportedParameter
 from server.engine.provider import Versioning
 from server.search.dates import DateRange, parse_instant, parse_range
-from server.search.request import FORMAT_PARAMS, paging_value
+from server.search.paging import Paging, parse_paging
 
 
 @dataclass(frozen=True)
 class HistoryRequest:
     since: tuple[str, datetime] | None = None
     at: DateRange | None = None
-    count: int = 20
-    skip: int = 0
+    paging: Paging = field(default_factory=Paging)
+
+    @property
+    def count(self) -> int:
+        return self.paging.count
+
+    @property
+    def skip(self) -> int:
+        return self.paging.skip
 
     def page(self, skip: int) -> HistoryRequest:
-        return replace(self, skip=skip)
+        return replace(self, paging=self.paging.at(skip))
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -33,31 +39,26 @@ class HistoryRequest:
     def following(self, last_id: str | None) -> HistoryRequest:
         return self.page(self.skip + self.count)
 
-    def query_string(self, extra: Sequence[tuple[str, str]] = ()) -> str:
+    def query_string(self) -> str:
         pairs: list[tuple[str, str]] = []
         if self.since:
             pairs.append(("_since", self.since[0]))
         if self.at:
             pairs.append(("_at", self.at.raw))
-        pairs.append(("_count", str(self.count)))
-        if self.skip:
-            pairs.append(("_skip", str(self.skip)))
-        pairs += list(extra)
-        return "&".join(f"{k}={quote(v, safe=':')}" for k, v in pairs)
+        return self.paging.link(pairs)
 
 
 def parse_history(items: Sequence[tuple[str, str]], *, default_count: int, max_count: int,
                   strict: bool = False) -> HistoryRequest:
-    request = HistoryRequest(count=default_count)
-    for key, raw in items:
-        if key in FORMAT_PARAMS or not raw:
+    paging, rest = parse_paging(items, default_count=default_count, max_count=max_count)
+    request = HistoryRequest(paging=paging)
+    for key, raw in rest:
+        if not raw:
             continue
         if key == "_since":
             request = replace(request, since=(raw, parse_instant("_since", raw)))
         elif key == "_at":
             request = replace(request, at=parse_range("_at", raw, prefixes=False))
-        elif key in ("_count", "_skip"):
-            request = replace(request, **{key[1:]: paging_value(key, raw, max_count)})
         elif strict:
             raise UnsupportedParameter(f"unknown _history parameter {key!r}; supported: _since, _at, _count, _skip")
     return request

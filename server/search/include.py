@@ -8,11 +8,12 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection
 from sqlalchemy.engine import RowMapping
 
-from server.engine.provider import ReferenceTarget, ResourceProvider
+from server.engine.provider import ResourceProvider
 from server.engine.registry import Registry
-from server.search.request import Include
 from server.search.ids import coerce_id
+from server.search.request import Include
 from server.search.sql import read_query, referring_query
+from server.search.types.reference import ReferenceTarget, held
 
 MAX_ITERATE_DEPTH = 10
 MAX_INCLUDED = 1000
@@ -27,6 +28,16 @@ class Included:
 
 def _targets(provider: ResourceProvider, include: Include) -> list[ReferenceTarget]:
     return [t for t in include.param.targets if isinstance(t, ReferenceTarget) and t.resource_type == include.target]
+
+
+def _referenced(conn: Connection, provider: ResourceProvider, target: ReferenceTarget,
+                rows: Sequence[RowMapping]) -> list[Any]:
+    """The ids the rows' reference `target` holds: in each row, or (through a side table) in one query."""
+    if target.through is None:
+        key = target.column.key
+        return [row[key] for row in rows if key in row and row[key] is not None]
+    ids = [row[provider.id_column.key] for row in rows]
+    return [ref for _, ref in conn.execute(held(target, ids))] if ids else []
 
 
 def _live(provider: ResourceProvider, row: RowMapping) -> bool:
@@ -66,10 +77,9 @@ def fetch_included(conn: Connection, registry: Registry, provider: ResourceProvi
                 break
             wanted: list[Any] = []
             for target in _targets(provider, include):
-                for row in frontier:
-                    ref = row[target.column.key] if target.column.key in row else None
+                for ref in _referenced(conn, provider, target, frontier):
                     key = (include.target, str(ref))
-                    if ref is not None and key not in seen:
+                    if key not in seen:
                         seen.add(key)
                         wanted.append(coerce_id(target_provider.id_column, str(ref)))
             if not wanted:

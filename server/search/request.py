@@ -3,16 +3,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal
-from urllib.parse import quote
 
 from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
-from server.engine.provider import ReferenceTarget, ResourceProvider, SearchParam
+from server.engine.provider import ResourceProvider
 from server.search.ids import stored_id
+from server.search.paging import Paging, parse_paging
+from server.search.param import SearchParam
+from server.search.types.base import Ranks
+from server.search.types.reference import ReferenceTarget
 from server.search.values import SearchValue, parse_value
 
-FORMAT_PARAMS = frozenset({"_format", "_pretty"})
 MAX_VALUES = 100  # OR-ed values in one parameter
 MAX_CLAUSES = 40  # parameters in one search
 MAX_INCLUDES = 10  # _include and _revinclude values in one search
@@ -75,8 +78,7 @@ class Include:
 class SearchRequest:
     resource_type: str
     clauses: tuple[Clause, ...] = ()
-    count: int = 20
-    skip: int = 0
+    paging: Paging = field(default_factory=Paging)
     fixed: tuple[Clause, ...] = ()  # bound by the path (an operation), not shown in the query
     sort: tuple[SortKey, ...] = ()
     total: Total = "accurate"
@@ -90,8 +92,28 @@ class SearchRequest:
         return self.fixed + self.clauses
 
     @property
-    def near(self) -> Clause | None:
-        return next((c for c in self.all_clauses if c.param.type == "special"), None)
+    def count(self) -> int:
+        return self.paging.count
+
+    @property
+    def skip(self) -> int:
+        return self.paging.skip
+
+    @cached_property
+    def ranked(self) -> Clause | None:
+        """The clause whose type measures each match (near: distance), which orders the results unless _sort."""
+        return next((c for c in self.all_clauses if isinstance(c.param.kind, Ranks)), None)
+
+    def entry_search(self, measure: Any) -> dict[str, Any]:
+        """What a match's entry.search shows of its measure (the `ranked` clause's type decides)."""
+        if measure is None:
+            return {}
+        ranked = self.ranked
+        if ranked is None:
+            return {}
+        kind = ranked.param.kind
+        assert isinstance(kind, Ranks)
+        return kind.entry_search(measure)
 
     @property
     def counts(self) -> bool:
@@ -100,26 +122,26 @@ class SearchRequest:
     @property
     def keyset(self) -> bool | None:
         """Pages follow the id (descending: False) when that is the whole order; None: they go by offset."""
-        if self.near is None and not self.sort:
+        if self.ranked is None and not self.sort:
             return True
         if len(self.sort) == 1 and self.sort[0].param.name == "_id":
             return not self.sort[0].descending
         return None
 
     def page(self, skip: int) -> SearchRequest:
-        return replace(self, skip=skip, after=None)
+        return replace(self, paging=self.paging.at(skip), after=None)
 
     def following(self, last_id: str | None) -> SearchRequest:
         """The next page: by keyset when the order allows (deep pages cost what the first costs)."""
         after = last_id if self.keyset is not None else None
-        return replace(self, skip=self.skip + self.count, after=after)
+        return replace(self, paging=self.paging.at(self.skip + self.count), after=after)
 
     @property
     def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
         """What selects the matches (not how they are paged or shown): the count cache's key."""
         return self.resource_type, tuple((c.key, c.raw) for c in self.all_clauses)
 
-    def query_string(self, extra: Sequence[tuple[str, str]] = ()) -> str:
+    def query_string(self) -> str:
         """The applied parameters, rebuilt from the typed form (the self/next links show exactly these)."""
         pairs = [(c.key, c.raw) for c in self.clauses]
         if self.sort:
@@ -131,25 +153,7 @@ class SearchRequest:
             pairs.append(("_summary", self.summary))
         if self.elements is not None:
             pairs.append(("_elements", ",".join(self.elements)))
-        pairs.append(("_count", str(self.count)))
-        if self.skip:
-            pairs.append(("_skip", str(self.skip)))
-        if self.after is not None:
-            pairs.append(("_after", self.after))
-        pairs += list(extra)
-        return "&".join(f"{quote(k, safe=':')}={quote(v, safe=':|,/')}" for k, v in pairs)
-
-
-def _integer(name: str, raw: str) -> int:
-    if not re.fullmatch(r"\d{1,9}", raw.strip()):
-        raise InvalidValue(f"{name} must be a non-negative integer, got {raw!r}")
-    return int(raw)
-
-
-def paging_value(key: str, raw: str, max_count: int) -> int:
-    """`_count` (clamped to max_count) or `_skip`, for every kind of search (type, history, static)."""
-    value = _integer(key, raw)
-    return min(value, max_count) if key == "_count" else value
+        return self.paging.link(pairs, [("_after", self.after)] if self.after is not None else [])
 
 
 def _one_of(name: str, raw: str, allowed: Sequence[str]) -> str:
@@ -197,17 +201,14 @@ def parse_search(
     strict: bool = False,
     providers: Mapping[str, Any] | None = None,
 ) -> SearchRequest:
-    request = SearchRequest(provider.resource_type, count=default_count)
+    paging, rest = parse_paging(items, default_count=default_count, max_count=max_count)
+    request = SearchRequest(provider.resource_type, paging=paging)
     clauses: list[Clause] = []
     includes: list[Include] = []
-    for key, raw in items:
-        if key in FORMAT_PARAMS:
-            continue
+    for key, raw in rest:
         if not key:
             raise InvalidRequest("a query parameter has an empty name")
-        if key in ("_count", "_skip"):
-            request = replace(request, **{key[1:]: paging_value(key, raw, max_count)})
-        elif key == "_after":
+        if key == "_after":
             request = replace(request, after=_after(provider, raw))
         elif key == "_sort":
             request = replace(request, sort=_sort(provider, raw)) if raw else request
@@ -234,7 +235,7 @@ def parse_search(
     if len(clauses) > MAX_CLAUSES:
         raise InvalidRequest(f"too many search parameters ({len(clauses)}); at most {MAX_CLAUSES}")
     if request.summary == "count":
-        request = replace(request, count=0)  # the total only: no entries, no paging links
+        request = replace(request, paging=replace(request.paging, count=0))  # the total only: no entries, no links
     request = replace(request, clauses=tuple(clauses), includes=tuple(dict.fromkeys(includes)))
     if request.after is not None and request.keyset is None:
         raise InvalidRequest("_after continues a search in _id order only (next links carry it); "
@@ -281,7 +282,7 @@ def _clause(provider: ResourceProvider, key: str, raw: str, strict: bool) -> Cla
                                    f"supported: {allowed}")
     if not raw:
         return None  # an empty value is ignored, as the FHIR search page says
-    parts = [raw] if param.type == "special" or modifier == "missing" else _COMMA.split(raw)
+    parts = _COMMA.split(raw) if param.kind.split and modifier != "missing" else [raw]
     if len(parts) > MAX_VALUES:
         raise InvalidRequest(f"{key}: too many values ({len(parts)}); at most {MAX_VALUES} per parameter")
     values = tuple(parse_value(param, modifier or None, part.replace("\\,", ",")) for part in parts)

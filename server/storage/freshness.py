@@ -67,7 +67,8 @@ class Freshness:
             providers = [p for p in self.registry if isinstance(p, ResourceProvider)]
             generations = {p.resource_type: _generation(conn, p) for p in providers if p.versioning is not None}
             bodies = usable(conn, self.registry)
-            partitions = {p.resource_type: _partitions(conn, p) for p in providers if p.tenancy is not None}
+            partitions = {p.resource_type: _partitions(conn, p) for p in providers
+                          if p.tenancy is not None and p.tenancy.partitions is not None}
             if (generations, bodies, partitions) != (snapshot.generations, snapshot.bodies, snapshot.partitions):
                 # a new object, swapped in whole: a reader never sees half of the old and half of the new
                 snapshot = Snapshot(time.monotonic(), bodies, generations, partitions,
@@ -98,7 +99,7 @@ def _generation(conn: Connection, provider: ResourceProvider) -> Any:
 
 
 def _partitions(conn: Connection, provider: ResourceProvider) -> tuple[tuple[Any, str, bool], ...]:
-    assert provider.tenancy is not None
+    assert provider.tenancy is not None and provider.tenancy.partitions is not None
     return tuple(sorted(((key, str(acct), bool(served)) for key, acct, served in
                          conn.execute(provider.tenancy.partitions)), key=lambda r: (str(r[0]), r[1])))
 

@@ -1,69 +1,36 @@
-"""Access control: tenants (accounts), subtree scopes and served source versions, on every interaction.
-
-The universe: account `alpha` holds the small pyramid (ids 1-32, data source "Ministère de la Santé");
-account `beta` holds "DHIS2" with version 1 (ids 101-103) and version 2 (ids 201-203, served: the newest),
-and unit 204 of version 2, deleted. Each caller sees exactly its part; probing any other id answers as an
-unknown id does."""
+"""Access control of Locations: tenants (accounts), subtree scopes and served source versions, on every
+interaction, over the two-account universe of tests.support.scoping. Each caller sees exactly its part; probing
+any other id answers as an unknown id does. Typed roots and the other scoping modes: test_scoping.py."""
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from server.app import create_app
 from server.access.mint import mint_token
 from server.context import ServerContext, create_context
+from server.errors import LoadError
 from server.settings import Settings
 from plugins.orgunits.versions import list_versions, set_default_version
-from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
-from plugins.orgunits.records import TypeRecord, UnitRecord
-from plugins.orgunits.history import delete_missing
+from plugins.orgunits.writer import ensure_data_source, ensure_source_version, write_units
+from plugins.orgunits.records import UnitRecord
 from tests.support.contexts import SECRET, make_settings, pyramid_context
-from tests.support.data import NOW, UNITS
+from tests.support.data import NOW
+from tests.support.scoping import ALPHA, BETA_V1, BETA_V2, DELETED, IDENTIFIER_3, NS, load_alpha, load_beta
 
-ALPHA = {u.id for u in UNITS}
-BETA_V1 = {101, 102, 103}
-BETA_V2 = {201, 202, 203}
-DELETED = 204
 SUBTREE_10 = {10, 20, 30, 31, 32}
 SUBTREE_3 = {3}
 UNIVERSE = ALPHA | BETA_V1 | BETA_V2 | {DELETED, 999_999}
-NS = "https://orgunit-fhir.example.org"
-
-
-def _beta_units(offset: int) -> tuple[UnitRecord, ...]:
-    return (UnitRecord(offset + 1, "Sierra Leone", "COUNTRY", "VALID", source_ref=f"SL{offset}"),
-            UnitRecord(offset + 2, "Bo", "SL-2", "VALID", source_ref=f"BO{offset}", parent_id=offset + 1),
-            UnitRecord(offset + 3, "Bo Clinic", "SL-3", "VALID", source_ref=f"BC{offset}", parent_id=offset + 2,
-                       latitude=7.96, longitude=-11.74))
-
-
-def load_beta(engine: Engine) -> None:
-    with engine.begin() as conn:
-        ds = ensure_data_source(conn, "DHIS2", now=NOW, account="beta")
-        ensure_types(conn, (TypeRecord("Pays", "COUNTRY", "COUNTRY", 1), TypeRecord("District", "SL-2", "DISTRICT", 2),
-                            TypeRecord("Clinic", "SL-3", "HF", 3)), account="beta")
-        write_units(conn, _beta_units(100), ensure_source_version(conn, ds, 1, now=NOW), NOW)
-        v2 = ensure_source_version(conn, ds, 2, now=NOW)
-        write_units(conn, (*_beta_units(200), UnitRecord(DELETED, "Gone", "SL-3", "VALID", parent_id=202)), v2, NOW)
-        delete_missing(conn, data_source_id=ds, seen_ids=BETA_V1 | BETA_V2, now=NOW + timedelta(days=1))
-
-
-def _alpha(engine: Engine) -> None:
-    with engine.begin() as conn:  # the small pyramid belongs to account alpha
-        conn.exec_driver_sql("UPDATE data_source SET account = 'alpha'")
-        conn.exec_driver_sql("UPDATE org_unit_type SET account = 'alpha'")
 
 
 @pytest.fixture(scope="module")
 def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    context = pyramid_context(backend_url, tmp_path_factory.mktemp("var"), _alpha, load_beta)
+    context = pyramid_context(backend_url, tmp_path_factory.mktemp("var"), load_alpha, load_beta)
     yield context
     context.db.dispose()
 
@@ -82,9 +49,11 @@ CALLERS = {
     "alpha": ({"account": "alpha"}, ALPHA),
     "beta": ({"account": "beta"}, BETA_V2),
     "alpha-subtree-10": ({"account": "alpha", "org_unit_roots": ["10"]}, SUBTREE_10),
-    "alpha-subtree-by-identifier": ({"account": "alpha", "org_unit_roots": [f"{NS}/fhir/sid/ministere-de-la-sante|HB0000000003"]},
-                                    SUBTREE_3),
-    "alpha-two-roots-nested": ({"account": "alpha", "org_unit_roots": ["10", "30", "Location/3"]}, SUBTREE_10 | SUBTREE_3),
+    "alpha-subtree-typed": ({"account": "alpha", "org_unit_roots": ["Location/10"]}, SUBTREE_10),
+    "alpha-subtree-by-identifier": ({"account": "alpha", "org_unit_roots": [IDENTIFIER_3]}, SUBTREE_3),
+    "alpha-two-roots-nested": ({"account": "alpha", "org_unit_roots": ["10", "30", "Location/3"]},
+                               SUBTREE_10 | SUBTREE_3),
+    "alpha-root-of-another-type": ({"account": "alpha", "org_unit_roots": ["Organization/1"]}, set()),
     "alpha-root-of-beta": ({"account": "alpha", "org_unit_roots": ["201"]}, set()),
     "alpha-no-roots": ({"account": "alpha", "org_unit_roots": []}, set()),
     "alpha-null-roots": ({"account": "alpha", "org_unit_roots": None}, set()),
@@ -275,7 +244,6 @@ def test_each_account_has_its_own_types(app_client: TestClient, ctx: ServerConte
     assert ids_of(body) == {201}
 
 
-
 @pytest.mark.parametrize("account, concepts", [
     pytest.param("alpha", {"COUNTRY": "Country", "REGION": "Region", "DISTRICT": "District", "AREA": "Aire de santé",
                            "CSPS": "Centre de santé", "CHR": "Hôpital"}, id="alpha"),
@@ -293,8 +261,6 @@ def test_type_code_system_lists_the_accounts_types(app_client: TestClient, ctx: 
 
 
 def test_a_unit_cannot_hang_under_another_accounts_unit(ctx: ServerContext) -> None:
-    from server.errors import LoadError
-
     with pytest.raises(LoadError, match="parent 10 does not exist"), ctx.db.begin() as conn:
         ds = ensure_data_source(conn, "DHIS2", account="beta")
         version = ensure_source_version(conn, ds, 2)

@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import text
 from starlette.testclient import TestClient
 
-from server.engine import interactions
+from server.engine import searches
+from server.engine.caller import TRUSTED
 from server.app import create_app
 from server.access.mint import mint_token
 from server.context import ServerContext, create_context
@@ -75,7 +76,7 @@ def test_a_query_past_the_statement_timeout_answers_503_too_costly(timeout_ctx: 
             conn.execute(text(slow)).all()
         raise AssertionError("the statement timeout did not interrupt the query")
 
-    monkeypatch.setattr(interactions, "search_type", costly)
+    monkeypatch.setattr(searches, "search_type", costly)
     with TestClient(create_app(timeout_ctx.settings, context=timeout_ctx)) as c:
         response = c.get("/fhir/Location", headers={"Authorization": f"Bearer {mint_token(timeout_ctx.settings)}"})
     outcome(response, 503, "too-costly")
@@ -200,14 +201,14 @@ def test_include_iterate_stops_after_ten_levels_with_an_outcome(migrated_url: st
             ensure_types(conn, [TypeRecord("Level", "LVL", "AREA")])
             write_units(conn, [UnitRecord(i, f"Level {i}", "LVL", parent_id=i - 1 if i > 1 else None)
                                for i in range(1, 14)], version, NOW)
-        body = interactions.search_type(ctx, None, "http://x/fhir", "Location",
-                                        [("_id", "13"), ("_include:iterate", "Location:partof")])
+        body = searches.search_type(ctx, TRUSTED, "http://x/fhir", "Location",
+                                    [("_id", "13"), ("_include:iterate", "Location:partof")])
         included = [e["resource"]["id"] for e in body["entry"] if e["search"]["mode"] == "include"]
         assert included == [str(i) for i in range(12, 2, -1)]  # ten levels up
         outcomes = [e["resource"] for e in body["entry"] if e["search"]["mode"] == "outcome"]
         assert outcomes and "10 levels" in outcomes[0]["issue"][0]["diagnostics"]
-        shallow = interactions.search_type(ctx, None, "http://x/fhir", "Location",
-                                           [("_id", "5"), ("_include:iterate", "Location:partof")])
+        shallow = searches.search_type(ctx, TRUSTED, "http://x/fhir", "Location",
+                                       [("_id", "5"), ("_include:iterate", "Location:partof")])
         assert not [e for e in shallow["entry"] if e["search"]["mode"] == "outcome"]
     finally:
         ctx.db.dispose()

@@ -230,7 +230,8 @@ def test_every_hookspec_is_documented_and_exercised() -> None:
     tests = "".join(p.read_text(encoding="utf-8") for p in Path(__file__).parents[1].rglob("test_*.py"))
     names = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction)
              if hasattr(f, "orgunit_fhir_spec")]
-    assert set(names) == {"register_resource_providers", "update_capability_statement", "authorize",
+    assert set(names) == {"register_resource_providers", "register_migrations", "register_commands",
+                          "register_load_formats", "register_demo_data", "update_capability_statement", "authorize",
                           "access_scope", "translate_exception"}
     for name in names:
         assert f"### {name}" in readme, f"plugins/README.md has no section for {name}"

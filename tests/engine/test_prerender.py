@@ -10,7 +10,8 @@ from urllib.parse import parse_qsl
 import pytest
 from sqlalchemy import func, select
 
-from server.engine import interactions
+from server.engine import reads, searches, versions
+from server.engine.caller import TRUSTED
 from server.context import ServerContext, create_context
 from server.storage.freshness import Freshness
 from server.http.responses import render
@@ -37,24 +38,24 @@ Call = Callable[[ServerContext], Any]
 
 
 def _search(query: str) -> Call:
-    return lambda ctx: interactions.search_type(ctx, None, BASE, "Location", parse_qsl(query))
+    return lambda ctx: searches.search_type(ctx, TRUSTED, BASE, "Location", parse_qsl(query))
 
 
 REQUESTS: list[Any] = [
-    *(pytest.param(lambda ctx, rid=rid: interactions.read(ctx, None, "Location", rid), id=f"read-{rid}")
+    *(pytest.param(lambda ctx, rid=rid: reads.read(ctx, TRUSTED, "Location", rid), id=f"read-{rid}")
       for rid in ("1", "10", "20", "30", "31", "32")),
-    pytest.param(lambda ctx: interactions.read(ctx, None, "Location", "30", [("_summary", "true")]), id="read-summary"),
-    pytest.param(lambda ctx: interactions.vread(ctx, None, "Location", "20", "1"), id="vread"),
+    pytest.param(lambda ctx: reads.read(ctx, TRUSTED, "Location", "30", [("_summary", "true")]), id="read-summary"),
+    pytest.param(lambda ctx: versions.vread(ctx, TRUSTED, "Location", "20", "1"), id="vread"),
     pytest.param(_search("_count=100"), id="search-all"),
     pytest.param(_search("name=ds&_count=1"), id="search-name-paged"),
     pytest.param(_search("status=active&_elements=name"), id="search-elements"),
     pytest.param(_search("near=11.7|-3.3|50|km"), id="search-near"),
     pytest.param(_search("partof:below=2&_sort=-name"), id="search-below-sorted"),
     pytest.param(_search("_include=Location:partof&_id=30"), id="search-include"),
-    pytest.param(lambda ctx: interactions.run_operation(ctx, None, BASE, "Location", "20", "children", []),
+    pytest.param(lambda ctx: searches.run_operation(ctx, TRUSTED, BASE, "Location", "20", "children", []),
                  id="children"),
-    pytest.param(lambda ctx: interactions.history_type(ctx, None, BASE, "Location", []), id="history-type"),
-    pytest.param(lambda ctx: interactions.history_instance(ctx, None, BASE, "Location", "31", []),
+    pytest.param(lambda ctx: versions.history_type(ctx, TRUSTED, BASE, "Location", []), id="history-type"),
+    pytest.param(lambda ctx: versions.history_instance(ctx, TRUSTED, BASE, "Location", "31", []),
                  id="history-instance"),
 ]
 
@@ -66,9 +67,9 @@ def test_stored_bodies_give_the_same_bytes(small_ctx: ServerContext, call: Call,
 
 
 def test_reads_splice_the_stored_body(small_ctx: ServerContext) -> None:
-    assert isinstance(interactions.read(small_ctx, None, "Location", "30"), Rendered)
+    assert isinstance(reads.read(small_ctx, TRUSTED, "Location", "30"), Rendered)
     # 32 closes in 2999: the day it closes its operationalStatus changes, so it is rendered per request
-    assert not isinstance(interactions.read(small_ctx, None, "Location", "32"), Rendered)
+    assert not isinstance(reads.read(small_ctx, TRUSTED, "Location", "32"), Rendered)
     with small_ctx.db.connect() as conn:
         stored = conn.execute(select(func.count()).where(org_unit_history.c.body.is_not(None))).scalar()
     assert stored == 8
@@ -97,14 +98,14 @@ def test_other_settings_re_render_every_version(fresh_ctx: Callable[..., ServerC
     with other.db.connect() as conn:
         assert usable(conn, other.registry) == frozenset() and usable(conn, ctx.registry) == {"Location"}
     # until `render` runs for the new settings, their server renders per request (right, slower)
-    assert interactions.read(other, None, "Location", "11")["status"] == "active"
+    assert reads.read(other, TRUSTED, "Location", "11")["status"] == "active"
     assert refresh(other.db, other.registry) == 8
     with other.db.connect() as conn:
         assert usable(conn, ctx.registry) == frozenset()
         assert conn.execute(select(render_state.c.fingerprint)).scalar() == other.registry.get(
             "Location").prerendered.fingerprint  # type: ignore[union-attr]
     later = replace(other, freshness=Freshness(other.registry))  # a running server looks again within a second
-    body = interactions.read(later, None, "Location", "11")
+    body = reads.read(later, TRUSTED, "Location", "11")
     assert isinstance(body, Rendered) and body.resource()["status"] == "active"
 
 
@@ -117,7 +118,7 @@ def test_a_blocked_reference_type_is_part_of_the_fingerprint(fresh_ctx: Callable
         assert len(fingerprints) == 2
         load_small_pyramid(without.db)
         refresh(without.db, without.registry)
-        body = interactions.read(without, None, "Location", "30")
+        body = reads.read(without, TRUSTED, "Location", "30")
         assert isinstance(body, Rendered) and "reference" not in body.resource()["managingOrganization"]
     finally:
         without.db.dispose()
@@ -128,7 +129,7 @@ def test_a_total_follows_a_load(fresh_ctx: Callable[..., ServerContext]) -> None
     load_small_pyramid(ctx.db)
 
     def total() -> int:
-        return int(interactions.search_type(ctx, None, BASE, "Location", [("status", "active")])["total"])
+        return int(searches.search_type(ctx, TRUSTED, BASE, "Location", [("status", "active")])["total"])
 
     assert total() == total() == 6
     with ctx.db.begin() as conn:

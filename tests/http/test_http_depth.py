@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 from server.app import create_app
 from server.access.mint import mint_token
 from server.storage.db import create_db_engine
-from plugins.orgunits.importers.common import load_file
+from plugins.orgunits.importers.formats import load_file
 from tests.support.contexts import REAL_DATA, SECRET, make_settings
 
 

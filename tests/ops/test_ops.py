@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from server.app import create_app
 from server.access.mint import mint_token
 from server.ops.checks import check_serving_databases
-from server.cli import main
+from server.cli.main import main
 from server.context import ServerContext
 from server.errors import ConfigError
 from server.engine.instants import as_utc

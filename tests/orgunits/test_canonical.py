@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 from server.app import create_app
 from server.access.mint import mint_token
 from server.storage.db import create_db_engine
-from plugins.orgunits.importers.common import load_file
+from plugins.orgunits.importers.formats import load_file
 from tests.support.contexts import IASO_CSV, REAL_DATA, SECRET, make_settings
 from tests.support.validators import assert_valid
 

@@ -17,8 +17,9 @@ import pytest
 from sqlalchemy import Engine, select
 
 from server.errors import LoadError
-from plugins.orgunits.importers import common
-from plugins.orgunits.importers.common import FORMATS, allocate_ids, import_units, load_file
+from plugins.orgunits.importers import formats
+from plugins.orgunits.importers.common import allocate_ids, import_units
+from plugins.orgunits.importers.formats import FORMATS, load_file
 from plugins.orgunits.importers.dhis2 import import_dhis2, load_dhis2
 from plugins.orgunits.importers.fhir_bundle import import_fhir_bundle, load_fhir_bundle
 from plugins.orgunits.importers.geometry import decode_gpkg
@@ -769,7 +770,7 @@ def test_load_file(engine: Engine, fmt: str, path: Path, source: str, total: int
 
 def test_formats_registry(engine: Engine) -> None:
     assert sorted(FORMATS) == ["dhis2", "fhir-bundle", "iaso-csv", "iaso-gpkg"]
-    assert sorted(common.DEFAULT_DATA_SOURCES) == sorted(FORMATS)
+    assert sorted(formats.DEFAULT_DATA_SOURCES) == sorted(FORMATS)
     with pytest.raises(LoadError, match="unknown format 'csv'; known formats: iaso-csv, iaso-gpkg, dhis2, fhir-bundle"):
         load_file(engine, "csv", IASO_CSV, data_source=None, version=1, delete_missing=False)
 

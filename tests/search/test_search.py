@@ -6,7 +6,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from server.engine import interactions
+from server.engine import reads, searches
+from server.engine.caller import TRUSTED
 from server.context import ServerContext
 from server.engine.rendered import materialized
 from server.errors import (
@@ -23,8 +24,8 @@ SOURCE_SYSTEM = f"{NS}/fhir/sid/ministere-de-la-sante"
 
 
 def search(ctx: ServerContext, query: str, strict: bool = False) -> dict[str, Any]:
-    return materialized(interactions.search_type(ctx, None, BASE, "Location",
-                                                 parse_qsl(query, keep_blank_values=True), strict=strict))
+    return materialized(searches.search_type(ctx, TRUSTED, BASE, "Location",
+                                             parse_qsl(query, keep_blank_values=True), strict=strict))
 
 
 def ids(bundle: dict[str, Any]) -> list[int]:
@@ -217,7 +218,7 @@ def test_entries_carry_full_url_and_match_mode(small_ctx: ServerContext) -> None
 
 
 def children(ctx: ServerContext, rid: str, query: str = "") -> dict[str, Any]:
-    return materialized(interactions.run_operation(ctx, None, BASE, "Location", rid, "children", parse_qsl(query)))
+    return materialized(searches.run_operation(ctx, TRUSTED, BASE, "Location", rid, "children", parse_qsl(query)))
 
 
 @pytest.mark.parametrize("rid, query, expected", [
@@ -250,4 +251,4 @@ def test_children_of_unknown_parent_is_404(small_ctx: ServerContext, rid: str) -
 @pytest.mark.parametrize("rid", ["999", "abc", "-", "x" * 65, "1 2"])
 def test_read_unknown_is_404(small_ctx: ServerContext, rid: str) -> None:
     with pytest.raises(ResourceNotFound):
-        interactions.read(small_ctx, None, "Location", rid)
+        reads.read(small_ctx, TRUSTED, "Location", rid)

@@ -6,11 +6,15 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+from sqlalchemy.sql.util import find_tables
 
-from server.engine import interactions
+from server.engine import reads, searches
+from server.engine.caller import TRUSTED
 from server.context import ServerContext
 from server.engine.rendered import materialized
 from server.errors import FhirError, InvalidRequest, InvalidValue, UnsupportedParameter
+from server.search.request import parse_search
+from server.search.sql import body_page_query, count_query
 from tests.support.validators import assert_valid
 
 BASE = "http://fhir.test/fhir"
@@ -20,7 +24,7 @@ SUBSETTED = {"system": "http://terminology.hl7.org/CodeSystem/v3-ObservationValu
 
 
 def search(ctx: ServerContext, query: str) -> dict[str, Any]:
-    return materialized(interactions.search_type(ctx, None, BASE, "Location", parse_qsl(query, keep_blank_values=True)))
+    return materialized(searches.search_type(ctx, TRUSTED, BASE, "Location", parse_qsl(query, keep_blank_values=True)))
 
 
 def matches(bundle: dict[str, Any]) -> list[int]:
@@ -184,10 +188,10 @@ def test_elements(small_ctx: ServerContext, elements: str, keys: set[str]) -> No
 
 
 def test_summary_and_elements_on_read(small_ctx: ServerContext) -> None:
-    read = interactions.read(small_ctx, None, "Location", "30", [("_elements", "name")])
+    read = reads.read(small_ctx, TRUSTED, "Location", "30", [("_elements", "name")])
     assert set(read) == {"resourceType", "id", "meta", "name"}
     with pytest.raises(UnsupportedParameter):
-        interactions.read(small_ctx, None, "Location", "30", [("_summary", "count")])
+        reads.read(small_ctx, TRUSTED, "Location", "30", [("_summary", "count")])
 
 
 @pytest.mark.parametrize("query, match, include", [
@@ -232,11 +236,6 @@ def test_empty_elements_is_ignored(small_ctx: ServerContext) -> None:
 def test_counts_and_body_pages_join_only_the_tables_they_use(small_ctx: ServerContext, query: str,
                                                             joined: bool) -> None:
     """Fewer joins to plan: a count or a page of stored bodies reads the org unit table alone when it can."""
-    from sqlalchemy.sql.util import find_tables
-
-    from server.search.request import parse_search
-    from server.search.sql import body_page_query, count_query
-
     provider = small_ctx.registry.get("Location")
     request = parse_search(provider, parse_qsl(query), default_count=20, max_count=100)  # type: ignore[arg-type]
     for statement in (count_query(provider, request, {}), body_page_query(provider, request, {})):  # type: ignore[arg-type]

@@ -20,8 +20,8 @@ from server.settings import Settings
 from server.storage.prerender import refresh
 from tests.support.contexts import SECRET, make_settings
 
-SUBJECTS_ENV = "ORGUNIT_FHIR_CONTRACT_SUBJECTS"  # more subjects: "module:attribute,module:attribute"
-BUILT_IN = ("tests.orgunits.contract_samples:SUBJECT", "tests.proof.contract_samples:SUBJECT")
+SUBJECTS_ENV = "ORGUNIT_FHIR_CONTRACT_SUBJECTS"  # "module:attribute,module:attribute", in loading order
+BUILT_IN = "tests.orgunits.contract_samples:SUBJECT,tests.proof.contract_samples:SUBJECT"
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,8 @@ class Search:
 
 @dataclass(frozen=True)
 class Scope:
-    """A token of the sample data's account limited to the subtrees `roots` sees exactly `sees` of `Samples.ids`."""
+    """A token of the sample data's account limited to the subtrees `roots` sees exactly `sees` of the sample
+    resources (`Samples.ids` and `Samples.deleted`: a deleted one in scope answers 410, out of scope 404)."""
 
     roots: tuple[str, ...]
     sees: frozenset[str]
@@ -49,6 +50,7 @@ class Samples:
     bad_values: tuple[tuple[str, str], ...] = (("_count", "many"),)  # each answers 400
     versions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # id -> its version ids, newest first
     deleted: frozenset[str] = frozenset()  # ids whose newest version is a deletion (410)
+    hidden: frozenset[str] = frozenset()  # ids the sample data holds that no token may see (404, as unknown)
     scopes: tuple[Scope, ...] = ()
     tenanted: bool = True  # a token of another account sees none of it
     account: str = "default"
@@ -66,9 +68,9 @@ class Subject:
 
 
 def subjects() -> tuple[Subject, ...]:
-    names = [*BUILT_IN, *filter(None, os.environ.get(SUBJECTS_ENV, "").split(","))]
+    """The subjects under contract: those SUBJECTS_ENV names, else the shipped packages and the proof."""
     found = []
-    for name in names:
+    for name in filter(None, (os.environ.get(SUBJECTS_ENV) or BUILT_IN).split(",")):
         module, _, attribute = name.strip().partition(":")
         found.append(getattr(importlib.import_module(module), attribute or "SUBJECT"))
     return tuple(found)
@@ -101,3 +103,28 @@ def contract_context(url: str, var: Path, chosen: Sequence[Subject]) -> Iterator
             subject.load(settings)
         refresh(ctx.db, ctx.registry)
         yield ctx
+
+
+def entries(bundle: dict[str, Any], mode: str = "match") -> list[tuple[str, str]]:
+    """(resource type, id) of a searchset's entries in that search mode."""
+    return [(e["resource"]["resourceType"], e["resource"]["id"]) for e in bundle.get("entry", ())
+            if e.get("search", {}).get("mode", "match") == mode]
+
+
+def every_page(client: Any, url: str, headers: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The bundle at `url` and every one its next links lead to (at most 100)."""
+    pages: list[dict[str, Any]] = []
+    while url and len(pages) < 100:
+        answer = client.get(url, headers=headers or {})
+        assert answer.status_code == 200, answer.text
+        pages.append(answer.json())
+        url = next((link["url"] for link in pages[-1].get("link", ()) if link["relation"] == "next"), "")
+    return pages
+
+
+def outcome_code(answer: Any, status: int) -> str:
+    """The issue code of an OperationOutcome answered with `status`."""
+    assert answer.status_code == status, answer.text
+    body = answer.json()
+    assert body["resourceType"] == "OperationOutcome", body
+    return str(body["issue"][0]["code"])

@@ -3,20 +3,17 @@ strings, parent lookups among stored units, cycle and depth checks (together: `r
 org unit types, and the registry of file formats that the CLI loads (`FORMATS`, `load_file`)."""
 from __future__ import annotations
 
-import importlib
-import json
-import os
 import re
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from itertools import islice
-from pathlib import Path
 from typing import Any, TypeVar, Union
 
 from sqlalchemy import Connection, Engine, func, select
 
+from plugins.orgunits import history
 from plugins.orgunits.records import (
     TypeRecord,
     UnitRecord,
@@ -70,7 +67,7 @@ def import_units(engine: Engine, *, data_source: str, version: int, types: Types
         seen: set[int] = set()
         report = write_units(conn, _owned(conn, units, source_id, seen), version_id, now, progress=progress)
         if delete_missing:
-            delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
+            history.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
         return report
 
 
@@ -270,83 +267,3 @@ def level_types(conn: Connection, data_source_id: int, depths: Iterable[int], na
         name = (names or {}).get(depth) or stored.get(depth) or f"Level {depth}"
         types[depth] = TypeRecord(name, level_short_name(slug, depth), level_category(depth, bottom, name), depth)
     return types
-
-
-# --- small parsers --------------------------------------------------------------------------------------------
-
-def parse_date(text: Any) -> date:
-    """A date from 'YYYY-MM-DD', an ISO date-time ('1994-01-01T00:00:00.000'), or a FHIR partial date
-    ('YYYY' or 'YYYY-MM', taken as the first day). Raises ValueError."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{text!r} is not a date")
-    text = text.strip()
-    if re.fullmatch(r"\d{4}", text):
-        return date(int(text), 1, 1)
-    if re.fullmatch(r"\d{4}-\d{2}", text):
-        return date(int(text[:4]), int(text[5:]), 1)
-    return date.fromisoformat(text) if len(text) == 10 else datetime.fromisoformat(text).date()
-
-
-def parse_timestamp(text: Any) -> datetime:
-    """An aware UTC datetime from an ISO date-time; a naive one is taken to be UTC. Raises ValueError."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{text!r} is not a date and time")
-    value = datetime.fromisoformat(text.strip())
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
-
-
-def read_json(path: str | os.PathLike[str]) -> Any:
-    try:
-        with Path(path).open("rb") as handle:
-            return json.load(handle)
-    except OSError as exc:
-        raise LoadError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise LoadError(f"{path}: not UTF-8 text ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise LoadError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-
-
-def aliases(name: str, *candidates: Any) -> tuple[str, ...]:
-    """The distinct non-empty strings among `candidates` that differ from `name`, in order."""
-    found: dict[str, None] = {}
-    for candidate in candidates:
-        if isinstance(candidate, str) and candidate.strip() and candidate.strip() != name:
-            found.setdefault(candidate.strip(), None)
-    return tuple(found)
-
-
-# --- formats --------------------------------------------------------------------------------------------------
-
-Loader = Callable[..., WriteReport]
-
-DEFAULT_DATA_SOURCES = {"iaso-csv": "Iaso", "iaso-gpkg": "Iaso", "dhis2": "DHIS2", "fhir-bundle": "FHIR"}
-_LOADERS = {"iaso-csv": ("iaso_csv", "load_iaso_csv"), "iaso-gpkg": ("iaso_gpkg", "load_iaso_gpkg"),
-            "dhis2": ("dhis2", "load_dhis2"), "fhir-bundle": ("fhir_bundle", "load_fhir_bundle")}
-
-
-def _lazy(module: str, name: str) -> Loader:
-    def load(engine: Engine, path: str | os.PathLike[str], **options: Any) -> WriteReport:
-        loader = getattr(importlib.import_module(f"plugins.orgunits.importers.{module}"), name)
-        return loader(engine, path, **options)  # type: ignore[no-any-return]
-
-    load.__name__ = load.__qualname__ = name
-    load.__doc__ = f"plugins.orgunits.importers.{module}.{name}(engine, path, data_source=None, version=1, *, " \
-                   f"delete_missing=False, now=None, progress=None)"
-    return load
-
-
-#: format name -> loader(engine, path, data_source=None, version=1, *, delete_missing=False, now=None,
-#: progress=None) -> WriteReport; data_source None means the format's default (DEFAULT_DATA_SOURCES).
-FORMATS: dict[str, Loader] = {fmt: _lazy(module, name) for fmt, (module, name) in _LOADERS.items()}
-
-
-def load_file(engine: Engine, fmt: str, path: str | os.PathLike[str], *, data_source: str | None = None,
-              version: int = 1, delete_missing: bool = False, progress: Progress | None = None,
-              account: str = DEFAULT_ACCOUNT) -> WriteReport:
-    """Load `path` in format `fmt` (one of FORMATS) in one transaction; data_source None = the format's default."""
-    loader = FORMATS.get(fmt)
-    if loader is None:
-        raise LoadError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
-    return loader(engine, path, data_source=data_source, version=version, delete_missing=delete_missing,
-                  progress=progress, account=account)

@@ -30,17 +30,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from plugins.orgunits.importers.common import (
-    Hierarchy,
-    Progress,
-    aliases,
-    import_units,
-    level_types,
-    parse_date,
-    parse_timestamp,
-    read_json,
-    resolve_hierarchy,
-)
+from plugins.orgunits.importers.common import Hierarchy, Progress, import_units, level_types, resolve_hierarchy
+from plugins.orgunits.importers.parsers import aliases, parse_date, parse_timestamp, read_json
 from plugins.orgunits.importers.geometry import (
     check_geometry,
     nesting,

@@ -21,10 +21,6 @@ or have no resource are ignored.
 """
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -33,27 +29,25 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from plugins.orgunits.importers.common import (
-    Hierarchy,
-    Progress,
-    aliases,
-    import_units,
-    level_types,
-    parse_date,
-    read_json,
-    resolve_hierarchy,
+from plugins.orgunits.importers.common import Hierarchy, Progress, import_units, level_types, resolve_hierarchy
+from plugins.orgunits.importers.parsers import aliases, read_json
+from plugins.orgunits.importers.fhir_elements import (
+    BOUNDARY_URL,
+    boundary,
+    code,
+    date_of,
+    extensions,
+    identifiers,
+    parent_of,
+    position,
 )
-from plugins.orgunits.importers.geometry import BOUNDARY_TYPES, check_geometry
 from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport
-from plugins.orgunits.tables import DEFAULT_ACCOUNT, VALIDATION_STATUSES
+from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from server import LoadError
 
 DEFAULT_DATA_SOURCE = "FHIR"
-BOUNDARY_URL = "http://hl7.org/fhir/StructureDefinition/location-boundary-geojson"
-UUID_SYSTEM = "urn:ietf:rfc:3986"
 STATUSES = {"active": "VALID", "suspended": "NEW", "inactive": "REJECTED"}
 _ID = re.compile(r"[A-Za-z0-9\-.]{1,64}")
-_LOCATION_REFERENCE = re.compile(r"(?:.*/)?Location/([A-Za-z0-9\-.]{1,64})(?:/_history/[^/]+)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,135 +141,27 @@ def _location(index: int, resource: dict[str, Any], full_urls: dict[str, str]) -
         raise LoadError(f"entry[{index}] (Location/{location_id}): the name is empty")
     name = name.strip()
     label = f"entry[{index}] (Location/{location_id}, {name!r})"
-    system, uuid, identifier_aliases = _identifiers(resource.get("identifier"), location_id, label)
+    system, uuid, identifier_aliases = identifiers(resource.get("identifier"), location_id, label)
     extra_aliases = resource.get("alias") or []
     if not isinstance(extra_aliases, list) or not all(isinstance(item, str) for item in extra_aliases):
         raise LoadError(f"{label}: alias is not a list of strings")
-    extensions = _extensions(resource.get("extension"), label)
+    found = extensions(resource.get("extension"), label)
     status = resource.get("status")
     if status is not None and status not in STATUSES:
         raise LoadError(f"{label}: status {status!r} is not one of {', '.join(STATUSES)}")
     validation_status = STATUSES[status or "active"]
-    if "org-unit-validation-status" in extensions:
-        validation_status = _code(extensions["org-unit-validation-status"], label)
-    latitude, longitude, altitude = _position(resource.get("position"), label)
+    if "org-unit-validation-status" in found:
+        validation_status = code(found["org-unit-validation-status"], label)
+    latitude, longitude, altitude = position(resource.get("position"), label)
     return _Location(
         index=index, id=location_id, name=name, system=system, uuid=uuid,
         aliases=aliases(name, *identifier_aliases, *extra_aliases), status=validation_status,
-        parent=_parent(resource.get("partOf"), full_urls, label),
+        parent=parent_of(resource.get("partOf"), full_urls, label),
         latitude=latitude, longitude=longitude, altitude=altitude,
-        opening=_date(extensions.get("opening-date"), "opening-date", label),
-        closing=_date(extensions.get("closing-date"), "closing-date", label),
-        geometry=_boundary(extensions.get(BOUNDARY_URL), label),
+        opening=date_of(found.get("opening-date"), "opening-date", label),
+        closing=date_of(found.get("closing-date"), "closing-date", label),
+        geometry=boundary(found.get(BOUNDARY_URL), label),
     )
-
-
-def _identifiers(raw: Any, location_id: str, label: str) -> tuple[str | None, str | None, list[str]]:
-    """(system of the identifier equal to the id, uuid, alias values)."""
-    if raw is None:
-        return None, None, []
-    if not isinstance(raw, list):
-        raise LoadError(f"{label}: identifier is not a list")
-    system: str | None = None
-    uuid: str | None = None
-    values: list[str] = []
-    for position, identifier in enumerate(raw):
-        value = identifier.get("value") if isinstance(identifier, dict) else None
-        if not isinstance(value, str) or not value.strip():
-            raise LoadError(f"{label}: identifier[{position}] has no value")
-        identifier_system = identifier.get("system")
-        if value == location_id:
-            system = system or identifier_system
-        elif identifier_system == UUID_SYSTEM and value.startswith("urn:uuid:"):
-            uuid = uuid or value[len("urn:uuid:"):]
-        else:
-            values.append(value)
-    return system, uuid, values
-
-
-def _extensions(raw: Any, label: str) -> dict[str, dict[str, Any]]:
-    """Extensions by the last segment of their URL (ours, whatever the namespace), the boundary by its full URL."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, list) or not all(isinstance(item, dict) and isinstance(item.get("url"), str)
-                                            for item in raw):
-        raise LoadError(f"{label}: extension is not a list of objects with a url")
-    found: dict[str, dict[str, Any]] = {}
-    for item in raw:
-        url = item["url"]
-        key = url if url == BOUNDARY_URL else url.rstrip("/").rsplit("/", 1)[-1]
-        if key in (BOUNDARY_URL, "org-unit-validation-status", "opening-date", "closing-date"):
-            if key in found:
-                raise LoadError(f"{label}: extension {url} is given twice")
-            found[key] = item
-    return found
-
-
-def _code(extension: dict[str, Any], label: str) -> str:
-    value = extension.get("valueCode")
-    if value not in VALIDATION_STATUSES:
-        raise LoadError(f"{label}: extension {extension['url']}: valueCode {value!r} is not one of "
-                        f"{', '.join(VALIDATION_STATUSES)}")
-    return str(value)
-
-
-def _date(extension: dict[str, Any] | None, what: str, label: str) -> date | None:
-    if extension is None:
-        return None
-    value = extension.get("valueDate", extension.get("valueDateTime"))
-    try:
-        return parse_date(value)
-    except ValueError:
-        raise LoadError(f"{label}: extension {extension['url']}: {value!r} is not a date") from None
-
-
-def _position(raw: Any, label: str) -> tuple[float | None, float | None, float | None]:
-    if raw is None:
-        return None, None, None
-    if not isinstance(raw, dict):
-        raise LoadError(f"{label}: position is not an object")
-    values: dict[str, float | None] = {}
-    for key, limit in (("latitude", 90.0), ("longitude", 180.0), ("altitude", math.inf)):
-        value = raw.get(key)
-        if value is None and key == "altitude":
-            values[key] = None
-            continue
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
-                or not -limit <= value <= limit:
-            bound = "a number" if limit == math.inf else f"a number in -{limit:g}..{limit:g}"
-            raise LoadError(f"{label}: position.{key} {value!r} is not {bound}")
-        values[key] = float(value)
-    return values["latitude"], values["longitude"], values["altitude"]
-
-
-def _parent(raw: Any, full_urls: dict[str, str], label: str) -> str | None:
-    if raw is None:
-        return None
-    reference = raw.get("reference") if isinstance(raw, dict) else None
-    if not isinstance(reference, str) or not reference.strip():
-        raise LoadError(f"{label}: partOf has no reference (only literal references are supported)")
-    if reference in full_urls:
-        return full_urls[reference]
-    match = _LOCATION_REFERENCE.fullmatch(reference.strip())
-    if match is None:
-        raise LoadError(f"{label}: partOf reference {reference!r} is not a Location reference")
-    return match.group(1)
-
-
-def _boundary(extension: dict[str, Any] | None, label: str) -> dict[str, Any] | None:
-    if extension is None:
-        return None
-    attachment = extension.get("valueAttachment")
-    data = attachment.get("data") if isinstance(attachment, dict) else None
-    if not isinstance(data, str):
-        raise LoadError(f"{label}: extension {BOUNDARY_URL} has no valueAttachment.data")
-    try:
-        geojson = json.loads(base64.b64decode(data, validate=True))
-        return check_geometry(geojson, BOUNDARY_TYPES)
-    except (binascii.Error, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LoadError(f"{label}: the boundary is not base64-encoded GeoJSON ({exc})") from None
-    except ValueError as exc:
-        raise LoadError(f"{label}: malformed boundary: {exc}") from None
 
 
 class _Plan:

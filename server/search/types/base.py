@@ -14,8 +14,17 @@ from sqlalchemy import ColumnElement, FromClause, Select, select
 
 Match = ColumnElement[bool] | Select[Any]  # a condition on the provider's rows, or a select of the matching ids
 
+
+
+class Value(Protocol):
+    """What every typed value keeps: its raw text (the self link and the count cache show it)."""
+
+    @property
+    def raw(self) -> str: ...
+
+
 T = TypeVar("T")  # the target class
-V = TypeVar("V")  # the typed value
+V = TypeVar("V", bound=Value)  # the typed value
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,8 @@ class ParamType(Protocol[T, V]):
         ...
 
     def parse(self, name: str, targets: Sequence[T], modifier: str | None, raw: str) -> V:
-        """One raw value (commas already split, unescaped) -> the typed value; InvalidValue when it is not one."""
+        """One raw value (commas already split, unescaped) -> the typed value, keeping `raw`; InvalidValue when
+        it is not one."""
         ...
 
     def compile(self, target: T, modifier: str | None, value: V, at: CompileContext) -> Match | None:

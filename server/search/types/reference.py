@@ -95,7 +95,8 @@ def held(target: ReferenceTarget, ids: Sequence[Any]) -> Select[Any]:
     """(referring id, referenced id) of the references that the resources `ids` hold in a side table."""
     assert target.through is not None
     through = target.through
-    query = select(through.key, target.column).where(through.key.in_(ids), target.column.is_not(None))
+    query = (select(through.key, target.column).where(through.key.in_(ids), target.column.is_not(None))
+             .order_by(through.key, target.column))
     return query if through.where is None else query.where(through.where)
 
 

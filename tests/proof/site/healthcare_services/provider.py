@@ -19,9 +19,11 @@ from server import (
     SearchParam,
     Settings,
     StringTarget,
+    Tenancy,
     Through,
     TokenTarget,
     Versioning,
+    Via,
     hookimpl,
     instant,
 )
@@ -76,6 +78,7 @@ def healthcare_service_provider(settings: Settings) -> ResourceProvider:
         to_resource=to_resource,
         search_params=SEARCH_PARAMS,
         references={"providedBy": "Organization"},
+        tenancy=Tenancy(via=Via("location", "Location")),  # seen by whoever sees one of its Locations
         versioning=Versioning(
             version=service.c.version_id, last_updated=service.c.updated_at, deleted=service.c.deleted,
             history=service_history, history_id=service_history.c.service_id,

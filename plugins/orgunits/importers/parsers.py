@@ -1,0 +1,53 @@
+"""Small parsers every importer uses: dates, timestamps, JSON files, aliases."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from server import LoadError
+
+
+def parse_date(text: Any) -> date:
+    """A date from 'YYYY-MM-DD', an ISO date-time ('1994-01-01T00:00:00.000'), or a FHIR partial date
+    ('YYYY' or 'YYYY-MM', taken as the first day). Raises ValueError."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{text!r} is not a date")
+    text = text.strip()
+    if re.fullmatch(r"\d{4}", text):
+        return date(int(text), 1, 1)
+    if re.fullmatch(r"\d{4}-\d{2}", text):
+        return date(int(text[:4]), int(text[5:]), 1)
+    return date.fromisoformat(text) if len(text) == 10 else datetime.fromisoformat(text).date()
+
+
+def parse_timestamp(text: Any) -> datetime:
+    """An aware UTC datetime from an ISO date-time; a naive one is taken to be UTC. Raises ValueError."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{text!r} is not a date and time")
+    value = datetime.fromisoformat(text.strip())
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    try:
+        with Path(path).open("rb") as handle:
+            return json.load(handle)
+    except OSError as exc:
+        raise LoadError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise LoadError(f"{path}: not UTF-8 text ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise LoadError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+
+
+def aliases(name: str, *candidates: Any) -> tuple[str, ...]:
+    """The distinct non-empty strings among `candidates` that differ from `name`, in order."""
+    found: dict[str, None] = {}
+    for candidate in candidates:
+        if isinstance(candidate, str) and candidate.strip() and candidate.strip() != name:
+            found.setdefault(candidate.strip(), None)
+    return tuple(found)

@@ -1,0 +1,37 @@
+"""Who asks: the verified token and the access scope the `access_scope` hook gave it, decided once per request.
+
+The interactions take a Caller and never look at the token again; an in-process caller (a test, a tool) passes
+TRUSTED, or `caller_of(ctx, principal)` to act as a token would."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.access.scope import EVERYTHING, AccessScope
+from server.access.tokens import Principal
+from server.context import ServerContext
+from server.engine.interaction import Interaction
+from server.errors import Forbidden
+
+
+@dataclass(frozen=True)
+class Caller:
+    principal: Principal | None  # None: a trusted in-process caller, or no token (public metadata)
+    scope: AccessScope
+
+
+TRUSTED = Caller(None, EVERYTHING)  # sees every account: in-process callers only, never a token
+ANONYMOUS = Caller(None, AccessScope(account="", roots=()))  # no token (public metadata): sees nothing
+
+
+def caller_of(ctx: ServerContext, principal: Principal) -> Caller:
+    """The caller a verified token makes: its scope from the `access_scope` hook (the one place it is called)."""
+    scope = ctx.pm.hook.access_scope(principal=principal, settings=ctx.settings)
+    return Caller(principal, scope if scope is not None else AccessScope())
+
+
+def authorize(ctx: ServerContext, principal: Principal, interaction: Interaction) -> None:
+    """403 when a plugin's `authorize` hook denies the interaction."""
+    denials = [d for d in ctx.pm.hook.authorize(principal=principal, interaction=interaction, settings=ctx.settings)
+               if d]
+    if denials:
+        raise Forbidden("; ".join(denials))

@@ -1,0 +1,169 @@
+"""The FHIR request pipeline: parse -> admit -> run -> render, then hand the record over.
+
+A request is parsed once, on the event loop and without I/O, into a frozen FhirRequest (the interaction, the
+response format, the base URL, the request id, the query items, strict handling); in a worker thread the caller is
+admitted once (the token check, which may fetch the IdP's keys, the rate limit, the `authorize` hook and the access
+scope of the `access_scope` hook: a Caller) and the interaction function runs with it; the answer is rendered
+(JSON or XML, validators, 304) or the failure becomes an OperationOutcome. What was served (interaction, caller,
+number returned) is left in the ASGI scope for server.http.observe, which records the request in one pass."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from sqlalchemy.exc import DBAPIError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from server.access.audit import SERVED, Served, returned
+from server.access.ratelimit import caller_key
+from server.access.tokens import Principal
+from server.context import ServerContext
+from server.engine.caller import ANONYMOUS, Caller, authorize, caller_of
+from server.engine.interaction import Interaction
+from server.engine.reads import Resource
+from server.errors import FhirError, InvalidRequest, UriTooLong
+from server.http.conditional import headers_for, not_modified, validators
+from server.http.negotiation import Format, negotiate
+from server.http.observe import REQUEST_ID_STATE
+from server.http.responses import ERROR_FORMAT, base_url, error_response, fhir_response, render
+
+MAX_QUERY_PARAMS = 100  # query parameters of any kind in one request
+MAX_CALLERS = 4096  # verified tokens whose caller (scope, rate-limit key) is kept
+# answers depend on the caller's token (its account and subtree): no shared cache may serve them to another
+PRIVATE = {"Cache-Control": "private", "Vary": "Accept, Authorization"}
+
+
+@dataclass(frozen=True)
+class FhirRequest:
+    interaction: Interaction
+    format: Format
+    base: str  # [base] of the links
+    request_id: str
+    items: tuple[tuple[str, str], ...]  # the query, in order
+    strict: bool  # Prefer: handling=strict
+    caller: Caller = ANONYMOUS  # who asks, once admitted (ANONYMOUS sees nothing)
+
+
+Run = Callable[[ServerContext, FhirRequest], Resource]
+
+
+class Admission:
+    """Who asks, decided in one place: the token (401), the rate limit (429), the `authorize` hook (403) and the
+    access scope. The scope and the rate-limit key depend on the token only: kept per verified token (the
+    authenticator hands the same Principal for a token it has cached), so the hook runs once per token."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+        self.public_metadata = ctx.settings.auth.public_metadata
+        self._known: dict[int, tuple[Principal, Caller, str]] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, authorization: str | None, interaction: Interaction) -> Caller:
+        if interaction.kind == "capabilities" and self.public_metadata:
+            return ANONYMOUS
+        ctx = self.ctx
+        principal = ctx.authenticator.authenticate(authorization)
+        caller, key = self._caller(principal)
+        if ctx.rate_limiter is not None:
+            ctx.rate_limiter.take(key)
+        authorize(ctx, principal, interaction)
+        return caller
+
+    def _caller(self, principal: Principal) -> tuple[Caller, str]:
+        known = self._known.get(id(principal))
+        if known is not None and known[0] is principal:
+            return known[1], known[2]
+        caller = caller_of(self.ctx, principal)
+        key = caller_key(principal, caller.scope.account)
+        with self._lock:
+            if len(self._known) >= MAX_CALLERS:
+                self._known.clear()
+            self._known[id(principal)] = (principal, caller, key)  # the entry holds principal: its id stays its own
+        return caller, key
+
+
+class Pipeline:
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+        self.admission = Admission(ctx)
+        self.max_url_length = ctx.settings.server.max_url_length
+
+    def parse(self, request: Request, interaction: Interaction) -> FhirRequest:
+        """The request as the interactions need it; 414/400 for a request past the limits, 406 for a format
+        not served. No I/O."""
+        scope = request.scope
+        query: bytes = scope.get("query_string", b"")  # raw: no parsing before the limits are checked
+        target = len(scope.get("raw_path", b"")) + len(query)
+        if target > self.max_url_length:
+            raise UriTooLong(f"the request target is {target} bytes long; at most {self.max_url_length}")
+        items = tuple(request.query_params.multi_items())
+        if len(items) > MAX_QUERY_PARAMS:
+            raise InvalidRequest(f"too many query parameters; at most {MAX_QUERY_PARAMS}")
+        if b"%00" in query or b"\x00" in query:
+            raise InvalidRequest("a query parameter holds a NUL character (%00)")
+        headers = request.headers
+        fmt = negotiate(_last(items, "_format"), headers.get("accept"), _last(items, "_pretty"))
+        return FhirRequest(interaction, fmt, base_url(scope, headers, self.ctx.settings),
+                           scope["state"][REQUEST_ID_STATE], items,
+                           "handling=strict" in headers.get("prefer", "").replace(" ", "").lower())
+
+    async def serve(self, request: Request, interaction: Interaction, run: Run) -> Response:
+        """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome."""
+        admitted: FhirRequest | None = None
+        body: Any = None
+        fmt = ERROR_FORMAT
+        try:
+            parsed = self.parse(request, interaction)
+            fmt = parsed.format
+            authorization = request.headers.get("authorization")
+
+            def work() -> Any:  # in a worker thread: the token check may fetch the IdP's keys (JWKS)
+                nonlocal admitted
+                if admitted is None:
+                    admitted = replace(parsed, caller=self.admission.admit(authorization, interaction))
+                return run(self.ctx, admitted)
+
+            body = await self._in_thread(request, work)
+            assert admitted is not None
+            response = self._render(request, admitted, body)
+        except Exception as exc:  # every failure becomes an OperationOutcome in one place
+            response = error_response(self.ctx, exc, interaction, fmt, request.scope["state"][REQUEST_ID_STATE],
+                                      request.scope)
+        request.scope["state"][SERVED] = Served(interaction, admitted.caller if admitted is not None else None,
+                                                returned(body) if response.status_code == 200 else None)
+        return response
+
+    def unserved(self, request: Request, error: FhirError, interaction: Interaction | None = None) -> Response:
+        """An error answered before any interaction runs (no route, wrong method...), recorded like the others."""
+        request.scope["state"][SERVED] = Served(interaction)
+        return error_response(self.ctx, error, interaction, ERROR_FORMAT, request.scope["state"][REQUEST_ID_STATE],
+                              request.scope)
+
+    @staticmethod
+    async def _in_thread(request: Request, work: Callable[[], Any]) -> Any:
+        limiter = getattr(request.app.state, "limiter", None)
+        try:
+            return await anyio.to_thread.run_sync(work, limiter=limiter)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+            return await anyio.to_thread.run_sync(work, limiter=limiter)  # once, on a new connection
+
+    @staticmethod
+    def _render(request: Request, fhir: FhirRequest, body: Resource) -> Response:
+        content = render(body, fhir.format)
+        etag, last_modified = validators(body, content)
+        headers = {**headers_for(etag, last_modified), **PRIVATE}
+        if not_modified(request.headers, etag, last_modified):
+            return Response(status_code=304, headers=headers)
+        return fhir_response(content, fhir.format, headers=headers)
+
+
+def _last(items: tuple[tuple[str, str], ...], name: str) -> str | None:
+    """The parameter's last value (as a query string's dict would give it), None when absent."""
+    return next((v for k, v in reversed(items) if k == name), None)

@@ -1,0 +1,57 @@
+"""The result parameters every pageable request shares (search, _history, static search), parsed in one place,
+and the one quoting rule of the query strings rebuilt for paging links."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from urllib.parse import quote
+
+from server.errors import InvalidValue
+
+FORMAT_PARAMS = frozenset({"_format", "_pretty"})  # not search parameters: carried into every link as given
+PAGING_PARAMS = frozenset({"_count", "_skip"})
+Pairs = Sequence[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Paging:
+    count: int = 20
+    skip: int = 0
+    carried: tuple[tuple[str, str], ...] = ()  # _format and _pretty, repeated in the links
+
+    def at(self, skip: int) -> Paging:
+        return replace(self, skip=skip)
+
+    def link(self, own: Iterable[tuple[str, str]], tail: Iterable[tuple[str, str]] = ()) -> str:
+        """The query string of a link: the request's own parameters, _count, _skip, `tail`, then the carried."""
+        paging = [("_count", str(self.count)), *([("_skip", str(self.skip))] if self.skip else [])]
+        return query_string([*own, *paging, *tail, *self.carried])
+
+
+def query_string(pairs: Iterable[tuple[str, str]]) -> str:
+    return "&".join(f"{quote(k, safe=':')}={quote(v, safe=':|,/')}" for k, v in pairs)
+
+
+def _integer(name: str, raw: str) -> int:
+    if not re.fullmatch(r"\d{1,9}", raw.strip()):
+        raise InvalidValue(f"{name} must be a non-negative integer, got {raw!r}")
+    return int(raw)
+
+
+def parse_paging(items: Pairs, *, default_count: int, max_count: int) -> tuple[Paging, list[tuple[str, str]]]:
+    """_count (clamped to max_count) and _skip, _format and _pretty carried; the other items, in order, for the
+    request's own parser. An empty _count or _skip is ignored, as an empty search parameter is."""
+    count, skip = default_count, 0
+    carried: list[tuple[str, str]] = []
+    rest: list[tuple[str, str]] = []
+    for key, raw in items:
+        if key in FORMAT_PARAMS:
+            carried.append((key, raw))
+        elif key == "_count" and raw:
+            count = min(_integer(key, raw), max_count)
+        elif key == "_skip" and raw:
+            skip = _integer(key, raw)
+        elif key not in PAGING_PARAMS:
+            rest.append((key, raw))
+    return Paging(count, skip, tuple(carried)), rest

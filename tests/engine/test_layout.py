@@ -1,0 +1,126 @@
+"""The layout shows the architecture: small modules, no import cycle, no import hidden in a function, an engine
+that knows no org-unit table, and plugins that import only the public surface `server`."""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from plugins.orgunits.tables import metadata as orgunit_tables
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_LINES = 300
+
+
+def _modules(*packages: str) -> Iterator[tuple[str, Path]]:
+    for package in packages:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            yield ".".join(parts[:-1] if parts[-1] == "__init__" else parts), path
+
+
+SOURCES = {name: (path, ast.parse(path.read_text(encoding="utf-8"))) for name, path in _modules("server", "plugins")}
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
+def _top_level_imports(tree: ast.Module) -> Iterator[str]:
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def _local(name: str) -> str | None:
+    """The project module an import names (a submodule, or the module holding the imported name)."""
+    while name:
+        if name in SOURCES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _graph() -> dict[str, set[str]]:
+    return {name: {m for imported in _top_level_imports(tree) if (m := _local(imported)) and m != name}
+            for name, (_, tree) in SOURCES.items()}
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_no_module_is_over_300_lines(name: str) -> None:
+    path, _ = SOURCES[name]
+    assert len(path.read_text(encoding="utf-8").splitlines()) <= MAX_LINES, f"{path} is over {MAX_LINES} lines"
+
+
+def test_no_import_cycle() -> None:
+    graph = _graph()
+    # a package's __init__ importing its own submodules is how Python packages work, not a cycle to report
+    edges = {m: {d for d in deps if not (d.startswith(m + ".") or m.startswith(d + ".") and d in ("server",))}
+             for m, deps in graph.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        stack.append(module)
+        for dep in sorted(edges.get(module, ())):
+            if state.get(dep) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(dep):] + [dep]))
+            if dep not in state:
+                visit(dep)
+        stack.pop()
+        state[module] = 2
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module)
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_no_project_import_inside_a_function(name: str) -> None:
+    path, tree = SOURCES[name]
+    top = set(map(id, tree.body)) | {id(n) for node in tree.body if _is_type_checking(node) for n in node.body}
+    hidden = [f"{path.name}:{node.lineno}" for node in ast.walk(tree)
+              if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in top
+              and any(n.split(".")[0] in ("server", "plugins") for n in
+                      ([node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]))]
+    assert not hidden, f"imports of project modules inside functions: {hidden}"
+
+
+def test_the_engine_imports_no_plugin_and_names_no_org_unit_table() -> None:
+    tables = set(orgunit_tables.tables)
+    for name, (path, tree) in SOURCES.items():
+        if not name.startswith("server"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                assert not any(m.split(".")[0] == "plugins" for m in modules), f"{path}:{node.lineno} imports plugins"
+            named = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else \
+                node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+            assert named not in tables, f"{path}:{getattr(node, 'lineno', '?')} names the org-unit table {named!r}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in SOURCES if n.startswith("plugins")))
+def test_plugins_import_only_the_public_surface(name: str) -> None:
+    path, tree = SOURCES[name]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("server"):
+            assert node.module == "server", f"{path}:{node.lineno} imports {node.module}; plugins use `from server import`"
+        if isinstance(node, ast.Import):
+            assert not any(a.name.startswith("server.") for a in node.names), f"{path}:{node.lineno}"
+
+
+def test_the_public_surface_exports_what_it_imports() -> None:
+    import server
+
+    assert sorted(server.__all__) == sorted(n for n in vars(server) if not n.startswith("_") and n not in
+                                            {"access", "cli", "engine", "errors", "hookspecs", "ops", "settings",
+                                             "storage", "annotations"} and not isinstance(getattr(server, n), type(ast)))

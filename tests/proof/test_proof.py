@@ -1,0 +1,157 @@
+"""The proof of issue 13: a third-party provider package (tests/proof/site/healthcare_services) written only
+against `from server import ...`, found through its entry point, with its own tables and migration chain, a load
+format and a command, a versioned resource, a multi-valued reference with _include, and scoping through a
+reference to Location. It also passes the contract suite (tests/contract)."""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+import server
+from server.access.mint import mint_token
+from server.app import create_app
+from server.context import ServerContext
+from server.engine.registry import Registry
+from server.extensions import load_extensions
+from server.ops.progress import Progress
+from server.plugins import available_plugins, get_plugin_manager
+from server.settings import parse_settings
+from tests.orgunits.contract_samples import SUBJECT as ORGUNITS
+from tests.proof.contract_samples import SUBJECT as PROOF
+from tests.support.contract import contract_context, entries, installed
+from tests.support.live import CLI, _env
+from tests.support.proof import PLUGINS, SERVICES, SERVICES_UPDATE, SITE
+
+PACKAGE = SITE / "healthcare_services"
+
+
+def _imports(path: Path) -> Iterator[tuple[str, list[str]]]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, []) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            yield node.module or "", [alias.name for alias in node.names]
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_package_imports_only_the_public_surface(path: Path) -> None:
+    for module, names in _imports(path):
+        assert module.split(".")[0] != "plugins", module
+        if module.split(".")[0] == "server":
+            assert module == "server" and set(names) <= set(server.__all__), (module, names)
+
+
+def test_found_through_its_entry_point_and_toggled_by_settings(tmp_path: Path) -> None:
+    with installed([SITE]):
+        assert available_plugins()["healthcare_services"] == "healthcare_services.provider"
+        for enabled in (True, False):
+            settings = parse_settings({"plugins": {"healthcare_services": {"enabled": enabled}}})
+            registry = Registry.collect(get_plugin_manager(settings), settings)
+            extensions = load_extensions(settings)
+            assert ("HealthcareService" in registry.providers) is enabled
+            assert ("healthcare_services" in [c.name for c in extensions.schema.chains]) is enabled
+            assert ("services-json" in extensions.load_formats, "services" in extensions.commands) == (enabled, enabled)
+
+
+@pytest.fixture(scope="module")
+def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
+    with contract_context(backend_url, tmp_path_factory.mktemp("var"), (ORGUNITS, PROOF)) as context:
+        yield context
+
+
+@pytest.fixture(scope="module")
+def api(ctx: ServerContext) -> Iterator[TestClient]:
+    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as client:
+        client.headers["Authorization"] = f"Bearer {mint_token(ctx.settings)}"
+        yield client
+
+
+def _get(api: TestClient, url: str, **params: Any) -> dict[str, Any]:
+    answer = api.get(url, params=params)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_its_own_migration_chain_is_at_its_head(ctx: ServerContext) -> None:
+    with ctx.db.connect() as conn:
+        assert ctx.extensions.schema.current(conn)["healthcare_services"] == "hs0001"
+
+
+def test_loading_the_same_file_again_changes_nothing(ctx: ServerContext) -> None:
+    fmt = ctx.extensions.load_formats["services-json"]
+    report = fmt.load(ctx.db, str(SERVICES_UPDATE), argparse.Namespace(), Progress("load"))
+    assert (report.inserted, report.updated, report.unchanged, report.deleted) == (0, 0, 6, 0)
+
+
+def test_each_change_is_a_version(api: TestClient) -> None:
+    first, second = (_get(api, f"/fhir/HealthcareService/2/_history/{v}") for v in (1, 2))
+    assert first["name"] == "Vaccination Boromo" and first["location"] == [{"reference": "Location/10"}]
+    assert second["name"] == "Vaccination et PEV Boromo"
+    assert second["location"] == [{"reference": "Location/10"}, {"reference": "Location/20"}]
+    history = _get(api, "/fhir/HealthcareService/7/_history")
+    assert [e["request"]["method"] for e in history["entry"]] == ["DELETE", "POST"]
+    assert api.get("/fhir/HealthcareService/7").status_code == 410
+
+
+@pytest.mark.parametrize(("value", "found"), [
+    pytest.param("Location/20", {"1", "2"}, id="either-location"),
+    pytest.param("3", {"3", "4"}, id="bare-id"),
+    pytest.param("Location/32", set(), id="deleted-service-left-out"),
+    pytest.param("Location/3,Location/10", {"2", "3", "4"}, id="or"),
+])
+def test_search_by_a_multi_valued_reference(api: TestClient, value: str, found: set[str]) -> None:
+    bundle = _get(api, "/fhir/HealthcareService", location=value)
+    assert {rid for _, rid in entries(bundle)} == found and bundle["total"] == len(found)
+
+
+def test_include_and_revinclude_over_the_side_table(api: TestClient) -> None:
+    forward = _get(api, "/fhir/HealthcareService", _id="1,4", _include="HealthcareService:location")
+    assert sorted(entries(forward, "include")) == [("Location", "20"), ("Location", "3"), ("Location", "30")]
+    back = _get(api, "/fhir/Location", _id="20", _revinclude="HealthcareService:location")
+    assert sorted(entries(back, "include")) == [("HealthcareService", "1"), ("HealthcareService", "2")]
+    both = _get(api, "/fhir/HealthcareService", _id="5", _include="HealthcareService:organization")
+    assert entries(both, "include") == [("Organization", "1")]
+
+
+def test_a_subtree_token_includes_only_the_locations_it_sees(api: TestClient, ctx: ServerContext) -> None:
+    headers = {"Authorization": f"Bearer {mint_token(ctx.settings, roots=['Location/10'])}"}
+    bundle = api.get("/fhir/HealthcareService", params={"_id": "4", "_include": "HealthcareService:location"},
+                     headers=headers).json()
+    assert entries(bundle) == [("HealthcareService", "4")]
+    assert entries(bundle, "include") == [("Location", "30")]  # Location/3 is outside the subtree
+
+
+@pytest.fixture
+def settings_file(tmp_path: Path) -> Path:
+    path = tmp_path / "settings.yaml"
+    path.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\nplugins:\n  healthcare_services:\n    enabled: true\n",
+                    encoding="utf-8")
+    return path
+
+
+def _cli(*args: str, settings: Path, database: str) -> str:
+    env = {**_env(), "PYTHONPATH": os.pathsep.join([_env()["PYTHONPATH"], str(SITE)])}
+    done = subprocess.run([*CLI, *args, "--settings", str(settings), "--database", database],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def test_the_load_format_and_the_command_on_the_command_line(settings_file: Path, database_url: str) -> None:
+    assert PLUGINS["healthcare_services"]["enabled"]
+    assert "7 inserted, 0 updated, 0 unchanged" in _cli("load", "services-json", str(SERVICES), settings=settings_file,
+                                                        database=database_url)
+    assert "services: 7 (6 active), 0 deleted, 8 location links" in _cli("services", "summary",
+                                                                         settings=settings_file, database=database_url)
+    assert "0 inserted, 1 updated, 5 unchanged, 1 deleted" in _cli(
+        "load", "services-json", str(SERVICES_UPDATE), settings=settings_file, database=database_url)
+    assert "services: 6 (5 active), 1 deleted, 9 location links" in _cli("services", "summary",
+                                                                         settings=settings_file, database=database_url)
