@@ -12,6 +12,7 @@ from server.engine.instants import as_utc, instant
 from server.engine.interaction import Interaction
 from server.engine.provider import (
     Operation,
+    OperationCall,
     Prerendered,
     ResourceProvider,
     StaticProvider,
@@ -47,7 +48,8 @@ from server.storage.migrate import Migrations
 __all__ = [
     "AccessScope", "Command", "ConfigError", "DateTarget", "DemoData", "FhirError", "Forbidden", "Interaction",
     "InvalidRequest", "InvalidValue", "LoadError", "LoadFormat", "LoadReport", "Migrations", "NearTarget",
-    "Operation", "Prerendered", "Principal", "Progress", "ReferenceTarget", "ResourceNotFound", "ResourceProvider",
+    "Operation", "OperationCall", "Prerendered", "Principal", "Progress", "ReferenceTarget", "ResourceNotFound",
+    "ResourceProvider",
     "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",
     "Through", "TokenTarget", "Versioning", "Via", "add_common_options", "as_utc", "hookimpl", "instant",
     "normalize", "software_version", "writing_engine",

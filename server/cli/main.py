@@ -10,7 +10,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from server.cli import check, data, serve, token
-from server.cli.common import add_common, common_parser, settings_of
+from server.cli.common import common_parser, settings_of
 from server.errors import ConfigError, LoadError
 from server.extensions import Extensions, load_extensions
 from server.settings import Settings

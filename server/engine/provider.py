@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, FromClause, Select
+from sqlalchemy import ColumnElement, Connection, FromClause, Select
 from sqlalchemy.engine import RowMapping
 
 from server.errors import ConfigError
@@ -21,13 +21,33 @@ RESOURCE_TYPE_RE = re.compile(r"^[A-Z][A-Za-z]+$")
 
 
 @dataclass(frozen=True)
+class OperationCall:
+    """What an operation's handler is called with. The instance (at the instance level) exists and is visible to
+    the caller, else the caller got 404 or 410 before; the handler keeps to `visible` for anything else it reads."""
+
+    provider: ResourceProvider
+    id: str | None  # the instance's id; None: a type-level call ([type]/$name)
+    stored_id: Any  # the same id as the id column holds it (None at the type level)
+    parameters: tuple[tuple[str, str], ...]  # the query's parameters, but _format and _pretty
+    strict: bool  # Prefer: handling=strict: refuse parameters the operation does not know (400)
+    connection: Connection  # the serving connection: read with it, never write
+    visible: ColumnElement[bool] | None  # the caller's scope on the provider's rows; None: every row
+    base: str  # the service base URL, for fullUrls and references
+
+
+@dataclass(frozen=True)
 class Operation:
-    """An instance operation answered as a named search: `clause(id)` is added to the search."""
+    """`[type]/[id]/$name`, answered either as a named search (`param`: the reference search parameter the
+    instance id is bound to, e.g. children: partof) or by `handler`, called with an OperationCall, whose FHIR
+    dict (a Parameters resource, a Bundle...) is the answer. A handler may serve the instance level, the type
+    level (`[type]/$name`) or both (`levels`)."""
 
     name: str
-    param: str  # the search parameter the instance id is bound to (children: partof)
+    param: str | None
     documentation: str
     definition: str
+    handler: Callable[[OperationCall], dict[str, Any]] | None = None
+    levels: frozenset[Literal["instance", "type"]] = frozenset({"instance"})
 
 
 @dataclass(frozen=True)
@@ -166,8 +186,13 @@ class ResourceProvider:
         for op in self.operations:
             if not NAME_RE.match(op.name):
                 raise ConfigError(f"{where}: operation {op.name!r} is not a valid name")
-            bound = self.params_by_name.get(op.param)
-            if bound is None or bound.type != "reference":
+            if (op.param is None) == (op.handler is None):
+                raise ConfigError(f"{where}: operation {op.name} is a search (param) or has a handler, not both")
+            if not op.levels or not op.levels <= {"instance", "type"} or \
+                    (op.handler is None and op.levels != {"instance"}):
+                raise ConfigError(f"{where}: operation {op.name}: levels are instance and/or type (a handler's)")
+            bound = self.params_by_name.get(op.param) if op.param is not None else None
+            if op.param is not None and (bound is None or bound.type != "reference"):
                 raise ConfigError(f"{where}: operation {op.name} must bind a reference search parameter, not {op.param!r}")
 
     def _check_tenancy(self, tenancy: Tenancy, where: str) -> None:

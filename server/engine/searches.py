@@ -9,6 +9,7 @@ from sqlalchemy import Connection
 from server.context import ServerContext
 from server.engine.bundle import search_entry, searchset
 from server.engine.caller import Caller
+from server.engine.operations import call_handler
 from server.engine.provider import ResourceProvider, StaticProvider
 from server.engine.reads import Resource, count, fetch, resource_provider, static_account, subset_of, visibility
 from server.engine.rendered import Rendered
@@ -90,12 +91,18 @@ def search_type(ctx: ServerContext, caller: Caller, base: str, resource_type: st
     return _run_search(ctx, provider, request, base, resource_type, caller)
 
 
-def run_operation(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str,
+def run_operation(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str | None,
                   operation: str, items: Sequence[tuple[str, str]], *, strict: bool = False) -> dict[str, Any]:
+    """`[type]/[id]/$name`, or `[type]/$name` (rid None): a named search, or the operation's own handler."""
     provider = resource_provider(ctx, resource_type, f"${operation}")
-    if operation not in provider.operations_by_name:
+    op = provider.operations_by_name.get(operation)
+    if op is None:
         raise ResourceNotFound(f"{resource_type} has no operation {operation!r}; "
                                f"available: {', '.join('$' + n for n in provider.operations_by_name) or 'none'}")
+    if op.handler is not None:
+        return call_handler(ctx, caller, base, provider, op, rid, items, strict)
+    if rid is None:
+        raise ResourceNotFound(f"${operation} is answered at [base]/{resource_type}/[id]/${operation} only")
     request = _parse(ctx, provider, items, strict)
     fetch(ctx, provider, rid, caller)  # the instance must exist and be visible: 404 (or 410) otherwise
     request = bind_operation(provider, request, operation, rid)

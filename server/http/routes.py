@@ -46,7 +46,7 @@ async def read(request: Request) -> Response:
 
 
 async def operation(request: Request) -> Response:
-    rtype, rid = request.path_params["rtype"], request.path_params["rid"]
+    rtype, rid = request.path_params["rtype"], request.path_params.get("rid")  # no rid: [type]/$name
     name = request.path_params["op"].removeprefix("$")
     return await _pipeline(request).serve(request, Interaction("operation", rtype, rid, name), lambda ctx, r: (
         searches.run_operation(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)))
@@ -90,6 +90,7 @@ def fhir_routes() -> list[Route]:
         *_both("/fhir/{rtype}", search),
         *_both("/fhir/{rtype}/{rid}/_history", history_instance),
         *_both("/fhir/{rtype}/{rid}/_history/{vid}", vread),
+        *_both("/fhir/{rtype}/${op}", operation),
         *_both("/fhir/{rtype}/{rid}", read),
         *_both("/fhir/{rtype}/{rid}/{op}", operation),
     ]

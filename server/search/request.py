@@ -5,14 +5,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
 from server.engine.provider import ResourceProvider
 from server.search.ids import stored_id
 from server.search.paging import Paging, parse_paging
 from server.search.param import SearchParam
-from server.search.types.base import Ranks
+from server.search.types.base import Ranks, implements
 from server.search.types.reference import ReferenceTarget
 from server.search.values import SearchValue, parse_value
 
@@ -102,7 +102,7 @@ class SearchRequest:
     @cached_property
     def ranked(self) -> Clause | None:
         """The clause whose type measures each match (near: distance), which orders the results unless _sort."""
-        return next((c for c in self.all_clauses if isinstance(c.param.kind, Ranks)), None)
+        return next((c for c in self.all_clauses if implements(type(c.param.kind), Ranks)), None)
 
     def entry_search(self, measure: Any) -> dict[str, Any]:
         """What a match's entry.search shows of its measure (the `ranked` clause's type decides)."""
@@ -111,9 +111,7 @@ class SearchRequest:
         ranked = self.ranked
         if ranked is None:
             return {}
-        kind = ranked.param.kind
-        assert isinstance(kind, Ranks)
-        return kind.entry_search(measure)
+        return cast(Ranks[Any, Any], ranked.param.kind).entry_search(measure)
 
     @property
     def counts(self) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     ColumnClause,
@@ -39,9 +39,7 @@ def _measure(request: SearchRequest) -> ColumnElement[Any] | None:
     ranked = request.ranked
     if ranked is None:
         return None
-    kind = ranked.param.kind
-    assert isinstance(kind, Ranks)
-    return kind.measure(ranked.param.targets[0], ranked.values[0])
+    return cast(Ranks[Any, Any], ranked.param.kind).measure(ranked.param.targets[0], ranked.values[0])
 
 
 def _order(provider: ResourceProvider, request: SearchRequest) -> list[Any]:

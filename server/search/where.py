@@ -3,13 +3,13 @@ type (server.search.types): values OR-ed within a clause, clauses AND-ed."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import ColumnElement, Connection, Select, and_, false, not_, or_, select, true, union
 
 from server.engine.provider import ResourceProvider
 from server.search.request import Clause, SearchRequest
-from server.search.types.base import CompileContext, LooksUp, Match, MissingValue
+from server.search.types.base import CompileContext, LooksUp, Match, MissingValue, implements
 
 Found = Mapping[Hashable, Any]  # what LooksUp types looked up before the search, by their own keys
 
@@ -65,9 +65,9 @@ def look_up(conn: Connection, provider: ResourceProvider, request: SearchRequest
     scope = [visible] if visible is not None else []
     found: dict[Hashable, Any] = {}
     for clause in request.all_clauses:
-        kind = clause.param.kind
-        if not isinstance(kind, LooksUp):
+        if not implements(type(clause.param.kind), LooksUp):
             continue
+        kind = cast(LooksUp[Any, Any], clause.param.kind)
         at = _context(provider, clause, found)
         for target in clause.param.targets:
             for value in clause.values:

@@ -10,7 +10,15 @@ from starlette.testclient import TestClient
 from server.access.mint import mint_token
 from server.context import ServerContext
 from server.engine.provider import ReferenceTarget, ResourceProvider
-from tests.support.contract import Samples, Scope, Search, all_samples, entries, every_page, outcome_code
+from tests.support.contract import (
+    Samples,
+    Scope,
+    Search,
+    all_samples,
+    entries,
+    every_page,
+    outcome_code,
+)
 
 SAMPLES = all_samples()
 UNKNOWN_IDS = ("999999999", "no-such-id")  # and each sample's hidden ids

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from server import AccessScope, Principal, Settings, hookimpl
 from server.app import create_app
 from server.access.mint import mint_token
 from server.ops.checks import check_serving_databases
@@ -202,6 +203,58 @@ def test_access_log_line_per_request(client: TestClient, caplog: pytest.LogCaptu
         "message": "GET /fhir/Location/30 200"}
     assert line["duration_ms"] > 0 and line["bytes"] > 0
     assert logging.Formatter(TEXT_FORMAT).format(record).endswith("[log-1] GET /fhir/Location/30 200")
+
+
+class RegionScope:
+    """An IdP whose tokens name a region, which this plugin maps to an account and subtree roots."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @hookimpl
+    def access_scope(self, principal: Principal, settings: Settings) -> AccessScope | None:
+        self.calls += 1
+        return AccessScope(account="default", roots=("Location/20",)) if principal.claims.get("region") else None
+
+
+def _recorded(records: list[logging.LogRecord], logger: str) -> list[dict[str, Any]]:
+    return [json.loads(JsonFormatter().format(r)) for r in records if r.name == logger]
+
+
+@pytest.mark.parametrize("claims, public, path, expected", [
+    pytest.param({"account": "default", "org_unit_roots": ["10"]}, False, "/fhir/Location",
+                 {"account": "default", "roots": ["10"], "subject": "orgunit-fhir-cli"}, id="from-the-claims"),
+    pytest.param({"account": "elsewhere", "region": "north"}, False, "/fhir/Location",
+                 {"account": "default", "roots": ["Location/20"], "subject": "orgunit-fhir-cli"},
+                 id="from-a-plugin-hook-not-the-raw-claim"),
+    pytest.param({}, False, "/fhir/Location", {"account": None, "roots": None, "subject": "orgunit-fhir-cli"},
+                 id="no-account-no-roots"),
+    pytest.param({"account": "default"}, True, "/fhir/metadata", {"account": None, "roots": None, "subject": None},
+                 id="public-metadata-admits-no-one"),
+])
+def test_one_record_per_request_with_the_applied_scope(small_ctx: ServerContext, tmp_path: Path,
+                                                        caplog: pytest.LogCaptureFixture, claims: dict[str, Any],
+                                                        public: bool, path: str, expected: dict[str, Any]) -> None:
+    """The access line, the audit line and the metrics are written once, together; the audit line names the
+    scope the access_scope hook gave (computed once per token), not the token's raw account claim."""
+    settings = make_settings(small_ctx.settings.database_url, tmp_path, auth={"secret": SECRET,
+                                                                             "public_metadata": public})
+    region = RegionScope()
+    token = {"Authorization": f"Bearer {mint_token(settings, extra=claims)}"}
+    with TestClient(create_app(settings, extra_plugins=[("region", region)], db=small_ctx.db),
+                    client=LOOPBACK) as client, \
+            caplog.at_level(logging.INFO, logger="orgunit_fhir"):
+        for _ in range(3):
+            assert client.get(path, headers=token).status_code == 200
+        found = samples(client.get("/metrics").text)
+    audit, access = _recorded(caplog.records, "orgunit_fhir.audit"), _recorded(caplog.records, "orgunit_fhir.access")
+    assert len(audit) == 3 and len(access) == 4  # /metrics has an access line, no audit line
+    assert [a["request_id"] for a in audit] == [a["request_id"] for a in access[:3]]
+    assert {k: audit[0].get(k) for k in expected} == expected
+    assert region.calls == (0 if public else 1)  # once per token, not per request
+    interaction = "capabilities" if public else "search-type"
+    assert sample(found, "orgunit_fhir_http_requests_total", interaction=interaction,
+                  resource_type="none" if public else "Location", status="200") == 3
 
 
 @pytest.mark.parametrize("token, peer, headers, status", [

@@ -139,7 +139,7 @@ def settings_file(tmp_path: Path) -> Path:
 
 def _cli(*args: str, settings: Path, database: str) -> str:
     env = {**_env(), "PYTHONPATH": os.pathsep.join([_env()["PYTHONPATH"], str(SITE)])}
-    done = subprocess.run([*CLI, *args, "--settings", str(settings), "--database", database],
+    done = subprocess.run([*CLI, *args, "--settings", str(settings), "--database", database], check=False,
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout + done.stderr
@@ -155,3 +155,46 @@ def test_the_load_format_and_the_command_on_the_command_line(settings_file: Path
         "load", "services-json", str(SERVICES_UPDATE), settings=settings_file, database=database_url)
     assert "services: 6 (5 active), 1 deleted, 9 location links" in _cli("services", "summary",
                                                                          settings=settings_file, database=database_url)
+
+
+def _summary(answer: Any) -> dict[str, Any]:
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["resourceType"] == "Parameters"
+    out: dict[str, Any] = {}
+    for p in body["parameter"]:
+        if p["name"] == "category":
+            out.setdefault("category", {})[p["part"][0]["valueCode"]] = p["part"][1]["valueInteger"]
+        else:
+            out[p["name"]] = p["valueInteger"]
+    return out
+
+
+@pytest.mark.parametrize(("claims", "expected"), [
+    pytest.param({}, {"total": 5, "active": 4, "category": {"14": 1, "17": 1, "27": 1, "35": 2}}, id="account"),
+    pytest.param({"roots": ["Location/10"]}, {"total": 3, "active": 3, "category": {"17": 1, "35": 2}}, id="subtree"),
+    pytest.param({"account": "elsewhere"}, {"total": 0, "active": 0}, id="another-account"),
+])
+def test_an_operation_with_its_own_handler_keeps_to_the_callers_scope(api: TestClient, ctx: ServerContext,
+                                                                      claims: dict[str, Any],
+                                                                      expected: dict[str, Any]) -> None:
+    headers = {"Authorization": f"Bearer {mint_token(ctx.settings, **claims)}"}
+    assert _summary(api.get("/fhir/HealthcareService/$summary", headers=headers)) == expected
+    assert _summary(api.get("/fhir/HealthcareService/$summary/", params={"_format": "json"}, headers=headers)) \
+        == expected
+
+
+@pytest.mark.parametrize(("url", "headers", "status"), [
+    pytest.param("/fhir/HealthcareService/1/$summary", {}, 404, id="type-level-only"),
+    pytest.param("/fhir/HealthcareService/$nothing", {}, 404, id="unknown-operation"),
+    pytest.param("/fhir/Location/$children", {}, 404, id="search-operation-needs-an-instance"),
+    pytest.param("/fhir/HealthcareService/$summary?x=1", {"Prefer": "handling=strict"}, 400, id="strict"),
+])
+def test_operation_errors(api: TestClient, url: str, headers: dict[str, str], status: int) -> None:
+    answer = api.get(url, headers=headers)
+    assert answer.status_code == status and answer.json()["resourceType"] == "OperationOutcome", answer.text
+
+
+def test_an_operation_answers_in_xml_too(api: TestClient) -> None:
+    answer = api.get("/fhir/HealthcareService/$summary", params={"_format": "xml"})
+    assert answer.status_code == 200 and "<Parameters xmlns=\"http://hl7.org/fhir\">" in answer.text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from sqlalchemy import ColumnElement, FromClause, Select, select
@@ -109,6 +110,13 @@ class Ranks(Protocol[T, V]):
     def entry_search(self, measure: Any) -> dict[str, Any]:
         """What a match's Bundle entry.search holds besides its mode (e.g. an extension)."""
         ...
+
+
+@cache
+def implements(kind: type, protocol: type) -> bool:
+    """Whether a parameter type class implements an optional protocol (LooksUp, Ranks): decided once per class
+    (a runtime protocol check costs tens of microseconds)."""
+    return issubclass(kind, protocol)
 
 
 def like_escape(text: str) -> str:

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
-from server import (Command, LoadError, LoadFormat, LoadReport, Progress, Settings, add_common_options, normalize,
-                    writing_engine)
 from healthcare_services.tables import service, service_history, service_location
+from server import (
+    Command,
+    LoadError,
+    LoadFormat,
+    LoadReport,
+    Progress,
+    Settings,
+    add_common_options,
+    normalize,
+    writing_engine,
+)
 
 FIELDS = ("name", "active", "category", "organization_id", "location_ids")
 
@@ -44,7 +53,7 @@ def load_services(engine: Engine, path: str, args: argparse.Namespace, progress:
         records = [_record(entry, n) for n, entry in enumerate(entries, 1)]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise LoadError(f"{path}: not a services file ({exc})") from exc
-    now, counts = datetime.now(timezone.utc), {"inserted": 0, "updated": 0, "unchanged": 0, "deleted": 0}
+    now, counts = datetime.now(UTC), {"inserted": 0, "updated": 0, "unchanged": 0, "deleted": 0}
     with engine.begin() as conn:
         current = {row["id"]: row for row in conn.execute(select(service)).mappings()}
         for n, record in enumerate(records, 1):

@@ -6,14 +6,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import func, select
 from sqlalchemy.engine import RowMapping
 
+from healthcare_services.loader import SERVICES, SERVICES_JSON
+from healthcare_services.tables import (
+    MIGRATIONS,
+    service,
+    service_history,
+    service_location,
+)
 from server import (
     Command,
     ConfigError,
+    InvalidRequest,
     LoadFormat,
     Migrations,
+    Operation,
+    OperationCall,
     ReferenceTarget,
     ResourceProvider,
     SearchParam,
@@ -27,8 +37,6 @@ from server import (
     hookimpl,
     instant,
 )
-from healthcare_services.loader import SERVICES, SERVICES_JSON
-from healthcare_services.tables import MIGRATIONS, service, service_history, service_location
 
 HL7_SP = "http://hl7.org/fhir/SearchParameter/HealthcareService-"
 CATEGORY = "http://terminology.hl7.org/CodeSystem/service-category"
@@ -67,6 +75,30 @@ SEARCH_PARAMS = (
 )
 
 
+def summary(call: OperationCall) -> dict[str, Any]:
+    """GET [base]/HealthcareService/$summary: the services the caller sees, active ones, by category."""
+    if call.strict and call.parameters:
+        raise InvalidRequest("$summary takes no parameter")
+    scope = [call.visible] if call.visible is not None else []
+    rows = call.connection.execute(select(service.c.category, service.c.active, func.count())
+                                   .where(service.c.deleted.is_(False), *scope)
+                                   .group_by(service.c.category, service.c.active)).all()
+    by_category: dict[str, int] = {}
+    for category, _, n in rows:
+        by_category[category or "none"] = by_category.get(category or "none", 0) + n
+    return {"resourceType": "Parameters", "parameter": [
+        {"name": "total", "valueInteger": sum(n for *_, n in rows)},
+        {"name": "active", "valueInteger": sum(n for _, active, n in rows if active)},
+        *({"name": "category", "part": [{"name": "code", "valueCode": code}, {"name": "count", "valueInteger": n}]}
+          for code, n in sorted(by_category.items()))]}
+
+
+SUMMARY = Operation("summary", None, "GET [base]/HealthcareService/$summary: a Parameters resource with the total "
+                    "of services the caller sees, the active ones, and a count per category",
+                    "https://healthcare-services.example.org/OperationDefinition/HealthcareService-summary",
+                    handler=summary, levels=frozenset({"type"}))
+
+
 def healthcare_service_provider(settings: Settings) -> ResourceProvider:
     if settings.plugin_config("healthcare_services"):
         raise ConfigError("this plugin takes no config")
@@ -77,6 +109,7 @@ def healthcare_service_provider(settings: Settings) -> ResourceProvider:
         columns=tuple(service.c),
         to_resource=to_resource,
         search_params=SEARCH_PARAMS,
+        operations=(SUMMARY,),
         references={"providedBy": "Organization"},
         tenancy=Tenancy(via=Via("location", "Location")),  # seen by whoever sees one of its Locations
         versioning=Versioning(

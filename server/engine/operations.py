@@ -1,0 +1,52 @@
+"""Operations with their own handler: the engine checks the level and the instance (404 or 410 as a read), opens a
+connection that cannot write, gives the handler the caller's scope in an OperationCall, and answers what it returns."""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection
+
+from server.context import ServerContext
+from server.engine.caller import Caller
+from server.engine.provider import Operation, OperationCall, ResourceProvider
+from server.engine.reads import fetch, visibility
+from server.errors import InternalError, ResourceNotFound
+from server.search.ids import stored_id
+from server.search.paging import FORMAT_PARAMS
+
+
+@contextmanager
+def read_only(conn: Connection) -> Iterator[Connection]:
+    """One transaction that refuses writes (PostgreSQL: READ ONLY, one snapshot; SQLite: query_only)."""
+    if conn.dialect.name == "postgresql":
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")  # reset when the pool takes it back
+        with conn.begin():
+            conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+            yield conn
+        return
+    conn.exec_driver_sql("PRAGMA query_only = ON")
+    try:
+        yield conn
+    finally:
+        conn.exec_driver_sql("PRAGMA query_only = OFF")
+
+
+def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: ResourceProvider, op: Operation,
+                 rid: str | None, items: Sequence[tuple[str, str]], strict: bool) -> dict[str, Any]:
+    assert op.handler is not None
+    if ("instance" if rid is not None else "type") not in op.levels:
+        at = f"{provider.resource_type}/[id]/${op.name}" if rid is None else f"{provider.resource_type}/${op.name}"
+        raise ResourceNotFound(f"${op.name} is answered at [base]/{at} only")
+    stored = None
+    if rid is not None:
+        fetch(ctx, provider, rid, caller)  # the instance must exist and be visible: 404 (or 410) otherwise
+        stored = stored_id(provider, rid)
+    parameters = tuple((k, v) for k, v in items if k not in FORMAT_PARAMS)
+    with ctx.db.connect() as conn, read_only(conn) as reading:
+        clause = visibility(ctx, reading, provider, caller).clause
+        answer = op.handler(OperationCall(provider, rid, stored, parameters, strict, reading, clause, base))
+    if not isinstance(answer, dict) or not isinstance(answer.get("resourceType"), str):
+        raise InternalError(f"operation ${op.name} of {provider.resource_type} answered no FHIR resource")
+    return answer
