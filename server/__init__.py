@@ -42,7 +42,7 @@ from server.search.types.reference import ReferenceTarget
 from server.search.types.string import StringTarget
 from server.search.types.token import TokenTarget
 from server.settings import Settings
-from server.storage.db import writing_engine
+from server.storage.db import reading_engine, writing_engine
 from server.storage.migrate import Migrations
 
 __all__ = [
@@ -52,5 +52,5 @@ __all__ = [
     "ResourceProvider",
     "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",
     "Through", "TokenTarget", "Versioning", "Via", "add_common_options", "as_utc", "hookimpl", "instant",
-    "normalize", "software_version", "writing_engine",
+    "normalize", "software_version", "reading_engine", "writing_engine",
 ]

@@ -15,8 +15,9 @@ from server.settings import Settings
 @dataclass(frozen=True)
 class Command:
     """`orgunit-fhir <name> ...`: `configure` adds the command's arguments (the engine adds --settings and
-    --database to it and to each of its subcommands); `run` returns the exit status. A command that writes gets
-    its own engine from `server.storage.db.writing_engine(settings)`."""
+    --database to the command; a command with subcommands adds them to each with `add_common_options`); `run`
+    returns the exit status. It opens its own engine: `reading_engine(settings)` to read, `writing_engine` to
+    write."""
 
     name: str
     help: str

@@ -26,16 +26,21 @@ from server.settings import Settings
 
 def _without_references(to_resource: Callable[[Any], dict[str, Any]],
                         elements: frozenset[str]) -> Callable[[Any], dict[str, Any]]:
+    def unlinked(value: Any) -> dict[str, Any] | None:
+        """The Reference without its `reference` (None when nothing else is left: display, identifier...)."""
+        if not isinstance(value, dict) or "reference" not in value:
+            return value
+        return {k: v for k, v in value.items() if k != "reference"} or None
+
     def render(row: Any) -> dict[str, Any]:
         resource = to_resource(row)
         for element in elements:
             value = resource.get(element)
-            if isinstance(value, dict) and "reference" in value:
-                value = {k: v for k, v in value.items() if k != "reference"}
-                if value:
-                    resource[element] = value
-                else:
-                    del resource[element]
+            kept = [r for r in map(unlinked, value) if r] if isinstance(value, list) else unlinked(value)
+            if kept:
+                resource[element] = kept
+            elif element in resource:
+                del resource[element]
         return resource
 
     return render

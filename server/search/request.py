@@ -289,6 +289,7 @@ def _clause(provider: ResourceProvider, key: str, raw: str, strict: bool) -> Cla
 
 def bind_operation(provider: ResourceProvider, request: SearchRequest, operation: str, resource_id: str) -> SearchRequest:
     op = provider.operations_by_name[operation]
+    assert op.param is not None, "only a search operation is bound to a reference parameter"
     param = provider.params_by_name[op.param]
     clause = Clause(param, None, (parse_value(param, None, f"{provider.resource_type}/{resource_id}"),))
     return replace(request, fixed=(clause,))

@@ -77,3 +77,14 @@ def writing_engine(settings: Settings) -> Iterator[Engine]:
         yield engine
     finally:
         engine.dispose()
+
+
+@contextmanager
+def reading_engine(settings: Settings) -> Iterator[Engine]:
+    """An engine as `serve` reads (the statement timeout, the replicas), disposed afterwards: for commands that
+    only read."""
+    engine = create_db_engine(settings)
+    try:
+        yield engine
+    finally:
+        engine.dispose()

@@ -20,7 +20,7 @@ from server import (
     Settings,
     add_common_options,
     normalize,
-    writing_engine,
+    reading_engine,
 )
 
 FIELDS = ("name", "active", "category", "organization_id", "location_ids")
@@ -82,7 +82,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _summary(args: argparse.Namespace, settings: Settings) -> int:
-    with writing_engine(settings) as engine, engine.connect() as conn:
+    with reading_engine(settings) as engine, engine.connect() as conn:
         live = conn.execute(select(service.c.active, func.count()).where(service.c.deleted.is_(False))
                             .group_by(service.c.active)).all()
         deleted = conn.execute(select(func.count()).where(service.c.deleted.is_(True))).scalar_one()
