@@ -11,13 +11,13 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
-from server.ops.checks import validate
 from server.context import ServerContext, create_context
-from server.ops.metrics import Metrics
 from server.http.observe import RequestObserver
 from server.http.pipeline import Pipeline
-from server.ops.health import Readiness, ops_routes
 from server.http.routes import fhir_routes, http_exception
+from server.ops.checks import validate
+from server.ops.health import Readiness, ops_routes
+from server.ops.metrics import Metrics
 from server.settings import Settings
 
 

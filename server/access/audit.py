@@ -11,7 +11,8 @@ from urllib.parse import parse_qsl, urlencode
 
 from starlette.types import Scope
 
-from server.engine.caller import Caller
+from server.access.scope import AccessScope
+from server.access.tokens import Principal
 from server.engine.interaction import Interaction
 
 MAX_QUERY = 1000
@@ -22,9 +23,11 @@ SERVED = "fhir_served"  # the key of the scope's state under which the FHIR pipe
 @dataclass(frozen=True)
 class Served:
     """What the FHIR pipeline answered, for the record: the interaction asked (None: no such endpoint), the
-    caller it admitted (None: none was) and, for a searchset, how many matches it returned."""
+    verified token (None: none was), the access scope applied (None: none was) and, for a searchset, how many
+    matches it returned."""
     interaction: Interaction | None
-    caller: Caller | None = None
+    principal: Principal | None = None
+    scope: AccessScope | None = None
     returned: int | None = None
 
 
@@ -46,16 +49,15 @@ def _query(raw: str) -> str | None:
 
 
 def audit_fields(scope: Scope, served: Served, request_id: str, status: int, seconds: float) -> dict[str, Any]:
-    interaction, caller = served.interaction, served.caller
+    interaction, principal, applied = served.interaction, served.principal, served.scope
     client = scope.get("client")
-    applied = caller.scope if caller is not None and caller.principal is not None else None
     fields: dict[str, Any] = {
         "request_id": request_id,
         "method": scope["method"],
         "path": scope["path"].replace("?", "%3F").replace("#", "%23").replace("\\", "%5C"),
         "query": _query(scope.get("query_string", b"").decode("utf-8", "replace")),
         "client": client[0] if client else None,
-        "subject": caller.principal.subject if caller is not None and caller.principal is not None else None,
+        "subject": principal.subject if principal is not None else None,
         "account": applied.account if applied is not None else None,
         "roots": [str(r) for r in applied.roots] if applied is not None and applied.roots is not None else None,
         "interaction": interaction.kind if interaction else None,

@@ -11,13 +11,27 @@ from server.engine.bundle import search_entry, searchset
 from server.engine.caller import Caller
 from server.engine.operations import call_handler
 from server.engine.provider import ResourceProvider, StaticProvider
-from server.engine.reads import Resource, count, fetch, resource_provider, static_account, subset_of, visibility
+from server.engine.reads import (
+    Resource,
+    count,
+    fetch,
+    resource_provider,
+    static_account,
+    subset_of,
+    visibility,
+)
 from server.engine.rendered import Rendered
 from server.engine.static import search_static
 from server.errors import ResourceNotFound, operation_outcome
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, fetch_included
 from server.search.request import SearchRequest, bind_operation, parse_search
-from server.search.sql import MEASURE, body_page_query, count_query, page_query, read_query
+from server.search.sql import (
+    MEASURE,
+    body_page_query,
+    count_query,
+    page_query,
+    read_query,
+)
 from server.search.where import look_up, where_clause
 
 

@@ -10,10 +10,24 @@ from server.context import ServerContext
 from server.engine.bundle import history, history_entry
 from server.engine.caller import Caller
 from server.engine.provider import ResourceProvider, Versioning
-from server.engine.reads import Resource, count, not_found, resource_provider, subset_of, visibility, visible
+from server.engine.reads import (
+    Resource,
+    count,
+    not_found,
+    resource_provider,
+    subset_of,
+    visibility,
+    visible,
+)
 from server.engine.rendered import Rendered
 from server.errors import ResourceGone, ResourceNotFound
-from server.search.history import HistoryRequest, history_count, history_page, parse_history, version_query
+from server.search.history import (
+    HistoryRequest,
+    history_count,
+    history_page,
+    parse_history,
+    version_query,
+)
 from server.search.ids import stored_id
 from server.search.request import parse_subset
 from server.search.sql import within

@@ -30,7 +30,13 @@ from server.errors import FhirError, InvalidRequest, UriTooLong
 from server.http.conditional import headers_for, not_modified, validators
 from server.http.negotiation import Format, negotiate
 from server.http.observe import REQUEST_ID_STATE
-from server.http.responses import ERROR_FORMAT, base_url, error_response, fhir_response, render
+from server.http.responses import (
+    ERROR_FORMAT,
+    base_url,
+    error_response,
+    fhir_response,
+    render,
+)
 
 MAX_QUERY_PARAMS = 100  # query parameters of any kind in one request
 MAX_CALLERS = 4096  # verified tokens whose caller (scope, rate-limit key) is kept
@@ -53,9 +59,10 @@ Run = Callable[[ServerContext, FhirRequest], Resource]
 
 
 class Admission:
-    """Who asks, decided in one place: the token (401), the rate limit (429), the `authorize` hook (403) and the
-    access scope. The scope and the rate-limit key depend on the token only: kept per verified token (the
-    authenticator hands the same Principal for a token it has cached), so the hook runs once per token."""
+    """Who asks, decided in one place: the token (401), the access scope of the `access_scope` hook (403 for a
+    claim it refuses), the rate limit (429) and the `authorize` hook (403). The scope and the rate-limit key
+    depend on the token only: kept per verified token (the authenticator hands the same Principal for a token it
+    has cached), so the hook runs once per token, not per request."""
 
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
@@ -63,18 +70,16 @@ class Admission:
         self._known: dict[int, tuple[Principal, Caller, str]] = {}
         self._lock = threading.Lock()
 
-    def admit(self, authorization: str | None, interaction: Interaction) -> Caller:
+    def authenticate(self, authorization: str | None, interaction: Interaction) -> Principal | None:
+        """The verified token (401 without a valid one); None for metadata when it is public."""
         if interaction.kind == "capabilities" and self.public_metadata:
-            return ANONYMOUS
-        ctx = self.ctx
-        principal = ctx.authenticator.authenticate(authorization)
-        caller, key = self._caller(principal)
-        if ctx.rate_limiter is not None:
-            ctx.rate_limiter.take(key)
-        authorize(ctx, principal, interaction)
-        return caller
+            return None
+        return self.ctx.authenticator.authenticate(authorization)
 
-    def _caller(self, principal: Principal) -> tuple[Caller, str]:
+    def caller(self, principal: Principal | None) -> tuple[Caller, str | None]:
+        """The caller and its rate-limit key (None: not counted); 403 for a scope the hook refuses."""
+        if principal is None:
+            return ANONYMOUS, None
         known = self._known.get(id(principal))
         if known is not None and known[0] is principal:
             return known[1], known[2]
@@ -85,6 +90,14 @@ class Admission:
                 self._known.clear()
             self._known[id(principal)] = (principal, caller, key)  # the entry holds principal: its id stays its own
         return caller, key
+
+    def allow(self, caller: Caller, key: str | None, interaction: Interaction) -> None:
+        """429 past the caller's rate limit, 403 when the `authorize` hook denies the interaction."""
+        if caller.principal is None:
+            return  # public metadata
+        if key is not None and self.ctx.rate_limiter is not None:
+            self.ctx.rate_limiter.take(key)
+        authorize(self.ctx, caller.principal, interaction)
 
 
 class Pipeline:
@@ -115,6 +128,7 @@ class Pipeline:
     async def serve(self, request: Request, interaction: Interaction, run: Run) -> Response:
         """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome."""
         admitted: FhirRequest | None = None
+        principal: Principal | None = None  # known before the caller: a refused scope still names its subject
         body: Any = None
         fmt = ERROR_FORMAT
         try:
@@ -123,9 +137,12 @@ class Pipeline:
             authorization = request.headers.get("authorization")
 
             def work() -> Any:  # in a worker thread: the token check may fetch the IdP's keys (JWKS)
-                nonlocal admitted
+                nonlocal admitted, principal
                 if admitted is None:
-                    admitted = replace(parsed, caller=self.admission.admit(authorization, interaction))
+                    principal = self.admission.authenticate(authorization, interaction)
+                    caller, key = self.admission.caller(principal)
+                    admitted = replace(parsed, caller=caller)
+                    self.admission.allow(caller, key, interaction)
                 return run(self.ctx, admitted)
 
             body = await self._in_thread(request, work)
@@ -134,7 +151,8 @@ class Pipeline:
         except Exception as exc:  # every failure becomes an OperationOutcome in one place
             response = error_response(self.ctx, exc, interaction, fmt, request.scope["state"][REQUEST_ID_STATE],
                                       request.scope)
-        request.scope["state"][SERVED] = Served(interaction, admitted.caller if admitted is not None else None,
+        applied = admitted.caller.scope if admitted is not None and admitted.caller.principal is not None else None
+        request.scope["state"][SERVED] = Served(interaction, principal, applied,
                                                 returned(body) if response.status_code == 200 else None)
         return response
 

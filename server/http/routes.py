@@ -12,8 +12,14 @@ from starlette.routing import Route
 
 from server.engine import reads, searches, versions
 from server.engine.interaction import Interaction
-from server.errors import FhirError, InternalError, InvalidRequest, MethodNotAllowed, ResourceNotFound, \
-    ResourceTypeNotSupported
+from server.errors import (
+    FhirError,
+    InternalError,
+    InvalidRequest,
+    MethodNotAllowed,
+    ResourceNotFound,
+    ResourceTypeNotSupported,
+)
 from server.http.pipeline import Pipeline
 
 METHODS = ["GET", "HEAD"]

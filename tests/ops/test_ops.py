@@ -25,6 +25,8 @@ from server.ops.checks import check_serving_databases
 from server.cli.main import main
 from server.context import ServerContext
 from server.errors import ConfigError
+from server.extensions import load_extensions
+from server.settings import parse_settings
 from server.engine.instants import as_utc
 from server.ops.logs import TEXT_FORMAT, JsonFormatter, RequestIdFilter
 from plugins.orgunits.tables import org_unit_history
@@ -257,6 +259,25 @@ def test_one_record_per_request_with_the_applied_scope(small_ctx: ServerContext,
                   resource_type="none" if public else "Location", status="200") == 3
 
 
+@pytest.mark.parametrize("minted, per_minute, status, account", [
+    pytest.param({"permissions": []}, 0, 403, "default", id="authorize-hook-denies"),
+    pytest.param({"extra": {"account": 5}}, 0, 403, None, id="access-scope-hook-refuses-the-claim"),
+    pytest.param({}, 1, 429, "default", id="rate-limited"),
+])
+def test_a_refused_request_is_recorded_with_its_subject(small_ctx: ServerContext, tmp_path: Path,
+                                                         caplog: pytest.LogCaptureFixture, minted: dict[str, Any],
+                                                         per_minute: int, status: int, account: str | None) -> None:
+    settings = make_settings(small_ctx.settings.database_url, tmp_path, auth={"secret": SECRET},
+                             server={"rate_limit_per_minute": per_minute})
+    token = {"Authorization": f"Bearer {mint_token(settings, **{'extra': {'account': 'default'}, **minted})}"}
+    with TestClient(create_app(settings, db=small_ctx.db)) as client, \
+            caplog.at_level(logging.INFO, logger="orgunit_fhir.audit"):
+        statuses = [client.get("/fhir/Location/30", headers=token).status_code for _ in range(2)]
+    assert statuses[-1] == status
+    line = _recorded(caplog.records, "orgunit_fhir.audit")[-1]
+    assert line["status"] == status and line["subject"] == "orgunit-fhir-cli" and line.get("account") == account
+
+
 @pytest.mark.parametrize("token, peer, headers, status", [
     pytest.param(None, "127.0.0.1", {}, 200, id="loopback"),
     pytest.param(None, "::1", {}, 200, id="loopback-v6"),
@@ -393,15 +414,17 @@ def test_serve_refuses_bad_settings_with_a_clear_message(settings_text: str, mes
 
 @pytest.mark.postgres
 def test_serve_refuses_a_replica_behind_and_starts_without_one_that_is_down(tmp_path: Path) -> None:
+    schema = load_extensions(parse_settings({})).schema
     with pg.scratch_database(migrated=True) as primary, pg.scratch_database() as behind:
         down = f"postgresql://postgres@127.0.0.1:{free_port()}/gone"
-        fine = check_serving_databases(make_settings(primary, tmp_path, database={"read_urls": [down, primary]}))
+        fine = check_serving_databases(make_settings(primary, tmp_path, database={"read_urls": [down, primary]}),
+                                       schema)
         assert [(c.name, c.reachable, c.current) for c in fine] == [
             ("replica1", False, False), ("replica2", True, True), ("primary", True, True)]
-        with pytest.raises(ConfigError, match="database replica1 .* schema at revision \\(none\\)"):
-            check_serving_databases(make_settings(primary, tmp_path, database={"read_urls": [behind]}))
+        with pytest.raises(ConfigError, match="database replica1 .* schema at engine \\(none\\)"):
+            check_serving_databases(make_settings(primary, tmp_path, database={"read_urls": [behind]}), schema)
         with pytest.raises(ConfigError, match="database primary .*: unreachable"):
-            check_serving_databases(make_settings(down, tmp_path))
+            check_serving_databases(make_settings(down, tmp_path), schema)
 
 
 def test_serve_one_worker_stops_on_sigterm_with_exit_0_and_json_logs(tmp_path: Path, sqlite_template: Path) -> None:
