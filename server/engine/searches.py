@@ -29,10 +29,11 @@ from server.search.sql import (
     MEASURE,
     body_page_query,
     count_query,
+    look_up,
     page_query,
     read_query,
+    where_clause,
 )
-from server.search.where import look_up, where_clause
 
 
 def _parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]], strict: bool) -> SearchRequest:
