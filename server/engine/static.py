@@ -2,37 +2,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from server.engine.bundle import search_entry, searchset
 from server.engine.provider import StaticProvider
 from server.engine.subset import subset
 from server.errors import ResourceNotFound, UnsupportedParameter
-from server.search.paging import Paging, parse_paging
+from server.search.paging import Paged, Paging, parse_paging
 from server.search.request import parse_subset
 
 FILTERS = {"_id": "id", "url": "url"}  # parameter -> the element it matches exactly
 
 
 @dataclass(frozen=True)
-class StaticSearch:
+class StaticSearch(Paged):
     filters: tuple[tuple[str, tuple[str, ...]], ...] = ()
     paging: Paging = field(default_factory=Paging)
-
-    @property
-    def count(self) -> int:
-        return self.paging.count
-
-    @property
-    def skip(self) -> int:
-        return self.paging.skip
-
-    def page(self, skip: int) -> StaticSearch:
-        return replace(self, paging=self.paging.at(skip))
-
-    def following(self, last_id: str | None) -> StaticSearch:
-        return self.page(self.skip + self.count)
 
     def query_string(self) -> str:
         return self.paging.link((k, ",".join(v)) for k, v in self.filters)

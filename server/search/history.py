@@ -11,33 +11,20 @@ from sqlalchemy import ColumnElement, Select, exists, func, null, select
 from server.errors import UnsupportedParameter
 from server.engine.provider import Versioning
 from server.search.dates import DateRange, parse_instant, parse_range
-from server.search.paging import Paging, parse_paging
+from server.search.paging import Paged, Paging, parse_paging
 
 
 @dataclass(frozen=True)
-class HistoryRequest:
+class HistoryRequest(Paged):
     since: tuple[str, datetime] | None = None
     at: DateRange | None = None
     paging: Paging = field(default_factory=Paging)
-
-    @property
-    def count(self) -> int:
-        return self.paging.count
-
-    @property
-    def skip(self) -> int:
-        return self.paging.skip
-
-    def page(self, skip: int) -> HistoryRequest:
-        return replace(self, paging=self.paging.at(skip))
 
     @property
     def key(self) -> tuple[Any, ...]:
         """What selects the versions (the count cache's key)."""
         return self.since[1] if self.since else None, self.at.raw if self.at else None
 
-    def following(self, last_id: str | None) -> HistoryRequest:
-        return self.page(self.skip + self.count)
 
     def query_string(self) -> str:
         pairs: list[tuple[str, str]] = []

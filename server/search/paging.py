@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 from urllib.parse import quote
 
 from server.errors import InvalidValue
@@ -55,3 +56,27 @@ def parse_paging(items: Pairs, *, default_count: int, max_count: int) -> tuple[P
         elif key not in PAGING_PARAMS:
             rest.append((key, raw))
     return Paging(count, skip, tuple(carried)), rest
+
+
+R = TypeVar("R", bound="Paged")
+
+
+class Paged:
+    """What every pageable request shares (search, history, static): its Paging's count and skip, and its pages by
+    offset. A frozen dataclass with a `paging` field mixes it in; a keyset request overrides `following`."""
+
+    paging: Paging
+
+    @property
+    def count(self) -> int:
+        return self.paging.count
+
+    @property
+    def skip(self) -> int:
+        return self.paging.skip
+
+    def page(self: R, skip: int) -> R:
+        return replace(self, paging=self.paging.at(skip))  # type: ignore[type-var]
+
+    def following(self: R, last_id: str | None) -> R:
+        return self.page(self.skip + self.count)

@@ -10,7 +10,7 @@ from typing import Any, Literal, cast
 from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
 from server.engine.provider import ResourceProvider
 from server.search.ids import stored_id
-from server.search.paging import Paging, parse_paging
+from server.search.paging import Paged, Paging, parse_paging
 from server.search.param import SearchParam
 from server.search.types.base import Ranks, implements
 from server.search.types.reference import ReferenceTarget
@@ -75,7 +75,7 @@ class Include:
 
 
 @dataclass(frozen=True)
-class SearchRequest:
+class SearchRequest(Paged):
     resource_type: str
     clauses: tuple[Clause, ...] = ()
     paging: Paging = field(default_factory=Paging)
@@ -90,14 +90,6 @@ class SearchRequest:
     @property
     def all_clauses(self) -> tuple[Clause, ...]:
         return self.fixed + self.clauses
-
-    @property
-    def count(self) -> int:
-        return self.paging.count
-
-    @property
-    def skip(self) -> int:
-        return self.paging.skip
 
     @cached_property
     def ranked(self) -> Clause | None:
