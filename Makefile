@@ -1,12 +1,13 @@
 # Two commands on a fresh machine:
 #   make serve   set everything up, serve the embedded demo (SQLite) on :8000 and print a token
-#   make test    set everything up and run the whole test suite (SQLite and PostgreSQL)
+#   make test    set everything up and run the whole test suite (SQLite and PostgreSQL);
+#                ARGS="..." passes options to pytest, e.g. make test ARGS="tests/orgunits -x"
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test setup postgres nginx bench clean
+.PHONY: serve test setup postgres nginx authserver chromium bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +25,14 @@ postgres:
 	@pg_isready -h 127.0.0.1 -p 5432 -q || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql | tail -n 1) main start
 	@for i in $$(seq 1 40); do pg_isready -h 127.0.0.1 -p 5432 -q && exit 0; sleep 0.25; done; echo "PostgreSQL did not start"; exit 1
 
+# tests/access/test_smart_authserver.py runs a real OAuth authorization server (oidc-provider, pinned in
+# tests/support/oidc/package-lock.json) on the machine's Node.js: npm ci into the git-ignored .cache/authserver
+authserver: $(STAMP)
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "installing Node.js and npm (Debian packages) for the authorization server tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
+	$(BIN)/python -m tests.support.authserver install
+
 # tests/test_deployment.py runs a real nginx (the Debian package) in front of the server
 nginx:
 	@PATH="$$PATH:/usr/sbin" command -v nginx >/dev/null 2>&1 || { \
@@ -31,11 +40,23 @@ nginx:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >/dev/null; }
 	@PATH="$$PATH:/usr/sbin" command -v nginx >/dev/null 2>&1 || { echo "nginx could not be installed (run as root on Debian)"; exit 1; }
 
-test: $(STAMP) postgres nginx
-	$(BIN)/pytest -q
+# tests/html/test_browser.py drives Debian's chromium with playwright-core (npm, pinned, in the git-ignored .cache/node)
+PLAYWRIGHT := playwright-core@1.65.1
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium (Debian package) for tests/html/test_browser.py"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || { echo "chromium could not be installed (run as root on Debian)"; exit 1; }
+	@command -v npm >/dev/null 2>&1 || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
+	@grep -qs '"version": "$(lastword $(subst @, ,$(PLAYWRIGHT)))"' .cache/node/node_modules/playwright-core/package.json || \
+	  npm install --prefix .cache/node --no-audit --no-fund --silent $(PLAYWRIGHT)
+
+test: $(STAMP) postgres nginx authserver chromium
+	$(BIN)/pytest -q $(ARGS)
 
 bench: $(STAMP) postgres
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) var .pytest_cache *.egg-info
+	rm -rf $(VENV) var .pytest_cache .cache *.egg-info

@@ -11,9 +11,12 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
+from server.bulk.service import BulkService
 from server.context import ServerContext, create_context
+from server.html import html_routes
 from server.http.observe import RequestObserver
 from server.http.pipeline import Pipeline
+from server.http.responses import base_url
 from server.http.routes import fhir_routes, http_exception
 from server.ops.checks import validate
 from server.ops.health import Readiness, ops_routes
@@ -35,6 +38,7 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
         yield
         # uvicorn has stopped accepting and drained the requests in flight (server.shutdown_grace_seconds)
         unwatch()
+        app.state.bulk.close()  # this worker's export jobs stop (marked failed)
         ctx.db.dispose()
         metrics.process_exit()
 
@@ -50,11 +54,14 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
             expose_headers=["ETag", "Last-Modified", "Location", "Content-Location", "X-Request-ID"],
             max_age=600,
         ))
-    app = Starlette(routes=[*ops_routes(), *fhir_routes()], middleware=middleware, lifespan=lifespan,
+    pages = html_routes(lambda request: base_url(request.scope, request.headers, settings),
+                        settings.server.explorer_tile_url)
+    app = Starlette(routes=[*ops_routes(), *fhir_routes(), *pages], middleware=middleware, lifespan=lifespan,
                     exception_handlers={HTTPException: http_exception})
     app.router.redirect_slashes = False
     app.state.ctx = ctx
     app.state.pipeline = Pipeline(ctx)
+    app.state.bulk = BulkService(ctx)
     app.state.metrics = metrics
     app.state.readiness = Readiness(ctx)
     return app

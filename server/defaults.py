@@ -20,9 +20,13 @@ log = logging.getLogger("orgunit_fhir")
 
 @hookimpl(trylast=True)
 def authorize(principal: Principal, interaction: Interaction, settings: Settings) -> str | None:
-    if settings.auth.permission in principal.permissions:
-        return None
-    return f"the token lacks the permission {settings.auth.permission!r}"
+    """The permission, on every call; then the token's SMART scopes, when it carries some (the Authenticator
+    leaves them out when auth.smart_scopes is off), per resource type and interaction."""
+    if settings.auth.permission not in principal.permissions:
+        return f"the token lacks the permission {settings.auth.permission!r}"
+    if principal.scopes is not None:
+        return principal.scopes.denial(interaction.kind, interaction.resource_type)
+    return None
 
 
 @hookimpl(trylast=True)

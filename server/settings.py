@@ -31,6 +31,7 @@ class ServerSettings:
     log_format: str = "json"            # json | text
     metrics_token: str | None = None    # bearer token that /metrics requires; unset: /metrics only from loopback
     shutdown_grace_seconds: int = 30    # SIGTERM: how long in-flight requests may take to finish
+    explorer_tile_url: str | None = None  # map tiles of the explorer (https://.../{z}/{x}/{y}.png); unset: none
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,25 @@ class AuthSettings:
     jwks_timeout_seconds: int = 5
     jwks_cache_seconds: int = 3600      # keys kept this long; an unknown kid refetches at most once per
     jwks_refetch_seconds: int = 30      # this many seconds
+    # SMART scopes (system/Location.rs, system/*.read) narrow a token per resource type and interaction
+    smart_scopes: bool = True           # false: scopes are not honoured (the permission alone decides)
+    scope_claims: tuple[str, ...] = ("scope", "scp")  # claims holding scopes: space-separated or a list
+    # the authorization server's public URLs (SMART discovery, CapabilityStatement oauth-uris); no token_endpoint:
+    # no authorization server is configured and /.well-known/smart-configuration answers 404
+    token_endpoint: str | None = None
+    authorization_endpoint: str | None = None
+    revocation_endpoint: str | None = None
+    introspection_endpoint: str | None = None
+    jwks_uri: str | None = None         # the key set clients are told of; default: jwks_url
+    token_endpoint_auth_methods: tuple[str, ...] = ("private_key_jwt",)
+    token_endpoint_auth_signing_algs: tuple[str, ...] = ("RS384", "ES384")
+
+    def discovery_urls(self) -> dict[str, str]:
+        """The authorization server's URLs that are configured, by their discovery (RFC 8414) names."""
+        urls = {"token_endpoint": self.token_endpoint, "authorization_endpoint": self.authorization_endpoint,
+                "revocation_endpoint": self.revocation_endpoint, "introspection_endpoint": self.introspection_endpoint,
+                "jwks_uri": self.jwks_uri or self.jwks_url}
+        return {name: url for name, url in urls.items() if url}
 
 
 @dataclass(frozen=True)
@@ -72,6 +92,19 @@ class FhirSettings:
     max_count: int = 100
     software_name: str = "orgunit-fhir"
     publisher: str | None = None
+
+
+@dataclass(frozen=True)
+class BulkSettings:
+    """Bulk Data `$export` (server.bulk): where its files go and how long they are kept."""
+    enabled: bool = True
+    directory: str | None = None        # NDJSON files of the jobs; default: data_dir/bulk (shared by every worker)
+    file_resources: int = 100_000       # resources per file (a type with more gets several files)
+    expire_seconds: int = 3600          # a job and its files are removed this long after it was started
+    max_running: int = 2                # jobs running at once (every worker); past it a kick-off answers 429
+    settle_seconds: int = 1             # transactionTime = kick-off time minus this (writers' start-up margin)
+    settle_timeout_seconds: int = 900   # wait at most this long for writes begun before transactionTime
+    poll_seconds: int = 1               # Retry-After of a status poll while the job runs
 
 
 @dataclass(frozen=True)
@@ -86,6 +119,7 @@ class Settings:
     database: DatabaseSettings = DatabaseSettings()
     auth: AuthSettings = AuthSettings()
     fhir: FhirSettings = FhirSettings()
+    bulk: BulkSettings = BulkSettings()
     plugins: Mapping[str, PluginConfig] = field(default_factory=lambda: MappingProxyType({}))
     source: str | None = None
 
@@ -170,7 +204,8 @@ def _plugins(raw: Any) -> Mapping[str, PluginConfig]:
 
 def parse_settings(raw: Mapping[str, Any] | None, source: str | None = None) -> Settings:
     raw = dict(raw or {})
-    sections = {"server": ServerSettings, "database": DatabaseSettings, "auth": AuthSettings, "fhir": FhirSettings}
+    sections = {"server": ServerSettings, "database": DatabaseSettings, "auth": AuthSettings, "fhir": FhirSettings,
+                "bulk": BulkSettings}
     unknown = sorted(set(raw) - set(sections) - {"plugins"})
     if unknown:
         raise ConfigError(f"unknown settings section(s) {', '.join(unknown)}; known: {', '.join(sorted([*sections, 'plugins']))}")
@@ -185,6 +220,23 @@ def parse_settings(raw: Mapping[str, Any] | None, source: str | None = None) -> 
         raise ConfigError("fhir.extension_namespace must be an absolute URL without a trailing slash")
     if settings.server.base_url and "://" not in settings.server.base_url:
         raise ConfigError("server.base_url must be an absolute URL such as https://registry.example.org/fhir")
+    tiles = settings.server.explorer_tile_url
+    if tiles is not None and not (tiles.startswith(("https://", "http://")) and "{z}" in tiles):
+        raise ConfigError("server.explorer_tile_url must be an http(s) URL template with {z}, {x} and {y}")
+    auth = settings.auth
+    for name in ("token_endpoint", "authorization_endpoint", "revocation_endpoint", "introspection_endpoint",
+                 "jwks_uri"):
+        url = getattr(auth, name)
+        if url is not None and not url.lower().startswith(("https://", "http://")):
+            raise ConfigError(f"auth.{name}: expected an http(s) URL, got {url!r}")
+    if not auth.token_endpoint and (auth.authorization_endpoint or auth.revocation_endpoint
+                                    or auth.introspection_endpoint):
+        raise ConfigError("auth: authorization_endpoint, revocation_endpoint and introspection_endpoint describe an "
+                          "authorization server: set its auth.token_endpoint too")
+    if settings.bulk.file_resources < 1 or settings.bulk.max_running < 1 or settings.bulk.poll_seconds < 1:
+        raise ConfigError("bulk: file_resources, max_running and poll_seconds must be at least 1")
+    if not all(auth.scope_claims):
+        raise ConfigError("auth.scope_claims: claim names must not be empty")
     return settings
 
 

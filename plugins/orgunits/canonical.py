@@ -1,5 +1,6 @@
 """Canonical resources behind the URLs the server publishes, served read-only from this server:
-OperationDefinition/Location-children, a StructureDefinition per extension, CodeSystem/org-unit-type.
+OperationDefinition/Location-children and OperationDefinition/export (the engine's Bulk Data $export), a
+StructureDefinition per extension, CodeSystem/org-unit-type.
 
 Every one is found at `[base]/<Type>/<id>` and by `[base]/<Type>?url=<canonical>`. (All search parameters
 served are HL7's own, so no SearchParameter resources are needed.)
@@ -67,6 +68,34 @@ def children_operation(ns: str) -> dict[str, Any]:
     }
 
 
+def export_operation(ns: str, settings: Settings) -> dict[str, Any]:
+    """The engine's Bulk Data `$export` as this server runs it (HL7's definition, narrowed: kick-off by GET)."""
+    def param(name: str, kind: str, text: str, use: str = "in", max_: str = "1") -> dict[str, Any]:
+        return {"name": name, "use": use, "min": 0, "max": max_, "type": kind, "documentation": text}
+
+    return {
+        "resourceType": "OperationDefinition", "id": "export", "url": f"{ns}/fhir/OperationDefinition/export",
+        "version": software_version(), "name": "BulkDataExport", "title": "Bulk Data export", "status": "active",
+        "kind": "operation", "affectsState": False, "code": "export",
+        "base": "http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export",
+        "system": True, "type": True, "instance": False,
+        "description": "GET [base]/$export (every exported type) or GET [base]/[type]/$export, with Prefer: "
+                       "respond-async: 202 and a Content-Location to poll; the completion manifest lists NDJSON "
+                       "files (one resource a line, as a read returns it) reflecting the data at its "
+                       "transactionTime, limited to what the token may read, downloaded with the same token. "
+                       f"A job expires after {settings.bulk.expire_seconds} s; it is not cancelled by DELETE.",
+        "parameter": [
+            param("_outputFormat", "string", "application/fhir+ndjson (also application/ndjson, ndjson)"),
+            param("_since", "instant", "Only the resources changed after this instant; the deleted ones are listed "
+                                      "as DELETE entries of transaction Bundles in the manifest's `deleted`"),
+            param("_type", "string", "Comma-separated resource types (repeatable); default every exported type",
+                  max_="*"),
+            {"name": "return", "use": "out", "min": 0, "max": "1", "type": "Binary",
+             "documentation": "None: the answer is 202 with the job's status URL in Content-Location"},
+        ],
+    }
+
+
 def type_code_system(ns: str, conn: Connection, account: str | None = None) -> dict[str, Any]:
     """The types of the caller's account (each account has its own); None (trusted in-process callers):
     every account's, a code used by several listed once."""
@@ -94,7 +123,7 @@ def type_code_system(ns: str, conn: Connection, account: str | None = None) -> d
 def register_resource_providers(settings: Settings) -> list[StaticProvider]:
     ns = settings.fhir.extension_namespace
     structures = [structure_definition(ns, name) for name in EXTENSIONS]
-    operations = [children_operation(ns)]
+    operations = [children_operation(ns), *([export_operation(ns, settings)] if settings.bulk.enabled else [])]
     return [
         StaticProvider("OperationDefinition", lambda conn: operations, "Operations this server defines"),
         StaticProvider("StructureDefinition", lambda conn: structures, "The extensions this server writes"),

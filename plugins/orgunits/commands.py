@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine, select
 
 from plugins.orgunits.demo import generate_demo
 from plugins.orgunits.importers.formats import DEFAULT_DATA_SOURCES, load_file
+from plugins.orgunits.importers.mapped import load_mapped
+from plugins.orgunits.importers.mapping import read_mapping
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, org_unit
 from plugins.orgunits.versions import list_versions, set_default_version, unserved_units
 from server import (
@@ -25,39 +27,64 @@ from server import (
 )
 
 FORMAT_HELP = {
-    "iaso-csv": "Iaso's org-unit export CSV (ancestors by external ref and name; the type ends in its category code)",
-    "iaso-gpkg": "Iaso's GeoPackage export (one layer per level; points for facilities, polygons for areas)",
+    "iaso-csv": "Iaso's org-unit export CSV (ancestors by external ref and name; the type ends in its category code); "
+                "boundaries loaded from the GeoPackage are kept",
+    "iaso-gpkg": "Iaso's GeoPackage export (one layer per level; points for facilities, polygons for areas); the "
+                 "validation status and dates loaded from the CSV are kept",
     "dhis2": "DHIS2 organisationUnits JSON (API or metadata export); ids allocated, the UID is the source reference",
     "fhir-bundle": "a FHIR Bundle (any type) of Location resources; ids allocated, the Location id is the source "
                    "reference",
+    "mapped": "any registry export (CSV, JSON, JSON lines) read through a mapping file (--mapping): id, name, "
+              "parent, type, status, coordinates, dates, levels; ids allocated, the id field is the source reference",
 }
 
 
 def _configure_load(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-source", help="data source name (default: Iaso, DHIS2 or FHIR by format)")
-    parser.add_argument("--version", type=int, default=1, help="source version number (default: 1)")
+    parser.add_argument("--data-source", metavar="NAME",
+                        help="data source name (default: Iaso, DHIS2 or FHIR by format; mapped: the mapping's)")
+    parser.add_argument("--version", type=int, default=1, metavar="N", help="source version number (default: 1)")
     parser.add_argument("--delete-missing", action="store_true",
-                        help="units of this data source absent from the file become deleted versions")
-    parser.add_argument("--account", default=DEFAULT_ACCOUNT,
-                        help=f"the account (tenant) the data source belongs to (default: {DEFAULT_ACCOUNT})")
+                        help="units of this data source absent from the file become deleted versions (without it, "
+                             "the report counts them as missing)")
+    parser.add_argument("--account", default=DEFAULT_ACCOUNT, metavar="NAME",
+                        help=f"the account (tenant) the data source belongs to (default: {DEFAULT_ACCOUNT}); a file "
+                             "without units never creates one")
+
+
+def _configure_mapped(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mapping", required=True, metavar="FILE",
+                        help="the mapping file (YAML) naming the fields: see README, 'Any registry export'")
+    _configure_load(parser)
 
 
 def _loader(fmt: str) -> Callable[[Engine, str, argparse.Namespace, Progress], LoadReport]:
     def load(engine: Engine, path: str, args: argparse.Namespace, progress: Progress) -> LoadReport:
-        report = load_file(engine, fmt, path, data_source=args.data_source, version=args.version,
-                           delete_missing=args.delete_missing, progress=progress, account=args.account)
-        data_source = args.data_source or DEFAULT_DATA_SOURCES[fmt]
-        with engine.connect() as conn:
-            left = unserved_units(conn, data_source, args.account)
-        notes = (f"{left} units of {args.account}/{data_source} belong to versions that are not served, so they "
-                 "are not published (and have no deletion in _history): load with --delete-missing to record them "
-                 "as deleted, or choose the version served with `orgunit-fhir versions set-default`",) if left else ()
-        return LoadReport(report.inserted, report.updated, report.unchanged, notes=notes)
+        options = {"version": args.version, "delete_missing": args.delete_missing, "progress": progress,
+                   "account": args.account, "dry_run": args.dry_run}
+        if fmt == "mapped":
+            data_source = args.data_source or read_mapping(args.mapping).data_source
+            report = load_mapped(engine, path, args.mapping, data_source=data_source, **options)
+        else:
+            data_source = args.data_source or DEFAULT_DATA_SOURCES[fmt]
+            report = load_file(engine, fmt, path, data_source=data_source, **options)
+        notes = report.notes
+        if not args.dry_run:
+            with engine.connect() as conn:
+                left = unserved_units(conn, data_source, args.account)
+            if left:
+                notes += (f"{left:,} units of {args.account}/{data_source} belong to versions that are not served, so "
+                          "they are not published (and have no deletion in _history): load with --delete-missing to "
+                          "record them as deleted, or choose the version served with `orgunit-fhir versions "
+                          "set-default`",)
+        return LoadReport(report.inserted, report.updated, report.unchanged, report.deleted, notes, report.missing,
+                          tuple(map(str, report.deleted_ids)), tuple(map(str, report.missing_ids)),
+                          {"account": args.account, "data_source": data_source, "version": args.version})
 
     return load
 
 
-LOAD_FORMATS = tuple(LoadFormat(fmt, help_text, _loader(fmt), _configure_load) for fmt, help_text in FORMAT_HELP.items())
+LOAD_FORMATS = tuple(LoadFormat(fmt, help_text, _loader(fmt), _configure_mapped if fmt == "mapped" else _configure_load,
+                                dry_run=True) for fmt, help_text in FORMAT_HELP.items())
 
 
 def _is_empty(conn: Connection) -> bool:
@@ -69,16 +96,20 @@ DEMO = DemoData("org-unit pyramid", lambda engine, size, seed, progress: generat
 
 
 def _configure_versions(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = sub.add_parser("list", help="every source version, with its units and the one served")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION", title="actions")
+    listing = sub.add_parser("list", help="every source version, with its units and the one served",
+                             description="every source version, with its units and the one served")
     add_common_options(listing)
-    listing.add_argument("--account", help="only this account's data sources")
-    chosen = sub.add_parser("set-default", help="serve this version of a data source")
+    listing.add_argument("--account", metavar="NAME", help="only this account's data sources")
+    chosen = sub.add_parser("set-default", help="serve this version of a data source",
+                            description="serve this version of a data source (consumers syncing with _history "
+                                        "should then re-read in full)")
     add_common_options(chosen)
-    chosen.add_argument("--data-source", required=True, help="the data source's name")
-    chosen.add_argument("--version", required=True, help="a version number, or 'newest'")
-    chosen.add_argument("--account", default=DEFAULT_ACCOUNT, help=f"the data source's account (default: "
-                                                                    f"{DEFAULT_ACCOUNT})")
+    chosen.add_argument("--data-source", required=True, metavar="NAME", help="the data source's name")
+    chosen.add_argument("--version", required=True, metavar="N|newest",
+                        help="a version number, or 'newest' (serve the newest version again)")
+    chosen.add_argument("--account", default=DEFAULT_ACCOUNT, metavar="NAME",
+                        help=f"the data source's account (default: {DEFAULT_ACCOUNT})")
     chosen.add_argument("--force", action="store_true", help="serve the version even if it holds no units")
 
 
@@ -88,7 +119,7 @@ def _list(engine: Engine, account: str | None) -> int:
     print(f"{'account':<16} {'data source':<32} {'version':>7} {'units':>9}  served")
     for row in rows:
         mark = ("yes (default)" if row.default else "yes (newest)") if row.served else ""
-        print(f"{row.account:<16} {row.data_source:<32} {row.number:>7} {row.units:>9}  {mark}")
+        print(f"{row.account:<16} {row.data_source:<32} {row.number:>7} {row.units:>9,}  {mark}")
     return 0
 
 
@@ -102,9 +133,12 @@ def _set_default(engine: Engine, args: argparse.Namespace) -> int:
             raise LoadError(f"version {chosen[0].number} of {args.account}/{args.data_source} holds no live units "
                             "(a later version loaded with the same ids moved them there): serving it would "
                             "publish nothing; pass --force to serve it anyway")
-    print(f"versions: {args.account}/{args.data_source} now serves "
-          f"{'its newest version' if number is None else f'version {number}'}; consumers syncing with "
-          "_history or _lastUpdated should re-read in full", file=sys.stderr)
+    logging.getLogger("orgunit_fhir.cli").info(
+        f"versions: {args.account}/{args.data_source} now serves "
+        f"{'its newest version' if number is None else f'version {number}'}; consumers syncing with _history or "
+        "_lastUpdated should re-read in full",
+        extra={"fields": {"command": "versions set-default", "account": args.account, "data_source": args.data_source,
+                          "version": number}})
     return 0
 
 

@@ -84,35 +84,44 @@ def record_history(conn: Connection, batch_size: int = BATCH_SIZE) -> int:
         last_id = rows[-1]["id"]
 
 
-def delete_missing(conn: Connection, *, data_source_id: int, seen_ids: set[int], now: datetime) -> int:
-    """Units of this data source absent from the file become deleted versions; returns how many."""
-    now = as_utc(now)
-    of_source = (select(org_unit.c.id, org_unit.c.parent_id)
+def missing_units(conn: Connection, *, data_source_id: int, seen_ids: set[int]) -> list[int]:
+    """The live units of the data source (any version) that are not among `seen_ids`, in id order."""
+    of_source = (select(org_unit.c.id)
                  .join(source_version, org_unit.c.source_version_id == source_version.c.id)
-                 .where(source_version.c.data_source_id == data_source_id, org_unit.c.deleted.is_(False)))
-    missing: list[int] = []
-    kept_parents: dict[int, int] = {}
-    for unit_id, parent_id in conn.execute(of_source):
-        if unit_id in seen_ids:
-            if parent_id is not None:
-                kept_parents[parent_id] = unit_id
-        else:
-            missing.append(unit_id)
-    orphaned = next((kept_parents[m] for m in missing if m in kept_parents), None)
-    if orphaned is not None:
-        parent_id = conn.execute(select(org_unit.c.parent_id).where(org_unit.c.id == orphaned)).scalar()
-        raise LoadError(f"org unit {orphaned} is in the file but its parent {parent_id} is not: "
-                        "--delete-missing would leave it under a deleted parent")
+                 .where(source_version.c.data_source_id == data_source_id, org_unit.c.deleted.is_(False))
+                 .order_by(org_unit.c.id))
+    return [unit_id for unit_id in conn.execute(of_source).scalars() if unit_id not in seen_ids]
+
+
+def delete_missing(conn: Connection, *, data_source_id: int, seen_ids: set[int], now: datetime) -> list[int]:
+    """Units of this data source absent from the file become deleted versions; returns their ids."""
+    missing = missing_units(conn, data_source_id=data_source_id, seen_ids=seen_ids)
+    if not missing:
+        return []
+    children = select(org_unit.c.id, org_unit.c.parent_id).where(
+        org_unit.c.parent_id.in_(bindparam("ids", expanding=True)), org_unit.c.deleted.is_(False))
+    for start in range(0, len(missing), _ID_CHUNK):  # a unit kept in the file under a parent that goes
+        for child_id, parent_id in conn.execute(children, {"ids": missing[start:start + _ID_CHUNK]}):
+            if child_id in seen_ids:
+                raise LoadError(f"org unit {child_id} is in the file but its parent {parent_id} is not: "
+                                "--delete-missing would leave it under a deleted parent")
+    delete_units(conn, missing, now, what="--delete-missing")
+    return missing
+
+
+def delete_units(conn: Connection, ids: list[int], now: datetime, *, what: str) -> None:
+    """The units `ids` become deleted versions (410 on read, a DELETE entry in _history); a live unit of another
+    data source under one of them refuses it (`what` names the operation in the message)."""
+    now = as_utc(now)
     live_children = (select(org_unit.c.id, org_unit.c.parent_id)
                      .where(org_unit.c.deleted.is_(False), org_unit.c.parent_id.in_(bindparam("ids", expanding=True))))
-    missing_set = set(missing)
-    for start in range(0, len(missing), _ID_CHUNK):
-        chunk = missing[start:start + _ID_CHUNK]
+    wanted = set(ids)
+    for start in range(0, len(ids), _ID_CHUNK):
+        chunk = ids[start:start + _ID_CHUNK]
         for child_id, parent_id in conn.execute(live_children, {"ids": chunk}):
-            if child_id not in missing_set:
+            if child_id not in wanted:
                 raise LoadError(f"org unit {child_id} (of another data source) has parent {parent_id}, which "
-                                "--delete-missing would delete")
-        conn.execute(update(org_unit).where(org_unit.c.id.in_(chunk))
+                                f"{what} would delete")
+        conn.execute(update(org_unit).where(org_unit.c.id.in_(chunk), org_unit.c.deleted.is_(False))
                      .values(deleted=True, version_id=org_unit.c.version_id + 1, updated_at=now))
     record_history(conn)
-    return len(missing)

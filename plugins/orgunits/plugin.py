@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from plugins.orgunits.admin_commands import ACCOUNTS, DATA_SOURCES
 from plugins.orgunits.commands import DEMO, LOAD_FORMATS, VERSIONS
 from plugins.orgunits.tables import MIGRATIONS
 from server import (
@@ -26,7 +27,7 @@ def register_migrations(settings: Settings) -> list[Migrations]:
 
 @hookimpl
 def register_commands(settings: Settings) -> list[Command]:
-    return [VERSIONS]
+    return [VERSIONS, ACCOUNTS, DATA_SOURCES]
 
 
 @hookimpl

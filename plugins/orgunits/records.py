@@ -39,13 +39,30 @@ class UnitRecord:
     created_at: datetime | None = None
     updated_at: datetime | None = None  # the source's own modification time: kept for reference, not published
     geometry: Mapping[str, Any] | None = None  # GeoJSON (Multi)Polygon boundary
+    # fields the file does not carry (KEEPABLE names): a stored unit keeps its values, a new one takes the record's
+    kept: frozenset[str] = frozenset()
+
+
+# the fields a format may leave to the stored unit (the others every format carries: name, type, parent...)
+KEEPABLE = frozenset({"validation_status", "uuid", "aliases", "latitude", "longitude", "altitude", "opening_date",
+                      "closing_date", "geometry"})
+FIELD_NAMES = {"validation_status": "validation status", "opening_date": "opening date",
+               "closing_date": "closing date", "geometry": "boundary"}
+SAMPLE = 5  # ids named in a report (the first few deleted or missing)
 
 
 @dataclass(frozen=True, slots=True)
 class WriteReport:
+    """What a load changed: units inserted, updated, unchanged, deleted (`--delete-missing`) and, without it, the
+    units of the data source the file left out (`missing`); the first few ids of each, and notes for the operator."""
     inserted: int = 0
     updated: int = 0
     unchanged: int = 0
+    deleted: int = 0
+    missing: int = 0
+    deleted_ids: tuple[int, ...] = ()
+    missing_ids: tuple[int, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:
@@ -53,7 +70,17 @@ class WriteReport:
 
     def __add__(self, other: WriteReport) -> WriteReport:
         return WriteReport(self.inserted + other.inserted, self.updated + other.updated,
-                           self.unchanged + other.unchanged)
+                           self.unchanged + other.unchanged, self.deleted + other.deleted,
+                           self.missing + other.missing, (self.deleted_ids + other.deleted_ids)[:SAMPLE],
+                           (self.missing_ids + other.missing_ids)[:SAMPLE], self.notes + other.notes)
+
+
+def field_list(names: frozenset[str]) -> str:
+    """'validation status, opening date and closing date' (in KEEPABLE's published order)."""
+    order = ("validation_status", "uuid", "aliases", "latitude", "longitude", "altitude", "opening_date",
+             "closing_date", "geometry")
+    words = [FIELD_NAMES.get(name, name) for name in order if name in names]
+    return " and ".join(filter(None, [", ".join(words[:-1]), words[-1]])) if words else "nothing"
 
 
 def slugify(name: str) -> str:

@@ -12,6 +12,7 @@ from server import Migrations
 
 VALIDATION_STATUSES = ("NEW", "VALID", "REJECTED")
 PATH_TYPE = String().with_variant(String(collation="C"), "postgresql")  # byte order for prefix ranges
+NORM_TYPE = PATH_TYPE  # search-normalized text: a name prefix is a range of it (server.search.types.string)
 
 
 DEFAULT_ACCOUNT = "default"
@@ -32,7 +33,11 @@ class DataSource(SQLModel, table=True):
     default_version_id: int | None = None
     identifier_system: str | None = None
     updated_at: datetime | None = None  # last change of the data source itself or a new source version
-    name_norm: str | None = None  # server.engine.text.normalize(name), for name search
+    # server.engine.text.normalize(name), for name search
+    name_norm: str | None = Field(default=None, sa_column=Column(NORM_TYPE))
+    # `orgunit-fhir data-sources remove`: its units are deleted versions, it is no longer published
+    removed_at: datetime | None = None
+    last_format: str | None = None  # the load format that last wrote it (a load in another format warns)
 
 
 class SourceVersion(SQLModel, table=True):
@@ -62,6 +67,8 @@ class OrgUnit(SQLModel, table=True):
         Index("ix_org_unit_type_id_id", "org_unit_type_id", "id"),
         # a caller's partitions (source versions) in id order: a page of one account walks its own units
         Index("ix_org_unit_source_version_id_id", "source_version_id", "id"),
+        # near: the bounding box's latitude band, its longitudes read from the index
+        Index("ix_org_unit_latitude_longitude", "latitude", "longitude"),
     )
     id: int | None = Field(default=None, primary_key=True)
     name: str
@@ -105,13 +112,14 @@ class OrgUnitName(SQLModel, table=True):
 
     __tablename__ = "org_unit_name"
     __table_args__ = (
-        Index("ix_org_unit_name_norm", "norm", postgresql_ops={"norm": "text_pattern_ops"}),
+        # a name prefix is a range of norm; the unit ids come from the index alone
+        Index("ix_org_unit_name_norm_unit", "norm", "org_unit_id"),
         Index("ix_org_unit_name_text", "text"),
     )
     org_unit_id: int = Field(foreign_key="org_unit.id", primary_key=True)
     position: int = Field(primary_key=True)
     text: str
-    norm: str
+    norm: str = Field(sa_column=Column(NORM_TYPE, nullable=False))
 
 
 data_source = DataSource.__table__

@@ -32,6 +32,7 @@ def list_versions(conn: Connection, account: str | None = None) -> list[VersionI
     query = (select(data_source.c.account, data_source.c.name, source_version.c.number, units, SERVED,
                     data_source.c.default_version_id == source_version.c.id)
              .select_from(source_version.join(data_source, source_version.c.data_source_id == data_source.c.id))
+             .where(data_source.c.removed_at.is_(None))
              .order_by(data_source.c.account, data_source.c.name, source_version.c.number))
     if account is not None:
         query = query.where(data_source.c.account == account)
@@ -43,7 +44,8 @@ def set_default_version(conn: Connection, data_source_name: str, number: int | N
     """Serve version `number` of the data source (None: back to the newest). Consumers that sync with
     _history/_lastUpdated must re-read in full afterwards: the switch itself is not a version of any unit."""
     source = conn.execute(select(data_source.c.id).where(data_source.c.account == account,
-                                                         data_source.c.name == data_source_name)).scalar()
+                                                         data_source.c.name == data_source_name,
+                                                         data_source.c.removed_at.is_(None))).scalar()
     if source is None:
         raise LoadError(f"account {account!r} has no data source {data_source_name!r}")
     version_id = None

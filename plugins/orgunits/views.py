@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, FromClause, Select, and_, func, or_, select, true
+from sqlalchemy import ColumnElement, FromClause, Select, and_, exists, func, or_, select
 from sqlalchemy.orm import aliased
 
 from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source_version
@@ -47,12 +47,20 @@ SERVED: ColumnElement[bool] = or_(
          .where(_newer.c.data_source_id == source_version.c.data_source_id).scalar_subquery()),
 )
 
-# (partition, account, served) of every source version: the partitions of org units (server.engine.provider.Tenancy)
-VERSION_PARTITIONS: Select[Any] = select(source_version.c.id, data_source.c.account, SERVED).select_from(
-    source_version.join(data_source, source_version.c.data_source_id == data_source.c.id))
+_live = data_source.alias("live")
+# the account still holds a data source that is not removed: a removed account is no account at all (its
+# partitions are left out, so a token without an account claim falls back to the only account left)
+LIVE_ACCOUNT: ColumnElement[bool] = exists().where(_live.c.account == data_source.c.account,
+                                                   _live.c.removed_at.is_(None))
 
-# (partition, account, served) of every data source: the partitions of Organizations
-SOURCE_PARTITIONS: Select[Any] = select(data_source.c.id, data_source.c.account, true())
+# (partition, account, served) of every source version: the partitions of org units (server.engine.provider.Tenancy);
+# a removed data source's versions stay served, so its account's consumers see the deletions in _history
+VERSION_PARTITIONS: Select[Any] = select(source_version.c.id, data_source.c.account, SERVED).select_from(
+    source_version.join(data_source, source_version.c.data_source_id == data_source.c.id)).where(LIVE_ACCOUNT)
+
+# (partition, account, served) of every data source: the partitions of Organizations (a removed one is not served)
+SOURCE_PARTITIONS: Select[Any] = select(data_source.c.id, data_source.c.account,
+                                        data_source.c.removed_at.is_(None)).where(LIVE_ACCOUNT)
 
 
 def snapshot(row: Any) -> dict[str, Any]:

@@ -174,6 +174,8 @@ class _BatchWriter:
         for record in batch:
             values = self._values(record)
             row = existing.get(record.id)
+            if row is not None:  # what the file does not carry stays as stored
+                values.update({name: getattr(row, name) for name in record.kept})
             if row is None:
                 row_values = {**values, "id": record.id, "version_id": 1,
                               "created_at": _stored_time(record.created_at, self.now),
@@ -194,7 +196,7 @@ class _BatchWriter:
             else:
                 continue
             names.extend({"org_unit_id": record.id, "position": position, "text": text, "norm": normalize(text)}
-                         for position, text in enumerate((record.name, *record.aliases)))
+                         for position, text in enumerate((record.name, *(values["aliases"] or ()))))
         if inserts:
             self.conn.execute(self._insert, inserts)
         if updates:

@@ -1,8 +1,8 @@
 """The audit line: one JSON object per FHIR request on the `orgunit_fhir.audit` logger (server.ops.logs formats
 it; server.http.observe writes it with the access line and the metrics). Who asked (subject, and the access scope
-that was applied: account and subtree roots, as the `access_scope` hook gave them), what (interaction, type,
-ids), what they got (status, number returned) and how long it took. Tokens never appear: no header is logged,
-and query values of parameters named like a token are masked."""
+that was applied: account and subtree roots, as the `access_scope` hook gave them, and the SMART scopes granted),
+what (interaction, type, ids), what they got (status, number returned) and how long it took. Tokens never appear:
+no header is logged, and query values of parameters named like a token are masked."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,6 +60,7 @@ def audit_fields(scope: Scope, served: Served, request_id: str, status: int, sec
         "subject": principal.subject if principal is not None else None,
         "account": applied.account if applied is not None else None,
         "roots": [str(r) for r in applied.roots] if applied is not None and applied.roots is not None else None,
+        "smart_scopes": principal.scopes.names() if principal is not None and principal.scopes is not None else None,
         "interaction": interaction.kind if interaction else None,
         "resource_type": interaction.resource_type if interaction else None,
         "status": status,

@@ -4,7 +4,7 @@ A claim is MISSING when a part of its path is absent (or a part above it is not 
 present but null: callers that must fail closed (the subtree roots) tell the two apart."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 
@@ -46,10 +46,11 @@ def set_claim(claims: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def permissions_of(claims: Mapping[str, Any], dotted: str) -> frozenset[str]:
-    """The permissions at the dotted path and in `scope`: a space-separated string or a list of strings each."""
+def permissions_of(claims: Mapping[str, Any], dotted: str, scope_claims: Sequence[str] = ("scope",)) -> frozenset[str]:
+    """The permissions at the dotted path and in the scope claims: a space-separated string or a list of strings
+    each."""
     found: set[str] = set()
-    for source in (claim_or_none(claims, dotted), claims.get("scope")):
+    for source in (claim_or_none(claims, dotted), *(claim_or_none(claims, name) for name in scope_claims)):
         if isinstance(source, str):
             found.update(source.split())
         elif isinstance(source, list):

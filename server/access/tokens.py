@@ -19,6 +19,7 @@ import jwt
 
 from server.access.claims import permissions_of
 from server.access.jwks import RemoteJwks
+from server.access.scopes import ScopeRefused, SmartScopes, smart_scopes_of
 from server.access.keys import (
     ASYMMETRIC_ALGORITHMS,
     HMAC_ALGORITHMS,
@@ -45,6 +46,7 @@ class Principal:
     subject: str | None
     permissions: frozenset[str]
     claims: Mapping[str, Any]
+    scopes: SmartScopes | None = None  # the token's SMART scopes (server.access.scopes); None: not narrowed
 
 
 def invalid(why: str) -> AuthenticationFailed:
@@ -221,11 +223,22 @@ class Authenticator:
                 raise invalid("token refused") from None
             principal = Principal(
                 subject=verified.get("sub") if isinstance(verified.get("sub"), str) else None,
-                permissions=permissions_of(verified, auth.permission_claim),
+                permissions=permissions_of(verified, auth.permission_claim, auth.scope_claims),
                 claims=verified,
+                scopes=self._scopes(verified),
             )
             return principal, expires
         raise invalid("signature verification failed")
+
+    def _scopes(self, claims: Mapping[str, Any]) -> SmartScopes | None:
+        """The token's SMART scopes when they are honoured; 401 for one the server cannot honour (never ignored)."""
+        if not self.settings.auth.smart_scopes:
+            return None
+        try:
+            return smart_scopes_of(claims, self.settings.auth.scope_claims)
+        except ScopeRefused as exc:
+            log.info("auth: token refused: %s", exc)
+            raise invalid("SMART scopes with a query (granular scopes) are not supported") from None
 
     def _check_claims(self, claims: Mapping[str, Any], now: float) -> float:
         auth = self.settings.auth

@@ -11,13 +11,22 @@ from server.access.jwks import JwksUnavailable
 from server.app import create_app
 from server.errors import ConfigError
 from server.extensions import Extensions
-from server.ops.checks import check_database, embedded_database_missing, problems, serving_targets
+from server.ops.checks import (
+    authorization_server,
+    check_database,
+    database_url_problem,
+    embedded_database_missing,
+    problems,
+    serving_targets,
+)
 from server.settings import Settings
 
 
 def cmd_check_config(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
-    """Each check on a line, ok or FAIL; exit 1 when any fails (2 when the settings do not even parse)."""
-    results: list[tuple[bool, str]] = [(True, f"settings: {settings.source or '(defaults)'} parsed")]
+    """Each check on a line, ok or FAIL; exit 1 when any fails (2 when the settings cannot be read: not YAML, an
+    unknown key, a value of the wrong type)."""
+    results: list[tuple[bool, str]] = [(True, f"settings: {settings.source or '(defaults)'} parsed"),
+                                       (True, authorization_server(settings))]
     found = problems(settings)
     results += [(False, problem) for problem in found]
     if not found:
@@ -36,7 +45,9 @@ def cmd_check_config(args: argparse.Namespace, settings: Settings, extensions: E
                     results.append((True, f"auth.jwks_url {settings.auth.jwks_url}: {remote.probe()} signing keys"))
                 except JwksUnavailable as exc:
                     results.append((False, f"auth.jwks_url {settings.auth.jwks_url}: {exc}"))
-    if embedded_database_missing(settings):
+    if database_url_problem(settings.database_url) is not None:
+        pass  # named above: no database to look at
+    elif embedded_database_missing(settings):
         writable = _can_create(settings.database_url)
         results.append((writable, f"database primary ({settings.database_url}): not created yet; " + (
             "serve creates it" if writable else "its directory cannot be created or written")))

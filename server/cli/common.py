@@ -1,15 +1,23 @@
-"""What every command shares: the --settings/--database options, and the settings they name."""
+"""What every command shares: the --settings/--database options, and the settings they name; the one way a command
+reports (a log line in the server's format, `server.log_format`: JSON or text)."""
 from __future__ import annotations
 
 import argparse
+import logging
+from typing import Any
 
+from server.ops.logs import log_fields
 from server.settings import DATABASE_ENV, SETTINGS_ENV, Settings, load_settings
+
+CLI = logging.getLogger("orgunit_fhir.cli")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--settings", help=f"settings file (default: ${SETTINGS_ENV} or ./settings.yaml)")
-    parser.add_argument("--database", help=f"database URL, e.g. postgresql://user@host/db (default: ${DATABASE_ENV} "
-                                           "or SQLite in the data directory)")
+    parser.add_argument("--settings", metavar="FILE",
+                        help=f"settings file (default: ${SETTINGS_ENV} or ./settings.yaml)")
+    parser.add_argument("--database", metavar="URL",
+                        help=f"database URL: sqlite:///path/to/file.db or postgresql://user@host:5432/db (default: "
+                             f"${DATABASE_ENV}, database.url, or SQLite in the data directory)")
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
@@ -21,3 +29,8 @@ def common_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
     add_common(parser)
     return parser
+
+
+def say(message: str, level: int = logging.INFO, **fields: Any) -> None:
+    """A command's report: one log line, JSON (the message and `fields`) or text (the message), as the server's."""
+    log_fields(CLI, message, level, **fields)

@@ -3,8 +3,9 @@ demo data for `orgunit-fhir demo` (and for `serve` on an empty embedded database
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
@@ -17,34 +18,46 @@ class Command:
     """`orgunit-fhir <name> ...`: `configure` adds the command's arguments (the engine adds --settings and
     --database to the command; a command with subcommands adds them to each with `add_common_options`); `run`
     returns the exit status. It opens its own engine: `reading_engine(settings)` to read, `writing_engine` to
-    write."""
+    write. `renders(args)`: whether this run may have written new versions, which the engine then pre-renders
+    once it succeeds."""
 
     name: str
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, Settings], int]
+    renders: Callable[[argparse.Namespace], bool] = lambda args: False
 
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What a load changed (printed by `load`), and notes for the operator."""
+    """What a load changed (printed by `load`, and as one JSON line with `--json`): resources inserted,
+    updated, unchanged, deleted; `missing`: resources the file left out that stay as they were; the first few
+    ids of each; `about`: what the load wrote into (data source, version...) for the JSON line; notes for the
+    operator."""
 
     inserted: int = 0
     updated: int = 0
     unchanged: int = 0
     deleted: int = 0
     notes: tuple[str, ...] = ()
+    missing: int = 0
+    deleted_ids: tuple[str, ...] = ()
+    missing_ids: tuple[str, ...] = ()
+    about: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class LoadFormat:
     """`orgunit-fhir load <name> PATH ...`: the engine migrates the schema, opens a writing engine, calls
-    `load`, refreshes planner statistics and pre-renders what changed; `configure` adds the format's options."""
+    `load`, refreshes planner statistics and pre-renders what changed; `configure` adds the format's options.
+    `dry_run`: the format honours `args.dry_run` (checks and counts everything, writes nothing), so `load`
+    offers `--dry-run` for it."""
 
     name: str
     help: str
     load: Callable[[Engine, str, argparse.Namespace, Progress], LoadReport]
     configure: Callable[[argparse.ArgumentParser], None] = lambda parser: None
+    dry_run: bool = False
 
 
 @dataclass(frozen=True)

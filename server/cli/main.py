@@ -1,22 +1,29 @@
-"""orgunit-fhir serve | check-config | demo | load | render | migrate | token, and the plugins' own commands."""
+"""orgunit-fhir serve | check-config | demo | load | render | migrate | token, and the plugins' own commands.
+
+Every failure is one line naming what is wrong and what to do, logged in the server's format (`server.log_format`),
+never a traceback (set $ORGUNIT_FHIR_TRACEBACK=1 to see one for an unexpected error)."""
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from server.cli import check, data, serve, token
-from server.cli.common import common_parser, settings_of
+from server.cli.common import common_parser, say, settings_of
 from server.errors import ConfigError, LoadError
 from server.extensions import Extensions, load_extensions
+from server.ops.checks import database_url_problem
+from server.ops.logs import configure_logging
 from server.settings import Settings
 
 Run = Callable[[argparse.Namespace, Settings, Extensions], int]
-log = logging.getLogger("orgunit_fhir")
+TRACEBACK_ENV = "ORGUNIT_FHIR_TRACEBACK"
 
 ENGINE: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Run], ...] = (
     ("serve", "serve the FHIR API (creates demo data in an empty embedded database)", serve.configure, serve.cmd_serve),
@@ -26,15 +33,28 @@ ENGINE: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Run], .
      data.cmd_render),
     ("migrate", "bring the database schema (every plugin's tables) to this version (writer role)", lambda p: None,
      data.cmd_migrate),
-    ("check-config", "check the settings, plugins and databases, one line each", lambda p: None,
+    ("check-config", "check the settings, plugins and databases, one line each (exit 1 on any FAIL)", lambda p: None,
      check.cmd_check_config),
     ("token", "print a JWT signed with the local key", token.configure, token.cmd_token),
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """A missing subcommand (a COMMAND, a FORMAT, an ACTION) is answered with the choices, at every depth (nested
+    parsers are of the same class)."""
+
+    def error(self, message: str) -> NoReturn:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and message.endswith(f"required: {action.metavar}"):
+                self.print_usage(sys.stderr)
+                self.exit(2, f"{self.prog}: missing {action.metavar}: one of {', '.join(action.choices)} "
+                             f"({self.prog} {action.metavar} --help for its options)\n")
+        super().error(message)
+
+
 def build_parser(extensions: Extensions) -> tuple[argparse.ArgumentParser, dict[str, Run]]:
-    parser = argparse.ArgumentParser(prog="orgunit-fhir", description="Read-only FHIR R4 server for org units")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = Parser(prog="orgunit-fhir", description="Read-only FHIR R4 server for org units")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     common = common_parser()
     runs: dict[str, Run] = {}
     for name, help_text, configure, run in ENGINE:
@@ -49,8 +69,19 @@ def build_parser(extensions: Extensions) -> tuple[argparse.ArgumentParser, dict[
         command = sub.add_parser(plugin_command.name, help=plugin_command.help, description=plugin_command.help,
                                  parents=[common])
         plugin_command.configure(command)
-        runs[plugin_command.name] = lambda args, settings, _, run=plugin_command.run: run(args, settings)
+        runs[plugin_command.name] = _plugin_run(plugin_command.run, plugin_command.renders)
     return parser, runs
+
+
+def _plugin_run(run: Callable[[argparse.Namespace, Settings], int],
+                renders: Callable[[argparse.Namespace], bool]) -> Run:
+    def run_it(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
+        status = run(args, settings)
+        if status == 0 and renders(args):
+            data.render(settings)
+        return status
+
+    return run_it
 
 
 def _safe_url(settings: Settings | None) -> str:
@@ -60,30 +91,55 @@ def _safe_url(settings: Settings | None) -> str:
         return "?"
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _fail(name: str, message: str, status: int, exc_info: bool = False) -> int:
+    say(f"orgunit-fhir {name}: {message}", logging.ERROR, command=name, exit_status=status)
+    if exc_info:
+        logging.getLogger("orgunit_fhir").exception("the traceback")
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     argv = list(sys.argv[1:] if argv is None else argv)
+    configure_logging(Settings())  # the default format until the settings say otherwise
     known, _ = common_parser().parse_known_args(argv)
     name = next((a for a in argv if not a.startswith("-")), "orgunit-fhir")
     settings: Settings | None = None
     try:
         settings = settings_of(known)
+        try:
+            configure_logging(settings)
+        except ConfigError:
+            pass  # a bad server.log_format: check-config names it, serve refuses it
+        if name != "check-config" and (problem := database_url_problem(settings.database_url)):
+            raise ConfigError(problem)
         extensions = load_extensions(settings)
         parser, runs = build_parser(extensions)
+        if not any(not a.startswith("-") for a in argv) and not {"-h", "--help"} & set(argv):
+            parser.print_help(sys.stderr)
+            return 2
         args = parser.parse_args(argv)
         name = args.command
         return runs[args.command](args, settings, extensions)
     except ConfigError as exc:
-        print(f"orgunit-fhir {name}: configuration error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(name, f"configuration error: {exc}", 2)
     except LoadError as exc:
-        print(f"orgunit-fhir {name}: {exc}", file=sys.stderr)
-        return 1
+        return _fail(name, str(exc), 1)
     except OperationalError as exc:  # the database cannot be opened or reached
-        cause = str(exc.orig or exc).strip().splitlines()[0]
-        print(f"orgunit-fhir {name}: the database ({_safe_url(settings)}) cannot be opened or reached: {cause}",
-              file=sys.stderr)
-        return 1
-
-
+        return _fail(name, f"the database ({_safe_url(settings)}) cannot be opened or reached: "
+                           f"{_first_line(exc.orig or exc)}; check database.url (or --database) and that the "
+                           "database server runs", 1)
+    except DBAPIError as exc:  # reached, but it refused (permissions, a constraint...)
+        return _fail(name, f"the database ({_safe_url(settings)}) refused: {_first_line(exc.orig or exc)}; "
+                           "check the role's privileges (migrate, load and demo need the writer role)", 1)
+    except KeyboardInterrupt:
+        return _fail(name, "interrupted", 130)
+    except Exception as exc:  # noqa: BLE001 - one line, not a traceback
+        shown = bool(os.environ.get(TRACEBACK_ENV))
+        return _fail(name, f"unexpected {type(exc).__name__}: {_first_line(exc)} (a bug: please report it with "
+                           f"the command line{'' if shown else f'; set {TRACEBACK_ENV}=1 to see the traceback'})",
+                     1, exc_info=shown)

@@ -26,13 +26,16 @@ from server.ops.metrics import MULTIPROC_ENV
 from server.settings import DATABASE_ENV, SETTINGS_ENV, Settings
 
 log = logging.getLogger("orgunit_fhir")
+# httptools, percent-encoding raw UTF-8 request targets and answering what it refuses with an OperationOutcome
+HTTP_PROTOCOL = "server.http.protocol:FhirHttpToolsProtocol"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", help="address to listen on (default: server.host, 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="TCP port (default: server.port, 8000)")
-    parser.add_argument("--workers", type=int, help="worker processes (default: server.workers)")
-    parser.add_argument("--no-demo", action="store_true", help="do not create demo data in an empty database")
+    parser.add_argument("--host", metavar="H", help="address to listen on (default: server.host, 127.0.0.1)")
+    parser.add_argument("--port", type=int, metavar="P", help="TCP port (default: server.port, 8000)")
+    parser.add_argument("--workers", type=int, metavar="N", help="worker processes (default: server.workers, 1)")
+    parser.add_argument("--no-demo", action="store_true",
+                        help="do not create demo data in an empty embedded database")
     parser.add_argument("--no-access-log", action="store_true", help="do not log each request (benchmarks)")
 
 
@@ -119,7 +122,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensio
         previous = signal.signal(signal.SIGTERM, lambda *_: None)
         try:
             uvicorn.run("server.http.asgi:create", factory=True, host=host, port=port, workers=workers,
-                        loop="uvloop", http="httptools", log_level="info", proxy_headers=False,
+                        loop="uvloop", http=HTTP_PROTOCOL, log_level="info", proxy_headers=False,
                         access_log=False,  # the request middleware writes the access log, with the request id
                         log_config=log_config, timeout_graceful_shutdown=settings.server.shutdown_grace_seconds)
         finally:

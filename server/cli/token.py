@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import logging
 from typing import Any
 
 from server.access.mint import mint_token
+from server.cli.common import say
 from server.cli.serve import accounts
 from server.context import create_context
 from server.errors import ConfigError
@@ -28,9 +29,12 @@ def _claim(text: str) -> tuple[str, Any]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sub", default="orgunit-fhir-cli", help="the token's subject (default: orgunit-fhir-cli)")
-    parser.add_argument("--permission", action="append", help="permission to grant (repeatable; default: the required one)")
-    parser.add_argument("--ttl", type=int, default=24 * 3600, help="lifetime in seconds (default: one day)")
+    parser.add_argument("--sub", default="orgunit-fhir-cli", metavar="S",
+                        help="the token's subject (default: orgunit-fhir-cli)")
+    parser.add_argument("--permission", action="append", metavar="P",
+                        help="permission to grant (repeatable; default: the required one)")
+    parser.add_argument("--ttl", type=int, default=24 * 3600, metavar="SECONDS",
+                        help="lifetime in seconds (default: 86400, one day)")
     parser.add_argument("--account", metavar="NAME", help="account (tenant) of the caller: sets auth.account_claim")
     parser.add_argument("--org-unit-root", action="append", dest="org_unit_roots", metavar="REF",
                         help="resource the caller may read below, as Type/id (Location/12), an id (12) or an "
@@ -57,9 +61,9 @@ def cmd_token(args: argparse.Namespace, settings: Settings, extensions: Extensio
     held = _held_accounts(settings)
     if args.account is None and "account" not in dict(args.claim) and len(held) > 1 \
             and not settings.auth.default_account:
-        print(f"note: this server holds several accounts ({', '.join(held)}): a token without --account "
-              "is refused (403); pass --account", file=sys.stderr)
+        say(f"note: this server holds several accounts ({', '.join(held)}): a token without --account is refused "
+            "(403); pass --account", logging.WARNING, command="token")
     elif args.account is not None and held and args.account not in held:
-        print(f"note: no data source belongs to account {args.account!r} (accounts: {', '.join(held)}): "
-              "this token sees an empty server", file=sys.stderr)
+        say(f"note: no data source belongs to account {args.account!r} (accounts: {', '.join(held)}): this token "
+            "sees an empty server", logging.WARNING, command="token")
     return 0

@@ -8,6 +8,8 @@ from typing import Any
 
 import pluggy
 
+from server.access.smart import security
+from server.bulk.capability import add_bulk
 from server.engine.provider import ResourceProvider, StaticProvider
 from server.engine.registry import Registry
 from server.settings import Settings
@@ -134,27 +136,14 @@ def build_capability_statement(registry: Registry, settings: Settings, pm: plugg
             "documentation": "Search results are ordered by id unless _sort says otherwise; follow the next link "
                              "to page. " + RESULT_PARAMETERS.format(default=settings.fhir.default_count,
                                                                    max=settings.fhir.max_count),
-            "security": {
-                "cors": bool(settings.server.cors_origins),
-                "service": [{
-                    "coding": [{"system": "http://terminology.hl7.org/CodeSystem/restful-security-service",
-                                "code": "OAuth", "display": "OAuth"}],
-                    "text": "Bearer JWT",
-                }],
-                "description": "Send 'Authorization: Bearer <JWT>'. The token must carry the permission "
-                               f"'{settings.auth.permission}' in the '{settings.auth.permission_claim}' claim "
-                               "or in a space-separated 'scope'. Missing or invalid tokens get 401, "
-                               "tokens without the permission 403. Every answer is limited to the account named "
-                               f"by the '{settings.auth.account_claim}' claim and to the subtrees whose roots are "
-                               f"listed in the '{settings.auth.roots_claim}' claim, if any; ids outside them are "
-                               "answered as unknown ids (404).",
-            },
+            "security": security(settings),
         }],
     }
     resources = [_resource(p, settings, registry) for p in registry]
     if resources:
         statement["rest"][0]["resource"] = resources
     pm.hook.update_capability_statement(statement=statement, settings=settings)
+    add_bulk(statement, registry, settings)  # after the plugins: they may set instantiates
     return statement
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Select
 
-from server.access.scope import Visibility, sees
+from server.access.scope import NOTHING, Visibility, sees
 from server.context import ServerContext
 from server.engine.caller import Caller
 from server.engine.capabilities import for_base
@@ -29,6 +29,10 @@ Resource = dict[str, Any] | Rendered
 
 
 def visibility(ctx: ServerContext, conn: Connection, provider: ResourceProvider, caller: Caller) -> Visibility:
+    """Nothing of a type the token's SMART scopes do not reach (so _include/_revinclude never return it)."""
+    scopes = caller.principal.scopes if caller.principal is not None else None
+    if scopes is not None and not scopes.sees(provider.resource_type):
+        return NOTHING
     return ctx.scoper.visibility(conn, provider, caller.scope)
 
 

@@ -9,11 +9,11 @@ from sqlalchemy import Connection
 from server.context import ServerContext
 from server.engine.bundle import search_entry, searchset
 from server.engine.caller import Caller
+from server.engine.chaining import joined_conditions, total as counted
 from server.engine.operations import call_handler
 from server.engine.provider import ResourceProvider, StaticProvider
 from server.engine.reads import (
     Resource,
-    count,
     fetch,
     resource_provider,
     static_account,
@@ -24,7 +24,8 @@ from server.engine.rendered import Rendered
 from server.engine.static import search_static
 from server.errors import ResourceNotFound, operation_outcome
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, fetch_included
-from server.search.request import SearchRequest, bind_operation, parse_search
+from server.search.chains import parse_request
+from server.search.request import SearchRequest, bind_operation
 from server.search.sql import (
     MEASURE,
     body_page_query,
@@ -37,8 +38,8 @@ from server.search.sql import (
 
 
 def _parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]], strict: bool) -> SearchRequest:
-    return parse_search(provider, items, default_count=ctx.settings.fhir.default_count,
-                        max_count=ctx.settings.fhir.max_count, strict=strict, providers=ctx.registry.providers)
+    return parse_request(provider, items, default_count=ctx.settings.fhir.default_count,
+                         max_count=ctx.settings.fhir.max_count, strict=strict, providers=ctx.registry.providers)
 
 
 Match = tuple[str, Resource, Any]  # id, resource, measure (SearchRequest.ranked: near's distance)
@@ -59,11 +60,11 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
     with ctx.db.connect() as conn:
         vis = visibility(ctx, conn, provider, caller)
         splice = not request.includes and ctx.freshness.splices(conn, provider)
-        found = look_up(conn, provider, request, vis.clause)
+        found = {**look_up(conn, provider, request, vis.clause), **joined_conditions(ctx, conn, caller, request)}
         where = where_clause(provider, request, found, vis.clause)
-        total = count(ctx, conn, provider, (request.key, vis.key),
-                      lambda: count_query(provider, request, where=where)) if request.counts else None
-        query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where)
+        total = counted(ctx, conn, provider, caller, request, (request.key, vis.key),
+                        lambda: count_query(provider, request, where=where)) if request.counts else None
+        query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where, total=total)
         rows: Sequence[Any] = (conn.execute(query).all() if splice else conn.execute(query).mappings().all()) \
             if page else []
         has_next = len(rows) > page
@@ -90,8 +91,20 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
             entries.append({"resource": operation_outcome(
                 "warning", "too-costly", f"_include:iterate stopped after {MAX_ITERATE_DEPTH} levels"),
                 "search": {"mode": "outcome"}})
+    if request.ignored:
+        entries.append({"resource": _ignored(provider, request.ignored), "search": {"mode": "outcome"}})
     last_id = matches[-1][0] if matches else None
     return searchset(base, path, request, entries, total, has_next and bool(page), last_id)
+
+
+def _ignored(provider: ResourceProvider, names: Sequence[str]) -> dict[str, Any]:
+    """The warning of a search that left unknown parameters out (a misspelt `nme=` would otherwise match all)."""
+    plural = "s" if len(names) > 1 else ""
+    return operation_outcome(
+        "warning", "not-supported",
+        f"unknown search parameter{plural} {', '.join(names)} ignored: the results are not filtered by "
+        f"{'them' if plural else 'it'}; {provider.resource_type} supports {', '.join(sorted(provider.params_by_name))} "
+        "and the result parameters (send Prefer: handling=strict to have it refused)")
 
 
 def search_type(ctx: ServerContext, caller: Caller, base: str, resource_type: str,

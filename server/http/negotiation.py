@@ -1,4 +1,5 @@
-"""Response format from `_format` (first) and `Accept` (q-values honoured): FHIR JSON (default) or XML."""
+"""Response format from `_format` (first) and `Accept` (q-values honoured): FHIR JSON (default), XML, or HTML for
+browsers (`text/html` ranked first by q-value and position, as browsers send it, or `_format=html`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,12 +10,13 @@ FHIR_JSON = "application/fhir+json"
 JSON = "application/json"
 FHIR_XML = "application/fhir+xml"
 XML = "application/xml"
+HTML = "text/html"
 _FORMAT_PARAM = {"json": FHIR_JSON, JSON: JSON, FHIR_JSON: FHIR_JSON, "application/json+fhir": FHIR_JSON,
                  "xml": FHIR_XML, XML: XML, "text/xml": "text/xml", FHIR_XML: FHIR_XML,
-                 "application/xml+fhir": FHIR_XML}
+                 "application/xml+fhir": FHIR_XML, "html": HTML, HTML: HTML}
 _ACCEPT = {FHIR_JSON: FHIR_JSON, "application/json+fhir": FHIR_JSON, JSON: JSON,
            "application/*": FHIR_JSON, "*/*": FHIR_JSON,
-           FHIR_XML: FHIR_XML, "application/xml+fhir": FHIR_XML, XML: XML, "text/xml": "text/xml"}
+           FHIR_XML: FHIR_XML, "application/xml+fhir": FHIR_XML, XML: XML, "text/xml": "text/xml", HTML: HTML}
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,10 @@ class Format:
     @property
     def xml(self) -> bool:
         return self.media_type.endswith("xml")
+
+    @property
+    def html(self) -> bool:
+        return self.media_type == HTML
 
 
 def _accept_ranges(header: str) -> list[tuple[float, int, str]]:
@@ -53,7 +59,7 @@ def negotiate(format_param: str | None, accept: str | None, pretty: str | None) 
     if format_param:
         media = _FORMAT_PARAM.get(format_param.strip().lower().split(";")[0].replace(" ", "+"))
         if media is None:
-            raise NotAcceptable(f"_format={format_param!r} is not supported; use json, xml, "
+            raise NotAcceptable(f"_format={format_param!r} is not supported; use json, xml, html, "
                                 f"{FHIR_JSON} or {FHIR_XML}")
         return Format(media, is_pretty)
     if not accept or not accept.strip():
@@ -62,4 +68,4 @@ def negotiate(format_param: str | None, accept: str | None, pretty: str | None) 
         if negative_q < 0 and media in _ACCEPT:
             return Format(_ACCEPT[media], is_pretty)
     raise NotAcceptable(f"none of the accepted media types ({accept}) is served; "
-                        f"this server answers {FHIR_JSON}, {JSON}, {FHIR_XML} or {XML}")
+                        f"this server answers {FHIR_JSON}, {JSON}, {FHIR_XML}, {XML} or {HTML}")

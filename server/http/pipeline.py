@@ -55,7 +55,8 @@ class FhirRequest:
     caller: Caller = ANONYMOUS  # who asks, once admitted (ANONYMOUS sees nothing)
 
 
-Run = Callable[[ServerContext, FhirRequest], Resource]
+Run = Callable[[ServerContext, FhirRequest], Resource | Response]
+Negotiator = Callable[[str | None, str | None, str | None], Format]  # (_format, Accept, _pretty) -> format
 
 
 class Admission:
@@ -106,7 +107,7 @@ class Pipeline:
         self.admission = Admission(ctx)
         self.max_url_length = ctx.settings.server.max_url_length
 
-    def parse(self, request: Request, interaction: Interaction) -> FhirRequest:
+    def parse(self, request: Request, interaction: Interaction, negotiator: Negotiator = negotiate) -> FhirRequest:
         """The request as the interactions need it; 414/400 for a request past the limits, 406 for a format
         not served. No I/O."""
         scope = request.scope
@@ -120,19 +121,21 @@ class Pipeline:
         if b"%00" in query or b"\x00" in query:
             raise InvalidRequest("a query parameter holds a NUL character (%00)")
         headers = request.headers
-        fmt = negotiate(_last(items, "_format"), headers.get("accept"), _last(items, "_pretty"))
+        fmt = negotiator(_last(items, "_format"), headers.get("accept"), _last(items, "_pretty"))
         return FhirRequest(interaction, fmt, base_url(scope, headers, self.ctx.settings),
                            scope["state"][REQUEST_ID_STATE], items,
                            "handling=strict" in headers.get("prefer", "").replace(" ", "").lower())
 
-    async def serve(self, request: Request, interaction: Interaction, run: Run) -> Response:
-        """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome."""
+    async def serve(self, request: Request, interaction: Interaction, run: Run,
+                    negotiator: Negotiator = negotiate) -> Response:
+        """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome. `run` may
+        answer a Response of its own (Bulk Data: 202s, files), sent as it is."""
         admitted: FhirRequest | None = None
         principal: Principal | None = None  # known before the caller: a refused scope still names its subject
         body: Any = None
         fmt = ERROR_FORMAT
         try:
-            parsed = self.parse(request, interaction)
+            parsed = self.parse(request, interaction, negotiator)
             fmt = parsed.format
             authorization = request.headers.get("authorization")
 
@@ -147,7 +150,7 @@ class Pipeline:
 
             body = await self._in_thread(request, work)
             assert admitted is not None
-            response = self._render(request, admitted, body)
+            response = body if isinstance(body, Response) else self._render(request, admitted, body)
         except Exception as exc:  # every failure becomes an OperationOutcome in one place
             response = error_response(self.ctx, exc, interaction, fmt, request.scope["state"][REQUEST_ID_STATE],
                                       request.scope)
@@ -174,7 +177,7 @@ class Pipeline:
 
     @staticmethod
     def _render(request: Request, fhir: FhirRequest, body: Resource) -> Response:
-        content = render(body, fhir.format)
+        content = render(body, fhir.format, fhir.base)
         etag, last_modified = validators(body, content)
         headers = {**headers_for(etag, last_modified), **PRIVATE}
         if not_modified(request.headers, etag, last_modified):

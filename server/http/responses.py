@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 import orjson
+from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Scope
 
@@ -15,6 +16,7 @@ from server.context import ServerContext
 from server.engine.interaction import Interaction
 from server.engine.rendered import Rendered, materialized, splice
 from server.errors import FhirError, InternalError
+from server.html import HTML_HEADERS, html_page
 from server.http.negotiation import FHIR_JSON, Format
 from server.http.xml import to_xml
 from server.settings import Settings
@@ -45,7 +47,9 @@ def base_url(scope: Scope, headers: Any, settings: Settings) -> str:
     return f"{scheme}://{host}{quote(prefix, safe='/')}/fhir"
 
 
-def render(body: dict[str, Any] | Rendered, fmt: Format) -> bytes:
+def render(body: dict[str, Any] | Rendered, fmt: Format, base: str = "", status: int = 200) -> bytes:
+    if fmt.html:  # a browser: the same answer as a page (the links resolved against [base])
+        return html_page(materialized(body), status, base)
     if isinstance(body, Rendered) and not (fmt.xml or fmt.pretty):
         return body.raw
     if fmt.xml or fmt.pretty:
@@ -58,7 +62,9 @@ def render(body: dict[str, Any] | Rendered, fmt: Format) -> bytes:
 
 def fhir_response(body: dict[str, Any] | bytes, fmt: Format, status: int = 200,
                   headers: dict[str, str] | None = None) -> Response:
-    content = body if isinstance(body, bytes) else render(body, fmt)
+    content = body if isinstance(body, bytes) else render(body, fmt, status=status)
+    if fmt.html:
+        headers = {**(headers or {}), **HTML_HEADERS}
     return Response(content, status_code=status, headers=headers, media_type=fmt.content_type)
 
 
@@ -75,4 +81,7 @@ def error_response(ctx: ServerContext, exc: BaseException, interaction: Interact
         log.error("request %s %s %s failed: %s", request_id, scope["method"], scope["path"], exc.__class__.__name__,
                   exc_info=exc if not isinstance(exc, FhirError) else None)
         error.diagnostics = f"{error.diagnostics} (request id {request_id})"
+    if fmt.html:
+        page = html_page(error.outcome(), error.status, base_url(scope, Headers(scope=scope), ctx.settings))
+        return fhir_response(page, fmt, error.status, error.headers)
     return fhir_response(error.outcome(), fmt, error.status, error.headers)

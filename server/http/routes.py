@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from server.bulk.endpoints import bulk_routes
 from server.engine import reads, searches, versions
 from server.engine.interaction import Interaction
 from server.errors import (
@@ -20,6 +21,7 @@ from server.errors import (
     ResourceNotFound,
     ResourceTypeNotSupported,
 )
+from server.http.discovery import smart_configuration_endpoint
 from server.http.pipeline import Pipeline
 
 METHODS = ["GET", "HEAD"]
@@ -89,8 +91,11 @@ def _both(path: str, endpoint: Callable[[Request], Any]) -> list[Route]:
 
 def fhir_routes() -> list[Route]:
     return [
+        *_both("/.well-known/smart-configuration", smart_configuration_endpoint),
+        *_both("/fhir/.well-known/smart-configuration", smart_configuration_endpoint),
         *_both("/fhir", base),
         *_both("/fhir/metadata", metadata),
+        *bulk_routes(),  # $export, its status and files: before [type] and [type]/$op
         *_both("/fhir/{rtype}/metadata", metadata),
         *_both("/fhir/{rtype}/_history", history_type),
         *_both("/fhir/{rtype}", search),

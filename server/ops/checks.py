@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,27 @@ from server.storage.replicas import PRIMARY, Target, replica_targets
 MIN_METRICS_TOKEN = 16
 
 
+USABLE_URLS = "use sqlite:///path/to/file.db or postgresql://user@host:5432/db"
+_DRIVERS = frozenset({"sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg"})
+
+
+def database_url_problem(url: str, key: str = "database.url") -> str | None:
+    """Why the URL cannot be used (not a URL, a database or driver this server does not use), else None."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return (f"{key} {_masked(url)!r}: not a database URL; {USABLE_URLS} (set {key}, --database or "
+                f"$ORGUNIT_FHIR_DATABASE_URL)")
+    if parsed.drivername not in _DRIVERS:
+        return (f"{key} {_safe(url)!r}: {parsed.drivername} is not a database this server uses; {USABLE_URLS} "
+                "(PostgreSQL through psycopg 3)")
+    return None
+
+
 def problems(settings: Settings) -> list[str]:
     """Settings that parse but cannot work, each as a message naming the key."""
     server, database = settings.server, settings.database
-    found: list[str] = []
+    found: list[str] = [problem for problem in (database_url_problem(settings.database_url),) if problem]
     if server.log_format not in LOG_FORMATS:
         found.append(f"server.log_format: expected one of {', '.join(LOG_FORMATS)}, got {server.log_format!r}")
     if server.workers < 1:
@@ -50,6 +68,16 @@ def validate(settings: Settings) -> None:
     found = problems(settings)
     if found:
         raise ConfigError("; ".join(found))
+
+
+def authorization_server(settings: Settings) -> str:
+    """Where partners get tokens (check-config): the configured authorization server, or that there is none."""
+    auth = settings.auth
+    if not auth.token_endpoint:
+        return ("auth: no authorization server configured (auth.token_endpoint unset): no SMART discovery "
+                "(/.well-known/smart-configuration answers 404) and clients are told of no token URL")
+    scopes = "SMART scopes honoured" if auth.smart_scopes else "SMART scopes not honoured (auth.smart_scopes: false)"
+    return f"auth: authorization server token endpoint {auth.token_endpoint}; SMART discovery published; {scopes}"
 
 
 @dataclass(frozen=True)
@@ -122,6 +150,11 @@ def _is_postgresql(url: str) -> bool:
         return make_url(url).get_backend_name() == "postgresql"
     except ArgumentError:
         return False
+
+
+def _masked(text: str) -> str:
+    """A string that is not a URL, its password (anything between ':' and '@') masked."""
+    return re.sub(r"(?<=:)[^:@/]+(?=@)", "***", text)
 
 
 def _safe(url: str) -> str:

@@ -5,7 +5,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
 from server.engine.provider import ResourceProvider
@@ -74,6 +74,17 @@ class Include:
         return f"{self.source}:{self.param.name}:{self.target}"
 
 
+class Joined(Protocol):
+    """A parameter over other resources (chained `partof.name=`, reverse `_has:...`: server.search.chains),
+    compiled before the search into found[(JOINED, key, raw)] (server.search.sql)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def raw(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class SearchRequest(Paged):
     resource_type: str
@@ -86,6 +97,8 @@ class SearchRequest(Paged):
     elements: tuple[str, ...] | None = None
     includes: tuple[Include, ...] = ()
     after: str | None = None  # keyset: continue after this id (next links of searches in _id order)
+    ignored: tuple[str, ...] = ()  # unknown parameters, left out (a warning in the Bundle says so)
+    joined: tuple[Joined, ...] = ()  # chained and _has parameters (AND-ed with the clauses)
 
     @property
     def all_clauses(self) -> tuple[Clause, ...]:
@@ -129,11 +142,11 @@ class SearchRequest(Paged):
     @property
     def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
         """What selects the matches (not how they are paged or shown): the count cache's key."""
-        return self.resource_type, tuple((c.key, c.raw) for c in self.all_clauses)
+        return self.resource_type, tuple((c.key, c.raw) for c in (*self.all_clauses, *self.joined))
 
     def query_string(self) -> str:
         """The applied parameters, rebuilt from the typed form (the self/next links show exactly these)."""
-        pairs = [(c.key, c.raw) for c in self.clauses]
+        pairs = [(c.key, c.raw) for c in (*self.clauses, *self.joined)]
         if self.sort:
             pairs.append(("_sort", ",".join(k.raw for k in self.sort)))
         pairs += [(i.key, i.raw) for i in self.includes]
@@ -195,6 +208,7 @@ def parse_search(
     request = SearchRequest(provider.resource_type, paging=paging)
     clauses: list[Clause] = []
     includes: list[Include] = []
+    ignored: list[str] = []
     for key, raw in rest:
         if not key:
             raise InvalidRequest("a query parameter has an empty name")
@@ -216,17 +230,17 @@ def parse_search(
             for part in raw.split(","):
                 includes.append(_include(providers or {provider.resource_type: provider}, provider.resource_type,
                                          key, part.strip()))
-        else:
-            clause = _clause(provider, key, raw, strict)
-            if clause is not None:
-                clauses.append(clause)
+        elif (clause := _clause(provider, key, raw, strict)) is not None:
+            clauses.append(clause)
+        elif key.partition(":")[0] not in provider.params_by_name:
+            ignored.append(key)  # lenient handling: left out, and the Bundle says so
     if len(includes) > MAX_INCLUDES:
         raise InvalidRequest(f"too many _include/_revinclude values ({len(includes)}); at most {MAX_INCLUDES}")
     if len(clauses) > MAX_CLAUSES:
         raise InvalidRequest(f"too many search parameters ({len(clauses)}); at most {MAX_CLAUSES}")
     if request.summary == "count":
         request = replace(request, paging=replace(request.paging, count=0))  # the total only: no entries, no links
-    request = replace(request, clauses=tuple(clauses), includes=tuple(dict.fromkeys(includes)))
+    request = replace(request, clauses=tuple(clauses), includes=tuple(dict.fromkeys(includes)), ignored=tuple(ignored))
     if request.after is not None and request.keyset is None:
         raise InvalidRequest("_after continues a search in _id order only (next links carry it); "
                              "use _skip with _sort or near")

@@ -9,22 +9,20 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import (
-    ColumnClause,
     ColumnElement,
     Connection,
     CursorResult,
     Dialect,
-    Exists,
     FromClause,
-    ScalarSelect,
+    FunctionElement,
     Select,
-    SelectBase,
     and_,
     bindparam,
     case,
     exists,
     false,
     func,
+    literal,
     not_,
     null,
     or_,
@@ -32,6 +30,8 @@ from sqlalchemy import (
     true,
     union,
 )
+
+from sqlalchemy.ext.compiler import compiles
 
 from server.engine.provider import ResourceProvider
 from server.search.ids import coerce_id
@@ -44,6 +44,7 @@ from server.search.types.base import (
     Ranks,
     implements,
 )
+from server.search.referred import referred, referred_keys, tables_of
 from server.search.types.reference import ReferenceTarget, referring
 
 Found = Mapping[Hashable, Any]  # what LooksUp types looked up before the search, by their own keys
@@ -54,13 +55,23 @@ def _context(provider: ResourceProvider, clause: Clause, found: Found) -> Compil
 
 
 def _condition(provider: ResourceProvider, match: Match) -> ColumnElement[bool]:
-    return provider.id_column.in_(match) if isinstance(match, Select) else match
+    return provider.id_column.in_(match) if isinstance(match, Select) else referred(provider.table, match)
 
 
-def _any(provider: ResourceProvider, matches: list[Match]) -> ColumnElement[bool]:
+REFERRED = "referred"  # found[(REFERRED, clause key, clause raw, position)]: keys of a referred table's rows
+
+
+def _matches(provider: ResourceProvider, clause: Clause, at: CompileContext) -> list[Match]:
+    kind, targets = clause.param.kind, clause.param.targets
+    return [m for v in clause.values for t in targets if (m := kind.compile(t, clause.modifier, v, at)) is not None]
+
+
+def _any(provider: ResourceProvider, clause: Clause, matches: list[Match], found: Found) -> ColumnElement[bool]:
     """OR of conditions and side-table selects. Mixed, they become one id IN (... UNION ...): each arm uses its
-    own index, where an OR holding an IN (subquery) would scan the whole table."""
-    direct = [m for m in matches if not isinstance(m, Select)]
+    own index, where an OR holding an IN (subquery) would scan the whole table. A condition on a referred table
+    (server.search.referred) becomes one on the foreign key, with the keys look_up found."""
+    direct = [referred(provider.table, m, found.get((REFERRED, clause.key, clause.raw, i)))
+              for i, m in enumerate(matches) if not isinstance(m, Select)]
     side = [m for m in matches if isinstance(m, Select)]
     if not side:
         return or_(*direct) if direct else false()
@@ -77,19 +88,23 @@ def _clause(provider: ResourceProvider, clause: Clause, found: Found) -> ColumnE
         assert isinstance(value, MissingValue)
         present = or_(*(_condition(provider, kind.present(t, at)) for t in targets))
         return not_(present) if value.missing else present
-    matches = [m for v in clause.values for t in targets if (m := kind.compile(t, clause.modifier, v, at)) is not None]
-    matched = _any(provider, matches)
+    matched = _any(provider, clause, _matches(provider, clause, at), found)
     if clause.modifier == "not":  # resources with no matching value, including those with no value at all
         return provider.id_column.not_in(select(provider.id_column).select_from(provider.source).where(matched))
     return matched
 
 
+JOINED = "joined"  # found[(JOINED, key, raw)]: the condition of a chained or _has parameter (server.search.chains)
+
+
 def where_clause(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
                  visible: ColumnElement[bool] | None = None) -> ColumnElement[bool]:
-    """`found`: look_up's result; `visible`: the caller's scope (server.access.scope.Visibility.clause)."""
+    """`found`: look_up's result (and the conditions of the request's chained parameters, compiled before);
+    `visible`: the caller's scope (server.access.scope.Visibility.clause)."""
     live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
     scope = [visible] if visible is not None else []
-    return and_(true(), *live, *scope, *(_clause(provider, c, found or {}) for c in request.all_clauses))
+    joined = [(found or {})[(JOINED, j.key, j.raw)] for j in request.joined]  # KeyError: not compiled
+    return and_(true(), *live, *scope, *(_clause(provider, c, found or {}) for c in request.all_clauses), *joined)
 
 
 def look_up(conn: Connection, provider: ResourceProvider, request: SearchRequest,
@@ -108,6 +123,13 @@ def look_up(conn: Connection, provider: ResourceProvider, request: SearchRequest
             for value in clause.values:
                 for key, query in kind.lookups(target, clause.modifier, value, at):
                     found[key] = conn.execute(query.where(*live, *scope).limit(1)).scalar()
+    for clause in request.all_clauses:  # then the keys of conditions on referred tables (their rows' scope is
+        if clause.modifier == "missing":  # the provider's, applied by the search itself)
+            continue
+        for i, match in enumerate(_matches(provider, clause, _context(provider, clause, found))):
+            keys = None if isinstance(match, Select) else referred_keys(conn, provider.table, match)
+            if keys is not None:
+                found[(REFERRED, clause.key, clause.raw, i)] = keys
     return found
 
 
@@ -121,13 +143,24 @@ def _measure(request: SearchRequest) -> ColumnElement[Any] | None:
     return cast(Ranks[Any, Any], ranked.param.kind).measure(ranked.param.targets[0], ranked.values[0])
 
 
-def _order(provider: ResourceProvider, request: SearchRequest) -> list[Any]:
+def _sort_keys(provider: ResourceProvider, request: SearchRequest) -> list[tuple[ColumnElement[Any], bool | None]]:
+    """What orders the matches, in turn: (expression, descending; None: the measure, ascending, nulls as they
+    come), the id last."""
     measure = _measure(request)
-    order: list[Any] = [measure] if measure is not None and not request.sort else []
+    keys: list[tuple[ColumnElement[Any], bool | None]] = [(measure, None)] if measure is not None and not request.sort \
+        else []
     for key in request.sort:
         assert key.param.sort is not None
-        order.append(key.param.sort.desc().nulls_last() if key.descending else key.param.sort.asc().nulls_last())
-    return [*order, provider.id_column]
+        keys.append((key.param.sort, key.descending))
+    return [*keys, (provider.id_column, None)]
+
+
+def _ordered(keys: list[tuple[ColumnElement[Any], bool | None]]) -> list[Any]:
+    return [e if d is None else e.desc().nulls_last() if d else e.asc().nulls_last() for e, d in keys]
+
+
+def _order(provider: ResourceProvider, request: SearchRequest) -> list[Any]:
+    return _ordered(_sort_keys(provider, request))
 
 
 def _measure_column(request: SearchRequest) -> list[ColumnElement[Any]]:
@@ -135,60 +168,79 @@ def _measure_column(request: SearchRequest) -> list[ColumnElement[Any]]:
     return [] if measure is None else [measure.label(MEASURE)]
 
 
+class sorted_matches(FunctionElement[Any]):
+    """The id as an ORDER BY key that SQLite's planner cannot serve by walking the table in id order: it then
+    reads the matches from the index of the condition and sorts them (SQLite plans without statistics of value
+    ranges, and would walk the whole table for a page of a few matches). Other databases: the id itself."""
+
+    inherit_cache = True
+    name = "sorted_matches"
+
+
+@compiles(sorted_matches)
+def _sorted_matches(element: sorted_matches, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.clauses, **kw))
+
+
+@compiles(sorted_matches, "sqlite")
+def _sorted_matches_sqlite(element: sorted_matches, compiler: Any, **kw: Any) -> str:
+    return "+" + str(compiler.process(element.clauses, **kw))
+
+
+SORT_BELOW = 1000  # a search known to match at most this many rows sorts them (sorted_matches)
+
+
 def _paged(provider: ResourceProvider, request: SearchRequest, query: Select[Any], where: ColumnElement[bool],
-           extra_row: int) -> Select[Any]:
-    query = query.where(where).order_by(*_order(provider, request))
+           extra_row: int, total: int | None = None) -> Select[Any]:
+    """`total`: the search's exact total, when counted: few matches are read by the condition's index and sorted."""
+    order = _order(provider, request)
+    if total is not None and total <= SORT_BELOW and not request.sort and request.ranked is None:
+        order = [sorted_matches(provider.id_column)]
+    query = query.where(where).order_by(*order)
     if request.after is not None and request.keyset is not None:  # keyset: no offset to walk through
         after = coerce_id(provider.id_column, request.after)
         query = query.where(provider.id_column > after if request.keyset else provider.id_column < after)
     elif request.skip:
-        query = query.offset(request.skip)
-    return query.limit(request.count + extra_row)
+        query = query.offset(literal(request.skip, literal_execute=True))
+    # constants, not parameters: a planner that does not know the limit may not find the page by an index
+    return query.limit(literal(request.count + extra_row, literal_execute=True))
 
 
 def page_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-               extra_row: int = 0, where: ColumnElement[bool] | None = None) -> Select[Any]:
-    """`where`: the request's where_clause, when the caller has it already."""
+               extra_row: int = 0, where: ColumnElement[bool] | None = None, total: int | None = None) -> Select[Any]:
+    """`where`: the request's where_clause, when the caller has it already; `total`: its count, when known."""
     columns = [*(provider.search_columns or provider.columns), *_measure_column(request)]
     where = where if where is not None else where_clause(provider, request, found)
-    return _paged(provider, request, select(*columns).select_from(provider.source), where, extra_row)
-
-
-def _tables(*elements: Any) -> set[Any]:
-    """The tables (and aliases) whose columns the elements use themselves, not inside their subqueries."""
-    found: set[Any] = set()
-    stack = list(elements)
-    while stack:
-        element = stack.pop()
-        if isinstance(element, SelectBase | ScalarSelect | Exists):
-            continue  # a subquery has its own FROM
-        table = getattr(element, "table", None)
-        if isinstance(element, ColumnClause) and table is not None:
-            found.add(table)
-        stack.extend(element.get_children())
-    return found
+    return _paged(provider, request, select(*columns).select_from(provider.source), where, extra_row, total)
 
 
 def _from(provider: ResourceProvider, *elements: Any) -> FromClause:
     """The provider's table alone when that is all the elements use: fewer joins to plan."""
-    return provider.table if _tables(*elements) <= {provider.table} else provider.source
+    return provider.table if tables_of(*elements) <= {provider.table} else provider.source
 
 
 def body_page_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-                    extra_row: int = 0, where: ColumnElement[bool] | None = None) -> Select[Any]:
-    """Ids and stored bodies (NULL where the body cannot serve this page) instead of the columns. The body is
-    a correlated subquery, looked up for the page's rows only (a join may be planned as a scan from the start)."""
+                    extra_row: int = 0, where: ColumnElement[bool] | None = None,
+                    total: int | None = None) -> Select[Any]:
+    """Ids and stored bodies (NULL where the body cannot serve this page) instead of the columns. The page is
+    chosen first (its ids, versions and sort keys: what the condition's indexes and rows give), then the bodies of
+    its rows only are looked up: a sort of many matches never carries their bodies."""
     v, spec = provider.versioning, provider.prerendered
     assert v is not None and spec is not None
-    stored = (select(spec.body).where(v.history_id == provider.id_column, v.history_version == v.version)
-              .scalar_subquery())
-    body = stored if spec.in_search is None else case((spec.in_search, stored), else_=None)
     where = where if where is not None else where_clause(provider, request, found)
-    uses = [where, *_order(provider, request), *_measure_column(request),
-            *([spec.in_search] if spec.in_search is not None else [])]
-    query = select(provider.id_column, body.label("_body"), *_measure_column(request)).select_from(
-        _from(provider, *uses))
-    return _paged(provider, request, query, where, extra_row)
+    keys = _sort_keys(provider, request)
+    flags = [spec.in_search.label("_in_search")] if spec.in_search is not None else []
+    sorting = [e.label(f"_key{i}") for i, (e, _) in enumerate(keys[:-1])]
+    inner = select(provider.id_column, v.version.label("_version"), *flags, *sorting, *_measure_column(request))
+    inner = inner.select_from(_from(provider, where, *(e for e, _ in keys), *flags, *_measure_column(request)))
+    page = _paged(provider, request, inner, where, extra_row, total).subquery("page")
+    page_id = page.c[provider.id_column.key]
+    stored = (select(spec.body).where(v.history_id == page_id, v.history_version == page.c["_version"])
+              .scalar_subquery())
+    body = stored if spec.in_search is None else case((page.c["_in_search"], stored), else_=None)
+    measure = [page.c[MEASURE]] if request.ranked is not None else []
+    order = _ordered([*((page.c[f"_key{i}"], d) for i, (_, d) in enumerate(keys[:-1])), (page_id, None)])
+    return select(page_id, body.label("_body"), *measure).select_from(page).order_by(*order)
 
 
 def body_query(provider: ResourceProvider, scoped: bool = False) -> Select[Any]:

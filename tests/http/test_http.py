@@ -90,7 +90,8 @@ def test_errors_are_operation_outcomes(client: TestClient, path: str, status: in
     pytest.param({"Accept": "application/fhir+json"}, "", "application/fhir+json", id="fhir-json"),
     pytest.param({"Accept": "application/json"}, "", "application/json", id="json"),
     pytest.param({"Accept": "*/*"}, "", "application/fhir+json", id="any"),
-    pytest.param({"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}, "", "application/fhir+json", id="browser"),
+    pytest.param({"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}, "", "text/html", id="browser"),
+    pytest.param({"Accept": "application/fhir+json, text/html;q=0.9"}, "", "application/fhir+json", id="html-second"),
     pytest.param({"Accept": "application/json;q=0.5, application/fhir+json"}, "", "application/fhir+json", id="q-order"),
     pytest.param({"Accept": "application/fhir+json;q=0.2, application/json;q=0.9"}, "", "application/json", id="q-prefers-json"),
     pytest.param({"Accept": "application/fhir+json; fhirVersion=4.0"}, "", "application/fhir+json", id="fhir-version-param"),
@@ -111,7 +112,7 @@ def test_json_negotiation(client: TestClient, headers: dict[str, str], query: st
 
 
 @pytest.mark.parametrize("headers, query", [
-    pytest.param({"Accept": "text/html"}, "", id="html-only"),
+    pytest.param({"Accept": "application/xhtml+xml"}, "", id="xhtml-only"),
     pytest.param({"Accept": "application/fhir+json;q=0"}, "", id="q-zero"),
     pytest.param({"Accept": "text/turtle"}, "", id="turtle"),
     pytest.param({}, "_format=turtle", id="format-turtle"),

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections import Counter
@@ -189,7 +188,6 @@ def test_twenty_thousand(engine: Engine) -> None:
     assert time.perf_counter() - started < 60
 
 
-@pytest.mark.skipif(not os.environ.get("ORGUNIT_FHIR_SLOW_TESTS"), reason="set ORGUNIT_FHIR_SLOW_TESTS=1")
 def test_hundred_thousand_on_sqlite(tmp_path: Path) -> None:
     engine = sqlite_engine(tmp_path, "big")
     try:

@@ -14,6 +14,7 @@ from plugins.orgunits.importers.iaso_csv import load_iaso_csv
 from plugins.orgunits.tables import data_source, org_unit, org_unit_name, org_unit_type
 from plugins.orgunits.records import WriteReport
 from tests.support.contexts import IASO_CSV
+from tests.support.data import counts
 from tests.support.store_snapshot import TABLES, count, snapshot, units
 
 Rows = list[list[str]]
@@ -143,7 +144,9 @@ def test_subset_resolves_parents_already_stored(engine: Engine, tmp_path: Path) 
     before = snapshot(engine)
     rows = read_csv()
     facilities = [rows[0], *(row for row in rows[1:] if row[col("Type")].endswith(" - HF"))]
-    assert load_iaso_csv(engine, write_csv(tmp_path / "hf.csv", facilities)) == WriteReport(unchanged=83)
+    report = load_iaso_csv(engine, write_csv(tmp_path / "hf.csv", facilities))
+    assert counts(report) == {"unchanged": 83, "missing": 53}  # the areas and above, left as they were
+    assert len(report.missing_ids) == 5 and "53 units of default/Iaso are not in the file" in report.notes[0]
     assert snapshot(engine) == before
 
 

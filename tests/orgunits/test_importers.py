@@ -18,7 +18,8 @@ from sqlalchemy import Engine, select
 
 from server.errors import LoadError
 from plugins.orgunits.importers import formats
-from plugins.orgunits.importers.common import allocate_ids, import_units
+from plugins.orgunits.importers.common import allocate_ids
+from plugins.orgunits.importers.transaction import import_units
 from plugins.orgunits.importers.formats import FORMATS, load_file
 from plugins.orgunits.importers.dhis2 import import_dhis2, load_dhis2
 from plugins.orgunits.importers.fhir_bundle import import_fhir_bundle, load_fhir_bundle
@@ -29,6 +30,7 @@ from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source
 from plugins.orgunits.writer import as_utc, ensure_data_source
 from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport
 from tests.support.contexts import IASO_CSV, REAL_DATA
+from tests.support.data import counts
 from tests.support.store_snapshot import TABLES, count, snapshot, units
 
 IASO_GPKG = REAL_DATA / "iaso_burkina_faso" / "org_units.gpkg"
@@ -384,7 +386,8 @@ def test_partial_bundle_finds_parents_among_stored_units(engine: Engine) -> None
     bundle = json.loads(SL_BUNDLE.read_text())
     facilities = [e for e in bundle["entry"] if e["resource"]["resourceType"] == "Location"
                   and e["resource"].get("partOf", {}).get("reference") == "Location/qtr8GGlm4gg"]
-    assert import_fhir_bundle(engine, {**bundle, "entry": facilities}) == WriteReport(unchanged=len(facilities))
+    assert counts(import_fhir_bundle(engine, {**bundle, "entry": facilities})) == {
+        "unchanged": len(facilities), "missing": 1332 - len(facilities)}
     assert snapshot(engine) == before
 
 
@@ -613,12 +616,12 @@ def test_dhis2_partial_file_keeps_types_and_finds_stored_parents(engine: Engine)
     document = dhis2_sample()
     document["organisationUnits"] = [unit for unit in document["organisationUnits"] if unit.get("level", 4) <= 2]
     del document["organisationUnitLevels"][3]  # the file alone would make level 2 the deepest (HF)
-    assert import_dhis2(engine, document) == WriteReport(unchanged=4)
+    assert counts(import_dhis2(engine, document)) == {"unchanged": 4, "missing": 28}
     assert snapshot(engine) == before
     document = dhis2_sample()
     document["organisationUnits"] = [unit for unit in document["organisationUnits"] if unit.get("level") == 4]
     del document["organisationUnitLevels"]
-    assert import_dhis2(engine, document) == WriteReport(unchanged=19)
+    assert counts(import_dhis2(engine, document)) == {"unchanged": 19, "missing": 13}
     assert snapshot(engine) == before  # the stored level names are kept
 
 
@@ -781,7 +784,9 @@ def test_delete_missing(engine: Engine) -> None:
     document = dhis2_sample()
     document["organisationUnits"] = [unit for unit in document["organisationUnits"]
                                      if unit["id"] not in ("Rp268JB6Ne4", "cDw53Ej8rju")]
-    assert import_dhis2(engine, document, delete_missing=True) == WriteReport(unchanged=30)
+    report = import_dhis2(engine, document, delete_missing=True)
+    assert counts(report) == {"unchanged": 30, "deleted": 2}
+    assert sorted(report.deleted_ids) == sorted(before[ref].id for ref in ("Rp268JB6Ne4", "cDw53Ej8rju"))
     after = by_ref(engine)
     gone = {ref for ref, row in after.items() if row.deleted}
     assert gone == {"Rp268JB6Ne4", "cDw53Ej8rju"}
@@ -803,5 +808,7 @@ def test_delete_missing_without_the_flag_keeps_units(engine: Engine) -> None:
     load_dhis2(engine, DHIS2_SAMPLE)
     document = dhis2_sample()
     document["organisationUnits"] = document["organisationUnits"][1:]
-    assert import_dhis2(engine, document) == WriteReport(unchanged=31)
+    report = import_dhis2(engine, document)
+    assert counts(report) == {"unchanged": 31, "missing": 1}
+    assert report.missing_ids == (by_ref(engine)[dhis2_sample()["organisationUnits"][0]["id"]].id,)
     assert not any(row.deleted for row in units(engine).values())

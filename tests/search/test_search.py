@@ -29,7 +29,7 @@ def search(ctx: ServerContext, query: str, strict: bool = False) -> dict[str, An
 
 
 def ids(bundle: dict[str, Any]) -> list[int]:
-    return [int(e["resource"]["id"]) for e in bundle.get("entry", [])]
+    return [int(e["resource"]["id"]) for e in bundle.get("entry", []) if e["search"]["mode"] != "outcome"]
 
 
 MATCHES = [
@@ -113,6 +113,23 @@ def test_strict_handling_rejects_unknown_parameters(small_ctx: ServerContext) ->
     with pytest.raises(UnsupportedParameter, match="colour"):
         search(small_ctx, "colour=blue", strict=True)
     assert ids(search(small_ctx, "status=inactive", strict=True)) == [31]
+
+
+@pytest.mark.parametrize("query, named, matches", [
+    pytest.param("nme=dine", "parameter nme ignored", 9, id="misspelt-name"),
+    pytest.param("nme=dine&colour:exact=blue&status=inactive", "parameters nme, colour:exact ignored", 1, id="two"),
+    pytest.param("nme=dine&_summary=count", "parameter nme ignored", 0, id="count-only"),
+])
+def test_an_ignored_parameter_is_a_warning_in_the_bundle(small_ctx: ServerContext, query: str, named: str,
+                                                         matches: int) -> None:
+    """A misspelt parameter returns everything (lenient handling), and an outcome entry says so."""
+    bundle = search(small_ctx, query)
+    outcomes = [e for e in bundle["entry"] if e["search"]["mode"] == "outcome"]
+    assert len(ids(bundle)) == matches and len(outcomes) == 1 and "fullUrl" not in outcomes[0]
+    issue = outcomes[0]["resource"]["issue"][0]
+    assert (issue["severity"], issue["code"]) == ("warning", "not-supported") and named in issue["diagnostics"]
+    assert "Prefer: handling=strict" in issue["diagnostics"] and "nme" not in link(bundle, "self")
+    assert "entry" not in search(small_ctx, "name=zzz")  # nothing ignored, nothing found: no entry at all
 
 
 def link(bundle: dict[str, Any], relation: str) -> str | None:

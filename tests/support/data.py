@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -41,3 +42,9 @@ def load_small_pyramid(engine: Engine) -> None:
         version = ensure_source_version(conn, ds, 3, now=NOW)
         ensure_types(conn, TYPES)
         write_units(conn, UNITS, version, NOW)
+
+
+def counts(report: Any) -> dict[str, int]:
+    """The non-zero figures of a load's report (inserted, updated, unchanged, deleted, missing)."""
+    names = ("inserted", "updated", "unchanged", "deleted", "missing")
+    return {name: getattr(report, name) for name in names if getattr(report, name)}

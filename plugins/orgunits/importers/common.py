@@ -1,93 +1,23 @@
-"""What every importer shares: the single write path (`import_units`), id allocation for sources whose ids are
-strings, parent lookups among stored units, cycle and depth checks (together: `resolve_hierarchy`), per-level
-org unit types, and the registry of file formats that the CLI loads (`FORMATS`, `load_file`)."""
+"""What every importer shares (besides the write path, `transaction.import_units`): id allocation for sources whose
+ids are strings, parent lookups among stored units, cycle and depth checks (together: `resolve_hierarchy`), and
+per-level org unit types."""
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from itertools import islice
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, func, select
 
-from plugins.orgunits import history
-from plugins.orgunits.records import (
-    TypeRecord,
-    UnitRecord,
-    WriteReport,
-    describe,
-    refuse_cycles,
-    slugify,
-)
-from plugins.orgunits.tables import (
-    DEFAULT_ACCOUNT,
-    data_source,
-    org_unit,
-    org_unit_type,
-    source_version,
-)
-from plugins.orgunits.writer import (
-    ensure_data_source,
-    ensure_source_version,
-    ensure_types,
-    write_units,
-)
+from plugins.orgunits.records import TypeRecord, refuse_cycles, slugify
+from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source_version
 from server import LoadError
 
 K = TypeVar("K", bound=Hashable)
-Records = Union[Iterable[UnitRecord], Callable[[Connection, int], Iterable[UnitRecord]]]
-Types = Union[Iterable[TypeRecord], Callable[[Connection, int], Iterable[TypeRecord]]]
-Progress = Callable[[int], None]
 CHUNK = 2000
 MAX_DEPTH = 256
-
-
-# --- the single write path ----------------------------------------------------------------------------------
-
-def import_units(engine: Engine, *, data_source: str, version: int, types: Types, records: Records,
-                 delete_missing: bool = False, identifier_system: str | None = None, now: datetime | None = None,
-                 progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
-    """Write one file's units into `data_source`/`version` in ONE transaction: all or nothing.
-
-    `types` and `records` are iterables, or callables `(conn, data_source_id) -> iterable` for importers that
-    need the database to build them (ids allocated for string ids, parents among stored units); `types` is
-    called (and written) first. A record whose id belongs to a unit of another data source is refused.
-    With `delete_missing`, the units of the data source that are not in `records` are marked deleted.
-    """
-    now = now or datetime.now(timezone.utc)
-    with engine.begin() as conn:
-        source_id = ensure_data_source(conn, data_source, identifier_system=identifier_system, now=now,
-                                       account=account)
-        version_id = ensure_source_version(conn, source_id, version, now=now)
-        ensure_types(conn, types(conn, source_id) if callable(types) else types, now=now, account=account)
-        units = records(conn, source_id) if callable(records) else records
-        seen: set[int] = set()
-        report = write_units(conn, _owned(conn, units, source_id, seen), version_id, now, progress=progress)
-        if delete_missing:
-            history.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
-        return report
-
-
-def _owned(conn: Connection, records: Iterable[UnitRecord], source_id: int, seen: set[int]) -> Iterator[UnitRecord]:
-    """The records, refusing any whose id is a unit of another data source (an import never moves units
-    between data sources); the ids are collected into `seen`."""
-    iterator = iter(records)
-    while batch := list(islice(iterator, CHUNK)):
-        ids = [record.id for record in batch if isinstance(record.id, int)]
-        query = (select(org_unit.c.id, data_source.c.name)
-                 .join(source_version, source_version.c.id == org_unit.c.source_version_id)
-                 .join(data_source, data_source.c.id == source_version.c.data_source_id)
-                 .where(org_unit.c.id.in_(ids), data_source.c.id != source_id).limit(1))
-        clash = conn.execute(query).first()
-        if clash is not None:
-            record = next(record for record in batch if record.id == clash.id)
-            raise LoadError(f"{describe(record)}: id {clash.id} is already used by a unit of data source "
-                            f"{clash.name!r}; an import does not move units between data sources")
-        seen.update(ids)
-        yield from batch
 
 
 # --- ids and stored units -----------------------------------------------------------------------------------

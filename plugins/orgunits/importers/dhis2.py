@@ -30,7 +30,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from plugins.orgunits.importers.common import Hierarchy, Progress, import_units, level_types, resolve_hierarchy
+from plugins.orgunits.importers.common import Hierarchy, level_types, resolve_hierarchy
+from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.importers.parsers import aliases, parse_date, parse_timestamp, read_json
 from plugins.orgunits.importers.geometry import (
     check_geometry,
@@ -43,6 +44,7 @@ from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from server import LoadError
 
 DEFAULT_DATA_SOURCE = "DHIS2"
+KEPT = frozenset({"validation_status", "uuid"})  # DHIS2 has neither: a stored unit keeps them
 _LEGACY_TYPES = {"POINT", "SYMBOL", "POLYGON", "MULTI_POLYGON", "NONE"}
 
 
@@ -69,20 +71,21 @@ class _Unit:
 
 def load_dhis2(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None, version: int = 1, *,
                delete_missing: bool = False, now: datetime | None = None,
-               progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
+               progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, dry_run: bool = False) -> WriteReport:
     """Load a DHIS2 organisation units JSON file into `data_source` (default 'DHIS2') / `version`."""
     return import_dhis2(engine, read_json(path), data_source=data_source, version=version,
-                        delete_missing=delete_missing, now=now, progress=progress, account=account)
+                        delete_missing=delete_missing, now=now, progress=progress, account=account, dry_run=dry_run)
 
 
 def import_dhis2(engine: Engine, document: Any, *, data_source: str | None = None, version: int = 1,
                  delete_missing: bool = False, now: datetime | None = None,
-                 progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
+                 progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, dry_run: bool = False) -> WriteReport:
     """Load parsed DHIS2 JSON in one transaction; raises LoadError and writes nothing if any unit is wrong."""
     units, level_names = read_units(document)
     plan = _Plan(units, level_names, data_source or DEFAULT_DATA_SOURCE)
     return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
-                        delete_missing=delete_missing, now=now, progress=progress, account=account)
+                        delete_missing=delete_missing, now=now, progress=progress, account=account, fmt="dhis2",
+                        kept=KEPT, dry_run=dry_run)
 
 
 def read_units(document: Any) -> tuple[list[_Unit], dict[int, str]]:
@@ -265,4 +268,5 @@ class _Plan:
             created_at=unit.created,
             updated_at=unit.updated,
             geometry=unit.geometry,
+            kept=KEPT,
         ) for unit in self.units]

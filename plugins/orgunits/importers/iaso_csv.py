@@ -13,7 +13,8 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine
 
-from plugins.orgunits.importers.common import Progress, import_units, stored_by
+from plugins.orgunits.importers.common import stored_by
+from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport, refuse_cycles
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, VALIDATION_STATUSES, org_unit
 from server import LoadError
@@ -24,6 +25,7 @@ OPENING, CLOSING = "Date d'ouverture", "Date de fermeture"
 CREATED, UPDATED = "Date de création", "Date de modification"
 STATUS, REF = "Validé", "Référence externe"
 REQUIRED = (ID, NAME, TYPE)
+KEPT = frozenset({"uuid", "aliases", "altitude", "geometry"})  # what only the GeoPackage (or nothing) carries
 CATEGORIES = {"COUN": "COUNTRY", "REG": "REGION", "DIST": "DISTRICT"}
 _PARENT_NAME = re.compile(r"parent (\d+)")
 _PARENT_REF = re.compile(r"Ref Ext parent (\d+)")
@@ -59,9 +61,9 @@ class _Row:
 
 def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str | None = "Iaso",
                   version: int = 1, *, delete_missing: bool = False, now: datetime | None = None,
-                  progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
+                  progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, dry_run: bool = False) -> WriteReport:
     """Load the file into `data_source`/`version` in one transaction; raises LoadError and writes nothing
-    if any row is wrong."""
+    if any row is wrong. What the CSV does not carry (boundaries, uuid, altitude: the GeoPackage's) is kept."""
     source = data_source or "Iaso"
     rows = read_rows(Path(path))
     types = _types(rows)
@@ -74,7 +76,8 @@ def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str
 
     return import_units(engine, data_source=source, version=version,
                         types=sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)),
-                        records=records, delete_missing=delete_missing, now=now, progress=progress, account=account)
+                        records=records, delete_missing=delete_missing, now=now, progress=progress, account=account,
+                        fmt="iaso-csv", kept=KEPT, dry_run=dry_run)
 
 
 def read_rows(path: Path) -> list[_Row]:
@@ -115,6 +118,7 @@ class _Columns:
         if missing:
             raise LoadError(f"line 1: missing column(s) {', '.join(map(repr, missing))}; "
                             f"is this an Iaso org unit export?")
+        self.width = len(header)
         self.parent_names = self._numbered(_PARENT_NAME)
         self.parent_refs = self._numbered(_PARENT_REF)
 
@@ -131,6 +135,10 @@ class _Columns:
         def at(positions: list[int]) -> tuple[str, ...]:
             return tuple(cells[p].strip() if p < len(cells) else "" for p in positions)
 
+        if len(cells) < self.width:
+            raise LoadError(f"line {line} has {len(cells)} fields but the header has {self.width}: the row is cut "
+                            "short (a quoted field left open, or a line break inside a field?); fix the line or "
+                            "export the file again")
         raw_id = cell(ID)
         try:
             unit_id = int(raw_id)
@@ -282,4 +290,5 @@ def _record(row: _Row, parent_id: int | None) -> UnitRecord:
         closing_date=row.closing,
         created_at=row.created,
         updated_at=row.updated,
+        kept=KEPT,
     )

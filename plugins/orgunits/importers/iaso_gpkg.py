@@ -11,9 +11,10 @@ fid, geom, id, name, ref, parent, parent_ref, group_refs, group_names, uuid; geo
   and the GeoPackage of one export give the same types;
 - POINT -> latitude/longitude (the Z ordinate is the altitude, except 0, which Iaso writes when it is unknown);
   POLYGON/MULTIPOLYGON -> `geometry` as GeoJSON ([longitude, latitude]), without latitude/longitude;
-- the GeoPackage has no validation status: every unit is VALID. It has no dates either (opening, closing,
-  creation, modification): they are written empty. Groups (group_refs, group_names, the `groups` table) are
-  not stored.
+- the GeoPackage has no validation status (a new unit is VALID) and no dates (opening, closing, creation,
+  modification): a unit already stored (from Iaso's CSV export of the same pyramid) keeps its own, so the CSV and
+  the GeoPackage combine in one data source; likewise a point keeps the stored boundary and a polygon the stored
+  position. Groups (group_refs, group_names, the `groups` table) are not stored.
 """
 from __future__ import annotations
 
@@ -28,11 +29,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from plugins.orgunits.importers.common import (
-    Progress,
-    import_units,
-    stored_by,
-)
+from plugins.orgunits.importers.common import stored_by
+from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.importers.geometry import (
     WGS84,
     check_boundary,
@@ -46,6 +44,8 @@ from server import LoadError
 
 DEFAULT_DATA_SOURCE = "Iaso"
 REQUIRED = ("id", "name", "ref", "parent_ref")
+KEPT = frozenset({"validation_status", "aliases", "opening_date", "closing_date"})  # what only the CSV carries
+_POSITION = frozenset({"latitude", "longitude", "altitude"})
 _LEVEL = re.compile(r"level-(\d+)-(.+)")
 _PARENT = re.compile(r"(.+?) \((.+) - ([^()]+)\)")
 
@@ -73,7 +73,7 @@ class _Feature:
 
 def load_iaso_gpkg(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None, version: int = 1,
                    *, delete_missing: bool = False, now: datetime | None = None,
-                   progress: Progress | None = None, account: str = DEFAULT_ACCOUNT) -> WriteReport:
+                   progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, dry_run: bool = False) -> WriteReport:
     """Load the GeoPackage into `data_source` (default 'Iaso', like the CSV) / `version` in one transaction;
     raises LoadError and writes nothing if any feature is wrong."""
     source = data_source or DEFAULT_DATA_SOURCE
@@ -88,7 +88,8 @@ def load_iaso_gpkg(engine: Engine, path: str | os.PathLike[str], data_source: st
 
     return import_units(engine, data_source=source, version=version,
                         types=sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)),
-                        records=records, delete_missing=delete_missing, now=now, progress=progress, account=account)
+                        records=records, delete_missing=delete_missing, now=now, progress=progress, account=account,
+                        fmt="iaso-gpkg", kept=KEPT, dry_run=dry_run)
 
 
 def read_features(path: Path) -> tuple[list[_Feature], dict[str, TypeRecord]]:
@@ -286,5 +287,8 @@ def _record(feature: _Feature, parent_id: int | None) -> UnitRecord:
         longitude=feature.longitude,
         altitude=feature.altitude,
         geometry=feature.geometry,
+        # a point carries no boundary, a polygon no position, a feature without geometry neither: kept as stored
+        kept=KEPT | (frozenset({"geometry"}) if feature.geometry is None else frozenset())
+        | (_POSITION if feature.latitude is None else frozenset()),
     )
 

@@ -1,19 +1,27 @@
-"""`string` parameters: starts-with on a normalized column (accents and case folded), :exact, :contains."""
+"""`string` parameters: starts-with on a normalized column (accents and case folded), :exact, :contains.
+
+Starts-with is a range of the normalized column, `normalized >= prefix AND normalized < successor(prefix)`, which an
+ordinary index serves on every backend (a case-insensitive LIKE cannot use one on SQLite). The range holds exactly
+the values starting with the prefix when the column compares in code-point order: SQLite's default (BINARY), and
+on PostgreSQL a column declared with COLLATE "C" (as the materialized paths of server.search.paths)."""
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement
+from sqlalchemy import ColumnElement, and_
 
 from server.engine.text import normalize
-from server.search.types.base import CompileContext, Match, Through, like_escape, starts_with, via
+from server.search.types.base import CompileContext, Match, Through, like_escape, via
+
+SURROGATES = (0xD800, 0xDFFF)  # not characters: no text holds them
 
 
 @dataclass(frozen=True)
 class StringTarget:
-    normalized: ColumnElement[Any]  # holds server.engine.text.normalize(text)
+    normalized: ColumnElement[Any]  # holds server.engine.text.normalize(text), in code-point order (see above)
     exact: ColumnElement[Any]
     through: Through | None = None
 
@@ -22,6 +30,25 @@ class StringTarget:
 class StringValue:
     raw: str
     normalized: str
+
+
+def successor(prefix: str) -> str | None:
+    """The least string greater than every string starting with `prefix` (None: there is none, the prefix is all
+    U+10FFFF): its last character that can grow, grown by one, the rest of it dropped."""
+    chars = list(prefix)
+    while chars and ord(chars[-1]) == sys.maxunicode:
+        chars.pop()
+    if not chars:
+        return None
+    following = ord(chars[-1]) + 1
+    chars[-1] = chr(SURROGATES[1] + 1 if SURROGATES[0] <= following <= SURROGATES[1] else following)
+    return "".join(chars)
+
+
+def prefix_range(column: ColumnElement[Any], prefix: str) -> ColumnElement[bool]:
+    """The values of `column` starting with `prefix`, as an index range."""
+    upper = successor(prefix)
+    return column >= prefix if upper is None else and_(column >= prefix, column < upper)
 
 
 class StringType:
@@ -42,7 +69,7 @@ class StringType:
         elif modifier == "contains":
             cond = target.normalized.like(f"%{like_escape(value.normalized)}%", escape="\\")
         else:
-            cond = starts_with(target.normalized, value.normalized)
+            cond = prefix_range(target.normalized, value.normalized)
         return via(target.through, cond)
 
     def present(self, target: StringTarget, at: CompileContext) -> Match:

@@ -1,0 +1,154 @@
+"""Accounts and data sources, as an operator manages them (`orgunit-fhir accounts | data-sources`): list, rename,
+remove. Each change is one transaction of the caller's; a removal deletes the units (a deleted version each, so
+consumers syncing with `_history` see it) and marks the data source removed (no longer an Organization)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, select, update
+
+from plugins.orgunits.history import delete_units, new_versions, record_history
+from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source_version
+from plugins.orgunits.views import SERVED
+from server import LoadError, as_utc, normalize
+
+_LIVE = data_source.c.removed_at.is_(None)
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    account: str
+    name: str
+    slug: str
+    versions: int
+    units: int  # live units, every version
+    served: int  # live units of the version served
+    last_format: str | None
+
+
+@dataclass(frozen=True)
+class AccountInfo:
+    account: str
+    sources: int
+    units: int
+    served: int
+
+
+def list_sources(conn: Connection, account: str | None = None) -> list[SourceInfo]:
+    live_units = (select(func.count()).select_from(org_unit.join(source_version))
+                  .where(source_version.c.data_source_id == data_source.c.id, org_unit.c.deleted.is_(False)))
+    served = live_units.where(SERVED)
+    versions = select(func.count()).where(source_version.c.data_source_id == data_source.c.id)
+    query = (select(data_source.c.account, data_source.c.name, data_source.c.slug, versions.scalar_subquery(),
+                    live_units.scalar_subquery(), served.scalar_subquery(), data_source.c.last_format)
+             .where(_LIVE).order_by(data_source.c.account, data_source.c.name))
+    if account is not None:
+        query = query.where(data_source.c.account == account)
+    return [SourceInfo(a, n, s, int(v or 0), int(u or 0), int(d or 0), f) for a, n, s, v, u, d, f in conn.execute(query)]
+
+
+def list_accounts(conn: Connection) -> list[AccountInfo]:
+    accounts: dict[str, AccountInfo] = {}
+    for source in list_sources(conn):
+        held = accounts.get(source.account, AccountInfo(source.account, 0, 0, 0))
+        accounts[source.account] = AccountInfo(source.account, held.sources + 1, held.units + source.units,
+                                               held.served + source.served)
+    return list(accounts.values())
+
+
+def account_names(conn: Connection) -> list[str]:
+    return sorted(set(conn.execute(select(data_source.c.account).where(_LIVE)).scalars()))
+
+
+def _source(conn: Connection, account: str, name: str) -> Any:
+    row = conn.execute(select(data_source).where(data_source.c.account == account, data_source.c.name == name,
+                                                 _LIVE)).first()
+    if row is None:
+        known = [s.name for s in list_sources(conn, account)]
+        where = (f"its data sources: {', '.join(known)}" if known else
+                 f"it holds none; accounts: {', '.join(account_names(conn)) or 'none'}")
+        raise LoadError(f"account {account!r} has no data source {name!r} ({where})")
+    return row
+
+
+def _of_source(source_id: int) -> Any:
+    return org_unit.c.source_version_id.in_(select(source_version.c.id)
+                                            .where(source_version.c.data_source_id == source_id))
+
+
+def rename_source(conn: Connection, account: str, name: str, new_name: str, now: datetime) -> int:
+    """The data source gets a new name (its slug, the identifier consumers know it by, stays); each live unit gets
+    a new version (its managingOrganization.display changes). Returns how many."""
+    row = _source(conn, account, name)
+    new_name = new_name.strip()
+    if not new_name or len(new_name) > 200:
+        raise LoadError(f"new name {new_name!r}: give a name of 1 to 200 characters")
+    taken = conn.execute(select(data_source.c.removed_at).where(data_source.c.account == account,
+                                                                data_source.c.name == new_name)).first()
+    if taken is not None:
+        what = "a removed data source" if taken.removed_at is not None else "another data source"
+        raise LoadError(f"account {account!r}: {what} is already called {new_name!r}; choose another name")
+    now = as_utc(now)
+    conn.execute(update(data_source).where(data_source.c.id == row.id)
+                 .values(name=new_name, name_norm=normalize(new_name), updated_at=now))
+    changed = _count_live(conn, _of_source(row.id))
+    new_versions(conn, _of_source(row.id), now)
+    record_history(conn)
+    return changed
+
+
+def remove_source(conn: Connection, account: str, name: str, *, force: bool, now: datetime) -> int:
+    """Delete every live unit of the data source (refused while some are served, unless `force`) and mark it
+    removed. Returns how many units were deleted."""
+    row = _source(conn, account, name)
+    return _remove(conn, [row], force=force, now=now, what=f"removing data source {account}/{name}")
+
+
+def rename_account(conn: Connection, account: str, new_account: str) -> int:
+    """Every data source (and org unit type) of `account` moves to `new_account`, which must not exist: accounts
+    are not merged. Published resources do not change (the account is not part of them). Returns the number of
+    data sources moved."""
+    new_account = new_account.strip()
+    if not new_account or len(new_account) > 200:
+        raise LoadError(f"new account {new_account!r}: give a name of 1 to 200 characters")
+    sources = [s.name for s in list_sources(conn, account)]
+    if not sources:
+        raise LoadError(f"account {account!r} does not exist (accounts: {', '.join(account_names(conn)) or 'none'})")
+    if conn.execute(select(data_source.c.id).where(data_source.c.account == new_account).limit(1)).first():
+        raise LoadError(f"account {new_account!r} already exists (or held data sources that were removed); accounts "
+                        "are not merged: choose another name")
+    conn.execute(update(data_source).where(data_source.c.account == account).values(account=new_account))
+    conn.execute(update(org_unit_type).where(org_unit_type.c.account == account).values(account=new_account))
+    return len(sources)
+
+
+def remove_account(conn: Connection, account: str, *, force: bool, now: datetime) -> tuple[int, int]:
+    """Remove every data source of the account (refused while units are served, unless `force`): the account no
+    longer exists. Returns (data sources removed, units deleted)."""
+    rows = conn.execute(select(data_source).where(data_source.c.account == account, _LIVE)).all()
+    if not rows:
+        raise LoadError(f"account {account!r} does not exist (accounts: {', '.join(account_names(conn)) or 'none'})")
+    deleted = _remove(conn, rows, force=force, now=now, what=f"removing account {account}")
+    return len(rows), deleted
+
+
+def _remove(conn: Connection, rows: list[Any], *, force: bool, now: datetime, what: str) -> int:
+    served = sum(s.served for row in rows for s in list_sources(conn, row.account) if s.name == row.name)
+    if served and not force:
+        raise LoadError(f"{what}: {served:,} of its units are served; pass --force to delete them (each gets a "
+                        "deleted version, which consumers syncing with _history see)")
+    ids = [int(i) for row in rows for i in conn.execute(
+        select(org_unit.c.id).where(_of_source(row.id), org_unit.c.deleted.is_(False)).order_by(org_unit.c.id))
+        .scalars()]
+    now = as_utc(now)
+    delete_units(conn, ids, now, what=what)
+    conn.execute(update(data_source).where(data_source.c.id.in_([row.id for row in rows]))
+                 .values(removed_at=now, updated_at=now))
+    return len(ids)
+
+
+def _count_live(conn: Connection, where: Any) -> int:
+    return int(conn.execute(select(func.count()).select_from(org_unit)
+                            .where(and_(where, org_unit.c.deleted.is_(False)))).scalar_one())

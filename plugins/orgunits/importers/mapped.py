@@ -1,0 +1,287 @@
+"""Import of any registry export (CSV, JSON, JSON lines) through a mapping file (`importers.mapping`), all or nothing:
+the units of the file and the levels above them (each from its own file, or from columns of the units' file), and
+an optional root, in ONE transaction.
+
+- source reference = the level's prefix + the id field (units: no prefix by default; a level: its type slugged,
+  'county-12'), so that codes repeated from level to level stay apart; integer ids are allocated by source
+  reference (`allocate_ids`), so loading the file again maps every unit to the same id;
+- parent: the `parent` field, the id of a unit of the level above (of the file itself when there are no levels,
+  else among the stored units of the data source); for a level read from the units' columns, the nearest level
+  above with a value in the same row; else the root; cycles and dangling parents are refused;
+- type: its name from the `type` field (or constant), its code the name slugged ('Health Centre' ->
+  'health-centre'), its depth the shallowest where it occurs; category the section's `category`, else 1 COUNTRY,
+  2 REGION, 3 DISTRICT and the units HF;
+- status: NEW/VALID/REJECTED or active/suspended/inactive, after the field's `map`; default VALID;
+- coordinates: numbers or strings ('034.92687', '-1,25'); dates: ISO, or `date_format` (strptime);
+- aliases and identifiers: published as Location.alias and alias identifiers; uuid as urn:uuid;
+- fields a section does not map keep their stored values (another format may carry them).
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from plugins.orgunits.importers.common import Hierarchy, level_category, resolve_hierarchy
+from plugins.orgunits.importers.mapping import FieldSpec, Section, UnitMapping, Unmapped, read_mapping
+from plugins.orgunits.importers.parsers import aliases, parse_date
+from plugins.orgunits.importers.tabular import Record, read_records
+from plugins.orgunits.importers.transaction import Progress, import_units
+from plugins.orgunits.records import KEEPABLE, TypeRecord, UnitRecord, WriteReport, slugify
+from plugins.orgunits.tables import DEFAULT_ACCOUNT, VALIDATION_STATUSES
+from server import LoadError
+
+FHIR_STATUSES = {"active": "VALID", "suspended": "NEW", "inactive": "REJECTED"}
+_UUID = re.compile(r"(?:urn:uuid:)?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})")
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    section: str  # "root", "levels[N]", "units"
+    label: str
+    ref: str
+    parent: str | None  # a source reference
+    name: str
+    type_name: str
+    category: str | None  # None: by depth
+    status: str = "VALID"
+    uuid: str | None = None
+    aliases: tuple[str, ...] = ()
+    latitude: float | None = None
+    longitude: float | None = None
+    altitude: float | None = None
+    opening: date | None = None
+    closing: date | None = None
+    kept: frozenset[str] = field(default=frozenset())
+
+
+def load_mapped(engine: Engine, path: str | os.PathLike[str], mapping: str | os.PathLike[str],
+                data_source: str | None = None, version: int = 1, *, delete_missing: bool = False,
+                now: datetime | None = None, progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
+                dry_run: bool = False) -> WriteReport:
+    """Load `path` as `mapping` says into `data_source` (default: the mapping's) / `version`."""
+    spec = read_mapping(mapping)
+    units = read_units(spec, Path(path))
+    plan = _Plan(units, data_source or spec.data_source, spec)
+    return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
+                        delete_missing=delete_missing, identifier_system=spec.identifier_system, now=now,
+                        progress=progress, account=account, fmt="mapped", kept=spec.units.kept, dry_run=dry_run)
+
+
+def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
+    """Every unit the mapping names (root, levels top first, then the file's units), checked, without the
+    database."""
+    rows = read_records(path, spec.units.source)
+    found: dict[str, _Unit] = {}
+    if spec.root is not None:
+        root = spec.root
+        _add(found, _Unit("root", "root", root.id, None, root.name, root.type, root.category,
+                          kept=KEEPABLE - {"validation_status"}))
+    top = spec.root.id if spec.root is not None else None
+    derived = [level for level in spec.levels if level.file is None]
+    for index, level in enumerate(spec.levels):
+        if level.file is None:
+            continue
+        above = spec.levels[index - 1] if index > 0 else None
+        for record in read_records(level.file, level.source):
+            unit = _unit(spec, level, record, lambda r: _parent_by_field(level, above, r, top))
+            if unit is not None:
+                _add(found, unit)
+    above_file = next((level for level in reversed(spec.levels) if level.file is not None), None)
+    for record in rows:
+        parent = _parent_by_field(derived[0], above_file, record, top) if derived else None
+        for level in derived:
+            unit = _unit(spec, level, record, lambda r, p=parent: p, derived=True)
+            if unit is not None:
+                _add(found, unit, derived=True)
+                parent = unit.ref
+        lowest = spec.levels[-1] if spec.levels else None
+        units_parent = (_parent_by_field(spec.units, lowest, record, top) if spec.units.spec("parent") or not derived
+                        else parent)
+        unit = _unit(spec, spec.units, record, lambda r: units_parent)
+        if unit is None:
+            raise LoadError(f"{record.label}: no {spec.units.fields['id'].describe()} (units.id)")
+        _add(found, unit)
+    if not rows:
+        raise LoadError(f"{path}: no records")
+    return list(found.values())
+
+
+def _add(found: dict[str, _Unit], unit: _Unit, derived: bool = False) -> None:
+    previous = found.get(unit.ref)
+    if previous is None:
+        found[unit.ref] = unit
+    elif not derived:
+        raise LoadError(f"{unit.label}: id {unit.ref!r} is already used by {previous.label}")
+    elif (previous.name, previous.parent) != (unit.name, unit.parent):
+        raise LoadError(f"{unit.label}: {unit.ref!r} is {unit.name!r} under {unit.parent!r} here but {previous.name!r} "
+                        f"under {previous.parent!r} on {previous.label}")
+
+
+def _parent_by_field(section: Section, above: Section | None, record: Record, top: str | None) -> str | None:
+    spec = section.spec("parent")
+    if spec is None:
+        return top
+    code = _code(spec, record)
+    if code is None:
+        return top
+    return (above.prefix if above is not None else section.prefix) + code
+
+
+def _unit(spec: UnitMapping, section: Section, record: Record, parent_of: Any, derived: bool = False) -> _Unit | None:
+    code = _code(section.fields["id"], record)
+    if code is None:
+        if derived:
+            return None  # no unit at this level in this row: the next one hangs from the level above
+        raise LoadError(f"{record.label}: no {section.fields['id'].describe()} ({section.key}.id)")
+    label = f"{record.label} ({section.key} {code})"
+    name = _required(section.fields["name"], record, label)
+    type_name = _required(section.fields["type"], record, label)
+    latitude = _number(section.spec("latitude"), record, label, 90.0)
+    longitude = _number(section.spec("longitude"), record, label, 180.0)
+    if (latitude is None) != (longitude is None):
+        raise LoadError(f"{label}: latitude and longitude must be given together")
+    uuid = _value(section.spec("uuid"), record, label)
+    if uuid is not None:
+        match = _UUID.fullmatch(str(uuid).strip())
+        if match is None:
+            raise LoadError(f"{label}: uuid {uuid!r} ({section.fields['uuid'].describe()}) is not a UUID")
+        uuid = match.group(1).lower()
+    names = [item for spec_ in (*section.aliases, *section.identifiers) for item in _texts(spec_, record, label)]
+    return _Unit(section.key, label, section.prefix + code, parent_of(record), name, type_name, section.category,
+                 _status(section.spec("status"), record, label), uuid, aliases(name, *names), latitude, longitude,
+                 _number(section.spec("altitude"), record, label, math.inf),
+                 _date(section.spec("opening_date"), record, label, spec.date_format),
+                 _date(section.spec("closing_date"), record, label, spec.date_format), section.kept)
+
+
+def _value(spec: FieldSpec | None, record: Record, label: str) -> Any:
+    if spec is None:
+        return None
+    try:
+        return spec.get(record.fields)
+    except Unmapped as exc:
+        raise LoadError(f"{label}: {spec.key} {str(exc)!r} ({spec.describe()}) is not in {spec.key}.map "
+                        f"(it lists {', '.join(map(repr, spec.mapping or {}))}); add it") from None
+
+
+def _code(spec: FieldSpec, record: Record) -> str | None:
+    value = _value(spec, record, record.label)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value).strip() or None
+
+
+def _required(spec: FieldSpec, record: Record, label: str) -> str:
+    value = _value(spec, record, label)
+    if value is None or isinstance(value, (dict, list)) or not str(value).strip():
+        raise LoadError(f"{label}: no {spec.key.rpartition('.')[2]} ({spec.describe()}, {spec.key})")
+    return str(value).strip()
+
+
+def _texts(spec: FieldSpec, record: Record, label: str) -> Iterator[str]:
+    value = _value(spec, record, label)
+    for item in value if isinstance(value, list) else [value]:
+        if item is not None and not isinstance(item, (dict, list)) and str(item).strip():
+            yield str(item).strip()
+
+
+def _status(spec: FieldSpec | None, record: Record, label: str) -> str:
+    value = _value(spec, record, label)
+    if value is None:
+        return "VALID"
+    text = str(value).strip()
+    if text.upper() in VALIDATION_STATUSES:
+        return text.upper()
+    if text.lower() in FHIR_STATUSES:
+        return FHIR_STATUSES[text.lower()]
+    assert spec is not None
+    raise LoadError(f"{label}: status {text!r} ({spec.describe()}) is none of {', '.join(VALIDATION_STATUSES)} or "
+                    f"{', '.join(FHIR_STATUSES)}; map it: {spec.key}: {{field: ..., map: {{{text}: VALID}}}}")
+
+
+def _number(spec: FieldSpec | None, record: Record, label: str, limit: float) -> float | None:
+    value = _value(spec, record, label)
+    if value is None:
+        return None
+    assert spec is not None
+    text = str(value).strip()
+    if isinstance(value, bool):
+        raise LoadError(f"{label}: {spec.key} {value!r} is not a number")
+    try:
+        number = float(text.replace(",", ".") if text.count(",") == 1 and "." not in text else text)
+    except ValueError:
+        raise LoadError(f"{label}: {spec.key} {text!r} ({spec.describe()}) is not a number") from None
+    if not math.isfinite(number) or abs(number) > limit:
+        raise LoadError(f"{label}: {spec.key} {text!r} is outside -{limit:g}..{limit:g}")
+    return number
+
+
+def _date(spec: FieldSpec | None, record: Record, label: str, date_format: str | None) -> date | None:
+    value = _value(spec, record, label)
+    if value is None:
+        return None
+    assert spec is not None
+    text = str(value).strip()
+    try:
+        return datetime.strptime(text, date_format).date() if date_format else parse_date(text)
+    except ValueError:
+        raise LoadError(f"{label}: {spec.key} {text!r} ({spec.describe()}) is not a date "
+                        f"({date_format or 'YYYY-MM-DD'}{'' if date_format else '; or set date_format'})") from None
+
+
+class _Plan:
+    """What needs the database: integer ids, parents among stored units, depths, types. Computed once, by
+    `types` (called first by import_units), then used by `records`."""
+
+    def __init__(self, units: list[_Unit], source: str, spec: UnitMapping) -> None:
+        self.units, self.source, self.spec = units, source, spec
+        self.hierarchy = Hierarchy({}, {}, {})
+        self.short_names: dict[str, str] = {}
+
+    def types(self, conn: Connection, source_id: int) -> list[TypeRecord]:
+        by_ref = {unit.ref: unit for unit in self.units}
+        self.hierarchy = resolve_hierarchy(
+            conn, source_id, {unit.ref: unit.parent for unit in self.units},
+            label=lambda ref: by_ref[ref].label, reference=lambda parent: f"parent {parent!r}",
+            not_found=f"no unit of the file nor any stored unit of data source {self.source!r}",
+            source_name=self.source)
+        deepest = max(self.hierarchy.depths.values(), default=1)
+        found: dict[str, TypeRecord] = {}
+        for unit in self.units:
+            depth = self.hierarchy.depths[unit.ref]
+            short = slugify(unit.type_name)
+            category = unit.category or _category(self.spec, unit, depth, deepest)
+            previous = found.get(short)
+            if previous is not None and previous.name != unit.type_name:
+                raise LoadError(f"{unit.label}: types {previous.name!r} and {unit.type_name!r} both have the code "
+                                f"{short!r}; name them apart")
+            if previous is None or depth < (previous.depth or depth):
+                found[short] = TypeRecord(unit.type_name, short, previous.category if previous else category, depth)
+            self.short_names[unit.ref] = short
+        return list(found.values())
+
+    def records(self, conn: Connection, source_id: int) -> list[UnitRecord]:
+        return [UnitRecord(
+            id=self.hierarchy.ids[unit.ref], name=unit.name, type_short_name=self.short_names[unit.ref],
+            validation_status=unit.status, uuid=unit.uuid, source_ref=unit.ref, aliases=unit.aliases,
+            parent_id=self.hierarchy.parent_ids[unit.ref], latitude=unit.latitude, longitude=unit.longitude,
+            altitude=unit.altitude, opening_date=unit.opening, closing_date=unit.closing, kept=unit.kept,
+        ) for unit in self.units]
+
+
+def _category(spec: UnitMapping, unit: _Unit, depth: int, deepest: int) -> str:
+    """The units of a mapping with levels or a root are facilities (HF); levels go by depth (1 COUNTRY, 2 REGION,
+    3 DISTRICT, else the type name), and so do the units of a file without levels (the deepest HF)."""
+    if unit.section != "units":
+        return level_category(depth, deepest + 1, unit.type_name)
+    return "HF" if spec.levels or spec.root is not None else level_category(depth, deepest, unit.type_name)

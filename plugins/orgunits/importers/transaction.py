@@ -1,0 +1,167 @@
+"""The single write path of every importer (`import_units`): one file's units into one data source and version, in
+ONE transaction (rolled back by a dry run), with the report of what changed, what the file left out, and what the
+operator should know (a new account or data source, a data source restored, a change of format)."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timezone
+from itertools import islice
+from typing import Any, Union
+
+from sqlalchemy import Connection, Engine, select, update
+
+from plugins.orgunits import history
+from plugins.orgunits.records import (
+    SAMPLE,
+    TypeRecord,
+    UnitRecord,
+    WriteReport,
+    describe,
+    field_list,
+)
+from plugins.orgunits.tables import DEFAULT_ACCOUNT, data_source, org_unit, source_version
+from plugins.orgunits.writer import (
+    ensure_data_source,
+    ensure_source_version,
+    ensure_types,
+    write_units,
+)
+from server import LoadError
+
+Records = Union[Iterable[UnitRecord], Callable[[Connection, int], Iterable[UnitRecord]]]
+Types = Union[Iterable[TypeRecord], Callable[[Connection, int], Iterable[TypeRecord]]]
+Progress = Callable[[int], None]
+CHUNK = 2000
+
+
+def import_units(engine: Engine, *, data_source: str, version: int, types: Types, records: Records,
+                 delete_missing: bool = False, identifier_system: str | None = None, now: datetime | None = None,
+                 progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, fmt: str | None = None,
+                 kept: frozenset[str] = frozenset(), dry_run: bool = False) -> WriteReport:
+    """Write one file's units into `data_source`/`version` in ONE transaction: all or nothing.
+
+    `types` and `records` are iterables, or callables `(conn, data_source_id) -> iterable` for importers that
+    need the database to build them (ids allocated for string ids, parents among stored units); `types` is
+    called (and written) first. A record whose id belongs to a unit of another data source is refused, and so
+    is a file without units that would create an account or a data source. With `delete_missing`, the units of
+    the data source that are not in `records` are marked deleted; without it they are counted as missing.
+    `fmt` names the format (a load in another format than the data source's last one says so; `kept` are the
+    fields this format does not carry). `dry_run`: everything is checked and counted, then rolled back.
+    """
+    now = now or datetime.now(timezone.utc)
+    with engine.connect() as conn:
+        transaction = conn.begin()
+        try:
+            report = _import(conn, data_source, version, types, records, delete_missing, identifier_system, now,
+                             progress, account, fmt, kept)
+        except BaseException:
+            transaction.rollback()
+            raise
+        if dry_run:
+            transaction.rollback()
+        else:
+            transaction.commit()
+        return report
+
+
+def _import(conn: Connection, name: str, version: int, types: Types, records: Records, delete_missing: bool,
+            identifier_system: str | None, now: datetime, progress: Progress | None, account: str,
+            fmt: str | None, kept: frozenset[str]) -> WriteReport:
+    before = _before(conn, account, name)
+    source_id = ensure_data_source(conn, name, identifier_system=identifier_system, now=now, account=account)
+    version_id = ensure_source_version(conn, source_id, version, now=now)
+    ensure_types(conn, types(conn, source_id) if callable(types) else types, now=now, account=account)
+    units = records(conn, source_id) if callable(records) else records
+    seen: set[int] = set()
+    report = write_units(conn, _owned(conn, units, source_id, seen), version_id, now, progress=progress)
+    if not seen and (before.new_account or before.new_source):
+        raise LoadError(_nothing_to_create(before, account, name))
+    conn.execute(update(data_source).where(data_source.c.id == source_id).values(last_format=fmt, removed_at=None))
+    notes = list(before.notes(account, name, fmt, kept))
+    if delete_missing:
+        deleted = history.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
+        return _with(report, deleted=len(deleted), deleted_ids=tuple(deleted[:SAMPLE]), notes=tuple(notes))
+    missing = history.missing_units(conn, data_source_id=source_id, seen_ids=seen)
+    if missing:
+        first = ", ".join(map(str, missing[:SAMPLE]))
+        notes.append(f"{len(missing):,} unit{'s' if len(missing) != 1 else ''} of {account}/{name} "
+                     f"{'are' if len(missing) != 1 else 'is'} not in the file (first: {first}): kept as "
+                     "before; load with --delete-missing to record them as deleted")
+    return _with(report, missing=len(missing), missing_ids=tuple(missing[:SAMPLE]), notes=tuple(notes))
+
+
+def _with(report: WriteReport, **changes: Any) -> WriteReport:
+    return WriteReport(report.inserted, report.updated, report.unchanged, **changes)
+
+
+class _Before:
+    """What the account and the data source were before the load."""
+
+    def __init__(self, accounts: list[str], sources: list[str], row: Any) -> None:
+        self.accounts, self.sources, self.row = accounts, sources, row
+
+    @property
+    def new_account(self) -> bool:
+        return not self.sources
+
+    @property
+    def new_source(self) -> bool:
+        return self.row is None or self.row.removed_at is not None
+
+    def notes(self, account: str, name: str, fmt: str | None, kept: frozenset[str]) -> Iterator[str]:
+        if self.new_account and self.accounts:  # the first load of all creates the first account: no news
+            yield (f"account {account!r} is new (the others: {', '.join(self.accounts)}): its consumers need "
+                   f"tokens for it (orgunit-fhir token --account {account})")
+        elif self.row is None and self.sources:
+            yield (f"data source {name!r} is new in account {account!r} (its other data sources: "
+                   f"{', '.join(self.sources)})")
+        if self.row is not None and self.row.removed_at is not None:
+            yield f"data source {account}/{name} had been removed: this load restores it"
+        last = self.row.last_format if self.row is not None else None
+        if fmt is not None and last is not None and last != fmt:
+            yield (f"data source {account}/{name} was last loaded from {last}, this load is {fmt}: it replaced what "
+                   f"{fmt} carries and kept the stored {field_list(kept)}" if kept else
+                   f"data source {account}/{name} was last loaded from {last}, this load is {fmt}: {fmt} carries "
+                   f"every field, so what only {last} held is replaced")
+
+
+def _before(conn: Connection, account: str, name: str) -> _Before:
+    live = data_source.c.removed_at.is_(None)
+    accounts = sorted(set(conn.execute(select(data_source.c.account).where(live)).scalars()))
+    sources = sorted(conn.execute(select(data_source.c.name).where(data_source.c.account == account, live))
+                     .scalars())
+    row = conn.execute(select(data_source.c.removed_at, data_source.c.last_format)
+                       .where(data_source.c.account == account, data_source.c.name == name)).first()
+    return _Before(accounts, sources, row)
+
+
+def _nothing_to_create(before: _Before, account: str, name: str) -> str:
+    if before.new_account:
+        return (f"the file holds no org units and account {account!r} does not exist (accounts: "
+                f"{', '.join(before.accounts) or 'none'}): nothing loaded; check --account (a load never creates an "
+                "empty account)")
+    return (f"the file holds no org units and account {account!r} has no data source {name!r} (its data sources: "
+            f"{', '.join(before.sources)}): nothing loaded; check --data-source (a load never creates an empty "
+            "data source)")
+
+
+def _owned(conn: Connection, records: Iterable[UnitRecord], source_id: int, seen: set[int]) -> Iterator[UnitRecord]:
+    """The records, refusing any whose id is a unit of another data source (an import never moves units
+    between data sources, but a removed data source's deleted units may come back elsewhere: a load into the
+    wrong account, removed, then loaded into the right one); the ids are collected into `seen`."""
+    iterator = iter(records)
+    while batch := list(islice(iterator, CHUNK)):
+        ids = [record.id for record in batch if isinstance(record.id, int)]
+        query = (select(org_unit.c.id, data_source.c.name)
+                 .join(source_version, source_version.c.id == org_unit.c.source_version_id)
+                 .join(data_source, data_source.c.id == source_version.c.data_source_id)
+                 .where(org_unit.c.id.in_(ids), data_source.c.id != source_id,
+                        data_source.c.removed_at.is_(None))  # a removed data source's units may be loaded again
+                 .limit(1))
+        clash = conn.execute(query).first()
+        if clash is not None:
+            record = next(record for record in batch if record.id == clash.id)
+            raise LoadError(f"{describe(record)}: id {clash.id} is already used by a unit of data source "
+                            f"{clash.name!r}; an import does not move units between data sources")
+        seen.update(ids)
+        yield from batch

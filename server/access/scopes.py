@@ -1,0 +1,139 @@
+"""SMART on FHIR scopes (App Launch 1 and 2): what a token's `scope` (space-separated) or `scp` (a list) grants
+per resource type and interaction.
+
+A token carrying no SMART resource scope (`system/`, `user/` or `patient/...`) is not narrowed: the permission alone
+decides, as before scopes existed. One that carries some sees only what they grant:
+
+- v1 `system/Location.read`, `system/*.read`: read and search (`.*` too; `.write` grants nothing on a read-only
+  server); v2 `system/Location.rs`: `r` = read, vread and history, `s` = search and operations (`c`, `u`, `d`
+  grant nothing here). `user/` scopes grant as `system/` ones do (the server holds no per-user data);
+  `patient/` scopes grant nothing (no patient compartment here).
+- A scope of that shape that does not parse (`system/Location.sr`) grants nothing; it still narrows the token.
+- A v2 granular scope with a query (`system/Location.rs?type=CSPS`) is refused with the token (ScopeRefused):
+  the server cannot apply its filter, and never ignores it.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from server.access.claims import claim_or_none
+
+READ = "r"    # read, vread, history-instance, history-type
+SEARCH = "s"  # search-type, operation
+LETTER_OF_KIND = {"read": READ, "vread": READ, "history-instance": READ, "history-type": READ,
+                  "search-type": SEARCH, "operation": SEARCH}
+WILDCARD = "*"
+CONTEXTS = ("system", "user", "patient")
+GRANTING = frozenset({"system", "user"})
+_SHAPE = re.compile(r"(?P<context>system|user|patient)/(?P<type>[^.?\s]+)\.(?P<what>[^?\s]+)(?P<query>\?\S*)?")
+_TYPE = re.compile(r"\*|[A-Z][A-Za-z]{0,63}")
+_V2 = re.compile(r"c?r?u?d?s?")
+_V1 = {"read": frozenset(READ + SEARCH), "*": frozenset(READ + SEARCH), "write": frozenset()}
+
+
+class ScopeRefused(ValueError):
+    """A scope the server cannot honour (a v2 scope with a query): the token is refused."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    resource_type: str  # "*": every type
+    letters: frozenset[str]  # of READ and SEARCH
+
+
+@dataclass(frozen=True)
+class SmartScopes:
+    """The grants of a token's SMART resource scopes (empty: it may see nothing)."""
+
+    grants: tuple[Grant, ...]
+    context: str = "system"  # the context named in the advice of a denial
+
+    def names(self) -> list[str]:
+        """The grants as v2 scopes (the audit line)."""
+        return [f"{self.context}/{g.resource_type}.{''.join(x for x in READ + SEARCH if x in g.letters)}"
+                for g in self.grants if g.letters]
+
+    def allows(self, resource_type: str, letter: str) -> bool:
+        return any(letter in g.letters and g.resource_type in (resource_type, WILDCARD) for g in self.grants)
+
+    def sees(self, resource_type: str) -> bool:
+        """Whether the token may see resources of the type at all (each letter reveals them): what
+        `_include`/`_revinclude` may return."""
+        return any(g.letters and g.resource_type in (resource_type, WILDCARD) for g in self.grants)
+
+    def denial(self, kind: str, resource_type: str | None) -> str | None:
+        """Why the interaction is denied (naming the scope it lacks), None when it is granted. The
+        CapabilityStatement and system-level interactions need no scope here (what they return is scoped per type);
+        a kind of interaction this module does not know is denied."""
+        if kind == "capabilities" or resource_type is None:
+            return None
+        letter = LETTER_OF_KIND.get(kind)
+        if letter is None:
+            return f"the token's SMART scopes grant no {kind} interaction"
+        if self.allows(resource_type, letter):
+            return None
+        what = "read, vread and history" if letter == READ else "search and operations"
+        return (f"the token's SMART scopes do not grant {kind} on {resource_type}: it lacks the scope "
+                f"{self.context}/{resource_type}.{letter} ({what}; or {self.context}/{resource_type}.read in SMART v1)")
+
+
+def scope_tokens(claims: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    """The scope tokens of the claims named (dotted paths): space-separated strings or lists of strings."""
+    found: list[str] = []
+    for name in names:
+        value = claim_or_none(claims, name)
+        if isinstance(value, str):
+            found += value.split()
+        elif isinstance(value, list):
+            found += [t for item in value if isinstance(item, str) for t in item.split()]
+    return found
+
+
+def _grant(context: str, rtype: str, what: str) -> Grant | None:
+    if not _TYPE.fullmatch(rtype):
+        return None
+    if what in _V1:
+        letters = _V1[what]
+    elif what and _V2.fullmatch(what):
+        letters = frozenset(what) & frozenset(READ + SEARCH)
+    else:
+        return None
+    return Grant(rtype, letters if context in GRANTING else frozenset())
+
+
+def parse_scopes(tokens: Iterable[str]) -> SmartScopes | None:
+    """The grants of the SMART resource scopes among `tokens`; None when there is none (not narrowed).
+    ScopeRefused for a scope with a query."""
+    grants: list[Grant] = []
+    contexts: list[str] = []
+    smart = False
+    for token in tokens:
+        if not token.startswith(tuple(f"{c}/" for c in CONTEXTS)):
+            continue  # openid, launch, offline_access, the permission...: not a resource scope
+        smart = True
+        match = _SHAPE.fullmatch(token)
+        if match is None:
+            continue  # malformed: grants nothing
+        if match["query"] is not None:
+            raise ScopeRefused(f"the scope {token[:100]!r} has a query: granular scopes are not supported")
+        grant = _grant(match["context"], match["type"], match["what"])
+        if grant is not None:
+            grants.append(grant)
+            contexts.append(match["context"])
+    if not smart:
+        return None
+    return SmartScopes(tuple(grants), "user" if contexts and set(contexts) <= {"user"} else "system")
+
+
+def smart_scopes_of(claims: Mapping[str, Any], names: Sequence[str]) -> SmartScopes | None:
+    return parse_scopes(scope_tokens(claims, names))
+
+
+def scopes_supported(resource_types: Iterable[str], permission: str) -> list[str]:
+    """The scopes a discovery document lists: per type and for every type, in SMART v2 and v1, then the
+    permission every token needs."""
+    types = [*sorted(resource_types), WILDCARD]
+    return [*(f"system/{t}.{s}" for t in types for s in ("rs", "read")), permission]

@@ -1,0 +1,39 @@
+"""What the CapabilityStatement says of `$export`: it instantiates the Bulk Data server statement, lists the system
+operation (HL7's definition) and the type-level one of each exported type (the server's own definition, which the
+canonical plugin serves at `[base]/OperationDefinition/export`)."""
+from __future__ import annotations
+
+from typing import Any
+
+from server.engine.provider import ResourceProvider
+from server.engine.registry import Registry
+from server.settings import Settings
+
+BULK_DATA = "http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data"
+EXPORT = "http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export"
+DOCUMENTATION = (
+    "Bulk Data Access export (STU2; kick-off by GET, `Prefer: respond-async`): `_type`, `_since` (resources changed "
+    "after it; deletions listed in the manifest's `deleted` Bundles), `_outputFormat` (application/fhir+ndjson). "
+    "Every file reflects the data at `transactionTime`, holds exactly what the token may read, and is downloaded "
+    "with the same token; a job is polled at its Content-Location and expires after {expire} s (no DELETE: read-only).")
+
+
+def own_definition(settings: Settings) -> str:
+    return f"{settings.fhir.extension_namespace}/fhir/OperationDefinition/export"
+
+
+def add_bulk(statement: dict[str, Any], registry: Registry, settings: Settings) -> None:
+    if not settings.bulk.enabled:
+        return
+    instantiates = statement.setdefault("instantiates", [])
+    if BULK_DATA not in instantiates:
+        instantiates.append(BULK_DATA)
+    rest = statement["rest"][0]
+    text = DOCUMENTATION.format(expire=settings.bulk.expire_seconds)
+    rest.setdefault("operation", []).append({"name": "export", "definition": EXPORT, "documentation": text})
+    exported = {p.resource_type for p in registry if isinstance(p, ResourceProvider)}
+    for entry in rest.get("resource", ()):
+        if entry["type"] in exported:
+            entry.setdefault("operation", []).append({
+                "name": "export", "definition": own_definition(settings),
+                "documentation": f"GET [base]/{entry['type']}/$export: the {entry['type']} resources only"})

@@ -1,0 +1,112 @@
+"""The export jobs, one row each in `bulk_export_job` on the primary database: every worker and replica of the
+server finds the same jobs (their files lie in the shared `bulk.directory`)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy import Engine, delete, func, insert, select, update
+
+from server.engine.instants import as_utc
+from server.storage.tables import bulk_job
+
+RUNNING, DONE, FAILED = "running", "done", "failed"
+STALE = timedelta(seconds=120)  # a running job whose worker has not written for this long has stopped
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who may poll a job and download its files: the same subject, in the same account, with the same data scope."""
+
+    subject: str
+    account: str
+    scope: str
+
+    @staticmethod
+    def of(subject: str | None, account: str | None, *scope: Any) -> Owner:
+        return Owner(subject or "", account if account is not None else "*",
+                     hashlib.sha256(repr((account, *scope)).encode()).hexdigest()[:32])
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    owner: Owner
+    request: str
+    parameters: Mapping[str, Any]
+    transaction_time: datetime
+    status: str
+    progress: str
+    exported: int
+    manifest: Mapping[str, Any] | None
+    created_at: datetime
+    heartbeat_at: datetime
+    expires_at: datetime
+
+    def stale(self, now: datetime) -> bool:
+        return self.status == RUNNING and now - self.heartbeat_at > STALE
+
+
+def _job(row: Any) -> Job:
+    return Job(row.id, Owner(row.subject, row.account, row.scope), row.request, row.parameters,
+               as_utc(row.transaction_time), row.status, row.progress, row.exported, row.manifest,
+               as_utc(row.created_at), as_utc(row.heartbeat_at), as_utc(row.expires_at))
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class JobStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def create(self, job: Job) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(insert(bulk_job).values(
+                id=job.id, subject=job.owner.subject, account=job.owner.account, scope=job.owner.scope,
+                request=job.request, parameters=dict(job.parameters), transaction_time=job.transaction_time,
+                status=job.status, progress=job.progress, exported=job.exported, manifest=None, worker=worker_name(),
+                created_at=job.created_at, heartbeat_at=job.heartbeat_at, expires_at=job.expires_at))
+
+    def get(self, job_id: str) -> Job | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(bulk_job).where(bulk_job.c.id == job_id)).first()
+        return _job(row) if row is not None else None
+
+    def running(self, at: datetime) -> int:
+        """Jobs running now, on any worker (those whose worker stopped are not counted)."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(bulk_job).where(
+                bulk_job.c.status == RUNNING, bulk_job.c.heartbeat_at > at - STALE)).scalar_one())
+
+    def _update(self, job_id: str, **values: Any) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(bulk_job).where(bulk_job.c.id == job_id, bulk_job.c.status == RUNNING)
+                         .values(heartbeat_at=now(), **values))
+
+    def progress(self, job_id: str, text: str, exported: int) -> None:
+        self._update(job_id, progress=text[:500], exported=exported)
+
+    def finish(self, job_id: str, manifest: Mapping[str, Any], exported: int) -> None:
+        self._update(job_id, status=DONE, progress="done", manifest=dict(manifest), exported=exported)
+
+    def fail(self, job_id: str, reason: str) -> None:
+        self._update(job_id, status=FAILED, progress=reason[:500])
+
+    def expired(self, at: datetime) -> list[str]:
+        with self.engine.connect() as conn:
+            return list(conn.execute(select(bulk_job.c.id).where(bulk_job.c.expires_at <= at)).scalars())
+
+    def remove(self, job_id: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(delete(bulk_job).where(bulk_job.c.id == job_id))

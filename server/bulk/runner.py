@@ -1,0 +1,136 @@
+"""One export job, run in a thread of the worker that received its kick-off: wait for the writes begun before
+transactionTime, write each type's files, then the manifest (or the failure) into the job's row."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine
+
+from server.bulk import settle
+from server.bulk.files import NdjsonFiles, Written, job_directory
+from server.bulk.jobs import Job, JobStore
+from server.bulk.parameters import ExportRequest
+from server.bulk.snapshot import AsOf, deletions, resources
+from server.context import ServerContext
+from server.engine.caller import Caller
+from server.engine.instants import instant
+from server.engine.provider import ResourceProvider
+from server.engine.reads import visibility
+
+log = logging.getLogger("orgunit_fhir")
+HEARTBEAT_S = 1.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a job exports, decided at the kick-off."""
+
+    job: Job
+    caller: Caller
+    request: ExportRequest
+    transactions: tuple[str, ...]  # open at the kick-off (PostgreSQL): waited for first
+
+
+def _outcome(severity: str, code: str, text: str) -> bytes:
+    return orjson.dumps({"resourceType": "OperationOutcome",
+                         "issue": [{"severity": severity, "code": code, "diagnostics": text}]})
+
+
+def _deleted_entry(rtype: str, rid: str) -> bytes:
+    """One deletion, as the Bulk Data spec lists them: a transaction Bundle whose entry's request is a DELETE."""
+    return orjson.dumps({"resourceType": "Bundle", "type": "transaction", "entry": [
+        {"request": {"method": "DELETE", "url": f"{rtype}/{rid}"}}]})
+
+
+class Runner:
+    def __init__(self, ctx: ServerContext, engine: Engine, store: JobStore, plan: Plan,
+                 stopping: threading.Event) -> None:
+        self.ctx = ctx
+        self.engine = engine
+        self.store = store
+        self.plan = plan
+        self.stopping = stopping
+        self.exported = 0
+        self._last = 0.0
+
+    def beat(self, text: str, force: bool = False) -> None:
+        if force or time.monotonic() - self._last >= HEARTBEAT_S:
+            self._last = time.monotonic()
+            self.store.progress(self.plan.job.id, text, self.exported)
+
+    def run(self) -> None:
+        job = self.plan.job
+        try:
+            manifest = self._export()
+        except Exception as exc:  # the job fails; the server goes on
+            log.exception("bulk export %s failed", job.id)
+            reason = "the server stopped while the export ran" if self.stopping.is_set() else \
+                f"the export failed ({type(exc).__name__})"
+            self.store.fail(job.id, reason)
+            return
+        self.store.finish(job.id, manifest, self.exported)
+
+    def _check(self) -> None:
+        if self.stopping.is_set():
+            raise RuntimeError("the server is stopping")
+
+    def _export(self) -> dict[str, Any]:
+        plan, settings = self.plan, self.ctx.settings
+        where = job_directory(settings, plan.job.id)
+        errors = NdjsonFiles(where, "OperationOutcome", settings.bulk.file_resources)
+        settled = settle.wait(self.engine, plan.transactions, settings.bulk.settle_timeout_seconds,
+                              lambda n: self.beat(f"waiting for {n} transaction(s) begun before transactionTime"))
+        if not settled:
+            errors.write([_outcome("warning", "incomplete", "transactions begun before transactionTime were still "
+                                   f"open after {settings.bulk.settle_timeout_seconds} s; a write among them that "
+                                   "commits later appears neither here nor in an export _since this one")])
+        output: list[Written] = []
+        deleted: list[Written] = []
+        for rtype in plan.request.types:
+            provider = self.ctx.registry.providers[rtype]
+            assert isinstance(provider, ResourceProvider)
+            out, gone = self._export_type(provider, where)
+            output += out
+            deleted += gone
+        return {"output": [self._entry(w) for w in output], "deleted": [self._entry(w) for w in deleted],
+                "error": [self._entry(w) for w in errors.close()]}
+
+    @staticmethod
+    def _entry(written: Written) -> dict[str, Any]:
+        return {"type": written.type, "file": written.name, "count": written.count}
+
+    def _export_type(self, provider: ResourceProvider, where: Any) -> tuple[list[Written], list[Written]]:
+        plan, settings = self.plan, self.ctx.settings
+        rtype = provider.resource_type
+        files = NdjsonFiles(where, rtype, settings.bulk.file_resources)
+        gone = NdjsonFiles(where, "Bundle", settings.bulk.file_resources, kind=f"deleted{rtype.lower()}")
+        with self.engine.connect() as conn:
+            vis = visibility(self.ctx, conn, provider, plan.caller)
+            view = AsOf(plan.job.transaction_time, plan.request.since, vis.clause,
+                        self.ctx.freshness.splices(conn, provider))
+            for batch in resources(conn, provider, view):
+                self._check()
+                files.write(batch)
+                self.exported += len(batch)
+                self.beat(f"{rtype}: {files.total} exported ({self.exported} in all)")
+            for ids in deletions(conn, provider, view):
+                self._check()
+                gone.write([_deleted_entry(rtype, rid) for rid in ids])
+        self.beat(f"{rtype}: {files.total} exported ({self.exported} in all)", force=True)
+        return files.close(), gone.close()
+
+
+def manifest(job: Job, base: str, file_url: Callable[[str], str], entries: dict[str, Sequence[dict[str, Any]]]) \
+        -> dict[str, Any]:
+    """The completion manifest: each file's absolute URL, its type and count."""
+    def listed(kind: str) -> list[dict[str, Any]]:
+        return [{"type": e["type"], "url": file_url(e["file"]), "count": e["count"]} for e in entries.get(kind, ())]
+
+    return {"transactionTime": instant(job.transaction_time), "request": job.request, "requiresAccessToken": True,
+            "output": listed("output"), "deleted": listed("deleted"), "error": listed("error")}

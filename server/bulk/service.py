@@ -1,0 +1,174 @@
+"""Kick-off, status and download: what the endpoints run (in the request's worker thread) once the caller is
+admitted. The job state is in the database and the files in the shared directory, so any worker answers a poll or a
+download of a job another one runs."""
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import Engine
+from starlette.responses import FileResponse, JSONResponse, Response
+
+from server.access.scopes import READ
+from server.bulk import settle
+from server.bulk.files import JOB_ID, job_directory, remove_job
+from server.bulk.jobs import DONE, FAILED, Job, JobStore, Owner, now
+from server.bulk.parameters import NDJSON, parse_export
+from server.bulk.runner import Plan, Runner, manifest
+from server.context import ServerContext
+from server.engine.caller import Caller
+from server.engine.provider import ResourceProvider
+from server.errors import Forbidden, InternalError, ResourceNotFound, TooManyRequests
+from server.storage.db import create_db_engine
+
+log = logging.getLogger("orgunit_fhir")
+STATUS_PATH = "$export-status"
+FILE_PATH = "$export-file"
+PRIVATE = {"Cache-Control": "private, no-store", "Vary": "Accept, Authorization"}
+
+
+class NdjsonFile(FileResponse):
+    chunk_size = 1 << 20  # 1 MiB reads: a large file streams in few thread hops
+
+
+def exportable(ctx: ServerContext) -> list[str]:
+    """Every table-backed type, in the registry's order (static canonical resources are not exported)."""
+    return [p.resource_type for p in ctx.registry if isinstance(p, ResourceProvider)]
+
+
+class BulkService:
+    """Per worker: the database engine of the jobs (the primary: they are written; no statement timeout: an export
+    reads for long) and the threads of the jobs this worker runs."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+        self.settings = ctx.settings
+        self._engine: Engine | None = None
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self.stopping = threading.Event()
+
+    @property
+    def engine(self) -> Engine:
+        with self._lock:
+            if self._engine is None:
+                self._engine = create_db_engine(self.settings, writing=True)
+            return self._engine
+
+    @property
+    def store(self) -> JobStore:
+        return JobStore(self.engine)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop the jobs of this worker (each is marked failed) and release the engine."""
+        self.stopping.set()
+        for thread in list(self._threads):
+            thread.join(timeout_s)
+        if self._engine is not None:
+            self._engine.dispose()
+
+    def join(self, timeout_s: float = 60.0) -> None:
+        """Wait for the jobs this worker runs (tests)."""
+        for thread in list(self._threads):
+            thread.join(timeout_s)
+
+    # ------------------------------------------------------------------ who asks
+    def owner(self, caller: Caller) -> Owner:
+        with self.ctx.db.connect() as conn:
+            account = self.ctx.scoper.account(conn, caller.scope)  # 403 as for any interaction
+        principal = caller.principal
+        return Owner.of(principal.subject if principal else None, account, caller.scope.roots,
+                        caller.scope.all_accounts)
+
+    def enabled(self) -> None:
+        if not self.settings.bulk.enabled:
+            raise ResourceNotFound("Bulk Data $export is disabled on this server (bulk.enabled: false)")
+
+    def _job(self, caller: Caller, job_id: str) -> Job:
+        """The caller's job; 404 for an unknown job, another caller's or an expired one (the same answer)."""
+        self.enabled()
+        job = self.store.get(job_id) if JOB_ID.fullmatch(job_id) else None
+        if job is not None and job.expires_at <= now():
+            self.sweep()
+            job = None
+        if job is None or job.owner != self.owner(caller):
+            raise ResourceNotFound(f"no export job {job_id[:64]!r} (unknown, expired, or another caller's)")
+        return job
+
+    def sweep(self) -> None:
+        """Remove the expired jobs and their files (any worker, at each kick-off and poll)."""
+        store = self.store
+        for job_id in store.expired(now()):
+            remove_job(self.settings, job_id)
+            store.remove(job_id)
+
+    # ------------------------------------------------------------------ interactions
+    def kickoff(self, caller: Caller, base: str, url: str, items: tuple[tuple[str, str], ...], prefer: str,
+                level_type: str | None) -> Response:
+        self.enabled()
+        if level_type is not None:
+            self.ctx.registry.get(level_type)  # 404 not-supported for an unknown type
+            if level_type not in exportable(self.ctx):
+                raise ResourceNotFound(f"{level_type} is not exported (canonical resources are read and searched)")
+        request = parse_export(items, prefer, exportable(self.ctx), level_type)
+        scopes = caller.principal.scopes if caller.principal is not None else None
+        if scopes is not None:
+            denied = [t for t in request.types if not scopes.allows(t, READ)]
+            if denied and (level_type is not None or any(k == "_type" for k, _ in items)):
+                raise Forbidden(scopes.denial("read", denied[0]) or f"the token may not read {denied[0]}")
+            request = type(request)(tuple(t for t in request.types if t not in denied), request.since,
+                                    request.since_raw, request.output_format)
+        owner = self.owner(caller)
+        self.sweep()
+        started = now()
+        store = self.store
+        if store.running(started) >= self.settings.bulk.max_running:
+            raise TooManyRequests(f"{self.settings.bulk.max_running} exports are running; try again later",
+                                  headers={"Retry-After": "10"})
+        bulk = self.settings.bulk
+        at = started - timedelta(seconds=bulk.settle_seconds)
+        at = at.replace(microsecond=at.microsecond // 1000 * 1000)  # what transactionTime says exactly (ms)
+        with self.engine.connect() as conn:
+            transactions = settle.in_flight(conn)
+        job = Job(uuid.uuid4().hex, owner, url, request.to_json(), at, "running",
+                  "waiting for the writes begun before transactionTime", 0, None, started, started,
+                  started + timedelta(seconds=bulk.expire_seconds))
+        store.create(job)
+        runner = Runner(self.ctx, self.engine, store, Plan(job, caller, request, transactions), self.stopping)
+        thread = threading.Thread(target=runner.run, name=f"bulk-{job.id[:8]}", daemon=True)
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+        return Response(status_code=202, headers={"Content-Location": f"{base}/{STATUS_PATH}/{job.id}", **PRIVATE})
+
+    def status(self, caller: Caller, base: str, job_id: str) -> Response:
+        job = self._job(caller, job_id)
+        if job.stale(now()):
+            self.store.fail(job.id, "the worker running the export stopped")
+            job = self._job(caller, job_id)
+        if job.status == FAILED:
+            raise InternalError(f"the export failed: {job.progress}; start a new one")
+        expires = {"Expires": job.expires_at.strftime("%a, %d %b %Y %H:%M:%S GMT")}
+        if job.status != DONE:
+            return Response(status_code=202, headers={
+                "X-Progress": job.progress, "Retry-After": str(self.settings.bulk.poll_seconds), **PRIVATE})
+        body = manifest(job, base, lambda name: f"{base}/{FILE_PATH}/{job.id}/{quote(name)}", _entries(job))
+        return JSONResponse(body, headers={**expires, **PRIVATE})
+
+    def download(self, caller: Caller, job_id: str, name: str) -> Response:
+        job = self._job(caller, job_id)
+        listed = {e["file"] for kind in ("output", "deleted", "error") for e in _entries(job).get(kind, ())}
+        if job.status != DONE or name not in listed:
+            raise ResourceNotFound(f"export job {job_id} has no file {name[:100]!r}")
+        path = job_directory(self.settings, job.id) / name
+        if not path.is_file():
+            raise ResourceNotFound(f"export job {job_id}: the file {name[:100]!r} was removed")
+        return NdjsonFile(path, media_type=NDJSON, headers=PRIVATE)
+
+
+def _entries(job: Job) -> dict[str, Any]:
+    return dict(job.manifest or {})

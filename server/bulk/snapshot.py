@@ -1,0 +1,125 @@
+"""Each provider's resources as they were at transactionTime T, streamed (never held), and the ones deleted since
+`_since`.
+
+A versioned provider is read from its versions: a resource is in the export when the newest of its versions stamped
+at or before T is not a deletion (and, with `_since`, was stamped after it). Most resources have not changed since T:
+their current version is that one, found by joining the current row to its version (the stored body when the
+bodies may be spliced, else `to_resource` of the version's snapshot, as vread renders it); the few changed since T
+are looked up version by version. So a write committed during the export, whose versions are stamped after T,
+changes none of its files. A provider without versions is read as it is when the export reads it (no history to
+go back to), `_since` applying to its `last_updated` when it declares one (else every resource is written).
+
+The caller's scope applies to the current rows (its account's served partitions, its subtrees), as for searches."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import ColumnElement, Connection, Select, and_, case, func, null, select, true, type_coerce
+
+from server.engine.provider import ResourceProvider, Versioning
+from server.engine.rendered import splice
+
+BATCH = 2000  # rows fetched at a time
+JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def encode(resource: dict[str, Any]) -> bytes:
+    """A resource's bytes exactly as a read answers them in JSON."""
+    return orjson.dumps(resource, default=splice, option=JSON_OPTIONS)
+
+
+@dataclass(frozen=True)
+class AsOf:
+    at: datetime  # transactionTime
+    since: datetime | None = None  # resources changed after this instant only
+    visible: ColumnElement[bool] | None = None  # the caller's scope on the provider's rows
+    bodies: bool = False  # the stored bodies may be spliced
+
+
+def _scope(view: AsOf) -> list[ColumnElement[bool]]:
+    return [view.visible] if view.visible is not None else []
+
+
+def _versions(v: Versioning) -> tuple[Any, Any, Any, Any, Any]:
+    return v.history_id, v.history_version, v.history_updated, v.history_deleted, v.history_snapshot
+
+
+def _current_join(provider: ResourceProvider, v: Versioning) -> Any:
+    return provider.table.join(v.history, and_(v.history_id == provider.id_column, v.history_version == v.version))
+
+
+def unchanged(provider: ResourceProvider, view: AsOf, *, deleted: bool = False) -> Select[Any]:
+    """The resources whose current version was stamped at or before T: (body or NULL, snapshot when no body),
+    or with `deleted` the ids of those whose current version is a deletion."""
+    v = provider.versioning
+    assert v is not None
+    hid, _, updated, is_deleted, snapshot = _versions(v)
+    since = [updated > view.since] if view.since is not None else []
+    where = [updated <= view.at, is_deleted.is_(deleted), *since, *_scope(view)]
+    if deleted:
+        return select(hid).select_from(_current_join(provider, v)).where(*where).order_by(hid)
+    body = provider.prerendered.body if view.bodies and provider.prerendered is not None else null()
+    rendered = type_coerce(case((body.is_(None), snapshot), else_=null()), snapshot.type)
+    return (select(body.label("body"), rendered.label("snapshot")).select_from(_current_join(provider, v))
+            .where(*where).order_by(provider.id_column))
+
+
+def changed(provider: ResourceProvider, view: AsOf, *, deleted: bool = False) -> Select[Any]:
+    """The resources whose current version was stamped after T: their newest version stamped at or before T."""
+    v = provider.versioning
+    assert v is not None
+    hid, hversion, updated, _, _ = _versions(v)
+    at_t = v.history.alias("at_t")
+    older = v.history.alias("older")
+    version_at_t = (select(func.max(older.c[hversion.key])).where(
+        older.c[hid.key] == provider.id_column, older.c[updated.key] <= view.at).scalar_subquery())
+    source = _current_join(provider, v).join(at_t, and_(at_t.c[hid.key] == provider.id_column,
+                                                       at_t.c[hversion.key] == version_at_t))
+    since = [at_t.c[updated.key] > view.since] if view.since is not None else []
+    where = [updated > view.at, at_t.c[v.history_deleted.key].is_(deleted), *since, *_scope(view)]
+    if deleted:
+        return select(provider.id_column).select_from(source).where(*where).order_by(provider.id_column)
+    body = at_t.c[provider.prerendered.body.key] if view.bodies and provider.prerendered is not None else null()
+    return (select(body.label("body"), at_t.c[v.history_snapshot.key].label("snapshot")).select_from(source)
+            .where(*where).order_by(provider.id_column))
+
+
+def current(provider: ResourceProvider, view: AsOf) -> Select[Any]:
+    """A provider without versions: its rows as they are (`_since` on its last_updated when declared)."""
+    since = [provider.last_updated > view.since] if view.since is not None and provider.last_updated is not None \
+        else []
+    return (select(*provider.columns).select_from(provider.source).where(true(), *since, *_scope(view))
+            .order_by(provider.id_column))
+
+
+def _stream(conn: Connection, query: Select[Any]) -> Iterator[list[Any]]:
+    result = conn.execution_options(stream_results=True, yield_per=BATCH).execute(query)
+    try:
+        yield from result.partitions()
+    finally:
+        result.close()
+
+
+def resources(conn: Connection, provider: ResourceProvider, view: AsOf) -> Iterator[list[bytes]]:
+    """Batches of the resources' bytes, one resource each."""
+    if provider.versioning is None:
+        for rows in _stream(conn, current(provider, view)):
+            yield [encode(provider.to_resource(row._mapping)) for row in rows]
+        return
+    to_resource = provider.to_resource
+    for query in (unchanged(provider, view), changed(provider, view)):
+        for rows in _stream(conn, query):
+            yield [bytes(body) if body is not None else encode(to_resource(snapshot)) for body, snapshot in rows]
+
+
+def deletions(conn: Connection, provider: ResourceProvider, view: AsOf) -> Iterator[list[str]]:
+    """Batches of the ids of the resources deleted after `_since` and at or before T (versioned providers only)."""
+    if provider.versioning is None or view.since is None:
+        return
+    for query in (unchanged(provider, view, deleted=True), changed(provider, view, deleted=True)):
+        for rows in _stream(conn, query):
+            yield [str(row[0]) for row in rows]

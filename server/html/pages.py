@@ -1,0 +1,149 @@
+"""A FHIR response as an HTML page for browsers: the status, any OperationOutcome as a table, the narrative
+(sanitized), and the JSON highlighted with every reference, fullUrl and link clickable. A 401 carries the form
+where the user pastes a token (static/page.js keeps it in sessionStorage and re-asks with it). Every value is
+escaped; the page has no inline script or style (see server.html.security)."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from html import escape
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from server.html.narrative import sanitize
+
+_REFERENCE = re.compile(r"[A-Z][A-Za-z]+/[A-Za-z0-9\-.]{1,64}(?:/_history/[A-Za-z0-9\-.]{1,64})?")
+_LINK_KEYS = frozenset({"reference", "fullUrl", "url"})
+
+
+def root_path(base: str) -> str:
+    """The path of the server root the page's assets and the explorer live under ('' at the host's root):
+    [base] without its trailing /fhir, path only (the assets are same-origin, whatever host base_url names)."""
+    path = urlsplit(base).path.rstrip("/")
+    return path[: -len("/fhir")] if path.endswith("/fhir") else path
+
+
+def html_page(body: dict[str, Any], status: int, base: str) -> bytes:
+    root = root_path(base)
+    title = _title(body, status)
+    parts = [
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(title)}</title>",
+        f'<link rel="stylesheet" href="{escape(root)}/static/fhir.css">',
+        f'<script src="{escape(root)}/static/token.js" defer></script>',
+        f'<script src="{escape(root)}/static/page.js" defer></script>',
+        f'</head><body data-api="{escape(root)}/fhir" data-status="{status}">',
+        '<header class="bar"><a class="brand" href="', escape(root or "/"), '">orgunit-fhir explorer</a>',
+        '<span id="token-state"></span></header>',
+        '<main id="fhir">', *_content(body, status, base), "</main></body></html>",
+    ]
+    return "".join(parts).encode("utf-8")
+
+
+def _title(body: dict[str, Any], status: int) -> str:
+    kind = str(body.get("resourceType", "FHIR"))
+    if kind == "Bundle":
+        return f"Bundle ({body.get('type', '')}, {body.get('total', len(body.get('entry') or []))})"
+    if kind != "OperationOutcome" and "id" in body:
+        return f"{kind}/{body['id']}"
+    return f"{status} {_reason(status)}" if status >= 400 else kind
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def _content(body: dict[str, Any], status: int, base: str) -> Iterator[str]:
+    state = "ok" if status < 400 else "error"
+    yield f'<p class="status {state}">HTTP {status} {escape(_reason(status))}</p>'
+    yield f"<h1>{escape(_title(body, status))}</h1>"
+    if status == 401:
+        yield ('<form id="token-form" class="token-form" autocomplete="off">'
+               '<label for="token-input">This server needs a bearer token. Paste it here: it stays in this tab '
+               "(sessionStorage) and is sent as <code>Authorization: Bearer</code>, never in a URL or a cookie."
+               '</label><textarea id="token-input" rows="3" spellcheck="false"></textarea>'
+               '<button type="submit">Use token</button><p id="token-error" class="error" hidden></p></form>')
+    if body.get("resourceType") == "OperationOutcome":
+        yield from _outcome(body)
+    elif body.get("resourceType") == "Bundle":
+        yield from _paging(body, base)
+    div = (body.get("text") or {}).get("div") if isinstance(body.get("text"), dict) else None
+    if isinstance(div, str) and div:
+        yield f'<section class="narrative"><h2>Narrative</h2>{sanitize(div)}</section>'
+    yield ('<p class="formats"><a href="#" id="raw-json" data-format="json">raw JSON</a> · '
+           '<a href="#" id="raw-xml" data-format="xml">raw XML</a></p>')
+    yield '<pre class="json">'
+    yield from _json(body, base, 0, None)
+    yield "</pre>"
+
+
+def _outcome(body: dict[str, Any]) -> Iterator[str]:
+    yield '<table class="outcome"><thead><tr><th>severity</th><th>code</th><th>diagnostics</th></tr></thead><tbody>'
+    for issue in body.get("issue") or []:
+        if isinstance(issue, dict):
+            yield (f'<tr class="{escape(str(issue.get("severity", "")))}"><td>{escape(str(issue.get("severity", "")))}'
+                   f'</td><td>{escape(str(issue.get("code", "")))}</td>'
+                   f'<td>{escape(str(issue.get("diagnostics", "")))}</td></tr>')
+    yield "</tbody></table>"
+
+
+def _paging(body: dict[str, Any], base: str) -> Iterator[str]:
+    links = [link for link in body.get("link") or [] if isinstance(link, dict) and link.get("relation") != "self"]
+    if links:
+        yield '<nav class="paging">'
+        for link in links:
+            href = _href(str(link.get("url", "")), base, "url")
+            if href:
+                yield f'<a href="{escape(href)}">{escape(str(link.get("relation", "")))}</a> '
+        yield "</nav>"
+
+
+def _href(value: str, base: str, key: str | None) -> str | None:
+    """Where a string value links to: an http(s) URL under [base] (any of the link keys: any http(s) URL), or a
+    relative reference Type/id resolved against [base]."""
+    if value.startswith(base + "/") or value == base:
+        return value
+    if key in _LINK_KEYS and value.lower().startswith(("http://", "https://")):
+        return value
+    if key == "reference" and _REFERENCE.fullmatch(value):
+        return f"{base}/{value}"
+    return None
+
+
+def _json(value: Any, base: str, depth: int, key: str | None) -> Iterator[str]:
+    pad = "  " * (depth + 1)
+    if isinstance(value, dict):
+        if not value:
+            yield "{}"
+            return
+        yield "{\n"
+        for index, (name, item) in enumerate(value.items()):
+            yield f'{pad}<span class="k">{escape(orjson.dumps(str(name)).decode())}</span>: '
+            yield from _json(item, base, depth + 1, str(name))
+            yield ",\n" if index < len(value) - 1 else "\n"
+        yield "  " * depth + "}"
+    elif isinstance(value, list):
+        if not value:
+            yield "[]"
+            return
+        yield "[\n"
+        for index, item in enumerate(value):
+            yield pad
+            yield from _json(item, base, depth + 1, key)
+            yield ",\n" if index < len(value) - 1 else "\n"
+        yield "  " * depth + "]"
+    elif isinstance(value, str):
+        text = escape(orjson.dumps(value).decode())
+        href = _href(value, base, key)
+        yield f'<a class="s" href="{escape(href)}">{text}</a>' if href else f'<span class="s">{text}</span>'
+    elif isinstance(value, bool) or value is None:
+        yield f'<span class="b">{orjson.dumps(value).decode()}</span>'
+    else:
+        yield f'<span class="n">{escape(orjson.dumps(value).decode())}</span>'

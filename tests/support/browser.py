@@ -1,0 +1,45 @@
+"""A real browser for the tests: Debian's chromium (`make chromium` installs it) driven by playwright-core from npm
+(installed at a pinned version into the git-ignored .cache/node by `make chromium`, or by `ensure_playwright`)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE_DIR = ROOT / ".cache" / "node"
+PLAYWRIGHT = "playwright-core@1.65.1"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here (None: they can)."""
+    if not Path(CHROMIUM).exists():
+        return f"{CHROMIUM} is missing (make chromium installs Debian's package)"
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        return "node and npm are missing"
+    return None
+
+
+def ensure_playwright() -> Path:
+    """.cache/node with playwright-core at the pinned version (npm install once)."""
+    package = NODE_DIR / "node_modules" / "playwright-core" / "package.json"
+    wanted = PLAYWRIGHT.split("@")[1]
+    if not package.exists() or json.loads(package.read_text())["version"] != wanted:
+        NODE_DIR.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["npm", "install", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund", "--silent",
+                        PLAYWRIGHT], check=True, capture_output=True, timeout=600)
+    return NODE_DIR / "node_modules"
+
+
+def run_script(script: Path, env: dict[str, str], timeout: float = 240) -> dict:
+    """Run a node script that prints one JSON line of results last; fail with its output otherwise."""
+    modules = ensure_playwright()
+    done = subprocess.run(["node", str(script)], capture_output=True, text=True, timeout=timeout,
+                          env={**env, "NODE_PATH": str(modules), "CHROMIUM": CHROMIUM,
+                               "PATH": "/usr/bin:/bin:/usr/local/bin"})
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise AssertionError(f"{script.name} failed ({done.returncode}):\n{done.stdout[-6000:]}\n{done.stderr[-6000:]}")
+    return dict(json.loads(lines[-1]))
