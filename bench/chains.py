@@ -114,15 +114,18 @@ def _search(ctx: ServerContext, caller: Caller, rtype: str, query: str) -> Calla
     return run
 
 
-def _median_ms(run: Callable[[], object], rounds: int, cold: ServerContext | None) -> float:
-    times = []
+def _medians_ms(a: Callable[[], object], b: Callable[[], object], rounds: int,
+                cold: ServerContext | None) -> tuple[float, float]:
+    """Medians of `a` and `b`, run in turn (what slows the machine slows both); `cold`: no count cached."""
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
-        if cold is not None:
-            object.__setattr__(cold, "counts", CountCache())
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+        for run, out in ((a, times[0]), (b, times[1])):
+            if cold is not None:
+                object.__setattr__(cold, "counts", CountCache())
+            start = time.perf_counter()
+            run()
+            out.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def bench(backend: str, size: int, rounds: int, scoped: bool) -> list[tuple[str, str, float, float, float, float]]:
@@ -140,10 +143,8 @@ def bench(backend: str, size: int, rounds: int, scoped: bool) -> list[tuple[str,
         sizes = (a(), b())
         for _ in range(5):
             a(), b()
-        warm_a = _median_ms(a, rounds, None)
-        warm_b = _median_ms(b, rounds, None)
-        cold_a = _median_ms(a, rounds, ctx)
-        cold_b = _median_ms(b, rounds, ctx)
+        warm_a, warm_b = _medians_ms(a, b, rounds, None)
+        cold_a, cold_b = _medians_ms(a, b, rounds, ctx)
         rows.append((name, f"{sizes[0]}/{sizes[1]}", warm_a, warm_b, cold_a, cold_b))
     ctx.db.dispose()
     return rows

@@ -31,7 +31,8 @@ def _bulk(request: Request) -> BulkService:
 
 
 def ndjson_format(format_param: str | None, accept: str | None, pretty: str | None) -> Format:
-    """A file is NDJSON whatever is asked; an error about it is FHIR JSON. 406 for an Accept that takes neither."""
+    """A file is NDJSON, a manifest JSON, whatever is asked; an error is FHIR JSON. 406 for an Accept that takes
+    none of them."""
     if not accept or any(part.split(";")[0].strip().lower() in NDJSON_ACCEPTED for part in accept.split(",")):
         return Format()
     try:
@@ -52,7 +53,7 @@ async def kickoff(request: Request) -> Response:
 async def status(request: Request) -> Response:
     job, bulk = request.path_params["job"], _bulk(request)
     return await _pipeline(request).serve(request, Interaction("operation", None, job, "export-status"), lambda ctx, r: (
-        bulk.status(r.caller, r.base, job)))
+        bulk.status(r.caller, r.base, job)), negotiator=ndjson_format)
 
 
 async def download(request: Request) -> Response:

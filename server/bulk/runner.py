@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 
 from server.bulk import settle
 from server.bulk.files import NdjsonFiles, Written, job_directory
@@ -62,7 +63,10 @@ class Runner:
     def beat(self, text: str, force: bool = False) -> None:
         if force or time.monotonic() - self._last >= HEARTBEAT_S:
             self._last = time.monotonic()
-            self.store.progress(self.plan.job.id, text, self.exported)
+            try:
+                self.store.progress(self.plan.job.id, text, self.exported)
+            except DBAPIError:  # SQLite while a load holds the write lock: the next beat will tell
+                log.debug("bulk export %s: progress not recorded", self.plan.job.id, exc_info=True)
 
     def run(self) -> None:
         job = self.plan.job

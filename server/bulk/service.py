@@ -147,9 +147,8 @@ class BulkService:
 
     def status(self, caller: Caller, base: str, job_id: str) -> Response:
         job = self._job(caller, job_id)
-        if job.stale(now()):
-            self.store.fail(job.id, "the worker running the export stopped")
-            job = self._job(caller, job_id)
+        if job.stale(now()):  # said, not written: a poll only reads
+            raise InternalError("the export failed: the worker running it stopped; start a new one")
         if job.status == FAILED:
             raise InternalError(f"the export failed: {job.progress}; start a new one")
         expires = {"Expires": job.expires_at.strftime("%a, %d %b %Y %H:%M:%S GMT")}

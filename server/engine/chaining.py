@@ -12,7 +12,7 @@ from server.context import ServerContext
 from server.engine.caller import Caller
 from server.engine.provider import ResourceProvider
 from server.engine.reads import count, visibility
-from server.search.chains import compile_joined, crossed
+from server.search.hops import compile_joined, crossed
 from server.search.request import SearchRequest
 
 

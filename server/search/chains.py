@@ -4,30 +4,25 @@ chaining (`_has:Location:partof:type=`, nested), over every reference parameter 
 A key is parsed into the typed form (`Chained`: its hops, then one ordinary clause on the last type, with every
 modifier that parameter supports) before any SQL; then compiled, innermost hop first, into ONE condition on the
 searched rows: each hop a subquery answered through the reference's index, each applying the caller's scope on its
-own type (and leaving deleted rows out), so a chain never tells whether a resource outside the scope exists.
+own type (and leaving deleted rows out), so a chain never tells whether a resource outside the scope exists
+(server.search.hops).
 
 What cannot be followed is a 400, never ignored (an ignored chain would widen the results): a parameter that is not a
 reference, a type no provider serves, a reference that does not lead to the type named, more than MAX_HOPS hops."""
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-
-from sqlalchemy import ColumnElement, Connection, Select, and_, or_, select, union
 
 from server.engine.provider import ResourceProvider
 from server.errors import InvalidRequest, UnsupportedParameter
 from server.search.param import SearchParam
-from server.search.referred import foreign_key, referred, tables_of
 from server.search.request import MAX_CLAUSES, Clause, SearchRequest, _clause, parse_search
-from server.search.sql import JOINED, look_up, where_clause
 from server.search.types.reference import ReferenceTarget
 
 MAX_HOPS = 3  # references crossed by one parameter, chained and _has together
 HAS = "_has"
-
-Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller's scope on a provider's rows
 
 
 @dataclass(frozen=True)
@@ -158,90 +153,3 @@ def parse_request(provider: ResourceProvider, items: Sequence[tuple[str, str]], 
                              f"at most {MAX_CLAUSES}")
     unique = {(j.key, j.raw): j for j in joined}  # a parameter sent twice is applied once
     return replace(request, joined=tuple(unique.values())) if joined else request
-
-
-# ------------------------------------------------------------------ SQL
-
-
-def _rows(provider: ResourceProvider, cond: ColumnElement[bool], column: ColumnElement[Any]) -> Select[Any]:
-    """`column` of the provider's rows meeting `cond`, from its table alone when that is all they use. Never
-    correlated: the same table may be searched around it (partof.partof...), the inner one names its own rows."""
-    source = provider.table if tables_of(cond, column) <= {provider.table} else provider.source
-    return select(column).select_from(source).where(cond).correlate(None)
-
-
-def _targets(hop: Hop) -> list[ReferenceTarget]:
-    return [t for t in hop.param.targets if isinstance(t, ReferenceTarget) and t.resource_type == hop.target]
-
-
-def _holding(provider: ResourceProvider, cond: ColumnElement[bool]) -> ColumnElement[bool]:
-    """A condition on a table the provider's rows are joined with, as one on the provider's rows: through the
-    foreign key to it (its index), else through the joined rows."""
-    if foreign_key(provider.table, cond) is not None:  # type: ignore[arg-type]
-        return referred(provider.table, cond)  # type: ignore[arg-type]
-    return provider.id_column.in_(select(provider.id_column).select_from(provider.source).where(cond).correlate(None))
-
-
-def _forward(source: ResourceProvider, hop: Hop, target: ResourceProvider,
-             cond: ColumnElement[bool]) -> ColumnElement[bool]:
-    """The rows of `source` whose reference points at a row of `target` meeting `cond`."""
-    ids = _rows(target, cond, target.id_column)
-    arms: list[ColumnElement[bool]] = []
-    for t in _targets(hop):
-        if t.through is not None:
-            arms.append(source.id_column.in_(t.through.ids(t.column.in_(ids)).correlate(None)))
-        elif getattr(t.column, "table", None) is source.table:
-            arms.append(t.column.in_(ids))
-        else:  # held in a joined table
-            arms.append(_holding(source, t.column.in_(ids)))
-    return or_(*arms)
-
-
-def _reverse(searched: ResourceProvider, hop: Hop, source: ResourceProvider,
-             cond: ColumnElement[bool]) -> ColumnElement[bool]:
-    """The rows of `searched` that a row of `source` meeting `cond` refers to."""
-    refs: list[Select[Any]] = []
-    for t in _targets(hop):
-        if t.through is not None:
-            held = select(t.column).select_from(t.through.table).where(
-                t.through.key.in_(_rows(source, cond, source.id_column)), t.column.is_not(None)).correlate(None)
-            refs.append(held if t.through.where is None else held.where(t.through.where))
-        else:
-            refs.append(_rows(source, and_(cond, t.column.is_not(None)), t.column))
-    return searched.id_column.in_(refs[0] if len(refs) == 1 else union(*refs))
-
-
-def _own(provider: ResourceProvider, visible: ColumnElement[bool] | None) -> list[ColumnElement[bool]]:
-    """What every hop applies on its type: live rows (when versioned), the caller's scope."""
-    live = [provider.versioning.deleted.is_(False)] if provider.versioning is not None else []
-    return [*live, *([visible] if visible is not None else [])]
-
-
-def compile_chained(conn: Connection, providers: Mapping[str, Any], chained: Chained,
-                    visible: Visible) -> ColumnElement[bool]:
-    """The condition on the searched rows (their own scope is the search's). The last type's clause is compiled
-    as the same parameter is unchained (with the look-ups its type needs, among the rows the caller sees)."""
-    types = [providers[t] for t in chained.types]
-    scopes = {p.resource_type: visible(p) for p in types[1:]}
-    last = types[-1]
-    sub = SearchRequest(last.resource_type, clauses=(chained.clause,))
-    cond = where_clause(last, sub, look_up(conn, last, sub, scopes[last.resource_type]), scopes[last.resource_type])
-    for i in reversed(range(len(chained.hops))):
-        hop, near, far = chained.hops[i], types[i], types[i + 1]
-        cond = _reverse(near, hop, far, cond) if hop.reverse else _forward(near, hop, far, cond)
-        if i:
-            cond = and_(cond, *_own(near, scopes[near.resource_type]))
-    return cond
-
-
-def compile_joined(conn: Connection, providers: Mapping[str, Any], request: SearchRequest,
-                   visible: Visible) -> dict[Any, ColumnElement[bool]]:
-    """found[(JOINED, key, raw)] of every chained and _has parameter of the request (server.search.sql)."""
-    return {(JOINED, j.key, j.raw): compile_chained(conn, providers, j, visible)
-            for j in request.joined if isinstance(j, Chained)}
-
-
-def crossed(providers: Mapping[str, Any], request: SearchRequest) -> list[ResourceProvider]:
-    """The other types the request's chained and _has parameters search (their data decides its matches too)."""
-    names = dict.fromkeys(t for j in request.joined if isinstance(j, Chained) for t in j.types[1:])
-    return [providers[n] for n in names if n != request.resource_type]

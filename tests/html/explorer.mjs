@@ -80,7 +80,7 @@ try {
   found.xssImages = await page.locator('img[src="x"]').count();
 
   // find by name without its accents, with the keyboard
-  await page.locator('#search').pressSequentially('peni', { delay: 40 });
+  await page.locator('#search').pressSequentially('csps peni', { delay: 40 });
   await page.locator('#results [role=option]').first().waitFor();
   await page.locator('#search').press('ArrowDown');
   await page.locator('#search').press('Enter');

@@ -81,7 +81,7 @@ def test_explorer_in_a_browser(explorer_server: LiveServer, database_url: str) -
 
     server = explorer_server
     client = SyncFHIRClient(server.base, authorization=f"Bearer {server.token}")
-    peni = client.resources("Location").search(name="peni").first()
+    peni = client.resources("Location").search(name="csps peni").first()
     assert peni is not None and peni["name"] == "CSPS Péni"  # fhirpy: JSON, as before
     status, media, body = _get(f"{server.base}/Location/{peni.id}", {"Accept": BROWSER,
                                                                        "Authorization": f"Bearer {server.token}"})

@@ -1,0 +1,147 @@
+"""A chained or _has parameter (server.search.chains) -> one condition on the searched rows, inside the search's one
+statement: the last type's clause compiled as the same parameter is unchained, then each hop, innermost first, a
+subquery answered through the reference's index, applying the caller's scope and leaving deleted rows out on its
+own type (what the caller may not see of a type never decides a match).
+
+The shapes: a reference held in the provider's own rows is `reference IN (ids of the matching rows)`; on PostgreSQL
+`= ANY(ARRAY(...))`, the ids read once first and the index probed for each (an IN becomes a join whose size the
+planner guesses: it would walk the whole table for a page). A reference held in a table the rows are joined with by
+a foreign key (a small one: the org unit's source version -> its data source) goes through that key, as the
+unchained parameter does: forward its keys looked up first (server.search.referred), reverse an EXISTS per row of
+that table (it stops at the first match)."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlalchemy import Boolean, ColumnElement, Connection, Select, and_, exists, literal, or_, select, union
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.visitors import InternalTraversal
+
+from server.engine.provider import ResourceProvider
+from server.search.chains import Chained, Hop
+from server.search.referred import foreign_key, referred, referred_keys, tables_of
+from server.search.request import SearchRequest
+from server.search.sql import JOINED, look_up, where_clause
+from server.search.types.reference import ReferenceTarget
+
+Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller's scope on a provider's rows
+
+
+class InRows(ColumnElement[bool]):
+    """`column IN (rows)`; on PostgreSQL `column = ANY(ARRAY(rows))` (see the module's docstring)."""
+
+    inherit_cache = True
+    type = Boolean()
+    _is_implicitly_boolean = True
+    _traverse_internals = [("column", InternalTraversal.dp_clauseelement),
+                           ("rows", InternalTraversal.dp_clauseelement)]
+
+    def __init__(self, column: ColumnElement[Any], rows: Select[Any]) -> None:
+        self.column = column
+        self.rows = rows
+
+
+@compiles(InRows)
+def _in_rows(element: InRows, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.column.in_(element.rows), **kw))
+
+
+@compiles(InRows, "postgresql")
+def _any_of_rows(element: InRows, compiler: Any, **kw: Any) -> str:
+    rows = compiler.process(element.rows.scalar_subquery(), **kw)  # "(SELECT ...)"
+    return f"{compiler.process(element.column, **kw)} = ANY(ARRAY{rows})"
+
+
+def _rows(provider: ResourceProvider, cond: ColumnElement[bool], column: ColumnElement[Any]) -> Select[Any]:
+    """`column` of the provider's rows meeting `cond`, from its table alone when that is all they use. Never
+    correlated: the same table may be searched around it (partof.partof...), the inner one names its own rows."""
+    source = provider.table if tables_of(cond, column) <= {provider.table} else provider.source
+    return select(column).select_from(source).where(cond).correlate(None)
+
+
+def _targets(hop: Hop) -> list[ReferenceTarget]:
+    return [t for t in hop.param.targets if isinstance(t, ReferenceTarget) and t.resource_type == hop.target]
+
+
+def _own_column(provider: ResourceProvider, target: ReferenceTarget) -> bool:
+    return getattr(target.column, "table", None) is provider.table
+
+
+def _forward(conn: Connection, source: ResourceProvider, hop: Hop, target: ResourceProvider,
+             cond: ColumnElement[bool]) -> ColumnElement[bool]:
+    """The rows of `source` whose reference points at a row of `target` meeting `cond`."""
+    ids = _rows(target, cond, target.id_column)
+    arms: list[ColumnElement[bool]] = []
+    for t in _targets(hop):
+        held = InRows(t.column, ids)
+        if t.through is not None:
+            arms.append(InRows(source.id_column, t.through.ids(held).correlate(None)))
+        elif _own_column(source, t):
+            arms.append(held)
+        elif foreign_key(source.table, held) is not None:  # type: ignore[arg-type]
+            arms.append(referred(source.table, held, referred_keys(conn, source.table, held)))  # type: ignore[arg-type]
+        else:
+            arms.append(InRows(source.id_column, select(source.id_column).select_from(source.source).where(held)
+                               .correlate(None)))
+    return or_(*arms)
+
+
+def _referring(source: ResourceProvider, target: ReferenceTarget, cond: ColumnElement[bool]) -> Select[Any]:
+    """The ids the rows of `source` meeting `cond` refer to by `target`."""
+    if target.through is not None:
+        through = target.through
+        held = select(target.column).select_from(through.table).where(
+            InRows(through.key, _rows(source, cond, source.id_column)), target.column.is_not(None)).correlate(None)
+        return held if through.where is None else held.where(through.where)
+    fk = None if _own_column(source, target) else foreign_key(source.table, target.column.is_not(None))  # type: ignore[arg-type]
+    if fk is None:
+        return _rows(source, and_(cond, target.column.is_not(None)), target.column)
+    joined = fk.column.table.alias()  # its rows having at least one matching row of `source`
+    any_row = (select(literal(1)).select_from(source.table if tables_of(cond) <= {source.table} else source.source)
+               .where(fk.parent == joined.c[fk.column.key], cond).correlate(joined))
+    column = joined.c[target.column.key]  # type: ignore[attr-defined]
+    return select(column).select_from(joined).where(exists(any_row), column.is_not(None)).correlate(None)
+
+
+def _reverse(searched: ResourceProvider, hop: Hop, source: ResourceProvider,
+             cond: ColumnElement[bool]) -> ColumnElement[bool]:
+    """The rows of `searched` that a row of `source` meeting `cond` refers to."""
+    refs = [_referring(source, t, cond) for t in _targets(hop)]
+    return InRows(searched.id_column, refs[0] if len(refs) == 1 else union(*refs))  # type: ignore[arg-type]
+
+
+def _own(provider: ResourceProvider, visible: ColumnElement[bool] | None) -> list[ColumnElement[bool]]:
+    """What every hop applies on its type: live rows (when versioned), the caller's scope."""
+    live = [provider.versioning.deleted.is_(False)] if provider.versioning is not None else []
+    return [*live, *([visible] if visible is not None else [])]
+
+
+def compile_chained(conn: Connection, providers: Mapping[str, Any], chained: Chained,
+                    visible: Visible) -> ColumnElement[bool]:
+    """The condition on the searched rows (their own scope is the search's). The last type's clause is compiled
+    as the same parameter is unchained (with the look-ups its type needs, among the rows the caller sees)."""
+    types = [providers[t] for t in chained.types]
+    scopes = {p.resource_type: visible(p) for p in types[1:]}
+    last = types[-1]
+    sub = SearchRequest(last.resource_type, clauses=(chained.clause,))
+    cond = where_clause(last, sub, look_up(conn, last, sub, scopes[last.resource_type]), scopes[last.resource_type])
+    for i in reversed(range(len(chained.hops))):
+        hop, near, far = chained.hops[i], types[i], types[i + 1]
+        cond = _reverse(near, hop, far, cond) if hop.reverse else _forward(conn, near, hop, far, cond)
+        if i:
+            cond = and_(cond, *_own(near, scopes[near.resource_type]))
+    return cond
+
+
+def compile_joined(conn: Connection, providers: Mapping[str, Any], request: SearchRequest,
+                   visible: Visible) -> dict[Any, ColumnElement[bool]]:
+    """found[(JOINED, key, raw)] of every chained and _has parameter of the request (server.search.sql)."""
+    return {(JOINED, j.key, j.raw): compile_chained(conn, providers, j, visible)
+            for j in request.joined if isinstance(j, Chained)}
+
+
+def crossed(providers: Mapping[str, Any], request: SearchRequest) -> list[ResourceProvider]:
+    """The other types the request's chained and _has parameters search (their data decides its matches too)."""
+    names = dict.fromkeys(t for j in request.joined if isinstance(j, Chained) for t in j.types[1:])
+    return [providers[n] for n in names if n != request.resource_type]

@@ -1,0 +1,301 @@
+"""Bulk Data `$export` over the two-account universe of tests.support.scoping, on both backends: the kick-off's
+parameters, the status and the manifest, files byte-identical to reads and split at bulk.file_resources, exactly
+what each caller may read, the data at transactionTime (a load committing during the export appears in none of its
+files; `_since` then returns exactly what it changed), jobs shared by the workers, expiry."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from starlette.testclient import TestClient
+
+from plugins.orgunits.records import UnitRecord
+from plugins.orgunits.writer import write_units
+from server.access.mint import mint_token
+from server.app import create_app
+from server.bulk import runner as bulk_runner
+from server.bulk.files import directory
+from server.bulk.jobs import now
+from server.context import ServerContext
+from server.settings import BulkSettings
+from server.storage.db import writing_engine
+from tests.support.bulk import ASYNC, NDJSON, deleted_ids, export, kick_off, lines, manifest, versions
+from tests.support.contexts import pyramid_context
+from tests.support.data import UNITS
+from tests.support.scoping import ALPHA, BETA_V2, load_alpha, load_beta
+
+ALPHA_HEADERS = {"account": "alpha"}
+PER_FILE = 4
+
+
+@pytest.fixture(scope="module")
+def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
+    context = pyramid_context(backend_url, tmp_path_factory.mktemp("var"), load_alpha, load_beta)
+    bulk = BulkSettings(file_resources=PER_FILE, settle_seconds=0, settle_timeout_seconds=20, max_running=50)
+    context = replace(context, settings=replace(context.settings, bulk=bulk))
+    yield context
+    context.db.dispose()
+
+
+@pytest.fixture(scope="module")
+def api(ctx: ServerContext) -> Iterator[TestClient]:
+    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as client:
+        yield client
+
+
+def auth(ctx: ServerContext, **claims: Any) -> dict[str, str]:
+    return {"Authorization": f"Bearer {mint_token(ctx.settings, extra=claims or ALPHA_HEADERS)}"}
+
+
+def search_ids(api: TestClient, headers: dict[str, str], rtype: str) -> set[str]:
+    bundle = api.get(f"/fhir/{rtype}", params={"_count": 100}, headers=headers).json()
+    assert bundle["total"] == len(bundle.get("entry", []))
+    return {e["resource"]["id"] for e in bundle.get("entry", [])}
+
+
+@pytest.mark.parametrize("path, params, headers, status, says", [
+    pytest.param("/fhir/$export", {}, {"Prefer": ""}, 400, "Prefer: respond-async", id="without-respond-async"),
+    pytest.param("/fhir/$export", {"_outputFormat": "text/csv"}, {}, 400, "_outputFormat", id="output-format"),
+    pytest.param("/fhir/$export", {"_type": "Patient"}, {}, 400, "not exported", id="type-not-served"),
+    pytest.param("/fhir/$export", {"_type": "CodeSystem"}, {}, 400, "not exported", id="type-canonical"),
+    pytest.param("/fhir/Location/$export", {"_type": "Organization"}, {}, 400, "Location only", id="type-other-level"),
+    pytest.param("/fhir/$export", {"_typeFilter": "Location?status=active"}, {}, 400, "_typeFilter",
+                 id="type-filter"),
+    pytest.param("/fhir/$export", {"_since": "yesterday"}, {}, 400, "_since", id="since-malformed"),
+    pytest.param("/fhir/Patient/$export", {}, {}, 404, "not supported", id="level-type-not-served"),
+    pytest.param("/fhir/CodeSystem/$export", {}, {}, 404, "not exported", id="level-canonical"),
+    pytest.param("/fhir/$export", {}, {"Accept": "text/csv"}, 406, "", id="accept"),
+    pytest.param("/fhir/$export-status/0123456789abcdef0123456789abcdef", {}, {}, 404, "no export job",
+                 id="status-unknown-job"),
+    pytest.param("/fhir/$export-status/..%2F..%2Fetc", {}, {}, 404, "", id="status-not-a-job-id"),
+    pytest.param("/fhir/$export-file/0123456789abcdef0123456789abcdef/Location-1.ndjson", {}, {}, 404,
+                 "no export job", id="file-unknown-job"),
+])
+def test_kick_off_refuses_what_it_cannot_honour(api: TestClient, ctx: ServerContext, path: str,
+                                                params: dict[str, str], headers: dict[str, str], status: int,
+                                                says: str) -> None:
+    answer = api.get(path, params=params, headers={**ASYNC, **auth(ctx), **headers})
+    assert answer.status_code == status, answer.text
+    assert answer.json()["resourceType"] == "OperationOutcome" and says in answer.text
+
+
+@pytest.mark.parametrize("method", ["DELETE", "POST", "PUT"])
+def test_other_methods_are_not_allowed(api: TestClient, ctx: ServerContext, method: str) -> None:
+    status = kick_off(api, headers=auth(ctx))
+    for url in ("/fhir/$export", status):
+        answer = api.request(method, url, headers={**ASYNC, **auth(ctx)})
+        assert answer.status_code == 405 and set(answer.headers["allow"].split(", ")) == {"GET", "HEAD"}, answer.text
+
+
+def test_lenient_handling_ignores_what_is_not_supported(api: TestClient, ctx: ServerContext) -> None:
+    found = export(api, headers={**auth(ctx), "Prefer": "respond-async, handling=lenient"},
+                   _type="Location,Patient", _typeFilter="Location?status=active")
+    assert {o["type"] for o in found["output"]} == {"Location"}
+
+
+def test_system_export_is_every_resource_the_caller_reads_byte_for_byte(api: TestClient, ctx: ServerContext) -> None:
+    headers = auth(ctx)
+    status = kick_off(api, headers=headers)
+    assert status.startswith("http://testserver/fhir/$export-status/")
+    found = manifest(api, status, headers)
+    assert found["requiresAccessToken"] is True and found["request"] == "http://testserver/fhir/$export"
+    assert found["deleted"] == [] and found["error"] == []
+    assert [o["count"] for o in found["output"] if o["type"] == "Location"] == [4, 4, 1]  # split at PER_FILE
+    exported = lines(api, found["output"], headers)
+    assert set(exported) == {"Location", "Organization"}
+    for rtype, got in exported.items():
+        ids = [orjson.loads(line)["id"] for line in got]
+        assert set(ids) == search_ids(api, headers, rtype) and len(ids) == len(set(ids)), rtype
+        for rid, line in zip(ids, got):
+            assert api.get(f"/fhir/{rtype}/{rid}", headers=headers).content == line, (rtype, rid)
+    assert {int(i) for i in versions(exported["Location"])} == ALPHA
+
+
+@pytest.mark.parametrize("claims, expected", [
+    pytest.param({"account": "alpha"}, ALPHA, id="account-alpha"),
+    pytest.param({"account": "beta"}, BETA_V2, id="account-beta"),
+    pytest.param({"account": "alpha", "org_unit_roots": ["10"]}, {10, 20, 30, 31, 32}, id="alpha-subtree-10"),
+    pytest.param({"account": "alpha", "org_unit_roots": []}, set(), id="alpha-no-roots"),
+    pytest.param({"account": "gamma"}, set(), id="unknown-account"),
+])
+def test_an_export_holds_exactly_what_the_caller_may_read(api: TestClient, ctx: ServerContext,
+                                                         claims: dict[str, Any], expected: set[int]) -> None:
+    headers = auth(ctx, **claims)
+    exported = lines(api, export(api, "/fhir/Location/$export", headers)["output"], headers)
+    assert {int(i) for i in versions(exported.get("Location", []))} == expected
+    assert {int(i) for i in search_ids(api, headers, "Location")} == expected
+
+
+@pytest.mark.parametrize("scope, types", [
+    pytest.param("system/Location.read", {"Location"}, id="v1-location"),
+    pytest.param("system/*.rs", {"Location", "Organization"}, id="v2-every-type"),
+    pytest.param("system/Organization.rs", {"Organization"}, id="v2-organization"),
+])
+def test_smart_scopes_narrow_the_types(api: TestClient, ctx: ServerContext, scope: str, types: set[str]) -> None:
+    headers = auth(ctx, account="alpha", scope=f"{scope} service_org_units")
+    assert {o["type"] for o in export(api, headers=headers)["output"]} == types
+    if "Location" not in types:
+        answer = api.get("/fhir/$export", params={"_type": "Location"}, headers={**ASYNC, **headers})
+        assert answer.status_code == 403, answer.text
+
+
+def test_a_job_is_its_callers_only(api: TestClient, ctx: ServerContext) -> None:
+    status = kick_off(api, headers=auth(ctx, account="alpha", sub="one"))
+    found = manifest(api, status, auth(ctx, account="alpha", sub="one"))
+    file_url = found["output"][0]["url"]
+    for other in ({"account": "beta", "sub": "one"}, {"account": "alpha", "sub": "two"},
+                  {"account": "alpha", "sub": "one", "org_unit_roots": ["10"]}):
+        for url in (status, file_url):
+            answer = api.get(url, headers={**NDJSON, **auth(ctx, **other)})
+            assert answer.status_code == 404, (other, url)
+    again = api.get(file_url, headers={**NDJSON, **auth(ctx, account="alpha", sub="one")})  # a new token, same caller
+    assert again.status_code == 200
+    assert api.get(file_url.rsplit("/", 1)[0] + "/Location-9.ndjson", headers=auth(ctx, account="alpha", sub="one")
+                   ).status_code == 404
+    assert api.get(file_url).status_code == 401  # requiresAccessToken
+
+
+def _rename(ctx: ServerContext, ids: set[int], suffix: str) -> None:
+    """A load: the units `ids` renamed (each and its children get a new version)."""
+    with ctx.db.connect() as conn, conn.begin():
+        version = conn.exec_driver_sql("SELECT source_version_id FROM org_unit WHERE id = 1").scalar_one()
+        write_units(conn, [replace(u, name=u.name + suffix) for u in UNITS if u.id in ids], version, now())
+    ctx.freshness.expire()
+
+
+def test_a_load_committed_during_the_export_is_in_none_of_its_files_and_since_returns_exactly_it(
+        api: TestClient, ctx: ServerContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    headers = auth(ctx)
+    before = export(api, headers=headers)
+    before_lines = lines(api, before["output"], headers)
+    wait = bulk_runner.settle.wait
+
+    def load_then_wait(*args: Any, **kwargs: Any) -> bool:  # the load commits after transactionTime, before the reads
+        _rename(ctx, {20, 32}, " (during)")
+        return wait(*args, **kwargs)
+
+    monkeypatch.setattr(bulk_runner.settle, "wait", load_then_wait)
+    during = export(api, headers=headers)
+    monkeypatch.setattr(bulk_runner.settle, "wait", wait)
+    during_lines = lines(api, during["output"], headers)
+    assert during_lines == before_lines  # the state at its transactionTime, byte for byte
+    for line in during_lines["Location"]:  # the changed units as they were: their previous version, as vread gives it
+        resource = orjson.loads(line)
+        vread = api.get(f"/fhir/Location/{resource['id']}/_history/{resource['meta']['versionId']}", headers=headers)
+        assert vread.content == line
+    now_current = versions(lines(api, export(api, headers=headers)["output"], headers)["Location"])
+    changed = {rid for rid, vid in now_current.items() if vid != versions(during_lines["Location"])[rid]}
+    assert changed == {"20", "30", "31", "32"}  # the renamed units and the children of 20
+    since = export(api, headers=headers, _since=during["transactionTime"])
+    assert set(versions(lines(api, since["output"], headers).get("Location", []))) == changed
+    assert {o["type"] for o in since["output"]} == {"Location"}  # no Organization changed
+
+
+def test_since_lists_the_deletions(api: TestClient, ctx: ServerContext) -> None:
+    headers = auth(ctx, account="beta")
+    found = export(api, headers=headers, _since="2020-01-01T00:00:00Z")
+    assert deleted_ids(api, found, headers) == {"Location/204"}
+    assert [d["type"] for d in found["deleted"]] == ["Bundle"]
+    assert deleted_ids(api, export(api, headers=headers), headers) == set()  # without _since: none listed
+    assert export(api, headers=headers, _since="2999-01-01T00:00:00Z")["output"] == []
+
+
+def test_a_write_begun_before_the_kick_off_is_waited_for(api: TestClient, ctx: ServerContext) -> None:
+    """A transaction writing versions stamped before transactionTime, still open at the kick-off: the job waits for
+    it (PostgreSQL: 202, X-Progress says so; SQLite: the kick-off waits for the write lock), then its versions are in
+    the files."""
+    headers = auth(ctx)
+    unit = next(u for u in UNITS if u.id == 3)
+    with writing_engine(ctx.settings) as engine:
+        conn = engine.connect()
+        transaction = conn.begin()
+        version = conn.exec_driver_sql("SELECT source_version_id FROM org_unit WHERE id = 1").scalar_one()
+        write_units(conn, [replace(unit, name="Hauts-Bassins (open)")], version, now() - timedelta(seconds=5))
+
+        def commit() -> None:
+            time.sleep(0.8)
+            transaction.commit()
+            conn.close()
+
+        committer = threading.Thread(target=commit)
+        committer.start()
+        try:
+            status = kick_off(api, headers=headers)
+            if engine.dialect.name == "postgresql":
+                waiting = api.get(status, headers=headers)
+                assert waiting.status_code == 202 and "waiting" in waiting.headers["x-progress"], waiting.headers
+        finally:
+            committer.join()
+    ctx.freshness.expire()
+    exported = lines(api, manifest(api, status, headers)["output"], headers)
+    names = {orjson.loads(line)["id"]: orjson.loads(line)["name"] for line in exported["Location"]}
+    assert names["3"] == "Hauts-Bassins (open)"
+
+
+def test_jobs_and_files_are_shared_by_the_workers(ctx: ServerContext) -> None:
+    """Two apps (two workers) over one database and one directory: either answers the other's job."""
+    headers = auth(ctx)
+    with TestClient(create_app(ctx.settings, context=ctx)) as one, TestClient(create_app(ctx.settings, context=ctx)) as two:
+        status = kick_off(one, headers=headers)
+        found = manifest(two, status, headers)
+        assert sum(len(v) for v in lines(two, found["output"], headers).values()) == len(ALPHA) + 1
+
+
+def test_a_job_expires_with_its_files(ctx: ServerContext) -> None:
+    settings = replace(ctx.settings, bulk=replace(ctx.settings.bulk, expire_seconds=1))
+    headers = auth(ctx)
+    with TestClient(create_app(settings, context=replace(ctx, settings=settings))) as client:
+        status = kick_off(client, headers=headers)
+        manifest(client, status, headers)
+        job = directory(settings) / status.rsplit("/", 1)[1]
+        assert any(job.iterdir())
+        time.sleep(1.2)
+        assert client.get(status, headers=headers).status_code == 404
+        assert not job.exists()
+
+
+def test_capabilities_instantiate_bulk_data_and_the_definition_is_served(api: TestClient, ctx: ServerContext) -> None:
+    statement = api.get("/fhir/metadata", headers=auth(ctx)).json()
+    assert "http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data" in statement["instantiates"]
+    assert {"name": "export", "definition": "http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export"}.items() <= \
+        statement["rest"][0]["operation"][0].items()
+    location = next(r for r in statement["rest"][0]["resource"] if r["type"] == "Location")
+    own = next(o["definition"] for o in location["operation"] if o["name"] == "export")
+    definition = api.get("/fhir/OperationDefinition", params={"url": own}, headers=auth(ctx)).json()
+    assert definition["entry"][0]["resource"]["code"] == "export"
+
+
+def test_the_server_stopping_fails_its_running_jobs(ctx: ServerContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+    monkeypatch.setattr(bulk_runner.settle, "wait", lambda *a, **k: release.wait(5) or True)
+    app = create_app(ctx.settings, context=ctx)
+    headers = auth(ctx)
+    with TestClient(app) as client:
+        status = kick_off(client, headers=headers)
+        app.state.bulk.stopping.set()
+        release.set()
+        app.state.bulk.join()
+        answer = client.get(status, headers=headers)
+    assert answer.status_code == 500 and "stopped" in answer.text
+
+
+def test_past_max_running_a_kick_off_answers_429(ctx: ServerContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+    monkeypatch.setattr(bulk_runner.settle, "wait", lambda *a, **k: release.wait(10) or True)
+    settings = replace(ctx.settings, bulk=replace(ctx.settings.bulk, max_running=1))
+    app = create_app(settings, context=replace(ctx, settings=settings))
+    headers = auth(ctx)
+    with TestClient(app) as client:
+        status = kick_off(client, headers=headers)
+        refused = client.get("/fhir/$export", headers={**ASYNC, **headers})
+        assert refused.status_code == 429 and refused.headers["retry-after"], refused.text
+        release.set()
+        manifest(client, status, headers)
+        kick_off(client, headers=headers)  # room again

@@ -1,0 +1,152 @@
+"""FHIR responses as HTML (escaped, linked, with the token form on a 401), the explorer shell under a path
+prefix, the security headers and the static files, without a browser."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from server.app import create_app
+from server.context import ServerContext
+from server.html.narrative import sanitize
+from server.html.pages import html_page, root_path
+from tests.support.contexts import make_settings, token_for
+
+BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+XSS = "<img src=x onerror=alert(1)>"
+
+
+@pytest.fixture(scope="module")
+def auth(small_ctx: ServerContext) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token_for(small_ctx.settings)}"}
+
+
+@pytest.fixture(scope="module")
+def prefixed(small_ctx: ServerContext, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The same data behind server.base_url with a path: a proxy strips /registry before the app."""
+    settings = make_settings(small_ctx.settings.database_url, tmp_path_factory.mktemp("prefix"),
+                             server={"base_url": "https://registry.example.org/registry/fhir",
+                                     "explorer_tile_url": "https://{s}.tiles.example.org/{z}/{x}/{y}.png"},
+                             auth={"secret": small_ctx.settings.auth.secret})
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+@pytest.mark.parametrize("path, accept, media", [
+    pytest.param("/fhir/Location/30", BROWSER, "text/html", id="browser-read"),
+    pytest.param("/fhir/Location?name=s", BROWSER, "text/html", id="browser-search"),
+    pytest.param("/fhir/Location/30?_format=html", "application/fhir+json", "text/html", id="format-html"),
+    pytest.param("/fhir/Location/30", "application/fhir+json", "application/fhir+json", id="fhir-client"),
+    pytest.param("/fhir/Location/30", "application/json, text/html;q=0.9", "application/json", id="json-first"),
+    pytest.param("/fhir/Location/30", "*/*", "application/fhir+json", id="any"),
+    pytest.param("/fhir/Location/30?_format=json", BROWSER, "application/fhir+json", id="format-json-in-browser"),
+])
+def test_browsers_get_html_clients_json(client: TestClient, auth: dict[str, str], path: str, accept: str,
+                                        media: str) -> None:
+    response = client.get(path, headers={**auth, "Accept": accept})
+    assert response.status_code == 200
+    assert response.headers["content-type"] == f"{media};charset=utf-8"
+
+
+def test_html_page_links_and_headers(client: TestClient, auth: dict[str, str]) -> None:
+    response = client.get("/fhir/Location?name=s&_count=1", headers={**auth, "Accept": BROWSER})
+    page = response.text
+    assert '<a class="s" href="http://testserver/fhir/Location/' in page  # fullUrl
+    assert 'href="http://testserver/fhir/Organization/1"' in page  # a relative reference, resolved
+    assert '<nav class="paging"><a href="http://testserver/fhir/Location?name=s' in page  # paging
+    assert "<script>" not in page and " style=" not in page and "onerror" not in page
+    csp = response.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "default-src 'none'" in csp
+    assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_401_is_a_page_with_the_token_form(small_ctx: ServerContext) -> None:
+    with TestClient(create_app(small_ctx.settings, context=small_ctx)) as anonymous:
+        response = anonymous.get("/fhir/Location/30", headers={"Accept": BROWSER})
+    assert response.status_code == 401 and response.headers["content-type"] == "text/html;charset=utf-8"
+    assert '<form id="token-form"' in response.text and 'data-status="401"' in response.text
+    assert '<textarea id="token-input"' in response.text and "name=" not in response.text.split("<form")[1][:600]
+    assert "<td>login</td>" in response.text  # the OperationOutcome, readable
+
+
+@pytest.mark.parametrize("body, present, absent", [
+    pytest.param({"resourceType": "Location", "id": "1", "name": XSS}, ["&lt;img src=x onerror=alert(1)&gt;"],
+                 [XSS], id="value-escaped"),
+    pytest.param({"resourceType": "Location", "id": "1", "partOf": {"reference": 'Location/1"><script>'}},
+                 ["&lt;script&gt;"], ["<script>", 'href="https://x.org/fhir/Location/1"'], id="bad-reference-not-linked"),
+    pytest.param({"resourceType": "Location", "id": "1", "partOf": {"reference": "javascript:alert(1)"}},
+                 [], ['href="javascript'], id="javascript-url-not-linked"),
+    pytest.param({"resourceType": "Location", "id": "1", XSS: 1}, ["&lt;img"], [XSS], id="key-escaped"),
+    pytest.param({"resourceType": "Location", "id": "1",
+                  "text": {"status": "generated", "div": f'<div xmlns="http://www.w3.org/1999/xhtml"><b>Hi</b>{XSS}'
+                                                         '<script>alert(1)</script><a href="javascript:x">l</a></div>'}},
+                 ['<section class="narrative"><h2>Narrative</h2><div><b>Hi</b>l</div></section>'],
+                 ["<script>", "<img", "javascript:x\""], id="narrative-sanitized"),
+])
+def test_html_page_escapes_every_value(body: dict, present: list[str], absent: list[str]) -> None:
+    page = html_page(body, 200, "https://x.org/fhir").decode()
+    main = page.split('<main id="fhir">')[1]
+    for text in present:
+        assert text in main
+    for text in absent:
+        assert text not in main
+
+
+@pytest.mark.parametrize("xhtml, safe", [
+    pytest.param("<div><p>a &amp; b</p></div>", "<div><p>a &amp; b</p></div>", id="kept"),
+    pytest.param('<div onclick="x()"><span style="color:red">t</span></div>', "<div><span>t</span></div>",
+                 id="attributes-dropped"),
+    pytest.param("<div><style>*{}</style><iframe src=x></iframe>t</div>", "<div>t</div>", id="dropped-with-content"),
+    pytest.param("<div><b>unclosed", "<div><b>unclosed</b></div>", id="closed"),
+])
+def test_narrative_sanitizer(xhtml: str, safe: str) -> None:
+    assert sanitize(xhtml) == safe
+
+
+@pytest.mark.parametrize("base, root", [
+    pytest.param("http://testserver/fhir", "", id="host-root"),
+    pytest.param("https://registry.example.org/registry/fhir", "/registry", id="prefix"),
+    pytest.param("https://a.org/x/y/fhir/", "/x/y", id="trailing-slash"),
+])
+def test_root_path(base: str, root: str) -> None:
+    assert root_path(base) == root
+
+
+def test_explorer_shell(client: TestClient) -> None:
+    response = client.get("/")
+    assert response.status_code == 200 and response.headers["content-type"] == "text/html; charset=utf-8"
+    assert 'data-api="/fhir"' in response.text and '<script src="/static/explorer.js" defer>' in response.text
+    assert "<script>" not in response.text and " style=" not in response.text and "data-tiles" not in response.text
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+
+
+def test_explorer_under_a_path_prefix(prefixed: TestClient, auth: dict[str, str]) -> None:
+    page = prefixed.get("/").text
+    assert 'data-api="/registry/fhir"' in page and 'src="/registry/static/leaflet/leaflet.js"' in page
+    assert 'data-tiles="https://{s}.tiles.example.org/{z}/{x}/{y}.png"' in page
+    assert "img-src 'self' data: https://*.tiles.example.org;" in prefixed.get("/").headers["content-security-policy"]
+    fhir_page = prefixed.get("/fhir/Location/30", headers={**auth, "Accept": BROWSER}).text
+    assert 'href="/registry/static/fhir.css"' in fhir_page and 'data-api="/registry/fhir"' in fhir_page
+    assert 'href="https://registry.example.org/registry/fhir/Organization/1"' in fhir_page
+
+
+@pytest.mark.parametrize("path, status, media", [
+    pytest.param("/static/explorer.js", 200, "text/javascript; charset=utf-8", id="script"),
+    pytest.param("/static/leaflet/leaflet.css", 200, "text/css; charset=utf-8", id="vendored-css"),
+    pytest.param("/static/leaflet/LICENSE", 200, "text/plain; charset=utf-8", id="license"),
+    pytest.param("/static/../app.py", 404, None, id="traversal"),
+    pytest.param("/static/%2e%2e/settings.py", 404, "text/plain; charset=utf-8", id="encoded-traversal"),
+    pytest.param("/static/nope.js", 404, "text/plain; charset=utf-8", id="missing"),
+])
+def test_static_files(client: TestClient, path: str, status: int, media: str | None) -> None:
+    response = client.get(path)
+    assert response.status_code == status
+    if media is not None:  # None: the path left /static (a FHIR 404)
+        assert response.headers["content-type"] == media and response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_static_files_are_vendored() -> None:
+    static = Path(__file__).resolve().parents[2] / "server" / "html" / "static"
+    assert (static / "leaflet" / "leaflet.js").read_text().startswith("/* @preserve\n * Leaflet 1.9.4")
