@@ -12,6 +12,7 @@ from server.access.smart import security
 from server.bulk.capability import add_bulk
 from server.engine.provider import ResourceProvider, StaticProvider
 from server.engine.registry import Registry
+from server.search.chains import HAS, chain_documentation, has_documentation
 from server.settings import Settings
 
 FORMATS = ["application/fhir+json", "json", "application/fhir+xml", "xml"]
@@ -20,7 +21,8 @@ RESULT_PARAMETERS = (
     "ties broken by id), _total (none, estimate, accurate), _summary (true, data, count, false), _elements, "
     "_include / _include:iterate, _revinclude, _format (json, xml), _pretty. Each search parameter's "
     "documentation lists its modifiers. Unknown parameters are ignored (listed nowhere in the self link) unless "
-    "Prefer: handling=strict."
+    "Prefer: handling=strict. Chained parameters ([reference].[parameter]=) and reverse chaining (_has:...) are listed "
+    "in each reference parameter's documentation and in _has; one the server cannot follow is refused (400)."
 )
 
 
@@ -72,6 +74,14 @@ def _static_resource(provider: StaticProvider) -> dict[str, Any]:
     return entry
 
 
+def _documentation(param: Any, registry: Registry) -> str | None:
+    """A parameter's documentation; a reference parameter's also lists its chains (R4 has no element for them)."""
+    chains = chain_documentation(registry.providers, param) if param.type == "reference" else None
+    if not chains:
+        return param.documentation or None
+    return f"{param.documentation.rstrip('. ')}. {chains}" if param.documentation else chains
+
+
 def _resource(provider: Any, settings: Settings, registry: Registry) -> dict[str, Any]:
     if isinstance(provider, StaticProvider):
         return _static_resource(provider)
@@ -91,9 +101,12 @@ def _resource(provider: Any, settings: Settings, registry: Registry) -> dict[str
         entry["documentation"] = provider.documentation
     params = [
         {k: v for k, v in {"name": p.name, "definition": p.definition, "type": p.type,
-                           "documentation": p.documentation}.items() if v}
+                           "documentation": _documentation(p, registry)}.items() if v}
         for p in provider.params_by_name.values()
     ]
+    reverse_chaining = has_documentation(registry.providers, provider.resource_type)
+    if reverse_chaining:
+        params.append({"name": HAS, "type": "special", "documentation": reverse_chaining})
     params += [
         {"name": "_count", "type": "number",
          "documentation": f"Page size; default {settings.fhir.default_count}, at most {settings.fhir.max_count} "

@@ -28,6 +28,8 @@ from server.search.chains import parse_request
 from server.search.request import SearchRequest, bind_operation
 from server.search.sql import (
     MEASURE,
+    WALK,
+    WALK_ABOVE,
     body_page_query,
     count_query,
     look_up,
@@ -64,6 +66,8 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
         where = where_clause(provider, request, found, vis.clause)
         total = counted(ctx, conn, provider, caller, request, (request.key, vis.key),
                         lambda: count_query(provider, request, where=where)) if request.counts else None
+        if total is not None and total > WALK_ABOVE and not request.sort and request.ranked is None:
+            where = where_clause(provider, request, {**found, WALK: True}, vis.clause)
         query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where, total=total)
         rows: Sequence[Any] = (conn.execute(query).all() if splice else conn.execute(query).mappings().all()) \
             if page else []

@@ -69,7 +69,7 @@ a cookie.</label><textarea id="token-input" rows="4" spellcheck="false"></textar
 <section id="map-pane" aria-label="Map"><div id="map"></div><p id="map-note" class="note"></p></section>
 </div>
 </body></html>
-""".encode("utf-8")
+""".encode()
 
 
 def html_routes(base_of: BaseOf, tile_url: str | None = None) -> list[Route]:

@@ -23,7 +23,7 @@ def root_path(base: str) -> str:
     """The path of the server root the page's assets and the explorer live under ('' at the host's root):
     [base] without its trailing /fhir, path only (the assets are same-origin, whatever host base_url names)."""
     path = urlsplit(base).path.rstrip("/")
-    return path[: -len("/fhir")] if path.endswith("/fhir") else path
+    return path.removesuffix("/fhir")
 
 
 def html_page(body: dict[str, Any], status: int, base: str) -> bytes:

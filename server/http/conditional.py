@@ -12,17 +12,23 @@ from server.engine.instants import as_utc, http_date
 from server.engine.rendered import Rendered
 
 
-def validators(body: dict[str, Any] | Rendered, content: bytes) -> tuple[str, datetime | None]:
-    """A resource's ETag is its version; anything else (Bundles, capabilities) is tagged by its bytes."""
+def validators(body: dict[str, Any] | Rendered, content: bytes, page: bool = False) -> tuple[str, datetime | None]:
+    """A resource's ETag is its version (FHIR's W/"versionId" for JSON and XML); anything else (Bundles,
+    capabilities) is tagged by its bytes. An HTML page of a resource (`page`) is tagged apart: a browser that cached
+    the JSON must not have its HTML revalidated into that JSON."""
     if isinstance(body, Rendered):
         if body.version_id is not None:
-            return f'W/"{body.version_id}"', body.last_updated
+            return _tag(body.version_id, page), body.last_updated
         body = body.resource()
     meta = body.get("meta") or {}
     if "versionId" in meta and body.get("resourceType") not in ("Bundle", "CapabilityStatement"):
         updated = as_utc(meta["lastUpdated"].replace("Z", "+00:00")) if "lastUpdated" in meta else None
-        return f'W/"{meta["versionId"]}"', updated
+        return _tag(meta["versionId"], page), updated
     return f'W/"{hashlib.sha1(content).hexdigest()[:20]}"', None
+
+
+def _tag(version: str, page: bool) -> str:
+    return f'W/"{version}-html"' if page else f'W/"{version}"'
 
 
 def headers_for(etag: str, last_modified: datetime | None) -> dict[str, str]:

@@ -178,7 +178,7 @@ class Pipeline:
     @staticmethod
     def _render(request: Request, fhir: FhirRequest, body: Resource) -> Response:
         content = render(body, fhir.format, fhir.base)
-        etag, last_modified = validators(body, content)
+        etag, last_modified = validators(body, content, page=fhir.format.html)
         headers = {**headers_for(etag, last_modified), **PRIVATE}
         if not_modified(request.headers, etag, last_modified):
             return Response(status_code=304, headers=headers)

@@ -4,8 +4,8 @@ would answer by itself.
 - Raw non-ASCII bytes in a request line (`GET /fhir/Location?name=Dédougou`, as curl sends what it is given) are
   refused by the parser (llhttp accepts only ASCII in a target). They are percent-encoded before it sees them, so
   the target reads as the UTF-8 text it is, and the request is served.
-- Any request the parser still refuses gets a 400 OperationOutcome (application/fhir+json), not uvicorn's plain
-  text.
+- Any request the parser still refuses gets an OperationOutcome (application/fhir+json), not uvicorn's plain
+  text: 414 `too-long` for a target too long for it (about 64 KB), else 400 `invalid`.
 
 Under another server: `uvicorn --factory server.http.asgi:create --http server.http.protocol:FhirHttpToolsProtocol`.
 """
@@ -21,6 +21,7 @@ from server.errors import operation_outcome
 
 _HIGH = re.compile(rb"[\x80-\xff]")
 _LEADING = b"\r\n"
+LONG_TARGET = 8192  # a target the parser refused after this many bytes is too long (414), not malformed
 
 
 def encode_request_line(data: bytes) -> tuple[bytes, bool]:
@@ -52,10 +53,13 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._request_line = True  # a request pipelined in the same bytes was already fed: the parser answers it
 
     def send_400_response(self, msg: str) -> None:
-        body = orjson.dumps(operation_outcome(
-            "error", "invalid", "the HTTP request could not be parsed (a malformed request line or header); "
-                                "percent-encode the request target"))
-        head = [STATUS_LINE[400]]
+        target = len(getattr(self, "url", b""))  # what the parser had read of the target
+        status, code, diagnostics = (414, "too-long", f"the request target is too long ({target:,} bytes)") \
+            if target > LONG_TARGET else \
+            (400, "invalid", "the HTTP request could not be parsed (a malformed request line or header); "
+                             "percent-encode the request target")
+        body = orjson.dumps(operation_outcome("error", code, diagnostics))
+        head = [STATUS_LINE[status]]
         for name, value in self.server_state.default_headers:
             head.extend([name, b": ", value, b"\r\n"])
         head.extend([b"content-type: application/fhir+json\r\n",

@@ -153,3 +153,40 @@ def parse_request(provider: ResourceProvider, items: Sequence[tuple[str, str]], 
                              f"at most {MAX_CLAUSES}")
     unique = {(j.key, j.raw): j for j in joined}  # a parameter sent twice is applied once
     return replace(request, joined=tuple(unique.values())) if joined else request
+
+
+# ------------------------------------------------------------------ what the CapabilityStatement says
+
+
+def chains_of(providers: Mapping[str, Any], param: SearchParam) -> list[tuple[str, SearchParam]]:
+    """The chained names over a reference parameter, each with the parameter it ends with: `param.x` for every
+    parameter x of the type it refers to (`param:Type.x` when it refers to several)."""
+    types = sorted({t.resource_type for t in param.targets if isinstance(t, ReferenceTarget)
+                    and isinstance(providers.get(t.resource_type), ResourceProvider)})
+    head = (lambda t: f"{param.name}:{t}.") if len(types) > 1 else (lambda t: f"{param.name}.")
+    return [(head(t) + name, p) for t in types for name, p in providers[t].params_by_name.items()]
+
+
+def chain_documentation(providers: Mapping[str, Any], param: SearchParam) -> str | None:
+    chains = chains_of(providers, param)
+    if not chains:
+        return None
+    deeper = [f", e.g. {name}.identifier" for name, p in chains if p.type == "reference"]
+    return (f"Chained: {', '.join(name for name, _ in chains)}, each with the modifiers of that parameter; a "
+            f"chain crosses at most {MAX_HOPS} references{deeper[0] if deeper else ''}")
+
+
+def referrers(providers: Mapping[str, Any], resource_type: str) -> list[str]:
+    """`Type:param` of every reference parameter that refers to `resource_type` (what _has can walk back)."""
+    return [f"{p.resource_type}:{name}" for p in providers.values() if isinstance(p, ResourceProvider)
+            for name, param in p.params_by_name.items() if param.type == "reference"
+            and any(isinstance(t, ReferenceTarget) and t.resource_type == resource_type for t in param.targets)]
+
+
+def has_documentation(providers: Mapping[str, Any], resource_type: str) -> str | None:
+    found = referrers(providers, resource_type)
+    if not found:
+        return None
+    return (f"Reverse chaining: {', '.join(f'{HAS}:{r}:[parameter]=[value]' for r in found)}: the "
+            f"{resource_type} resources such a resource meeting [parameter] refers to ([parameter] with its "
+            f"modifiers, chained, or another {HAS}; at most {MAX_HOPS} references crossed)")

@@ -12,9 +12,23 @@ that table (it stops at the first match)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, Connection, Select, and_, exists, literal, or_, select, union
+from sqlalchemy import (
+    Alias,
+    Boolean,
+    ColumnElement,
+    Connection,
+    FromClause,
+    Select,
+    and_,
+    exists,
+    literal,
+    or_,
+    select,
+    union,
+)
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.visitors import InternalTraversal
 
@@ -87,6 +101,12 @@ def _forward(conn: Connection, source: ResourceProvider, hop: Hop, target: Resou
     return or_(*arms)
 
 
+@cache
+def _aliased(table: FromClause) -> Alias:
+    """One alias per table (built once: its columns cost more to set up than the rest of a chain)."""
+    return table.alias(f"{table.name}_referring")  # type: ignore[attr-defined]
+
+
 def _referring(source: ResourceProvider, target: ReferenceTarget, cond: ColumnElement[bool]) -> Select[Any]:
     """The ids the rows of `source` meeting `cond` refer to by `target`."""
     if target.through is not None:
@@ -94,10 +114,11 @@ def _referring(source: ResourceProvider, target: ReferenceTarget, cond: ColumnEl
         held = select(target.column).select_from(through.table).where(
             InRows(through.key, _rows(source, cond, source.id_column)), target.column.is_not(None)).correlate(None)
         return held if through.where is None else held.where(through.where)
-    fk = None if _own_column(source, target) else foreign_key(source.table, target.column.is_not(None))  # type: ignore[arg-type]
+    own = _own_column(source, target)
+    fk = None if own else foreign_key(source.table, target.column.is_not(None))  # type: ignore[arg-type]
     if fk is None:
         return _rows(source, and_(cond, target.column.is_not(None)), target.column)
-    joined = fk.column.table.alias()  # its rows having at least one matching row of `source`
+    joined = _aliased(fk.column.table)  # its rows having at least one matching row of `source`
     any_row = (select(literal(1)).select_from(source.table if tables_of(cond) <= {source.table} else source.source)
                .where(fk.parent == joined.c[fk.column.key], cond).correlate(joined))
     column = joined.c[target.column.key]  # type: ignore[attr-defined]

@@ -75,12 +75,9 @@ class Include:
 
 
 class Joined(Protocol):
-    """A parameter over other resources (chained `partof.name=`, reverse `_has:...`: server.search.chains),
-    compiled before the search into found[(JOINED, key, raw)] (server.search.sql)."""
-
+    """A chained or _has parameter (server.search.chains), compiled into found[(JOINED, key, raw)] (search.sql)."""
     @property
     def key(self) -> str: ...
-
     @property
     def raw(self) -> str: ...
 

@@ -59,6 +59,8 @@ def _condition(provider: ResourceProvider, match: Match) -> ColumnElement[bool]:
 
 
 REFERRED = "referred"  # found[(REFERRED, clause key, clause raw, position)]: keys of a referred table's rows
+WALK = "walk"  # found[WALK]: the search has many matches (WALK_ABOVE): its page walks the id order
+WALK_ABOVE = 10_000
 
 
 def _matches(provider: ResourceProvider, clause: Clause, at: CompileContext) -> list[Match]:
@@ -75,6 +77,8 @@ def _any(provider: ResourceProvider, clause: Clause, matches: list[Match], found
     side = [m for m in matches if isinstance(m, Select)]
     if not side:
         return or_(*direct) if direct else false()
+    if found.get(WALK):  # many matches: the page walks the id order, looking each row up in the side table
+        return or_(*direct, *(s.where(s.selected_columns[0] == provider.id_column).exists() for s in side))
     if not direct and len(side) == 1:
         return provider.id_column.in_(side[0])
     arms = [select(provider.id_column).select_from(provider.source).where(or_(*direct))] if direct else []

@@ -96,7 +96,7 @@ try {
   // the status filter alone lists the units
   await page.fill('#search', '');
   await page.selectOption('#status-filter', 'inactive');
-  await page.waitForFunction(() => document.querySelector('#results-note')?.textContent.startsWith('1 found'));
+  await page.waitForFunction(() => document.querySelector('#results .label')?.textContent === 'CSPS Fermé');
   found.inactiveFound = await page.locator('#results [role=option] .label').allTextContents();
 
   // the link to the unit's FHIR resource: the 401 page asks again with the tab's token

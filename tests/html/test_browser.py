@@ -1,8 +1,10 @@
 """The explorer and the HTML pages in a real browser (Debian's chromium driven by playwright-core):
 tests/html/explorer.mjs pastes a token, walks the tree to a facility, finds a unit by name without its accents,
 opens its detail, history and map, follows the link to its FHIR JSON and forgets the token; screenshots go to
-docs/."""
+the test's directory (docs/ with ORGUNIT_FHIR_SCREENSHOTS=1)."""
 from __future__ import annotations
+
+import os
 
 import base64
 import json
@@ -40,7 +42,7 @@ def _unit(uid: str, name: str, parent: str | None, **extra: Any) -> dict[str, An
 def explorer_bundle(peni_alias: str) -> dict[str, Any]:
     """A country, two regions, a district with a boundary and five facilities (four with a position, one named
     like an XSS attempt, one inactive)."""
-    point = lambda lat, lon: {"latitude": lat, "longitude": lon}  # noqa: E731
+    point = lambda lat, lon: {"latitude": lat, "longitude": lon}
     return {"resourceType": "Bundle", "type": "collection", "entry": [
         _unit("country", "République du Kénédougou", None, extension=[_square(12.0, -2.0, 3.0)]),
         _unit("hauts-bassins", "Région des Hauts-Bassins", "country", extension=[_square(11.5, -4.0, 1.0)]),
@@ -90,7 +92,10 @@ def test_explorer_in_a_browser(explorer_server: LiveServer, database_url: str) -
                                                                        "Authorization": f"Bearer {server.token}"})
     assert (status, media, json.loads(body)["name"]) == (200, "application/fhir+json;charset=utf-8", "CSPS Péni")
 
-    shots = ROOT / "docs" if database_url.startswith("sqlite") else Path(server.log).parent
+    # the screenshots of README are refreshed on demand (ORGUNIT_FHIR_SCREENSHOTS=1 make test); else they are
+    # taken (the browser draws every step) into the test's own directory
+    refresh = os.environ.get("ORGUNIT_FHIR_SCREENSHOTS") == "1" and database_url.startswith("sqlite")
+    shots = ROOT / "docs" if refresh else Path(server.log).parent
     result = run_script(Path(__file__).with_name("explorer.mjs"), {
         "ROOT_URL": server.base.removesuffix("/fhir"), "TOKEN": server.token, "SHOTS": str(shots),
         "PENI_ID": peni.id})

@@ -150,3 +150,14 @@ def test_static_files(client: TestClient, path: str, status: int, media: str | N
 def test_static_files_are_vendored() -> None:
     static = Path(__file__).resolve().parents[2] / "server" / "html" / "static"
     assert (static / "leaflet" / "leaflet.js").read_text().startswith("/* @preserve\n * Leaflet 1.9.4")
+
+
+def test_an_html_page_is_not_revalidated_into_the_json_of_the_same_version(client: TestClient,
+                                                                            auth: dict[str, str]) -> None:
+    json_tag = client.get("/fhir/Location/30", headers={**auth, "Accept": "application/fhir+json"}).headers["etag"]
+    page = client.get("/fhir/Location/30", headers={**auth, "Accept": BROWSER})
+    assert json_tag.startswith('W/"') and page.headers["etag"] != json_tag
+    assert client.get("/fhir/Location/30", headers={**auth, "Accept": BROWSER,
+                                                    "If-None-Match": json_tag}).status_code == 200
+    assert client.get("/fhir/Location/30", headers={**auth, "Accept": BROWSER,
+                                                    "If-None-Match": page.headers["etag"]}).status_code == 304

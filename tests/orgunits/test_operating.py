@@ -167,7 +167,7 @@ def test_removal_publishes_deletions_and_the_only_account_serves_again(settings:
 
 def of_source(engine: Engine, name: str) -> set[int]:
     with engine.connect() as conn:
-        return set(conn.execute(select(org_unit.c.id).join(source_version).join(data_source)
+        return set(conn.execute(select(org_unit.c.id).select_from(org_unit.join(source_version).join(data_source))
                                 .where(data_source.c.name == name)).scalars())
 
 

@@ -36,7 +36,7 @@ def ensure_playwright() -> Path:
 def run_script(script: Path, env: dict[str, str], timeout: float = 240) -> dict:
     """Run a node script that prints one JSON line of results last; fail with its output otherwise."""
     modules = ensure_playwright()
-    done = subprocess.run(["node", str(script)], capture_output=True, text=True, timeout=timeout,
+    done = subprocess.run(["node", str(script)], capture_output=True, text=True, timeout=timeout, check=False,
                           env={**env, "NODE_PATH": str(modules), "CHROMIUM": CHROMIUM,
                                "PATH": "/usr/bin:/bin:/usr/local/bin"})
     lines = done.stdout.strip().splitlines()

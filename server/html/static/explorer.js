@@ -29,7 +29,8 @@
   async function fhir(path, params, signal) {
     const url = new URL(API + path, location.href);
     for (const [name, value] of params || []) url.searchParams.append(name, value);
-    const response = await fetch(url, { headers: T.headers('application/fhir+json'), signal });
+    // no-store: the server's ETag names the version, not the format; a revalidated cached HTML page would come back
+    const response = await fetch(url, { headers: T.headers('application/fhir+json'), signal, cache: 'no-store' });
     if (response.status === 401) {
       T.forget();
       showLogin('The server refused this token (401): paste a valid one.');
@@ -269,7 +270,7 @@
 
   async function rawJson(event) {
     event.preventDefault();
-    const response = await fetch(event.currentTarget.href + '&_pretty=true', { headers: T.headers('application/fhir+json') });
+    const response = await fetch(event.currentTarget.href + '&_pretty=true', { headers: T.headers('application/fhir+json'), cache: 'no-store' });
     location.assign(URL.createObjectURL(new Blob([await response.arrayBuffer()], { type: 'application/json' })));
   }
 
@@ -411,7 +412,12 @@
       const shapes = drawn.getLayers().length - points;
       $('map-note').textContent = `${unit.name}: ${children.length} children; ${points} points and ${shapes} boundaries drawn`;
     };
-    const fit = () => drawn.getLayers().length && map.fitBounds(drawn.getBounds(), { padding: [20, 20], maxZoom: 13 });
+    const fit = () => {
+      if (!drawn.getLayers().length) return;
+      const bounds = drawn.getBounds();
+      if (bounds.getNorthEast().equals(bounds.getSouthWest())) map.setView(bounds.getCenter(), 12);
+      else map.fitBounds(bounds, { padding: [20, 20], maxZoom: 13 });
+    };
     note();
     map.invalidateSize();
     fit();

@@ -10,7 +10,8 @@
   }
 
   async function load(href, push) {
-    const response = await fetch(href, { headers: T.headers('text/html') });
+    // no-store: the server's ETag names the version, not the format; a revalidated cached JSON would come back
+    const response = await fetch(href, { headers: T.headers('text/html'), cache: 'no-store' });
     const doc = new DOMParser().parseFromString(await response.text(), 'text/html');
     const main = doc.getElementById('fhir');
     if (!main) return;
@@ -30,7 +31,7 @@
     const url = new URL(location.href);
     url.searchParams.set('_format', format);
     url.searchParams.set('_pretty', 'true');
-    const response = await fetch(url, { headers: T.headers('*/*') });
+    const response = await fetch(url, { headers: T.headers('*/*'), cache: 'no-store' });
     const type = format === 'xml' ? 'application/xml' : 'application/json';
     location.assign(URL.createObjectURL(new Blob([await response.arrayBuffer()], { type })));
   }

@@ -1,0 +1,62 @@
+"""What one database statement costs alone: the server's own statements (a read by id, a page of 100 stored
+bodies at a random _after, a name-prefix page of 20), compiled as the server compiles them and run on the driver's
+own connection (sqlite3, psycopg), one at a time; the median in microseconds."""
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from bench.datasets import Dataset
+
+
+def floor(dataset: Dataset, settings: Path, samples: int = 1000) -> dict[str, float]:
+    from server.context import create_context
+    from server.search.request import parse_search
+    from server.search.sql import body_page_query
+    from server.settings import load_settings
+
+    ctx = create_context(load_settings(settings, dataset.url))
+    provider = ctx.registry.get("Location")
+    rng = random.Random(7)
+    raw = ctx.db.raw_connection()
+    top = dataset.size
+
+    def compiled(items: list[tuple[str, str]]) -> str:
+        request = parse_search(provider, items, default_count=20, max_count=100)  # type: ignore[arg-type]
+        statement = body_page_query(provider, request, {}, extra_row=1).compile(  # type: ignore[arg-type]
+            dialect=ctx.db.dialect, compile_kwargs={"literal_binds": True})
+        return str(statement)
+
+    read = ctx.reads["Location"]
+    pages = [compiled([("status", "active"), ("_count", "100"), ("_after", str(rng.randint(1, top)))])
+             for _ in range(50)]
+    names = [compiled([("name", p), ("_count", "20")]) for p in ("kou", "bou", "dia", "sa", "ta", "ni")]
+    runs: dict[str, Callable[[Any], Any]] = {
+        "round trip (SELECT 1)": lambda cur: cur.execute("SELECT 1").fetchall(),
+        "read by id": lambda cur: cur.execute(read.sql, _params(read, id=rng.randint(1, top))).fetchall(),
+        "page of 100 bodies at a random _after": lambda cur: cur.execute(rng.choice(pages)).fetchall(),
+        "name-prefix page of 20": lambda cur: cur.execute(rng.choice(names)).fetchall(),
+    }
+    out: dict[str, float] = {}
+    try:
+        cursor = raw.cursor()
+        for name, run in runs.items():
+            times = []
+            for _ in range(samples if "page" not in name else samples // 4):
+                started = time.perf_counter()
+                run(cursor)
+                times.append(time.perf_counter() - started)
+            out[name] = round(median(times[len(times) // 10:]) * 1e6)
+    finally:
+        raw.close()
+        ctx.db.dispose()
+    return out
+
+
+def _params(prepared: Any, **values: Any) -> Any:
+    merged = {**prepared.defaults, **values}
+    return tuple(merged[n] for n in prepared.positions) if prepared.positions is not None else merged
