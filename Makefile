@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test setup postgres nginx authserver chromium bench clean
+.PHONY: serve test setup postgres nginx authserver chromium bench bench-export clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ test: $(STAMP) postgres nginx authserver chromium
 
 bench: $(STAMP) postgres
 	$(BIN)/python bench/run.py
+
+# $export of the 1M-unit demo on PostgreSQL, end to end (bench/export.py; builds the database once, ~8 min)
+bench-export: $(STAMP) postgres
+	$(BIN)/python bench/export.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .cache *.egg-info

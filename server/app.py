@@ -40,6 +40,8 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
         unwatch()
         app.state.bulk.close()  # this worker's export jobs stop (marked failed)
         ctx.db.dispose()
+        if ctx.hot is not None:
+            await ctx.hot.close()
         metrics.process_exit()
 
     middleware = [Middleware(RequestObserver, metrics=metrics, resource_types=tuple(ctx.registry.providers),

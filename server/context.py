@@ -17,9 +17,11 @@ from server.engine.provider import ResourceProvider
 from server.engine.registry import Registry
 from server.access.ratelimit import RateLimiter
 from server.access.scope import Scoper
-from server.search.sql import Prepared, body_query
+from server.search.sql import body_query
 from server.settings import Settings
 from server.storage.db import create_db_engine
+from server.storage.hot import HotDatabase, hot_database
+from server.storage.prepared import Prepared
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class ServerContext:
     scoper: Scoper
     extensions: Extensions  # migration chains (the schema), commands, load formats, demo data
     rate_limiter: RateLimiter | None = None  # per subject, when server.rate_limit_per_minute is set
+    hot: HotDatabase | None = None  # the driver's own connection on the event loop (server.engine.fast)
 
 
 def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = (),
@@ -67,4 +70,5 @@ def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object
         extensions=extensions,
         rate_limiter=RateLimiter(settings.server.rate_limit_per_minute) if settings.server.rate_limit_per_minute
         else None,
+        hot=hot_database(settings, db.url.render_as_string(hide_password=False)),
     )

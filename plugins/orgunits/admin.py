@@ -46,7 +46,8 @@ def list_sources(conn: Connection, account: str | None = None) -> list[SourceInf
              .where(_LIVE).order_by(data_source.c.account, data_source.c.name))
     if account is not None:
         query = query.where(data_source.c.account == account)
-    return [SourceInfo(a, n, s, int(v or 0), int(u or 0), int(d or 0), f) for a, n, s, v, u, d, f in conn.execute(query)]
+    return [SourceInfo(a, n, s, int(v or 0), int(u or 0), int(d or 0), f)
+            for a, n, s, v, u, d, f in conn.execute(query)]
 
 
 def list_accounts(conn: Connection) -> list[AccountInfo]:

@@ -138,6 +138,15 @@ class Scoper:
     def visibility(self, conn: Connection, provider: ResourceProvider, scope: AccessScope) -> Visibility:
         return self._visibility(conn, provider, scope, ())
 
+    def peek(self, provider: ResourceProvider, scope: AccessScope, snapshot: Snapshot,
+             database: str) -> Visibility | None:
+        """The visibility already built for this snapshot of `database`, without any query (the hot path); None
+        when it is not built yet (the caller then takes the path that builds it)."""
+        if provider.tenancy is None:
+            return UNRESTRICTED
+        with self._lock:
+            return self._cache.get((database, snapshot.stamp, provider.resource_type, scope))
+
     def account(self, conn: Connection, scope: AccessScope, snapshot: Snapshot | None = None) -> str | None:
         """The account the caller sees (caller_account over the accounts this database holds)."""
         return caller_account(scope, (snapshot or self.freshness.snapshot(conn)).accounts)

@@ -52,9 +52,11 @@ def _current_join(provider: ResourceProvider, v: Versioning) -> Any:
     return provider.table.join(v.history, and_(v.history_id == provider.id_column, v.history_version == v.version))
 
 
-def unchanged(provider: ResourceProvider, view: AsOf, *, deleted: bool = False) -> Select[Any]:
+def unchanged(provider: ResourceProvider, view: AsOf, *, deleted: bool = False,
+              stored: bool | None = None) -> Select[Any]:
     """The resources whose current version was stamped at or before T: (body or NULL, snapshot when no body),
-    or with `deleted` the ids of those whose current version is a deletion."""
+    or with `deleted` the ids of those whose current version is a deletion. `stored`: only the rows with a stored
+    body (True: the body alone), or only those without one (False)."""
     v = provider.versioning
     assert v is not None
     hid, _, updated, is_deleted, snapshot = _versions(v)
@@ -63,6 +65,10 @@ def unchanged(provider: ResourceProvider, view: AsOf, *, deleted: bool = False) 
     if deleted:
         return select(hid).select_from(_current_join(provider, v)).where(*where).order_by(hid)
     body = provider.prerendered.body if view.bodies and provider.prerendered is not None else null()
+    if stored is not None:
+        where.append(body.is_not(None) if stored else body.is_(None))
+        if stored:
+            return select(body).select_from(_current_join(provider, v)).where(*where).order_by(provider.id_column)
     rendered = type_coerce(case((body.is_(None), snapshot), else_=null()), snapshot.type)
     return (select(body.label("body"), rendered.label("snapshot")).select_from(_current_join(provider, v))
             .where(*where).order_by(provider.id_column))
@@ -111,9 +117,38 @@ def resources(conn: Connection, provider: ResourceProvider, view: AsOf) -> Itera
             yield [encode(provider.to_resource(row._mapping)) for row in rows]
         return
     to_resource = provider.to_resource
-    for query in (unchanged(provider, view), changed(provider, view)):
+    queries = [unchanged(provider, view), changed(provider, view)]
+    if view.bodies and conn.dialect.name == "postgresql":  # most bodies by COPY, in binary: no hex, no parsing
+        yield from copied(conn, unchanged(provider, view, stored=True))
+        queries[0] = unchanged(provider, view, stored=False)
+    for query in queries:
         for rows in _stream(conn, query):
             yield [bytes(body) if body is not None else encode(to_resource(snapshot)) for body, snapshot in rows]
+
+
+HEADER = 19  # PGCOPY signature, flags, header extension length
+FIELD = 6  # a row's field count (int16) and its one field's length (int32)
+
+
+def copied(conn: Connection, query: Select[Any]) -> Iterator[list[bytes]]:
+    """The one bytea column of `query`, read by PostgreSQL's binary COPY (each message one row), in batches."""
+    sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    batch: list[bytes] = []
+    with driver.cursor() as cursor, cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT binary)") as copy:
+        first = True
+        for message in copy:
+            row = memoryview(message)
+            if first:
+                row, first = row[HEADER:], False
+            if len(row) > FIELD:  # the trailer (-1) is 2 bytes
+                batch.append(bytes(row[FIELD:]))
+                if len(batch) >= BATCH:
+                    yield batch
+                    batch = []
+    if batch:
+        yield batch
 
 
 def deletions(conn: Connection, provider: ResourceProvider, view: AsOf) -> Iterator[list[str]]:

@@ -1,27 +1,90 @@
 """What a search's chained and _has parameters need of the server: each hop's scope for this caller (compiled into
-the search's one condition, server.search.chains), and the totals' cache key extended with what the other types
-crossed hold."""
+the search's one condition, server.search.hops), the conditions kept while the data they were compiled against
+stands, and the totals' cache key extended with what the other types crossed hold."""
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Select
+from sqlalchemy import ColumnElement, Connection, Select
 
 from server.context import ServerContext
 from server.engine.caller import Caller
 from server.engine.provider import ResourceProvider
 from server.engine.reads import count, visibility
-from server.search.hops import compile_joined, crossed
+from server.search.chains import Chained
+from server.search.hops import compile_chained, crossed
 from server.search.request import SearchRequest
+from server.search.sql import JOINED
+from server.storage.freshness import Freshness, database_of
+
+MAX_CONDITIONS = 2048
+
+
+class Conditions:
+    """Compiled conditions by (database, what it holds, the caller's scope on each type crossed, the parameter),
+    least recently used out first: a chain's look-ups and SQL are built once per data generation and scope."""
+
+    def __init__(self, size: int = MAX_CONDITIONS) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._items: OrderedDict[Hashable, ColumnElement[bool]] = OrderedDict()
+
+    def get(self, key: Hashable, build: Callable[[], ColumnElement[bool]]) -> ColumnElement[bool]:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                return found
+        built = build()
+        with self._lock:
+            self._items[key] = built
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return built
+
+
+_KEPT: weakref.WeakKeyDictionary[Freshness, Conditions] = weakref.WeakKeyDictionary()  # one per server context
+_KEPT_LOCK = threading.Lock()
+
+
+def _kept(ctx: ServerContext) -> Conditions:
+    with _KEPT_LOCK:
+        return _KEPT.setdefault(ctx.freshness, Conditions())
+
+
+def forget(ctx: ServerContext) -> None:
+    """Drop the conditions kept for this context (benchmarks of a first request)."""
+    with _KEPT_LOCK:
+        _KEPT.pop(ctx.freshness, None)
 
 
 def joined_conditions(ctx: ServerContext, conn: Connection, caller: Caller, request: SearchRequest) -> dict[Any, Any]:
-    """The conditions of the request's chained and _has parameters, for where_clause's `found`."""
+    """The conditions of the request's chained and _has parameters, for where_clause's `found`. Kept when every
+    type crossed keeps versions (the data generations then say when they no longer hold); else built each time."""
     if not request.joined:
         return {}
-    return compile_joined(conn, ctx.registry.providers, request,
-                          lambda provider: visibility(ctx, conn, provider, caller).clause)
+    providers = ctx.registry.providers
+
+    def clause(provider: ResourceProvider) -> ColumnElement[bool] | None:
+        return visibility(ctx, conn, provider, caller).clause
+
+    found: dict[Any, Any] = {}
+    for joined in request.joined:
+        assert isinstance(joined, Chained)
+        crossing = [providers[t] for t in joined.types[1:]]
+        build = partial(compile_chained, conn, providers, joined, clause)
+        if any(p.versioning is None for p in crossing):
+            found[(JOINED, joined.key, joined.raw)] = build()
+            continue
+        key = (database_of(conn), ctx.freshness.snapshot(conn).stamp, request.resource_type, joined.key, joined.raw,
+               tuple(visibility(ctx, conn, p, caller).key for p in crossing))
+        found[(JOINED, joined.key, joined.raw)] = _kept(ctx).get(key, build)
+    return found
 
 
 def total(ctx: ServerContext, conn: Connection, provider: ResourceProvider, caller: Caller, request: SearchRequest,

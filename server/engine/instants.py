@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from email.utils import format_datetime
 
 
 def as_utc(value: datetime | str) -> datetime:
@@ -19,5 +18,12 @@ def instant(value: datetime | str) -> str:
     return f"{text}.{value.microsecond // 1000:03d}Z" if value.microsecond >= 1000 else f"{text}Z"
 
 
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
 def http_date(value: datetime | str) -> str:
-    return format_datetime(as_utc(value).replace(microsecond=0), usegmt=True)
+    """RFC 9110's IMF-fixdate, as email.utils.format_datetime(usegmt=True) writes it, without its detours."""
+    v = as_utc(value)
+    return (f"{_DAYS[v.weekday()]}, {v.day:02d} {_MONTHS[v.month - 1]} {v.year:04d} "
+            f"{v.hour:02d}:{v.minute:02d}:{v.second:02d} GMT")

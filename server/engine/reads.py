@@ -50,7 +50,7 @@ def not_found(resource_type: str, rid: str) -> ResourceNotFound:
     return ResourceNotFound(f"{resource_type}/{rid} is not known")
 
 
-def _gone(provider: ResourceProvider, rid: str, version: Any) -> ResourceGone:
+def gone(provider: ResourceProvider, rid: str, version: Any) -> ResourceGone:
     return ResourceGone(f"{provider.resource_type}/{rid} was deleted (version {version}); see its _history")
 
 
@@ -80,14 +80,14 @@ def fetch(ctx: ServerContext, provider: ResourceProvider, rid: str, caller: Call
                 raise not_found(provider.resource_type, rid)
             deleted, version, updated, body = found[:4]
             if deleted:
-                raise _gone(provider, rid, version)
+                raise gone(provider, rid, version)
             if body is not None:
                 return Rendered(bytes(body), str(version), as_utc(updated))
         row = conn.execute(read_query(provider, [stored], visible=clause)).mappings().first()
     if row is None:
         raise not_found(provider.resource_type, rid)
     if provider.versioning is not None and row[provider.versioning.deleted.key]:
-        raise _gone(provider, rid, row[provider.versioning.version.key])
+        raise gone(provider, rid, row[provider.versioning.version.key])
     return provider.to_resource(row)
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from server.bulk.endpoints import bulk_routes
-from server.engine import reads, searches, versions
+from server.engine import fast, reads, searches, versions
 from server.engine.interaction import Interaction
 from server.errors import (
     FhirError,
@@ -38,7 +39,8 @@ async def metadata(request: Request) -> Response:
     if rtype is not None and rtype not in request.app.state.ctx.registry.providers:
         return _pipeline(request).unserved(
             request, ResourceTypeNotSupported(f"resource type {rtype!r} is not supported"), interaction)
-    return await _pipeline(request).serve(request, interaction, lambda ctx, r: reads.capabilities(ctx, r.base))
+    return await _pipeline(request).serve(request, interaction, lambda ctx, r: reads.capabilities(ctx, r.base),
+                                          fast=lambda ctx, r: fast.capabilities(ctx, r.base))
 
 
 async def search(request: Request) -> Response:
@@ -50,7 +52,7 @@ async def search(request: Request) -> Response:
 async def read(request: Request) -> Response:
     rtype, rid = request.path_params["rtype"], request.path_params["rid"]
     return await _pipeline(request).serve(request, Interaction("read", rtype, rid), lambda ctx, r: (
-        reads.read(ctx, r.caller, rtype, rid, r.items)))
+        reads.read(ctx, r.caller, rtype, rid, r.items)), fast=lambda ctx, r: fast.read(ctx, r.caller, rtype, rid, r.items))
 
 
 async def operation(request: Request) -> Response:
@@ -84,6 +86,24 @@ async def base(request: Request) -> Response:
         "answers [base]/metadata and [base]/[type]..."), Interaction("capabilities"))
 
 
+class FhirType(Convertor[str]):
+    regex = "[A-Z][A-Za-z]{0,63}"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+class FhirId(FhirType):
+    regex = "[A-Za-z0-9.-]{1,64}"
+
+
+register_url_convertor("fhirtype", FhirType())
+register_url_convertor("fhirid", FhirId())
+
+
 def _both(path: str, endpoint: Callable[[Request], Any]) -> list[Route]:
     """Each path answers with and without the trailing slash, never by redirect."""
     return [Route(path, endpoint, methods=METHODS), Route(path + "/", endpoint, methods=METHODS)]
@@ -95,8 +115,10 @@ def fhir_routes() -> list[Route]:
         *_both("/fhir/.well-known/smart-configuration", smart_configuration_endpoint),
         *_both("/fhir", base),
         *_both("/fhir/metadata", metadata),
-        *bulk_routes(),  # $export, its status and files: before [type] and [type]/$op
         *_both("/fhir/{rtype}/metadata", metadata),
+        # the read users repeat most, tried early: only a type name and a FHIR id match it (never $export...)
+        *_both("/fhir/{rtype:fhirtype}/{rid:fhirid}", read),
+        *bulk_routes(),  # $export, its status and files: before [type] and [type]/$op
         *_both("/fhir/{rtype}/_history", history_type),
         *_both("/fhir/{rtype}", search),
         *_both("/fhir/{rtype}/{rid}/_history", history_instance),

@@ -3,10 +3,12 @@ statement: the last type's clause compiled as the same parameter is unchained, t
 subquery answered through the reference's index, applying the caller's scope and leaving deleted rows out on its
 own type (what the caller may not see of a type never decides a match).
 
-The shapes: a reference held in the provider's own rows is `reference IN (ids of the matching rows)`; on PostgreSQL
-`= ANY(ARRAY(...))`, the ids read once first and the index probed for each (an IN becomes a join whose size the
-planner guesses: it would walk the whole table for a page). A reference held in a table the rows are joined with by
-a foreign key (a small one: the org unit's source version -> its data source) goes through that key, as the
+The shapes, chosen for what each planner makes of them. Forward (a chain), a reference held in the provider's own
+rows is `reference IN (ids of the matching rows)`: the planners size it from the subquery's own statistics.
+Reverse (_has), the searched rows are `id IN (references the matching rows hold)`; on PostgreSQL
+`id = ANY(ARRAY(...))`, the references read once first and the id index probed for each (as a join it was planned
+as a scan of the whole table hashed against them). A reference held in a table the rows are joined with by a
+foreign key (a small one: the org unit's source version -> its data source) goes through that key, as the
 unchained parameter does: forward its keys looked up first (server.search.referred), reverse an EXISTS per row of
 that table (it stops at the first match)."""
 from __future__ import annotations
@@ -36,14 +38,15 @@ from server.engine.provider import ResourceProvider
 from server.search.chains import Chained, Hop
 from server.search.referred import foreign_key, referred, referred_keys, tables_of
 from server.search.request import SearchRequest
-from server.search.sql import JOINED, look_up, where_clause
+from server.search.sql import look_up, where_clause
 from server.search.types.reference import ReferenceTarget
 
 Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller's scope on a provider's rows
 
 
 class InRows(ColumnElement[bool]):
-    """`column IN (rows)`; on PostgreSQL `column = ANY(ARRAY(rows))` (see the module's docstring)."""
+    """`column IN (rows)`; on PostgreSQL `column = ANY(ARRAY(rows))`: the rows read once, first (an InitPlan), then
+    the column's index probed for each."""
 
     inherit_cache = True
     type = Boolean()
@@ -88,7 +91,7 @@ def _forward(conn: Connection, source: ResourceProvider, hop: Hop, target: Resou
     ids = _rows(target, cond, target.id_column)
     arms: list[ColumnElement[bool]] = []
     for t in _targets(hop):
-        held = InRows(t.column, ids)
+        held = t.column.in_(ids)
         if t.through is not None:
             arms.append(InRows(source.id_column, t.through.ids(held).correlate(None)))
         elif _own_column(source, t):
@@ -153,13 +156,6 @@ def compile_chained(conn: Connection, providers: Mapping[str, Any], chained: Cha
         if i:
             cond = and_(cond, *_own(near, scopes[near.resource_type]))
     return cond
-
-
-def compile_joined(conn: Connection, providers: Mapping[str, Any], request: SearchRequest,
-                   visible: Visible) -> dict[Any, ColumnElement[bool]]:
-    """found[(JOINED, key, raw)] of every chained and _has parameter of the request (server.search.sql)."""
-    return {(JOINED, j.key, j.raw): compile_chained(conn, providers, j, visible)
-            for j in request.joined if isinstance(j, Chained)}
 
 
 def crossed(providers: Mapping[str, Any], request: SearchRequest) -> list[ResourceProvider]:

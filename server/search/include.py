@@ -12,6 +12,7 @@ from server.engine.provider import ResourceProvider
 from server.engine.registry import Registry
 from server.search.ids import coerce_id
 from server.search.request import Include
+from server.search.referred import referred_keys
 from server.search.sql import read_query, referring_query
 from server.search.types.reference import ReferenceTarget, held
 
@@ -44,6 +45,14 @@ def _live(provider: ResourceProvider, row: RowMapping) -> bool:
     return provider.versioning is None or not row[provider.versioning.deleted.key]
 
 
+def _referring_keys(conn: Connection, provider: ResourceProvider, target: ReferenceTarget, ids: list[Any]) -> Any:
+    """For a reference held in a table the provider's rows refer to by a foreign key: the keys of that table's rows
+    that point at `ids`, looked up first (constants the planners weigh with their statistics); else None."""
+    if target.through is not None or getattr(target.column, "table", None) is provider.table:
+        return None
+    return referred_keys(conn, provider.table, target.column.in_(ids))  # type: ignore[arg-type]
+
+
 Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller's scope on a provider
 
 
@@ -61,8 +70,9 @@ def fetch_included(conn: Connection, registry: Registry, provider: ResourceProvi
             ids = [row[provider.id_column.key] for row in page]
             for target in _targets(source, include):
                 room = MAX_INCLUDED - len(out)
-                rows = conn.execute(referring_query(source, target, ids, room + 1, visible(source))).mappings().all() \
-                    if ids else []
+                keys = _referring_keys(conn, source, target, ids) if ids else None
+                rows = conn.execute(referring_query(source, target, ids, room + 1, visible(source), keys)) \
+                    .mappings().all() if ids else []
                 truncated |= len(rows) > room
                 for row in rows[:room]:
                     key = (source.resource_type, str(row[source.id_column.key]))

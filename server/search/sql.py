@@ -1,18 +1,15 @@
 """A SearchRequest -> SQL: its clauses as one condition on the provider's rows (each value compiled by its
 parameter's type, server.search.types: values OR-ed within a clause, clauses AND-ed), then the queries of searches
 and reads: a page (of columns or of stored bodies), a count, rows by id, the resources referring to a page, a read
-from the history, and statements compiled once (Prepared)."""
+from the history (compiled once: server.storage.prepared)."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    CursorResult,
-    Dialect,
     FromClause,
     FunctionElement,
     Select,
@@ -59,6 +56,7 @@ def _condition(provider: ResourceProvider, match: Match) -> ColumnElement[bool]:
 
 
 REFERRED = "referred"  # found[(REFERRED, clause key, clause raw, position)]: keys of a referred table's rows
+JOINED = "joined"  # found[(JOINED, key, raw)]: the condition of a chained or _has parameter (server.search.chains)
 WALK = "walk"  # found[WALK]: the search has many matches (WALK_ABOVE): its page walks the id order
 WALK_ABOVE = 10_000
 
@@ -96,9 +94,6 @@ def _clause(provider: ResourceProvider, clause: Clause, found: Found) -> ColumnE
     if clause.modifier == "not":  # resources with no matching value, including those with no value at all
         return provider.id_column.not_in(select(provider.id_column).select_from(provider.source).where(matched))
     return matched
-
-
-JOINED = "joined"  # found[(JOINED, key, raw)]: the condition of a chained or _has parameter (server.search.chains)
 
 
 def where_clause(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
@@ -278,26 +273,6 @@ def within(provider: ResourceProvider, key: ColumnElement[Any], visible: ColumnE
     return exists().where(provider.id_column == key, visible)
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """A statement compiled once for one dialect and run as driver SQL: no building or compiling per request."""
-
-    sql: str
-    defaults: Mapping[str, Any]  # the statement's own values (limits...)
-    positions: tuple[str, ...] | None  # bind names in order, for positional paramstyles
-
-    @classmethod
-    def compile(cls, statement: Select[Any], dialect: Dialect) -> Prepared:
-        compiled = statement.compile(dialect=dialect)
-        positions = tuple(compiled.positiontup) if compiled.positional and compiled.positiontup else None
-        return cls(compiled.string, dict(compiled.params), positions)
-
-    def run(self, conn: Connection, **values: Any) -> CursorResult[Any]:
-        merged = {**self.defaults, **values}
-        params: Any = tuple(merged[n] for n in self.positions) if self.positions is not None else merged
-        return conn.exec_driver_sql(self.sql, params)
-
-
 def count_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
                 where: ColumnElement[bool] | None = None) -> Select[Any]:
     where = where if where is not None else where_clause(provider, request, found)
@@ -313,11 +288,12 @@ def read_query(provider: ResourceProvider, stored_ids: list[Any], *, search: boo
 
 
 def referring_query(provider: ResourceProvider, target: ReferenceTarget, stored_ids: list[Any], limit: int,
-                    visible: ColumnElement[bool] | None = None) -> Select[Any]:
-    """Live resources of `provider` whose reference `target` points at one of `stored_ids` (_revinclude)."""
+                    visible: ColumnElement[bool] | None = None, keys: Any = None) -> Select[Any]:
+    """Live resources of `provider` whose reference `target` points at one of `stored_ids` (_revinclude); `keys`:
+    for a reference held in a referred table, the keys of its rows, looked up before (server.search.include)."""
     live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
     scope = [visible] if visible is not None else []
+    cond = referring(target, provider.id_column, stored_ids)
     return (select(*(provider.search_columns or provider.columns)).select_from(provider.source)
-            .where(referring(target, provider.id_column, stored_ids), *live, *scope)
+            .where(cond if keys is None else referred(provider.table, cond, keys), *live, *scope)  # type: ignore
             .order_by(provider.id_column).limit(limit))
-

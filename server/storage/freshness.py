@@ -55,6 +55,14 @@ class Freshness:
         with self._lock:
             self._snapshots = {db: replace(snapshot, checked=float("-inf")) for db, snapshot in self._snapshots.items()}
 
+    def current(self, database: str) -> Snapshot | None:
+        """The snapshot of `database` while it is fresh, without looking (the hot path); None when it is due: the
+        caller then takes the path that looks."""
+        snapshot = self._snapshots.get(database)
+        if snapshot is None or time.monotonic() - snapshot.checked >= self.interval_s:
+            return None
+        return snapshot
+
     def snapshot(self, conn: Connection) -> Snapshot:
         database = database_of(conn)
         snapshot = self._snapshots.get(database)

@@ -183,7 +183,8 @@ def test_capability_entry_lists_everything_declared(api: TestClient, contract_ct
     assert {"read", "search-type"} <= interactions
     assert {"vread", "history-instance", "history-type"} <= interactions if versioned else \
         not interactions & {"vread", "history-instance", "history-type"}
-    assert {o["name"] for o in entry.get("operation", ())} == set(provider.operations_by_name)
+    bulk = {"export"} if contract_ctx.settings.bulk.enabled else set()  # the engine's Bulk Data $export, every type
+    assert {o["name"] for o in entry.get("operation", ())} == set(provider.operations_by_name) | bulk
     references = {f"{samples.resource_type}:{p.name}" for p in provider.params_by_name.values() if p.type == "reference"}
     assert references <= set(entry.get("searchInclude", ()))
 

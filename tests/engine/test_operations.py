@@ -100,7 +100,7 @@ def test_a_handler_cannot_write(api: TestClient, small_ctx: ServerContext) -> No
 
 def test_capabilities_list_every_operation(api: TestClient) -> None:
     entry = next(r for r in api.get("/fhir/metadata").json()["rest"][0]["resource"] if r["type"] == "Basic")
-    assert [o["name"] for o in entry["operation"]] == ["echo", "write", "nothing"]
+    assert [o["name"] for o in entry["operation"]] == ["echo", "write", "nothing", "export"]  # + Bulk Data's
 
 
 @pytest.mark.parametrize(("operation", "message"), [

@@ -63,7 +63,8 @@ def test_capability_statement_parses_with_fhirclient(client: TestClient) -> None
     assert location.searchInclude == ["Location:partof", "Location:organization"]
     assert location.searchRevInclude == ["Location:partof"]
     assert location.conditionalRead == "full-support"
-    assert statement.instantiates == ["https://profiles.ihe.net/ITI/mCSD/CapabilityStatement/IHE.mCSD.Directory"]
+    assert statement.instantiates == ["https://profiles.ihe.net/ITI/mCSD/CapabilityStatement/IHE.mCSD.Directory",
+                                      "http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data"]
     assert set(statement.format) >= {"application/fhir+json", "application/fhir+xml"}
     assert location.operation[0].name == "children"
     assert location.operation[0].definition == f"{NS}/fhir/OperationDefinition/Location-children"

@@ -17,7 +17,8 @@ from sqlalchemy import func, select
 
 from server.cli.main import build_parser
 from server.extensions import load_extensions
-from server.settings import AuthSettings, DatabaseSettings, FhirSettings, ServerSettings, load_settings, parse_settings
+from server.settings import (AuthSettings, BulkSettings, DatabaseSettings, FhirSettings, ServerSettings, load_settings,
+                             parse_settings)
 from server.storage.db import create_db_engine
 from plugins.orgunits.tables import org_unit
 from tests.support.contexts import IASO_CSV
@@ -77,7 +78,8 @@ def test_load_refuses_a_bad_file_with_its_line_number(settings_path: Path, tmp_p
 @pytest.mark.parametrize("settings_text, words", [
     pytest.param("server:\n  port: eighty\n", "server.port", id="bad-type"),
     pytest.param("sever:\n  port: 1\n", "unknown settings section", id="typo-section"),
-    pytest.param("plugins:\n  location:\n    config:\n      status_map: {NEW: open}\n", "plugin location", id="bad-plugin"),
+    pytest.param("plugins:\n  location:\n    config:\n      status_map: {NEW: open}\n", "plugin location",
+                 id="bad-plugin"),
     pytest.param("plugins:\n  organisation: {enabled: true}\n", "not installed", id="unknown-plugin"),
     pytest.param("auth:\n  algorithms: [none]\n", "auth.algorithms", id="alg-none"),
 ])
@@ -198,7 +200,8 @@ def test_make_test_passes_its_arguments() -> None:
 def test_every_setting_is_listed_in_settings_yaml_and_readme() -> None:
     example = (ROOT / "settings.yaml").read_text(encoding="utf-8")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    sections = {"server": ServerSettings, "database": DatabaseSettings, "auth": AuthSettings, "fhir": FhirSettings}
+    sections = {"server": ServerSettings, "database": DatabaseSettings, "auth": AuthSettings, "fhir": FhirSettings,
+                "bulk": BulkSettings}
     unlisted = [f"{section}.{f.name}" for section, cls in sections.items() for f in fields(cls)
                 if not re.search(rf"^{section}:(?:\n(?: .*)?)*?\n  #? ?{f.name}:", example, re.MULTILINE)
                 or f"{section}.{f.name}" not in readme.replace(f"`{section}.", f"{section}.")

@@ -54,7 +54,7 @@ def _canonical(resource_type: str, ids: list[str]) -> Samples:
                    tenanted=False)
 
 
-CANONICAL = (_canonical("OperationDefinition", ["Location-children"]),
+CANONICAL = (_canonical("OperationDefinition", ["Location-children", "export"]),  # export: Bulk Data's
              _canonical("StructureDefinition", sorted(EXTENSIONS)),
              _canonical("CodeSystem", ["org-unit-type"]))
 

@@ -1,6 +1,7 @@
 """The command line of accounts and served versions: load --account, versions list | set-default."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -8,13 +9,13 @@ from sqlalchemy import select
 
 from server.settings import load_settings
 from server.storage.db import create_db_engine
-from plugins.orgunits.tables import data_source
+from plugins.orgunits.tables import data_source, source_version
 from plugins.orgunits.views import SERVED, VERSION_PARTITIONS
+from tests.ops.test_cli import cli
 from tests.support.contexts import IASO_CSV
+from tests.support.live import run_cli
 
 DHIS2 = Path(__file__).parents[1] / "fixtures" / "dhis2_sierra_leone_sample.json"
-from tests.support.live import run_cli
-from tests.ops.test_cli import cli
 
 
 @pytest.fixture
@@ -25,8 +26,6 @@ def settings_path(tmp_path: Path) -> Path:
 
 
 def served(settings_path: Path, database: str) -> set[tuple[str, int]]:
-    from plugins.orgunits.tables import source_version
-
     engine = create_db_engine(load_settings(settings_path, database))
     try:
         with engine.connect() as conn:
@@ -50,7 +49,8 @@ def test_accounts_and_served_versions_from_the_command_line(settings_path: Path,
 
 
 def test_set_default_refuses_unknown_versions_and_sources(settings_path: Path, tmp_path: Path) -> None:
-    assert cli("load", "iaso-csv", str(IASO_CSV), "--account", "burkina", "--settings", str(settings_path)).returncode == 0
+    loaded = cli("load", "iaso-csv", str(IASO_CSV), "--account", "burkina", "--settings", str(settings_path))
+    assert loaded.returncode == 0
     done = cli("versions", "set-default", "--data-source", "Iaso", "--version", "7", "--account", "burkina",
                "--settings", str(settings_path))
     assert done.returncode == 1 and "has no version 7; it has 1" in done.stderr and "Traceback" not in done.stderr
@@ -64,10 +64,7 @@ def test_set_default_refuses_unknown_versions_and_sources(settings_path: Path, t
 
 def test_load_of_a_new_version_says_which_units_it_left_unserved(settings_path: Path, database_url: str,
                                                                   tmp_path: Path) -> None:
-    import json
-
-    from tests.ops.test_cli import cli as run
-
+    run = cli
     common = ["--settings", str(settings_path), "--database", database_url]
     assert run("load", "dhis2", str(DHIS2), "--version", "1", *common).returncode == 0
     document = json.loads(DHIS2.read_text(encoding="utf-8"))
@@ -83,8 +80,7 @@ def test_load_of_a_new_version_says_which_units_it_left_unserved(settings_path: 
 
 
 def test_set_default_refuses_an_empty_version_unless_forced(settings_path: Path, database_url: str) -> None:
-    from tests.ops.test_cli import cli as run
-
+    run = cli
     common = ["--settings", str(settings_path), "--database", database_url]
     assert run("load", "dhis2", str(DHIS2), "--version", "1", *common).returncode == 0
     assert run("load", "dhis2", str(DHIS2), "--version", "2", *common).returncode == 0  # the same ids: moved

@@ -47,8 +47,8 @@ def test_the_worked_example_as_published(engine: Engine) -> None:
     assert (country.name, country.parent_id, county.parent_id) == ("Republic of Lakeland", None, country.id)
     assert (county.name, sub_county.name, sub_county.parent_id) == ("Northshore", "Kellow", county.id)
     first = found["10231"]
-    assert (first.name, first.parent_id, first.validation_status) == ("St. Anne Dispensary", found["sub-county-0101"].id,
-                                                                      "VALID")
+    assert (first.name, first.parent_id, first.validation_status) == \
+        ("St. Anne Dispensary", found["sub-county-0101"].id, "VALID")
     assert (first.latitude, first.longitude, first.opening_date) == (-0.5257, 36.74051, date(1972, 1, 21))
     assert first.aliases == ["ST. ANNE DISP. PORT AMARA", "3kGZoD9iPCF"]
     referral = found["10001"]  # no sub-county in its row: it hangs from its county
@@ -200,8 +200,8 @@ def test_a_bad_mapping_is_refused_naming_the_key(engine: Engine, tmp_path: Path,
 
 
 BAD_RECORDS = [
-    pytest.param("F1,One,-01.5,036.25,shut,2001-02-03", "units.status 'shut' (field 'state') is not in units.status.map",
-                 id="status-not-mapped"),
+    pytest.param("F1,One,-01.5,036.25,shut,2001-02-03",
+                 "units.status 'shut' (field 'state') is not in units.status.map", id="status-not-mapped"),
     pytest.param("F1,One,north,036.25,open,2001-02-03", "units.latitude 'north' (field 'lat') is not a number",
                  id="latitude-text"),
     pytest.param("F1,One,-95,036.25,open,2001-02-03", "outside -90..90", id="latitude-range"),

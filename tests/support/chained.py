@@ -4,7 +4,7 @@ Location with that source reference, `{org:iaso}`: the id of the Organization wi
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -36,13 +36,17 @@ def load_real(engine: Engine) -> None:
     load_file(engine, "fhir-bundle", SL_BUNDLE, data_source="Sierra Leone")
 
 
-def real_context(url: str, var: Path, *, plugins: dict[str, Any] | None = None) -> ServerContext:
-    """Iaso (136 units) and DHIS2 Sierra Leone (1332 units) in account `default`, bodies pre-rendered."""
+def real_context(url: str, var: Path, *, plugins: dict[str, Any] | None = None,
+                 before: Callable[[Engine], object] | None = None) -> ServerContext:
+    """Iaso (136 units) and DHIS2 Sierra Leone (1332 units) in account `default` (after what `before` loads),
+    bodies pre-rendered."""
     sections: dict[str, Any] = {"auth": {"secret": SECRET}}
     if plugins is not None:
         sections["plugins"] = plugins
     ctx = create_context(make_settings(url, var, **sections))
     ctx.extensions.schema.upgrade(ctx.db)
+    if before is not None:
+        before(ctx.db)
     load_real(ctx.db)
     refresh(ctx.db, ctx.registry)
     return ctx

@@ -79,7 +79,8 @@ def load_dhis2(engine: Engine, path: str | os.PathLike[str], data_source: str | 
 
 def import_dhis2(engine: Engine, document: Any, *, data_source: str | None = None, version: int = 1,
                  delete_missing: bool = False, now: datetime | None = None,
-                 progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, dry_run: bool = False) -> WriteReport:
+                 progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
+                 dry_run: bool = False) -> WriteReport:
     """Load parsed DHIS2 JSON in one transaction; raises LoadError and writes nothing if any unit is wrong."""
     units, level_names = read_units(document)
     plan = _Plan(units, level_names, data_source or DEFAULT_DATA_SOURCE)

@@ -61,7 +61,8 @@ class _Row:
 
 def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str | None = "Iaso",
                   version: int = 1, *, delete_missing: bool = False, now: datetime | None = None,
-                  progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, dry_run: bool = False) -> WriteReport:
+                  progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
+                  dry_run: bool = False) -> WriteReport:
     """Load the file into `data_source`/`version` in one transaction; raises LoadError and writes nothing
     if any row is wrong. What the CSV does not carry (boundaries, uuid, altitude: the GeoPackage's) is kept."""
     source = data_source or "Iaso"

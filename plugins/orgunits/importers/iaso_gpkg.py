@@ -73,7 +73,8 @@ class _Feature:
 
 def load_iaso_gpkg(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None, version: int = 1,
                    *, delete_missing: bool = False, now: datetime | None = None,
-                   progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, dry_run: bool = False) -> WriteReport:
+                   progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
+                   dry_run: bool = False) -> WriteReport:
     """Load the GeoPackage into `data_source` (default 'Iaso', like the CSV) / `version` in one transaction;
     raises LoadError and writes nothing if any feature is wrong."""
     source = data_source or DEFAULT_DATA_SOURCE

@@ -87,34 +87,31 @@ def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
     top = spec.root.id if spec.root is not None else None
     derived = [level for level in spec.levels if level.file is None]
     for index, level in enumerate(spec.levels):
-        if level.file is None:
-            continue
-        above = spec.levels[index - 1] if index > 0 else None
-        for record in read_records(level.file, level.source):
-            unit = _unit(spec, level, record, lambda r: _parent_by_field(level, above, r, top))
-            if unit is not None:
-                _add(found, unit)
+        if level.file is not None:
+            above = spec.levels[index - 1] if index > 0 else None
+            for record in read_records(level.file, level.source):
+                _add(found, _unit(spec, level, record, _parent_by_field(level, above, record, top)))
     above_file = next((level for level in reversed(spec.levels) if level.file is not None), None)
+    lowest = spec.levels[-1] if spec.levels else None
     for record in rows:
         parent = _parent_by_field(derived[0], above_file, record, top) if derived else None
-        for level in derived:
-            unit = _unit(spec, level, record, lambda r, p=parent: p, derived=True)
+        for level in derived:  # each row names its own chain: the nearest level with a value is the parent
+            unit = _unit(spec, level, record, parent, derived=True)
             if unit is not None:
                 _add(found, unit, derived=True)
                 parent = unit.ref
-        lowest = spec.levels[-1] if spec.levels else None
-        units_parent = (_parent_by_field(spec.units, lowest, record, top) if spec.units.spec("parent") or not derived
-                        else parent)
-        unit = _unit(spec, spec.units, record, lambda r: units_parent)
-        if unit is None:
-            raise LoadError(f"{record.label}: no {spec.units.fields['id'].describe()} (units.id)")
-        _add(found, unit)
+        if spec.units.spec("parent") is not None or not derived:
+            parent = _parent_by_field(spec.units, lowest, record, top)
+        _add(found, _unit(spec, spec.units, record, parent))
     if not rows:
-        raise LoadError(f"{path}: no records")
+        raise LoadError(f"{path}: no records: nothing loaded (an empty export?)")
     return list(found.values())
 
 
-def _add(found: dict[str, _Unit], unit: _Unit, derived: bool = False) -> None:
+def _add(found: dict[str, _Unit], unit: _Unit | None, derived: bool = False) -> None:
+    """Keep `unit` (None: nothing); a level read from the units' columns names each unit in many rows, alike."""
+    if unit is None:
+        return
     previous = found.get(unit.ref)
     if previous is None:
         found[unit.ref] = unit
@@ -135,7 +132,9 @@ def _parent_by_field(section: Section, above: Section | None, record: Record, to
     return (above.prefix if above is not None else section.prefix) + code
 
 
-def _unit(spec: UnitMapping, section: Section, record: Record, parent_of: Any, derived: bool = False) -> _Unit | None:
+def _unit(spec: UnitMapping, section: Section, record: Record, parent: str | None,
+          derived: bool = False) -> _Unit | None:
+    """The unit of `section` in `record` (None: a level read from the units' columns that this row leaves empty)."""
     code = _code(section.fields["id"], record)
     if code is None:
         if derived:
@@ -155,7 +154,7 @@ def _unit(spec: UnitMapping, section: Section, record: Record, parent_of: Any, d
             raise LoadError(f"{label}: uuid {uuid!r} ({section.fields['uuid'].describe()}) is not a UUID")
         uuid = match.group(1).lower()
     names = [item for spec_ in (*section.aliases, *section.identifiers) for item in _texts(spec_, record, label)]
-    return _Unit(section.key, label, section.prefix + code, parent_of(record), name, type_name, section.category,
+    return _Unit(section.key, label, section.prefix + code, parent, name, type_name, section.category,
                  _status(section.spec("status"), record, label), uuid, aliases(name, *names), latitude, longitude,
                  _number(section.spec("altitude"), record, label, math.inf),
                  _date(section.spec("opening_date"), record, label, spec.date_format),

@@ -182,7 +182,8 @@ def _section(raw: Any, key: str, where: str, base: Path, *, level: int | None) -
 def _spec(raw: Any, key: str, where: str) -> FieldSpec:
     if isinstance(raw, str) and raw.strip():
         return FieldSpec(key, path=raw.strip())
-    if isinstance(raw, dict) and set(raw) <= {"field", "value", "map", "default"} and ("field" in raw) != ("value" in raw):
+    if isinstance(raw, dict) and set(raw) <= {"field", "value", "map", "default"} and \
+            ("field" in raw) != ("value" in raw):
         mapping = raw.get("map")
         if mapping is not None and not isinstance(mapping, dict):
             raise LoadError(f"{where}: {key}.map: expected a mapping of source value -> value")

@@ -1,0 +1,174 @@
+"""The driver's own connection on the event loop, for the statements of the hot path (server.engine.fast): no
+thread hop, no pool checkout, no SQLAlchemy execution machinery. SQLite: one sqlite3 connection, used by the loop
+only, for statements bounded by a primary key or an index range (a read, a page); PostgreSQL: psycopg's async
+connections (as many as database.pool_size), the loop waiting on the socket.
+
+Same semantics as the serving engine: autocommit reads, the per-statement timeout (PostgreSQL's statement_timeout,
+SQLite's progress handler), a dead connection dropped and the statement repeated once on a new one. The driver's
+errors are raised as SQLAlchemy's (OperationalError, DBAPIError), so they answer what the engine's would (503,
+TooCostly...). None with read replicas (database.read_urls): the serving engine routes those reads."""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import psycopg
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from server.settings import Settings
+from server.storage.db import DEAD_PEER, normalize_url
+from server.storage.timeouts import CHECK_EVERY
+
+Row = tuple[Any, ...]
+
+
+class HotDatabase(Protocol):
+    database: str  # what server.storage.freshness.database_of names it
+
+    async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Row]: ...
+
+    async def close(self) -> None: ...
+
+
+def hot_database(settings: Settings, database_url: str) -> HotDatabase | None:
+    """The loop's database reading `database_url` (the serving engine's), None when the hot path cannot read it
+    (replicas, a database in memory)."""
+    if settings.database.read_urls:
+        return None
+    url = make_url(normalize_url(database_url))
+    if url.drivername.startswith("sqlite"):
+        path = url.database
+        if not path or path == ":memory:" or path.startswith("file:"):
+            return None
+        return SqliteOnLoop(path, settings.database.statement_timeout_ms)
+    if url.drivername.startswith("postgresql"):
+        return PostgresOnLoop(url.set(drivername="postgresql").render_as_string(hide_password=False),
+                              settings.database.pool_size, settings.database.statement_timeout_ms)
+    return None
+
+
+def _raised(exc: Exception, sql: str) -> DBAPIError:
+    """The driver's error as SQLAlchemy raises it from the serving engine."""
+    operational = isinstance(exc, sqlite3.OperationalError | psycopg.OperationalError)
+    return (OperationalError if operational else DBAPIError)(sql, None, exc)  # type: ignore[arg-type]
+
+
+class SqliteOnLoop:
+    database = "primary"
+
+    def __init__(self, path: str, timeout_ms: int) -> None:
+        self.path = path
+        self.timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
+        self._conn: sqlite3.Connection | None = None
+        self._deadline = float("inf")
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA query_only=ON")  # it only reads
+        if self.timeout_s is not None:
+            conn.set_progress_handler(lambda: 1 if time.monotonic() > self._deadline else 0, CHECK_EVERY)
+        return conn
+
+    async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Row]:
+        conn = self._conn if self._conn is not None else self._connect()
+        self._conn = conn
+        if self.timeout_s is not None:
+            self._deadline = time.monotonic() + self.timeout_s
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise _raised(exc, sql) from exc
+        finally:
+            self._deadline = float("inf")
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class PostgresOnLoop:
+    database = "primary"
+
+    def __init__(self, conninfo: str, size: int, timeout_ms: int) -> None:
+        self.conninfo = conninfo
+        self.size = max(1, size)
+        self.kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": 5,
+                                       "options": f"-c statement_timeout={timeout_ms}", **DEAD_PEER}
+        self._idle: list[Any] = []
+        self._open = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._freed: asyncio.Condition | None = None
+
+    def _bind(self) -> asyncio.Condition:
+        """Connections belong to one loop: a new loop (a test's second client) starts afresh."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._freed is None:
+            self._loop, self._freed, self._idle, self._open = loop, asyncio.Condition(), [], 0
+        return self._freed
+
+    async def _take(self) -> Any:
+        freed = self._bind()
+        async with freed:
+            while not self._idle and self._open >= self.size:
+                await freed.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._open += 1
+        try:
+            return await psycopg.AsyncConnection.connect(self.conninfo, **self.kwargs)
+        except Exception:
+            await self._drop(None)
+            raise
+
+    async def _give(self, conn: Any) -> None:
+        freed = self._bind()
+        async with freed:
+            self._idle.append(conn)
+            freed.notify()
+
+    async def _drop(self, conn: Any) -> None:
+        if conn is not None:
+            try:
+                await conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection may fail to close
+                pass
+        freed = self._bind()
+        async with freed:
+            self._open -= 1
+            freed.notify()
+
+    async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Row]:
+        for attempt in (1, 2):  # a connection the server dropped fails once; the statement runs again
+            try:
+                conn = await self._take()
+            except psycopg.Error as exc:
+                raise _raised(exc, sql) from exc
+            try:
+                cursor = await conn.execute(sql, params, prepare=True)
+                found = await cursor.fetchall()
+            except psycopg.Error as exc:
+                if conn.closed or conn.broken:
+                    await self._drop(conn)
+                    if attempt == 1:
+                        continue
+                else:
+                    await self._give(conn)
+                raise _raised(exc, sql) from exc
+            except BaseException:
+                await self._drop(conn)  # cancelled mid-statement: its state is unknown
+                raise
+            await self._give(conn)
+            return found
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.close()
+        self._open = 0

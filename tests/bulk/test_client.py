@@ -1,0 +1,72 @@
+"""A real Bulk Data client (SMART Health IT's smart-fetch, from PyPI: tests/support/bulkclient.py) against a live
+`orgunit-fhir serve`, on both backends: it exports everything (line counts equal the search totals), and an export
+`_since` the first one's transactionTime returns exactly what a load then changed, deletions included."""
+from __future__ import annotations
+
+import json
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.bulkclient import deleted, run_export
+from tests.support.live import live_server, run_cli
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dhis2_sierra_leone_sample.json"
+TYPES = ["Location", "Organization"]
+
+
+def _get(base: str, token: str, path: str, **params: Any) -> dict[str, Any]:
+    url = f"{base}/{path}?{urllib.parse.urlencode(params)}"
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})) as answer:
+        return json.loads(answer.read())  # type: ignore[no-any-return]
+
+
+def _transaction_time(folder: Path) -> str:
+    events = [json.loads(line) for line in (folder / "log.ndjson").read_text().splitlines()]
+    return str(next(e["eventDetail"]["transactionTime"] for e in events if e["eventId"] == "status_complete"))
+
+
+def _ids(lines: list[str]) -> set[str]:
+    return {json.loads(line)["id"] for line in lines}
+
+
+def _changed_since(base: str, token: str, rtype: str, since: str) -> set[str]:
+    bundle = _get(base, token, rtype, _lastUpdated=f"gt{since}", _count=100)
+    return {e["resource"]["id"] for e in bundle.get("entry", [])}
+
+
+def test_a_real_bulk_client_exports_everything_then_exactly_what_changed(migrated_url: str, tmp_path: Path) -> None:
+    settings = tmp_path / "cli.yaml"
+    settings.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\n", encoding="utf-8")
+    run_cli("demo", "--size", "300", settings=settings, database=migrated_url)
+    with live_server(tmp_path, migrated_url, "bulk:\n  settle_seconds: 0\n  file_resources: 120\n") as server:
+        first = run_export(server.base, server.token, tmp_path / "first", TYPES)
+        for rtype in TYPES:
+            assert len(first[rtype]) == _get(server.base, server.token, rtype, _count=0)["total"], rtype
+        assert len(list((tmp_path / "first").glob("Location.*.ndjson"))) == 3  # 300 split at 120
+        since = _transaction_time(tmp_path / "first")
+
+        run_cli("load", "dhis2", str(FIXTURE), "--data-source", "SL sample", settings=settings, database=migrated_url)
+        second = run_export(server.base, server.token, tmp_path / "second", TYPES, since)
+        for rtype in TYPES:
+            assert _ids(second.get(rtype, [])) == _changed_since(server.base, server.token, rtype, since), rtype
+        assert len(second["Location"]) == 32 and len(second["Organization"]) == 1  # the units and data source loaded
+
+        units = json.loads(FIXTURE.read_text(encoding="utf-8"))
+        parents = {u.get("parent", {}).get("id") for u in units["organisationUnits"]}
+        leaves = [u for u in units["organisationUnits"] if u["id"] not in parents][:2]
+        gone = {f"Location/{_get(server.base, server.token, 'Location', identifier=u['id'])['entry'][0]['resource']['id']}"
+                for u in leaves}
+        units["organisationUnits"] = [u for u in units["organisationUnits"] if u not in leaves]
+        smaller = tmp_path / "smaller.json"
+        smaller.write_text(json.dumps(units), encoding="utf-8")
+        since = _transaction_time(tmp_path / "second")
+        run_cli("load", "dhis2", str(smaller), "--data-source", "SL sample", "--delete-missing", settings=settings,
+                database=migrated_url)
+        third = run_export(server.base, server.token, tmp_path / "third", TYPES, since)
+        assert deleted(tmp_path / "third") == gone
+        for rtype in TYPES:
+            assert _ids(third.get(rtype, [])) == _changed_since(server.base, server.token, rtype, since), rtype

@@ -1,0 +1,68 @@
+"""Every hop of a chained or _has parameter applies the caller's scope on its own type, both backends: accounts,
+source versions not served, deleted units, and providers scoped through a reference to Location (Device: one
+reference; Schedule: several, in a side table, and its own account). Universe: tests.support.scoping (alpha: the
+small pyramid 1-32; beta: DHIS2 version 1 (101-103, not served) and 2 (201-203), 204 deleted under 202)."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from server.access.scope import AccessScope
+from server.context import ServerContext
+from server.engine.caller import TRUSTED, Caller
+from tests.support.chained import matched, search
+from tests.support.scoping import universe_context
+
+ALPHA = Caller(None, AccessScope(account="alpha"))
+BETA = Caller(None, AccessScope(account="beta"))
+SUBTREE_10 = Caller(None, AccessScope(account="alpha", roots=("Location/10",)))  # 10, 20, 30, 31, 32
+
+
+@pytest.fixture(scope="module")
+def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
+    context = universe_context(backend_url, tmp_path_factory.mktemp("var"))
+    yield context
+    context.db.dispose()
+
+
+CASES = [
+    pytest.param(BETA, "Location", "partof.identifier=BO200", {"203"}, id="served-version-deleted-child-left-out"),
+    pytest.param(BETA, "Location", "partof.identifier=BO100", set(), id="version-not-served"),
+    pytest.param(TRUSTED, "Location", "partof.identifier=BO100", set(), id="not-served-even-to-trusted"),
+    pytest.param(BETA, "Location", "_has:Location:partof:name=Gone", set(), id="deleted-child-decides-nothing"),
+    pytest.param(TRUSTED, "Location", "_has:Location:partof:name=Gone", set(), id="deleted-even-for-trusted"),
+    pytest.param(BETA, "Location", "_has:Location:partof:name=Bo Clinic", {"202"}, id="live-child"),
+    pytest.param(ALPHA, "Location", "partof.identifier=BO200", set(), id="another-accounts-parent"),
+    pytest.param(ALPHA, "Location", "_has:Location:partof:identifier=BC200", set(), id="another-accounts-child"),
+    pytest.param(SUBTREE_10, "Device", "location.name=CSPS", {"1"}, id="device-at-a-unit-named"),
+    pytest.param(SUBTREE_10, "Device", "location.partof.identifier=AS0000000020", {"1"}, id="device-two-hops"),
+    pytest.param(SUBTREE_10, "Device", "location.identifier=HB0000000003", set(), id="device-outside-the-subtree"),
+    pytest.param(ALPHA, "Device", "location.identifier=HB0000000003", {"2"}, id="device-account"),
+    pytest.param(ALPHA, "Location", "_has:Device:location:_id=1", {"30"}, id="has-device"),
+    pytest.param(SUBTREE_10, "Location", "_has:Device:location:_id=2", set(), id="has-device-outside"),
+    pytest.param(TRUSTED, "Location", "_has:Device:location:_id=6", set(), id="has-device-at-an-unknown-unit"),
+    pytest.param(ALPHA, "Schedule", "actor.name=CSPS", {"1"}, id="schedule-side-table"),
+    pytest.param(BETA, "Schedule", "actor.name=CSPS", set(), id="schedule-names-a-unit-of-another-account"),
+    pytest.param(ALPHA, "Location", "_has:Schedule:actor:_id=1", {"3", "30"}, id="has-schedule"),
+    pytest.param(BETA, "Location", "_has:Schedule:actor:_id=3", {"201"}, id="has-schedule-own-units-only"),
+    pytest.param(ALPHA, "Location", "_has:Schedule:actor:_id=3", set(), id="has-schedule-of-another-account"),
+    pytest.param(ALPHA, "Location", "_has:Schedule:actor:actor.identifier=HB0000000003", {"3", "30"},
+                 id="has-schedule-then-chain"),
+    pytest.param(SUBTREE_10, "Location", "_has:Schedule:actor:actor.identifier=HB0000000003", set(),
+                 id="has-schedule-then-chain-outside"),
+    pytest.param(ALPHA, "Organization", "_has:Location:organization:identifier=KvNOePwHFyH", {"alpha"},
+                 id="organization-of-a-unit"),
+    pytest.param(BETA, "Organization", "_has:Location:organization:identifier=KvNOePwHFyH", set(),
+                 id="organization-of-another-accounts-unit"),
+    pytest.param(BETA, "Organization", "_has:Location:organization:identifier=BO100", set(),
+                 id="organization-of-a-version-not-served"),
+]
+
+
+@pytest.mark.parametrize(("caller", "rtype", "query", "expected"), CASES)
+def test_each_hop_is_scoped(ctx: ServerContext, caller: Caller, rtype: str, query: str, expected: set[str]) -> None:
+    with ctx.db.connect() as conn:
+        accounts = {acct: str(i) for acct, i in conn.exec_driver_sql("SELECT account, id FROM data_source")}
+    bundle = search(ctx, rtype, query, caller)
+    assert matched(bundle) == {accounts.get(e, e) for e in expected} and bundle["total"] == len(expected)
