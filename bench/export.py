@@ -49,9 +49,8 @@ def ensure_database(url: str, size: int, settings: Path) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
     if not exists:
         print(f"building {size:,} units with demo (about 8 minutes for 1M)...", file=sys.stderr, flush=True)
-        cli("demo", "--size", str(size), settings=settings, database=url)
+        cli("demo", "--size", str(size), settings=settings, database=url)  # renders the bodies too
     cli("migrate", settings=settings, database=url)
-    cli("render", settings=settings, database=url)
 
 
 def rss_kb(pid: int) -> int:

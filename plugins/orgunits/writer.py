@@ -47,6 +47,7 @@ from plugins.orgunits.tables import (
 from server import LoadError, as_utc, normalize
 
 _ID_CHUNK = 2000
+_FRESH_STATISTICS = 1000  # rows inserted by one write from which the planner's statistics are refreshed
 _ALIASES = JSON(none_as_null=True)
 
 
@@ -137,6 +138,10 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
         report = report + writer.write(batch)
         if progress is not None:
             progress(report.total)
+    if report.inserted >= _FRESH_STATISTICS and conn.dialect.name == "postgresql":
+        # statistics taken on a table still empty (a fresh database) make the planner walk the new rows once per
+        # row (paths, history): let it see what this transaction wrote (ANALYZE is transactional)
+        conn.exec_driver_sql("ANALYZE org_unit")
     _refuse_cycles(conn, writer.reparented)
     refresh_paths(conn, writer.moved)
     new_versions_for_children(conn, writer.renamed, as_utc(now))

@@ -7,17 +7,24 @@ whenever something is not at hand (a snapshot due, a visibility not built yet, a
 the pipeline then runs that interaction in a worker thread, which builds what was missing for the next request."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
+from sqlalchemy import Connection, Select
+
 from server.context import ServerContext
+from server.engine.bundle import search_entry, searchset
 from server.engine.caller import Caller
 from server.engine.instants import as_utc
 from server.engine.provider import ResourceProvider
 from server.engine.reads import Resource, capabilities as capability_statement, gone, not_found, subset_of
 from server.engine.rendered import Rendered
-from server.search.ids import stored_id
-from server.search.request import parse_subset
+from server.search.chains import parse_request
+from server.search.ids import coerce_id, stored_id
+from server.search.request import SearchRequest, bind_operation, parse_subset
+from server.search.sql import AFTER, SORT_BELOW, WALK_ABOVE
+from server.storage.freshness import database_of
+from server.storage.prepared import Prepared
 
 
 async def read(ctx: ServerContext, caller: Caller, resource_type: str, rid: str,
@@ -55,3 +62,107 @@ async def read(ctx: ServerContext, caller: Caller, resource_type: str, rid: str,
 async def capabilities(ctx: ServerContext, base: str) -> dict[str, Any]:
     """server.engine.reads.capabilities: no I/O at all."""
     return capability_statement(ctx, base)
+
+
+# Searches: the statements a search ran in a worker thread (its count, its page of stored bodies) are kept,
+# compiled, by what selects and pages them; the same search again (another _after position, another _elements or
+# format) runs them on the loop. A search not seen since the data changed runs in the thread, which keeps them.
+
+def _bucket(total: int | None) -> str:
+    """What of the total the page's SQL depends on (server.search.sql: few matches sorted, many walked)."""
+    if total is None:
+        return "unknown"
+    return "few" if total <= SORT_BELOW else "many" if total > WALK_ABOVE else "some"
+
+
+def _key(path: str, request: SearchRequest, visibility_key: Hashable, stamp: int) -> tuple[Any, ...]:
+    return (path, request.key, visibility_key, stamp, request.count, request.after is not None,
+            None if request.after is not None else request.skip, tuple(k.raw for k in request.sort))
+
+
+def hot_search(request: SearchRequest) -> bool:
+    """Whether the hot path can answer this search (its bodies spliced, nothing else fetched or added)."""
+    return not request.includes and not request.joined and not request.ignored
+
+
+def parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]],
+          strict: bool) -> SearchRequest:
+    return parse_request(provider, items, default_count=ctx.settings.fhir.default_count,
+                         max_count=ctx.settings.fhir.max_count, strict=strict, providers=ctx.registry.providers)
+
+
+def remember(ctx: ServerContext, conn: Connection, path: str, request: SearchRequest, visibility_key: Hashable,
+             total: int | None, count: Select[Any] | None, page: Select[Any] | None) -> None:
+    """Keep what a search ran in a worker thread, compiled, for the hot path."""
+    hot = ctx.hot
+    if hot is None or not hot_search(request) or database_of(conn) != hot.database:
+        return
+    key = _key(path, request, visibility_key, ctx.freshness.snapshot(conn).stamp)
+    dialect = conn.dialect
+    if count is not None:
+        hot.statements.put(("count", key), Prepared.compile(count, dialect))
+    hot.statements.put(("page", key, _bucket(total)), Prepared.compile(page, dialect) if page is not None else None)
+
+
+async def search(ctx: ServerContext, caller: Caller, base: str, resource_type: str,
+                 items: Sequence[tuple[str, str]], *, strict: bool = False) -> dict[str, Any] | None:
+    """server.engine.searches.search_type, of stored bodies."""
+    provider = ctx.registry.get(resource_type)
+    if not isinstance(provider, ResourceProvider):
+        return None
+    request = parse(ctx, provider, items, strict)
+    return await _search(ctx, caller, base, provider, request, resource_type)
+
+
+async def operation(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str | None,
+                    name: str, items: Sequence[tuple[str, str]], *, strict: bool = False) -> dict[str, Any] | None:
+    """server.engine.searches.run_operation of a named search ($children)."""
+    provider = ctx.registry.get(resource_type)
+    op = provider.operations_by_name.get(name) if isinstance(provider, ResourceProvider) else None
+    if rid is None or op is None or op.handler is not None:
+        return None
+    request = parse(ctx, provider, items, strict)  # type: ignore[arg-type]
+    if await read(ctx, caller, resource_type, rid) is None:  # it must exist and be visible: 404 (or 410)
+        return None
+    request = bind_operation(provider, request, name, rid)  # type: ignore[arg-type]
+    return await _search(ctx, caller, base, provider, request, f"{resource_type}/{rid}/${name}")  # type: ignore[arg-type]
+
+
+async def _search(ctx: ServerContext, caller: Caller, base: str, provider: ResourceProvider,
+                  request: SearchRequest, path: str) -> dict[str, Any] | None:
+    hot = ctx.hot
+    if hot is None or not hot_search(request) or provider.prerendered is None or provider.versioning is None:
+        return None
+    rtype = provider.resource_type
+    snapshot = ctx.freshness.current(hot.database)
+    if snapshot is None or rtype not in snapshot.bodies:
+        return None
+    visibility = ctx.scoper.peek(provider, caller.scope, snapshot, hot.database)
+    if visibility is None:
+        return None
+    key = _key(path, request, visibility.key, snapshot.stamp)
+    total: int | None = None
+    if request.counts:
+        counted = (hot.database, snapshot.generations.get(rtype), (request.key, visibility.key))
+        total = ctx.counts.peek(counted)
+        if total is None:
+            prepared = hot.statements.get(("count", key))
+            if prepared is None:
+                return None
+            total = int((await hot.rows(prepared.sql, prepared.params()))[0][0])
+            ctx.counts.put(counted, total)
+    page = hot.statements.get(("page", key, _bucket(total)))
+    if page is None and request.count:
+        return None
+    after = {AFTER: coerce_id(provider.id_column, request.after)} if request.after is not None else {}
+    rows = await hot.rows(page.sql, page.params(**after)) if request.count else []
+    if any(row[1] is None for row in rows):
+        return None  # some rendered per request: the interaction does it
+    has_next = len(rows) > request.count
+    ranked = request.ranked is not None
+    entries = [search_entry(base, rtype, str(row[0]), subset_of(Rendered(bytes(row[1])), request.summary,
+                                                                request.elements),
+                            "match", request.entry_search(row[2] if ranked else None))
+               for row in rows[:request.count]]
+    last = str(rows[request.count - 1][0]) if has_next else str(rows[-1][0]) if rows else None
+    return searchset(base, path, request, entries, total, has_next and bool(request.count), last)

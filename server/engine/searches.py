@@ -10,6 +10,7 @@ from server.context import ServerContext
 from server.engine.bundle import search_entry, searchset
 from server.engine.caller import Caller
 from server.engine.chaining import joined_conditions, total as counted
+from server.engine.fast import parse, remember
 from server.engine.operations import call_handler
 from server.engine.provider import ResourceProvider, StaticProvider
 from server.engine.reads import (
@@ -24,7 +25,6 @@ from server.engine.rendered import Rendered
 from server.engine.static import search_static
 from server.errors import ResourceNotFound, operation_outcome
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, fetch_included
-from server.search.chains import parse_request
 from server.search.request import SearchRequest, bind_operation
 from server.search.sql import (
     MEASURE,
@@ -39,9 +39,7 @@ from server.search.sql import (
 )
 
 
-def _parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]], strict: bool) -> SearchRequest:
-    return parse_request(provider, items, default_count=ctx.settings.fhir.default_count,
-                         max_count=ctx.settings.fhir.max_count, strict=strict, providers=ctx.registry.providers)
+
 
 
 Match = tuple[str, Resource, Any]  # id, resource, measure (SearchRequest.ranked: near's distance)
@@ -63,12 +61,15 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
         vis = visibility(ctx, conn, provider, caller)
         splice = not request.includes and ctx.freshness.splices(conn, provider)
         found = {**look_up(conn, provider, request, vis.clause), **joined_conditions(ctx, conn, caller, request)}
-        where = where_clause(provider, request, found, vis.clause)
+        where = counting = where_clause(provider, request, found, vis.clause)
         total = counted(ctx, conn, provider, caller, request, (request.key, vis.key),
                         lambda: count_query(provider, request, where=where)) if request.counts else None
         if total is not None and total > WALK_ABOVE and not request.sort and request.ranked is None:
             where = where_clause(provider, request, {**found, WALK: True}, vis.clause)
         query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where, total=total)
+        if splice:  # kept, compiled, for the same search on the hot path (server.engine.fast)
+            remember(ctx, conn, path, request, vis.key, total, count_query(provider, request, where=counting)
+                     if request.counts else None, query if page else None)
         rows: Sequence[Any] = (conn.execute(query).all() if splice else conn.execute(query).mappings().all()) \
             if page else []
         has_next = len(rows) > page
@@ -119,7 +120,7 @@ def search_type(ctx: ServerContext, caller: Caller, base: str, resource_type: st
             return search_static(provider, conn, base, items, default_count=ctx.settings.fhir.default_count,
                                  max_count=ctx.settings.fhir.max_count, strict=strict,
                                  account=static_account(ctx, conn, provider, caller))
-    request = _parse(ctx, provider, items, strict)
+    request = parse(ctx, provider, items, strict)
     return _run_search(ctx, provider, request, base, resource_type, caller)
 
 
@@ -135,7 +136,7 @@ def run_operation(ctx: ServerContext, caller: Caller, base: str, resource_type: 
         return call_handler(ctx, caller, base, provider, op, rid, items, strict)
     if rid is None:
         raise ResourceNotFound(f"${operation} is answered at [base]/{resource_type}/[id]/${operation} only")
-    request = _parse(ctx, provider, items, strict)
+    request = parse(ctx, provider, items, strict)
     fetch(ctx, provider, rid, caller)  # the instance must exist and be visible: 404 (or 410) otherwise
     request = bind_operation(provider, request, operation, rid)
     return _run_search(ctx, provider, request, base, f"{resource_type}/{rid}/${operation}", caller)

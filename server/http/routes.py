@@ -46,7 +46,8 @@ async def metadata(request: Request) -> Response:
 async def search(request: Request) -> Response:
     rtype = request.path_params["rtype"]
     return await _pipeline(request).serve(request, Interaction("search-type", rtype), lambda ctx, r: (
-        searches.search_type(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)))
+        searches.search_type(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)), fast=lambda ctx, r: (
+        fast.search(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)))
 
 
 async def read(request: Request) -> Response:
@@ -59,7 +60,8 @@ async def operation(request: Request) -> Response:
     rtype, rid = request.path_params["rtype"], request.path_params.get("rid")  # no rid: [type]/$name
     name = request.path_params["op"].removeprefix("$")
     return await _pipeline(request).serve(request, Interaction("operation", rtype, rid, name), lambda ctx, r: (
-        searches.run_operation(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)))
+        searches.run_operation(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)), fast=lambda ctx, r: (
+        fast.operation(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)))
 
 
 async def vread(request: Request) -> Response:

@@ -187,6 +187,7 @@ def _sorted_matches_sqlite(element: sorted_matches, compiler: Any, **kw: Any) ->
 
 
 SORT_BELOW = 1000  # a search known to match at most this many rows sorts them (sorted_matches)
+AFTER = "_after"  # the bind of a keyset page's position: a compiled page serves every position
 
 
 def _paged(provider: ResourceProvider, request: SearchRequest, query: Select[Any], where: ColumnElement[bool],
@@ -197,7 +198,7 @@ def _paged(provider: ResourceProvider, request: SearchRequest, query: Select[Any
         order = [sorted_matches(provider.id_column)]
     query = query.where(where).order_by(*order)
     if request.after is not None and request.keyset is not None:  # keyset: no offset to walk through
-        after = coerce_id(provider.id_column, request.after)
+        after = bindparam(AFTER, coerce_id(provider.id_column, request.after), type_=provider.id_column.type)
         query = query.where(provider.id_column > after if request.keyset else provider.id_column < after)
     elif request.skip:
         query = query.offset(literal(request.skip, literal_execute=True))

@@ -120,6 +120,20 @@ class CountCache:
         self._lock = threading.Lock()
         self._counts: OrderedDict[Hashable, int] = OrderedDict()
 
+    def peek(self, key: Hashable) -> int | None:
+        """The count kept, without counting (the hot path counts on its own connection, then `put`s it)."""
+        with self._lock:
+            found = self._counts.get(key)
+            if found is not None:
+                self._counts.move_to_end(key)
+            return found
+
+    def put(self, key: Hashable, value: int) -> None:
+        with self._lock:
+            self._counts[key] = value
+            while len(self._counts) > self.size:
+                self._counts.popitem(last=False)
+
     def get(self, key: Hashable, compute: Callable[[], int]) -> int:
         with self._lock:
             if key in self._counts:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
 import psycopg
@@ -24,10 +26,36 @@ from server.storage.db import DEAD_PEER, normalize_url
 from server.storage.timeouts import CHECK_EVERY
 
 Row = tuple[Any, ...]
+MAX_STATEMENTS = 4096
+
+
+class Statements:
+    """Statements compiled for the hot path by what they answer (server.engine.fast), least recently used out
+    first: bounded, and keyed by the data generation, so a load makes new ones."""
+
+    def __init__(self, size: int = MAX_STATEMENTS) -> None:
+        self.size = size
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
 
 
 class HotDatabase(Protocol):
     database: str  # what server.storage.freshness.database_of names it
+    statements: Statements
 
     async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Row]: ...
 
@@ -61,6 +89,7 @@ class SqliteOnLoop:
     database = "primary"
 
     def __init__(self, path: str, timeout_ms: int) -> None:
+        self.statements = Statements()
         self.path = path
         self.timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
         self._conn: sqlite3.Connection | None = None
@@ -96,10 +125,13 @@ class PostgresOnLoop:
     database = "primary"
 
     def __init__(self, conninfo: str, size: int, timeout_ms: int) -> None:
+        self.statements = Statements()
         self.conninfo = conninfo
         self.size = max(1, size)
-        self.kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": 5,
-                                       "options": f"-c statement_timeout={timeout_ms}", **DEAD_PEER}
+        # statements prepared once per connection, planned for each one's values (a name prefix, a subtree: what
+        # they select decides the plan, which a generic plan would not know)
+        self.kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": 5, **DEAD_PEER,
+                                       "options": f"-c statement_timeout={timeout_ms} -c plan_cache_mode=force_custom_plan"}
         self._idle: list[Any] = []
         self._open = 0
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -1,17 +1,25 @@
 """Every hop of a chained or _has parameter applies the caller's scope on its own type, both backends: accounts,
 source versions not served, deleted units, and providers scoped through a reference to Location (Device: one
 reference; Schedule: several, in a side table, and its own account). Universe: tests.support.scoping (alpha: the
-small pyramid 1-32; beta: DHIS2 version 1 (101-103, not served) and 2 (201-203), 204 deleted under 202)."""
+small pyramid 1-32; beta: DHIS2 version 1 (101-103, not served) and 2 (201-203), 204 deleted under 202). And the
+conditions the server keeps follow the data."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
+
+from plugins.orgunits.records import TypeRecord, UnitRecord
+from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
 
 from server.access.scope import AccessScope
 from server.context import ServerContext
 from server.engine.caller import TRUSTED, Caller
 from tests.support.chained import matched, search
+from tests.support.contexts import pyramid_context
+from tests.support.data import NOW
 from tests.support.scoping import universe_context
 
 ALPHA = Caller(None, AccessScope(account="alpha"))
@@ -66,3 +74,23 @@ def test_each_hop_is_scoped(ctx: ServerContext, caller: Caller, rtype: str, quer
         accounts = {acct: str(i) for acct, i in conn.exec_driver_sql("SELECT account, id FROM data_source")}
     bundle = search(ctx, rtype, query, caller)
     assert matched(bundle) == {accounts.get(e, e) for e in expected} and bundle["total"] == len(expected)
+
+
+def test_kept_conditions_follow_the_data(migrated_url: str, tmp_path: Path) -> None:
+    """A chain's condition, with what its parameter looked up (a type's key), is kept per data generation: a unit
+    of a new type written later is found at once."""
+    ctx = pyramid_context(migrated_url, tmp_path)
+    try:
+        children, parents = "partof.identifier=CTtB0TPRvWc", "_has:Location:partof:type=NEWT"
+        assert (matched(search(ctx, "Location", children)), matched(search(ctx, "Location", parents))) == \
+            ({"20", "32"}, set())
+        later = NOW + timedelta(days=1)
+        with ctx.db.begin() as conn:
+            version = ensure_source_version(conn, ensure_data_source(conn, "Ministère de la Santé", now=later), 3)
+            ensure_types(conn, (TypeRecord("Nouveau type", "NEWT", "HF", 5),))
+            write_units(conn, (UnitRecord(40, "CSPS Nouveau", "NEWT", "VALID", parent_id=10),), version, later)
+        ctx.freshness.expire()
+        assert (matched(search(ctx, "Location", children)), matched(search(ctx, "Location", parents))) == \
+            ({"20", "32", "40"}, {"10"})
+    finally:
+        ctx.db.dispose()
