@@ -130,8 +130,7 @@ class Runner:
         return files.close(), gone.close()
 
 
-def manifest(job: Job, base: str, file_url: Callable[[str], str], entries: dict[str, Sequence[dict[str, Any]]]) \
-        -> dict[str, Any]:
+def manifest(job: Job, file_url: Callable[[str], str], entries: dict[str, Sequence[dict[str, Any]]]) -> dict[str, Any]:
     """The completion manifest: each file's absolute URL, its type and count."""
     def listed(kind: str) -> list[dict[str, Any]]:
         return [{"type": e["type"], "url": file_url(e["file"]), "count": e["count"]} for e in entries.get(kind, ())]

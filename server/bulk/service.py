@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
@@ -120,8 +121,7 @@ class BulkService:
             denied = [t for t in request.types if not scopes.allows(t, READ)]
             if denied and (level_type is not None or any(k == "_type" for k, _ in items)):
                 raise Forbidden(scopes.denial("read", denied[0]) or f"the token may not read {denied[0]}")
-            request = type(request)(tuple(t for t in request.types if t not in denied), request.since,
-                                    request.since_raw, request.output_format)
+            request = replace(request, types=tuple(t for t in request.types if t not in denied))
         owner = self.owner(caller)
         self.sweep()
         started = now()
@@ -155,7 +155,7 @@ class BulkService:
         if job.status != DONE:
             return Response(status_code=202, headers={
                 "X-Progress": job.progress, "Retry-After": str(self.settings.bulk.poll_seconds), **PRIVATE})
-        body = manifest(job, base, lambda name: f"{base}/{FILE_PATH}/{job.id}/{quote(name)}", _entries(job))
+        body = manifest(job, lambda name: f"{base}/{FILE_PATH}/{job.id}/{quote(name)}", _entries(job))
         return JSONResponse(body, headers={**expires, **PRIVATE})
 
     def download(self, caller: Caller, job_id: str, name: str) -> Response:

@@ -114,9 +114,10 @@ def _walk(providers: Mapping[str, Any], rtype: str, key: str, rest: str,
         return hops, rtype, rest
     name, _, qualifier = head.partition(":")
     param, targets = _reference(_served(providers, rtype, key), name, key)
-    if not qualifier and len(targets) > 1:
-        raise InvalidRequest(f"{key}: {name} refers to {', '.join(targets)}: name one ({name}:[type].)")
-    target = qualifier or targets[0]
+    served = [t for t in targets if isinstance(providers.get(t), ResourceProvider)] or targets
+    if not qualifier and len(served) > 1:
+        raise InvalidRequest(f"{key}: {name} refers to {', '.join(served)}: name one ({name}:[type].)")
+    target = qualifier or served[0]
     if target not in targets:
         raise UnsupportedParameter(f"{key}: {rtype}.{name} refers to {' or '.join(targets)}, not {target}")
     _served(providers, target, key)

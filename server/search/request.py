@@ -237,7 +237,8 @@ def parse_search(
         raise InvalidRequest(f"too many search parameters ({len(clauses)}); at most {MAX_CLAUSES}")
     if request.summary == "count":
         request = replace(request, paging=replace(request.paging, count=0))  # the total only: no entries, no links
-    request = replace(request, clauses=tuple(clauses), includes=tuple(dict.fromkeys(includes)), ignored=tuple(ignored))
+    request = replace(request, clauses=tuple(clauses), includes=tuple(dict.fromkeys(includes)),
+                      ignored=tuple(ignored))
     if request.after is not None and request.keyset is None:
         raise InvalidRequest("_after continues a search in _id order only (next links carry it); "
                              "use _skip with _sort or near")

@@ -246,6 +246,15 @@ def fail(answer: Answer, why: str) -> None:
     raise cls(f"{why}\n{json.dumps(record, indent=2, ensure_ascii=False)}")
 
 
+def asked_for_html(answer: Answer) -> bool:
+    """A browser's request (text/html in Accept, or _format=html), or a page outside the FHIR API (the explorer at
+    /, its static files): HTML (and, for static files, CSS/JS/images) is the right answer there."""
+    path = answer.target.partition(b"?")[0]
+    query = unquote(answer.target.partition(b"?")[2].decode("ascii", "replace")).lower()
+    accept = " ".join(v.decode("latin-1") for k, v in answer.request_headers if k == b"accept").lower()
+    return not path.startswith(b"/fhir") or "html" in query or "html" in accept
+
+
 def asked_for_xml(answer: Answer) -> bool:
     query = unquote(answer.target.partition(b"?")[2].decode("ascii")).lower()
     accept = " ".join(v.decode("latin-1") for k, v in answer.request_headers if k == b"accept").lower()
@@ -324,6 +333,11 @@ def check(answer: Answer) -> Any:
         if not 200 <= status < 300:
             return None  # an error without a body is allowed
         fail(answer, f"{status} without a body")
+        return None
+    if "json" not in ctype and "xml" not in ctype:
+        if asked_for_html(answer):
+            return None  # a page (tests/html checks the pages themselves: escaping, links, headers)
+        fail(answer, f"content type {ctype!r} is neither FHIR JSON nor XML")
         return None
     is_xml = "xml" in ctype
     if is_xml and not asked_for_xml(answer):

@@ -408,8 +408,9 @@ def test_serve_refuses_bad_settings_with_a_clear_message(settings_text: str, mes
     path = tmp_path / "settings.yaml"
     path.write_text(settings_text, encoding="utf-8")
     assert main(["serve", "--settings", str(path), "--database", f"sqlite:///{tmp_path / 'db.sqlite'}"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("orgunit-fhir serve: configuration error: ") and message in err
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1  # one log line, in the default (JSON) format
+    assert json.loads(err)["message"].startswith("orgunit-fhir serve: configuration error: ") and message in err
     assert not (tmp_path / "db.sqlite").exists()  # refused before anything was written
 
 

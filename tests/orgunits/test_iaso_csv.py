@@ -189,6 +189,13 @@ def _missing_column(rows: Rows) -> tuple[Rows, int]:
     return rows, 1
 
 
+def _cut_short(rows: Rows) -> tuple[Rows, int]:
+    """A row that ends early (an export interrupted, a stray line break): 12 of its 36 fields."""
+    line = line_of(rows, "2049032")
+    rows[line - 1] = rows[line - 1][:12]
+    return rows, line
+
+
 def _shared_code(rows: Rows) -> tuple[Rows, int]:
     line = line_of(rows, "2049032")
     rows[line - 1][col("Type")] = "Hospital/Hôpital - HF"
@@ -218,6 +225,7 @@ BAD_FILES = [
     pytest.param(_shared_code, "has the code 'HF' already used by type", id="shared-type-code"),
     pytest.param(_set("2049032", "Nom", " "), "has no name", id="empty-name"),
     pytest.param(_missing_column, "missing column(s) 'ID'", id="missing-column"),
+    pytest.param(_cut_short, "has 12 fields but the header has 36: the row is cut short", id="row-cut-short"),
 ]
 
 

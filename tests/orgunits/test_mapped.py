@@ -15,7 +15,7 @@ import yaml
 from sqlalchemy import Engine, select
 
 from plugins.orgunits.importers.mapped import load_mapped
-from plugins.orgunits.tables import org_unit_type
+from plugins.orgunits.tables import data_source, org_unit_type
 from server.errors import LoadError
 from tests.support.contexts import REAL_DATA
 from tests.support.data import counts
@@ -139,15 +139,20 @@ def test_a_bad_record_in_the_last_file_writes_no_level(engine: Engine, tmp_path:
 
 
 def test_parent_by_code_in_one_file_and_among_stored_units(engine: Engine, tmp_path: Path) -> None:
-    rows = [{"uid": "c1", "label": "Clinic", "up": "d1", "level": "Facility"},
+    rows = [{"uid": "c1", "label": "Clinic", "up": "d1", "level": "Facility",
+             "guid": "urn:uuid:0B6F7C1E-4A47-4D7E-9A3E-000000000001"},
             {"uid": "d1", "label": "District", "up": "n1", "level": "District"},
             {"uid": "n1", "label": "Nation", "up": None, "level": "Country"}]
     path = tmp_path / "units.jsonl"
     path.write_text("\n".join(map(json.dumps, rows)) + "\n", encoding="utf-8")
     mapping = tmp_path / "m.yaml"
-    mapping.write_text("units: {id: uid, name: label, parent: up, type: level}\n", encoding="utf-8")
+    mapping.write_text("identifier_system: https://registry.example.org/uid\n"
+                       "units: {id: uid, name: label, parent: up, type: level, uuid: guid}\n", encoding="utf-8")
     assert counts(load_mapped(engine, path, mapping, data_source="Flat")) == {"inserted": 3}
     found = by_ref(engine)
+    assert found["c1"].uuid == "0b6f7c1e-4a47-4d7e-9a3e-000000000001" and found["d1"].uuid is None
+    with engine.connect() as conn:
+        assert conn.execute(select(data_source.c.identifier_system)).scalar() == "https://registry.example.org/uid"
     assert found["c1"].parent_id == found["d1"].id and found["d1"].parent_id == found["n1"].id
     assert type_rows(engine)["facility"] == ("Facility", "HF", 3)  # the deepest level of a file without levels
     path.write_text(json.dumps({"uid": "c2", "label": "Post", "up": "d1", "level": "Facility"}) + "\n",

@@ -4,6 +4,7 @@ operator should know (a new account or data source, a data source restored, a ch
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import islice
 from typing import Any, Union
@@ -94,11 +95,13 @@ def _with(report: WriteReport, **changes: Any) -> WriteReport:
     return WriteReport(report.inserted, report.updated, report.unchanged, **changes)
 
 
+@dataclass(frozen=True)
 class _Before:
     """What the account and the data source were before the load."""
 
-    def __init__(self, accounts: list[str], sources: list[str], row: Any) -> None:
-        self.accounts, self.sources, self.row = accounts, sources, row
+    accounts: list[str]  # every account that holds a data source
+    sources: list[str]  # the data sources of this account
+    row: Any  # the data source (removed_at, last_format), or None
 
     @property
     def new_account(self) -> bool:
