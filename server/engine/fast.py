@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Select
+from sqlalchemy import ColumnElement, Select
 
 from server.context import ServerContext
 from server.engine.bundle import search_entry, searchset
@@ -22,9 +22,18 @@ from server.engine.rendered import Rendered
 from server.search.chains import parse_request
 from server.search.ids import coerce_id, stored_id
 from server.search.request import SearchRequest, bind_operation, parse_subset
-from server.search.sql import AFTER, SORT_BELOW, WALK_ABOVE
-from server.storage.freshness import database_of
-from server.storage.prepared import Prepared
+from server.search.sql import (
+    AFTER,
+    SORT_BELOW,
+    WALK,
+    WALK_ABOVE,
+    body_page_query,
+    count_query,
+    lookups,
+    where_clause,
+)
+from server.storage.hot import HotDatabase, OverBudget
+from server.storage.prepared import driver_sql
 
 
 async def read(ctx: ServerContext, caller: Caller, resource_type: str, rid: str,
@@ -64,21 +73,8 @@ async def capabilities(ctx: ServerContext, base: str) -> dict[str, Any]:
     return capability_statement(ctx, base)
 
 
-# Searches: the statements a search ran in a worker thread (its count, its page of stored bodies) are kept,
-# compiled, by what selects and pages them; the same search again (another _after position, another _elements or
-# format) runs them on the loop. A search not seen since the data changed runs in the thread, which keeps them.
-
-def _bucket(total: int | None) -> str:
-    """What of the total the page's SQL depends on (server.search.sql: few matches sorted, many walked)."""
-    if total is None:
-        return "unknown"
-    return "few" if total <= SORT_BELOW else "many" if total > WALK_ABOVE else "some"
-
-
-def _key(path: str, request: SearchRequest, visibility_key: Hashable, stamp: int) -> tuple[Any, ...]:
-    return (path, request.key, visibility_key, stamp, request.count, request.after is not None,
-            None if request.after is not None else request.skip, tuple(k.raw for k in request.sort))
-
+# Searches: built per request as in a thread (the same functions), compiled once per shape (SQLAlchemy's cache key,
+# the values apart: server.storage.prepared.driver_sql) and run on the driver's own connection.
 
 def hot_search(request: SearchRequest) -> bool:
     """Whether the hot path can answer this search (its bodies spliced, nothing else fetched or added)."""
@@ -89,19 +85,6 @@ def parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[
           strict: bool) -> SearchRequest:
     return parse_request(provider, items, default_count=ctx.settings.fhir.default_count,
                          max_count=ctx.settings.fhir.max_count, strict=strict, providers=ctx.registry.providers)
-
-
-def remember(ctx: ServerContext, conn: Connection, path: str, request: SearchRequest, visibility_key: Hashable,
-             total: int | None, count: Select[Any] | None, page: Select[Any] | None) -> None:
-    """Keep what a search ran in a worker thread, compiled, for the hot path."""
-    hot = ctx.hot
-    if hot is None or not hot_search(request) or database_of(conn) != hot.database:
-        return
-    key = _key(path, request, visibility_key, ctx.freshness.snapshot(conn).stamp)
-    dialect = conn.dialect
-    if count is not None:
-        hot.statements.put(("count", key), Prepared.compile(count, dialect))
-    hot.statements.put(("page", key, _bucket(total)), Prepared.compile(page, dialect) if page is not None else None)
 
 
 async def search(ctx: ServerContext, caller: Caller, base: str, resource_type: str,
@@ -121,15 +104,53 @@ async def operation(ctx: ServerContext, caller: Caller, base: str, resource_type
     op = provider.operations_by_name.get(name) if isinstance(provider, ResourceProvider) else None
     if rid is None or op is None or op.handler is not None:
         return None
-    request = parse(ctx, provider, items, strict)  # type: ignore[arg-type]
+    assert isinstance(provider, ResourceProvider)
+    request = parse(ctx, provider, items, strict)
     if await read(ctx, caller, resource_type, rid) is None:  # it must exist and be visible: 404 (or 410)
         return None
-    request = bind_operation(provider, request, name, rid)  # type: ignore[arg-type]
-    return await _search(ctx, caller, base, provider, request, f"{resource_type}/{rid}/${name}")  # type: ignore[arg-type]
+    request = bind_operation(provider, request, name, rid)
+    return await _search(ctx, caller, base, provider, request, f"{resource_type}/{rid}/${name}")
+
+
+LOOP_BUDGET_S = 0.02  # a search statement longer than this on a driver that blocks the loop goes to the thread
+
+
+async def _rows(ctx: ServerContext, hot: HotDatabase, statement: Select[Any]) -> list[Any]:
+    bound = driver_sql(statement, ctx.db.dialect, hot.compiled)
+    return await hot.rows(bound.sql, bound.params, LOOP_BUDGET_S)
+
+
+def _bucket(total: int | None) -> str:
+    """What of the total a page's SQL depends on (server.search.sql: few matches sorted, many walked)."""
+    if total is None:
+        return "unknown"
+    return "few" if total <= SORT_BELOW else "many" if total > WALK_ABOVE else "some"
+
+
+async def _look_up(ctx: ServerContext, hot: HotDatabase, provider: ResourceProvider, request: SearchRequest,
+                   visible: ColumnElement[bool] | None) -> dict[Hashable, Any]:
+    """server.search.sql.look_up, its queries run on the loop."""
+    run = lookups(provider, request, visible)
+    try:
+        query, many = next(run)
+        while True:
+            rows = await _rows(ctx, hot, query)
+            query, many = run.send([r[0] for r in rows] if many else rows[0][0] if rows else None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 async def _search(ctx: ServerContext, caller: Caller, base: str, provider: ResourceProvider,
                   request: SearchRequest, path: str) -> dict[str, Any] | None:
+    try:
+        return await _page(ctx, caller, base, provider, request, path)
+    except OverBudget:
+        return None  # a count or a page too long to hold the loop: the thread runs it
+
+
+async def _page(ctx: ServerContext, caller: Caller, base: str, provider: ResourceProvider,
+                request: SearchRequest, path: str) -> dict[str, Any] | None:
+    """server.engine.searches._run_search of a page of stored bodies."""
     hot = ctx.hot
     if hot is None or not hot_search(request) or provider.prerendered is None or provider.versioning is None:
         return None
@@ -140,29 +161,34 @@ async def _search(ctx: ServerContext, caller: Caller, base: str, provider: Resou
     visibility = ctx.scoper.peek(provider, caller.scope, snapshot, hot.database)
     if visibility is None:
         return None
-    key = _key(path, request, visibility.key, snapshot.stamp)
-    total: int | None = None
-    if request.counts:
-        counted = (hot.database, snapshot.generations.get(rtype), (request.key, visibility.key))
-        total = ctx.counts.peek(counted)
-        if total is None:
-            prepared = hot.statements.get(("count", key))
-            if prepared is None:
-                return None
-            total = int((await hot.rows(prepared.sql, prepared.params()))[0][0])
+    counted = (hot.database, snapshot.generations.get(rtype), (request.key, visibility.key))
+    total = ctx.counts.peek(counted) if request.counts else None
+    # the page of the same search seen before (another position, another _elements or format): its SQL as sent
+    seen = (path, request.key, visibility.key, snapshot.stamp, request.count, request.after is not None,
+            None if request.after is not None else request.skip, tuple(k.raw for k in request.sort))
+    page = hot.pages.get((*seen, _bucket(total))) if total is not None or not request.counts else None
+    if page is None or not request.count:
+        found = await _look_up(ctx, hot, provider, request, visibility.clause)
+        where = where_clause(provider, request, found, visibility.clause)
+        if request.counts and total is None:  # kept as the thread keeps it (server.engine.reads.count)
+            total = int((await _rows(ctx, hot, count_query(provider, request, where=where)))[0][0])
             ctx.counts.put(counted, total)
-    page = hot.statements.get(("page", key, _bucket(total)))
-    if page is None and request.count:
-        return None
-    after = {AFTER: coerce_id(provider.id_column, request.after)} if request.after is not None else {}
-    rows = await hot.rows(page.sql, page.params(**after)) if request.count else []
+        if total is not None and total > WALK_ABOVE and not request.sort and request.ranked is None:
+            where = where_clause(provider, request, {**found, WALK: True}, visibility.clause)
+        if request.count:
+            page = driver_sql(body_page_query(provider, request, extra_row=1, where=where, total=total),
+                              ctx.db.dialect, hot.compiled)
+            hot.pages[(*seen, _bucket(total))] = page
+    elif request.after is not None:
+        page = page.replace(AFTER, coerce_id(provider.id_column, request.after))
+    rows = await hot.rows(page.sql, page.params, LOOP_BUDGET_S) if page is not None and request.count else []
     if any(row[1] is None for row in rows):
         return None  # some rendered per request: the interaction does it
     has_next = len(rows) > request.count
+    rows = rows[:request.count]
     ranked = request.ranked is not None
     entries = [search_entry(base, rtype, str(row[0]), subset_of(Rendered(bytes(row[1])), request.summary,
                                                                 request.elements),
-                            "match", request.entry_search(row[2] if ranked else None))
-               for row in rows[:request.count]]
-    last = str(rows[request.count - 1][0]) if has_next else str(rows[-1][0]) if rows else None
-    return searchset(base, path, request, entries, total, has_next and bool(request.count), last)
+                            "match", request.entry_search(row[2] if ranked else None)) for row in rows]
+    return searchset(base, path, request, entries, total, has_next and bool(request.count),
+                     str(rows[-1][0]) if rows else None)

@@ -10,7 +10,7 @@ from server.context import ServerContext
 from server.engine.bundle import search_entry, searchset
 from server.engine.caller import Caller
 from server.engine.chaining import joined_conditions, total as counted
-from server.engine.fast import parse, remember
+from server.engine.fast import parse
 from server.engine.operations import call_handler
 from server.engine.provider import ResourceProvider, StaticProvider
 from server.engine.reads import (
@@ -61,15 +61,12 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
         vis = visibility(ctx, conn, provider, caller)
         splice = not request.includes and ctx.freshness.splices(conn, provider)
         found = {**look_up(conn, provider, request, vis.clause), **joined_conditions(ctx, conn, caller, request)}
-        where = counting = where_clause(provider, request, found, vis.clause)
+        where = where_clause(provider, request, found, vis.clause)
         total = counted(ctx, conn, provider, caller, request, (request.key, vis.key),
                         lambda: count_query(provider, request, where=where)) if request.counts else None
         if total is not None and total > WALK_ABOVE and not request.sort and request.ranked is None:
             where = where_clause(provider, request, {**found, WALK: True}, vis.clause)
         query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where, total=total)
-        if splice:  # kept, compiled, for the same search on the hot path (server.engine.fast)
-            remember(ctx, conn, path, request, vis.key, total, count_query(provider, request, where=counting)
-                     if request.counts else None, query if page else None)
         rows: Sequence[Any] = (conn.execute(query).all() if splice else conn.execute(query).mappings().all()) \
             if page else []
         has_next = len(rows) > page

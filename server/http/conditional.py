@@ -1,7 +1,7 @@
 """ETag / Last-Modified validators and conditional GET (If-None-Match, If-Modified-Since -> 304)."""
 from __future__ import annotations
 
-import hashlib
+import zlib
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -14,8 +14,9 @@ from server.engine.rendered import Rendered
 
 def validators(body: dict[str, Any] | Rendered, content: bytes, page: bool = False) -> tuple[str, datetime | None]:
     """A resource's ETag is its version (FHIR's W/"versionId" for JSON and XML); anything else (Bundles,
-    capabilities) is tagged by its bytes. An HTML page of a resource (`page`) is tagged apart: a browser that cached
-    the JSON must not have its HTML revalidated into that JSON."""
+    capabilities) is tagged by its bytes: their length and CRC-32, a weak validator 6x cheaper than a SHA-1 (a page of
+    100 stored bodies spent as much on a SHA-1 as on its statement). An HTML page of a resource (`page`) is tagged
+    apart: a browser that cached the JSON must not have its HTML revalidated into that JSON."""
     if isinstance(body, Rendered):
         if body.version_id is not None:
             return _tag(body.version_id, page), body.last_updated
@@ -24,7 +25,7 @@ def validators(body: dict[str, Any] | Rendered, content: bytes, page: bool = Fal
     if "versionId" in meta and body.get("resourceType") not in ("Bundle", "CapabilityStatement"):
         updated = as_utc(meta["lastUpdated"].replace("Z", "+00:00")) if "lastUpdated" in meta else None
         return _tag(meta["versionId"], page), updated
-    return f'W/"{hashlib.sha1(content).hexdigest()[:20]}"', None
+    return f'W/"{len(content):x}-{zlib.crc32(content):08x}"', None
 
 
 def _tag(version: str, page: bool) -> str:

@@ -99,11 +99,16 @@ class FhirType(Convertor[str]):
 
 
 class FhirId(FhirType):
-    regex = "[A-Za-z0-9.-]{1,64}"
+    regex = "(?!metadata(?:/|$))[A-Za-z0-9.-]{1,64}"
+
+
+class FhirOperation(FhirType):
+    regex = "[$]?[a-z][A-Za-z0-9-]{0,63}"
 
 
 register_url_convertor("fhirtype", FhirType())
 register_url_convertor("fhirid", FhirId())
+register_url_convertor("fhirop", FhirOperation())
 
 
 def _both(path: str, endpoint: Callable[[Request], Any]) -> list[Route]:
@@ -113,13 +118,16 @@ def _both(path: str, endpoint: Callable[[Request], Any]) -> list[Route]:
 
 def fhir_routes() -> list[Route]:
     return [
+        # what users repeat most, tried first: only a type name, a FHIR id (never "metadata") and an operation name
+        # match these (never $export..., _history or metadata, which the routes below answer)
+        *_both("/fhir/{rtype:fhirtype}/{rid:fhirid}", read),
+        *_both("/fhir/{rtype:fhirtype}", search),
+        *_both("/fhir/{rtype:fhirtype}/{rid:fhirid}/{op:fhirop}", operation),
         *_both("/.well-known/smart-configuration", smart_configuration_endpoint),
         *_both("/fhir/.well-known/smart-configuration", smart_configuration_endpoint),
         *_both("/fhir", base),
         *_both("/fhir/metadata", metadata),
         *_both("/fhir/{rtype}/metadata", metadata),
-        # the read users repeat most, tried early: only a type name and a FHIR id match it (never $export...)
-        *_both("/fhir/{rtype:fhirtype}/{rid:fhirid}", read),
         *bulk_routes(),  # $export, its status and files: before [type] and [type]/$op
         *_both("/fhir/{rtype}/_history", history_type),
         *_both("/fhir/{rtype}", search),

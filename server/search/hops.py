@@ -4,7 +4,9 @@ subquery answered through the reference's index, applying the caller's scope and
 own type (what the caller may not see of a type never decides a match).
 
 The shapes, chosen for what each planner makes of them. Forward (a chain), a reference held in the provider's own
-rows is `reference IN (ids of the matching rows)`: the planners size it from the subquery's own statistics.
+rows is `id IN (ids of the rows whose reference IN (ids of the matching rows))`: the planners size it from the
+subqueries' own statistics, and read the referring rows by the reference's index (a bare `reference IN (...)` beside
+a scope's path range, SQLite walked the range).
 Reverse (_has), the searched rows are `id IN (references the matching rows hold)`; on PostgreSQL
 `id = ANY(ARRAY(...))`, the references read once first and the id index probed for each (as a join it was planned
 as a scan of the whole table hashed against them). A reference held in a table the rows are joined with by a
@@ -36,7 +38,7 @@ from sqlalchemy.sql.visitors import InternalTraversal
 
 from server.engine.provider import ResourceProvider
 from server.search.chains import Chained, Hop
-from server.search.referred import foreign_key, referred, referred_keys, tables_of
+from server.search.referred import foreign_key, keys_query, kept_keys, referred, tables_of
 from server.search.request import SearchRequest
 from server.search.sql import look_up, where_clause
 from server.search.types.reference import ReferenceTarget
@@ -70,6 +72,13 @@ def _any_of_rows(element: InRows, compiler: Any, **kw: Any) -> str:
     return f"{compiler.process(element.column, **kw)} = ANY(ARRAY{rows})"
 
 
+def referred_keys(conn: Connection, table: Any, cond: ColumnElement[bool]) -> tuple[Any, ...] | None:
+    """The keys of the referred table's rows `cond` selects, looked up now (server.search.referred); None: not such
+    a condition, or too many keys to inline."""
+    query = keys_query(table, cond)
+    return None if query is None else kept_keys(conn.execute(query).scalars().all())
+
+
 def _rows(provider: ResourceProvider, cond: ColumnElement[bool], column: ColumnElement[Any]) -> Select[Any]:
     """`column` of the provider's rows meeting `cond`, from its table alone when that is all they use. Never
     correlated: the same table may be searched around it (partof.partof...), the inner one names its own rows."""
@@ -94,8 +103,8 @@ def _forward(conn: Connection, source: ResourceProvider, hop: Hop, target: Resou
         held = t.column.in_(ids)
         if t.through is not None:
             arms.append(InRows(source.id_column, t.through.ids(held).correlate(None)))
-        elif _own_column(source, t):
-            arms.append(held)
+        elif _own_column(source, t):  # the rows by their ids, found by the reference's index (SQLite would
+            arms.append(source.id_column.in_(_rows(source, held, source.id_column)))  # rather walk a scope's range)
         elif foreign_key(source.table, held) is not None:  # type: ignore[arg-type]
             arms.append(referred(source.table, held, referred_keys(conn, source.table, held)))  # type: ignore[arg-type]
         else:

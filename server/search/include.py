@@ -10,9 +10,9 @@ from sqlalchemy.engine import RowMapping
 
 from server.engine.provider import ResourceProvider
 from server.engine.registry import Registry
+from server.search.hops import referred_keys
 from server.search.ids import coerce_id
 from server.search.request import Include
-from server.search.referred import referred_keys
 from server.search.sql import read_query, referring_query
 from server.search.types.reference import ReferenceTarget, held
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import TypeVar
 from urllib.parse import quote
 
@@ -31,7 +32,13 @@ class Paging:
 
 
 def query_string(pairs: Iterable[tuple[str, str]]) -> str:
-    return "&".join(f"{quote(k, safe=':')}={quote(v, safe=':|,/')}" for k, v in pairs)
+    return "&".join(_pair(k, v) for k, v in pairs)
+
+
+@lru_cache(maxsize=4096)
+def _pair(key: str, value: str) -> str:
+    """One parameter as links write it (each page's links repeat the same ones: quoted once)."""
+    return f"{quote(key, safe=':')}={quote(value, safe=':|,/')}"
 
 
 def _integer(name: str, raw: str) -> int:

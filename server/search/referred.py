@@ -14,10 +14,10 @@ from sqlalchemy import (
     BindParameter,
     ColumnClause,
     ColumnElement,
-    Connection,
     Exists,
     ForeignKey,
     ScalarSelect,
+    Select,
     SelectBase,
     Table,
     bindparam,
@@ -65,10 +65,13 @@ def referred(table: Table, cond: ColumnElement[bool], keys: Sequence[Any] | None
     return fk.parent.in_(bindparam(None, list(keys), unique=True, expanding=True, literal_execute=True))
 
 
-def referred_keys(conn: Connection, table: Table, cond: ColumnElement[bool]) -> tuple[Any, ...] | None:
-    """The keys `cond` selects in the table `table` refers to (None: not such a condition, or too many keys)."""
+def keys_query(table: Table, cond: ColumnElement[bool]) -> Select[Any] | None:
+    """The keys `cond` selects in the table `table` refers to (None: not such a condition): one more than MAX_KEYS
+    at most."""
     fk = foreign_key(table, cond)
-    if fk is None:
-        return None
-    keys = conn.execute(select(fk.column).where(cond).distinct().limit(MAX_KEYS + 1)).scalars().all()
+    return None if fk is None else select(fk.column).where(cond).distinct().limit(MAX_KEYS + 1)
+
+
+def kept_keys(keys: Sequence[Any]) -> tuple[Any, ...] | None:
+    """The keys keys_query found, in a stable order; None when too many to inline."""
     return tuple(sorted(keys, key=str)) if len(keys) <= MAX_KEYS else None

@@ -4,14 +4,13 @@ and reads: a page (of columns or of stored bodies), a count, rows by id, the res
 from the history (compiled once: server.storage.prepared)."""
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Generator, Hashable, Mapping
 from typing import Any, cast
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
     FromClause,
-    FunctionElement,
     Select,
     and_,
     bindparam,
@@ -20,6 +19,7 @@ from sqlalchemy import (
     false,
     func,
     literal,
+    literal_column,
     not_,
     null,
     or_,
@@ -28,7 +28,6 @@ from sqlalchemy import (
     union,
 )
 
-from sqlalchemy.ext.compiler import compiles
 
 from server.engine.provider import ResourceProvider
 from server.search.ids import coerce_id
@@ -38,10 +37,10 @@ from server.search.types.base import (
     LooksUp,
     Match,
     MissingValue,
-    Ranks,
     implements,
 )
-from server.search.referred import referred, referred_keys, tables_of
+from server.search.order import MEASURE, SORT_BELOW, measure_column, order_of, ordered, sort_keys, sorted_matches
+from server.search.referred import keys_query, kept_keys, referred, tables_of
 from server.search.types.reference import ReferenceTarget, referring
 
 Found = Mapping[Hashable, Any]  # what LooksUp types looked up before the search, by their own keys
@@ -58,6 +57,7 @@ def _condition(provider: ResourceProvider, match: Match) -> ColumnElement[bool]:
 REFERRED = "referred"  # found[(REFERRED, clause key, clause raw, position)]: keys of a referred table's rows
 JOINED = "joined"  # found[(JOINED, key, raw)]: the condition of a chained or _has parameter (server.search.chains)
 WALK = "walk"  # found[WALK]: the search has many matches (WALK_ABOVE): its page walks the id order
+MATCHES = "matches"  # found[(MATCHES, clause key, clause raw)]: its values compiled by look_up, reused
 WALK_ABOVE = 10_000
 
 
@@ -90,7 +90,8 @@ def _clause(provider: ResourceProvider, clause: Clause, found: Found) -> ColumnE
         assert isinstance(value, MissingValue)
         present = or_(*(_condition(provider, kind.present(t, at)) for t in targets))
         return not_(present) if value.missing else present
-    matched = _any(provider, clause, _matches(provider, clause, at), found)
+    matches = found.get((MATCHES, clause.key, clause.raw))
+    matched = _any(provider, clause, matches if matches is not None else _matches(provider, clause, at), found)
     if clause.modifier == "not":  # resources with no matching value, including those with no value at all
         return provider.id_column.not_in(select(provider.id_column).select_from(provider.source).where(matched))
     return matched
@@ -106,10 +107,13 @@ def where_clause(provider: ResourceProvider, request: SearchRequest, found: Foun
     return and_(true(), *live, *scope, *(_clause(provider, c, found or {}) for c in request.all_clauses), *joined)
 
 
-def look_up(conn: Connection, provider: ResourceProvider, request: SearchRequest,
-            visible: ColumnElement[bool] | None = None) -> dict[Hashable, Any]:
-    """What the request's LooksUp types need (the path of a :below value...), looked up before the search query
-    among the live rows the caller may see (`visible`): what it may not see is unknown."""
+Lookups = Generator[tuple[Select[Any], bool], Any, dict[Hashable, Any]]
+
+
+def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnElement[bool] | None = None) -> Lookups:
+    """What the search looks up before its query, one query at a time: yields (query, many) and is sent the first
+    column of its first row (None when none), or of every row (`many`); returns what look_up returns. So a thread
+    (look_up) and the event loop (server.engine.fast) run the same look-ups."""
     live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
     scope = [visible] if visible is not None else []
     found: dict[Hashable, Any] = {}
@@ -121,79 +125,40 @@ def look_up(conn: Connection, provider: ResourceProvider, request: SearchRequest
         for target in clause.param.targets:
             for value in clause.values:
                 for key, query in kind.lookups(target, clause.modifier, value, at):
-                    found[key] = conn.execute(query.where(*live, *scope).limit(1)).scalar()
+                    found[key] = yield query.where(*live, *scope).limit(1), False
     for clause in request.all_clauses:  # then the keys of conditions on referred tables (their rows' scope is
         if clause.modifier == "missing":  # the provider's, applied by the search itself)
             continue
-        for i, match in enumerate(_matches(provider, clause, _context(provider, clause, found))):
-            keys = None if isinstance(match, Select) else referred_keys(conn, provider.table, match)
-            if keys is not None:
+        matches = found[(MATCHES, clause.key, clause.raw)] = _matches(provider, clause, _context(provider, clause, found))
+        for i, match in enumerate(matches):
+            query = None if isinstance(match, Select) else keys_query(provider.table, match)
+            if query is not None and (keys := kept_keys((yield query, True))) is not None:
                 found[(REFERRED, clause.key, clause.raw, i)] = keys
     return found
 
 
-MEASURE = "_measure"  # the label of a ranked search's measure (near: the distance in km) in page rows
+def look_up(conn: Connection, provider: ResourceProvider, request: SearchRequest,
+            visible: ColumnElement[bool] | None = None) -> dict[Hashable, Any]:
+    """What the request's LooksUp types need (the path of a :below value...), looked up before the search query
+    among the live rows the caller may see (`visible`): what it may not see is unknown; and the keys of conditions
+    on referred tables (server.search.referred)."""
+    run = lookups(provider, request, visible)
+    try:
+        query, many = next(run)
+        while True:
+            result = conn.execute(query)
+            query, many = run.send(result.scalars().all() if many else result.scalar())
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
-def _measure(request: SearchRequest) -> ColumnElement[Any] | None:
-    ranked = request.ranked
-    if ranked is None:
-        return None
-    return cast(Ranks[Any, Any], ranked.param.kind).measure(ranked.param.targets[0], ranked.values[0])
-
-
-def _sort_keys(provider: ResourceProvider, request: SearchRequest) -> list[tuple[ColumnElement[Any], bool | None]]:
-    """What orders the matches, in turn: (expression, descending; None: the measure, ascending, nulls as they
-    come), the id last."""
-    measure = _measure(request)
-    keys: list[tuple[ColumnElement[Any], bool | None]] = [(measure, None)] if measure is not None and not request.sort \
-        else []
-    for key in request.sort:
-        assert key.param.sort is not None
-        keys.append((key.param.sort, key.descending))
-    return [*keys, (provider.id_column, None)]
-
-
-def _ordered(keys: list[tuple[ColumnElement[Any], bool | None]]) -> list[Any]:
-    return [e if d is None else e.desc().nulls_last() if d else e.asc().nulls_last() for e, d in keys]
-
-
-def _order(provider: ResourceProvider, request: SearchRequest) -> list[Any]:
-    return _ordered(_sort_keys(provider, request))
-
-
-def _measure_column(request: SearchRequest) -> list[ColumnElement[Any]]:
-    measure = _measure(request)
-    return [] if measure is None else [measure.label(MEASURE)]
-
-
-class sorted_matches(FunctionElement[Any]):
-    """The id as an ORDER BY key that SQLite's planner cannot serve by walking the table in id order: it then
-    reads the matches from the index of the condition and sorts them (SQLite plans without statistics of value
-    ranges, and would walk the whole table for a page of a few matches). Other databases: the id itself."""
-
-    inherit_cache = True
-    name = "sorted_matches"
-
-
-@compiles(sorted_matches)
-def _sorted_matches(element: sorted_matches, compiler: Any, **kw: Any) -> str:
-    return str(compiler.process(element.clauses, **kw))
-
-
-@compiles(sorted_matches, "sqlite")
-def _sorted_matches_sqlite(element: sorted_matches, compiler: Any, **kw: Any) -> str:
-    return "+" + str(compiler.process(element.clauses, **kw))
-
-
-SORT_BELOW = 1000  # a search known to match at most this many rows sorts them (sorted_matches)
 AFTER = "_after"  # the bind of a keyset page's position: a compiled page serves every position
 
 
 def _paged(provider: ResourceProvider, request: SearchRequest, query: Select[Any], where: ColumnElement[bool],
            extra_row: int, total: int | None = None) -> Select[Any]:
     """`total`: the search's exact total, when counted: few matches are read by the condition's index and sorted."""
-    order = _order(provider, request)
+    order = order_of(provider, request)
     if total is not None and total <= SORT_BELOW and not request.sort and request.ranked is None:
         order = [sorted_matches(provider.id_column)]
     query = query.where(where).order_by(*order)
@@ -209,14 +174,22 @@ def _paged(provider: ResourceProvider, request: SearchRequest, query: Select[Any
 def page_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
                extra_row: int = 0, where: ColumnElement[bool] | None = None, total: int | None = None) -> Select[Any]:
     """`where`: the request's where_clause, when the caller has it already; `total`: its count, when known."""
-    columns = [*(provider.search_columns or provider.columns), *_measure_column(request)]
+    columns = [*(provider.search_columns or provider.columns), *measure_column(request)]
     where = where if where is not None else where_clause(provider, request, found)
     return _paged(provider, request, select(*columns).select_from(provider.source), where, extra_row, total)
 
 
-def _from(provider: ResourceProvider, *elements: Any) -> FromClause:
-    """The provider's table alone when that is all the elements use: fewer joins to plan."""
-    return provider.table if tables_of(*elements) <= {provider.table} else provider.source
+_LAST_WHERE: list[tuple[Any, bool]] = [(None, False)]  # (the last condition _from saw, whether it joins)
+
+
+def _from(provider: ResourceProvider, where: ColumnElement[bool], *elements: Any) -> FromClause:
+    """The provider's table alone when that is all the elements use: fewer joins to plan. (A search's count and
+    page share their condition: what it uses is found once; the pair is replaced whole, threads may share it.)"""
+    last, joins = _LAST_WHERE[0]
+    if last is not where:
+        joins = not tables_of(where) <= {provider.table}
+        _LAST_WHERE[0] = (where, joins)
+    return provider.source if joins or not tables_of(*elements) <= {provider.table} else provider.table
 
 
 def body_page_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
@@ -228,19 +201,36 @@ def body_page_query(provider: ResourceProvider, request: SearchRequest, found: F
     v, spec = provider.versioning, provider.prerendered
     assert v is not None and spec is not None
     where = where if where is not None else where_clause(provider, request, found)
-    keys = _sort_keys(provider, request)
+    keys = sort_keys(provider, request)
     flags = [spec.in_search.label("_in_search")] if spec.in_search is not None else []
     sorting = [e.label(f"_key{i}") for i, (e, _) in enumerate(keys[:-1])]
-    inner = select(provider.id_column, v.version.label("_version"), *flags, *sorting, *_measure_column(request))
-    inner = inner.select_from(_from(provider, where, *(e for e, _ in keys), *flags, *_measure_column(request)))
-    page = _paged(provider, request, inner, where, extra_row, total).subquery("page")
-    page_id = page.c[provider.id_column.key]
-    stored = (select(spec.body).where(v.history_id == page_id, v.history_version == page.c["_version"])
-              .scalar_subquery())
-    body = stored if spec.in_search is None else case((page.c["_in_search"], stored), else_=None)
-    measure = [page.c[MEASURE]] if request.ranked is not None else []
-    order = _ordered([*((page.c[f"_key{i}"], d) for i, (_, d) in enumerate(keys[:-1])), (page_id, None)])
-    return select(page_id, body.label("_body"), *measure).select_from(page).order_by(*order)
+    inner = select(provider.id_column, v.version.label("_version"), *flags, *sorting, *measure_column(request))
+    inner = inner.select_from(_from(provider, where, *(e for e, _ in keys[:-1]), *flags, *measure_column(request)))
+    page = _paged(provider, request, inner, where, extra_row, total).subquery(PAGE)
+    page_id, body = _bodies(provider)
+    measure = [literal_column(f"{PAGE}.{MEASURE}")] if request.ranked is not None else []
+    order = ordered([*((literal_column(f"{PAGE}._key{i}"), d) for i, (_, d) in enumerate(keys[:-1])), (page_id, None)])
+    return select(page_id, body, *measure).select_from(page).order_by(*order)
+
+
+PAGE = "page"  # the page's subquery, whose columns the bodies' query names
+_BODIES: dict[int, tuple[ResourceProvider, ColumnElement[Any], ColumnElement[Any]]] = {}
+
+
+def _bodies(provider: ResourceProvider) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+    """The page's id and its stored body (NULL where it cannot serve a search), as columns of the page's subquery,
+    built once per provider."""
+    kept = _BODIES.get(id(provider))
+    if kept is None or kept[0] is not provider:
+        v, spec = provider.versioning, provider.prerendered
+        assert v is not None and spec is not None
+        page_id = literal_column(f"{PAGE}.{provider.id_column.key}", provider.id_column.type)
+        stored = (select(spec.body).where(v.history_id == page_id,
+                                          v.history_version == literal_column(f"{PAGE}._version"))
+                  .scalar_subquery())
+        body = stored if spec.in_search is None else case((literal_column(f"{PAGE}._in_search"), stored), else_=None)
+        kept = _BODIES[id(provider)] = (provider, page_id, body.label("_body"))
+    return kept[1], kept[2]
 
 
 def body_query(provider: ResourceProvider, scoped: bool = False) -> Select[Any]:

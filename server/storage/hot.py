@@ -11,55 +11,38 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import Any, Protocol
 
 import psycopg
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.util import LRUCache
 
 from server.settings import Settings
 from server.storage.db import DEAD_PEER, normalize_url
 from server.storage.timeouts import CHECK_EVERY
 
 Row = tuple[Any, ...]
-MAX_STATEMENTS = 4096
-
-
-class Statements:
-    """Statements compiled for the hot path by what they answer (server.engine.fast), least recently used out
-    first: bounded, and keyed by the data generation, so a load makes new ones."""
-
-    def __init__(self, size: int = MAX_STATEMENTS) -> None:
-        self.size = size
-        self._items: OrderedDict[Hashable, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> Any:
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-            return found
-
-    def put(self, key: Hashable, value: Any) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+MAX_STATEMENTS = 1000  # compiled shapes of search statements
+MAX_PAGES = 4096  # page statements of the searches seen last, as sent
 
 
 class HotDatabase(Protocol):
     database: str  # what server.storage.freshness.database_of names it
-    statements: Statements
+    compiled: MutableMapping[Any, Any]  # compiled statements by shape (server.storage.prepared.driver_sql)
+    pages: MutableMapping[Any, Any]  # the page statements of searches seen, as sent (server.engine.fast)
 
-    async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Row]: ...
+    async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any], budget_s: float | None = None) -> list[Row]:
+        """The statement's rows; `budget_s`: a driver that blocks the loop gives up after that long (OverBudget)."""
+        ...
 
     async def close(self) -> None: ...
+
+
+class OverBudget(Exception):
+    """A statement ran longer on the loop than its budget: the caller takes the worker thread instead."""
 
 
 def hot_database(settings: Settings, database_url: str) -> HotDatabase | None:
@@ -89,7 +72,8 @@ class SqliteOnLoop:
     database = "primary"
 
     def __init__(self, path: str, timeout_ms: int) -> None:
-        self.statements = Statements()
+        self.compiled: MutableMapping[Any, Any] = LRUCache(MAX_STATEMENTS)
+        self.pages: MutableMapping[Any, Any] = LRUCache(MAX_PAGES)
         self.path = path
         self.timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
         self._conn: sqlite3.Connection | None = None
@@ -99,17 +83,20 @@ class SqliteOnLoop:
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA query_only=ON")  # it only reads
-        if self.timeout_s is not None:
-            conn.set_progress_handler(lambda: 1 if time.monotonic() > self._deadline else 0, CHECK_EVERY)
+        conn.set_progress_handler(lambda: 1 if time.monotonic() > self._deadline else 0, CHECK_EVERY)
         return conn
 
-    async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Row]:
+    async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any], budget_s: float | None = None) -> list[Row]:
         conn = self._conn if self._conn is not None else self._connect()
         self._conn = conn
-        if self.timeout_s is not None:
-            self._deadline = time.monotonic() + self.timeout_s
+        limit = min(t for t in (self.timeout_s, budget_s, float("inf")) if t is not None)
+        self._deadline = time.monotonic() + limit
         try:
             return conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc) and budget_s is not None and limit == budget_s != self.timeout_s:
+                raise OverBudget(sql) from exc
+            raise _raised(exc, sql) from exc
         except sqlite3.Error as exc:
             raise _raised(exc, sql) from exc
         finally:
@@ -125,7 +112,8 @@ class PostgresOnLoop:
     database = "primary"
 
     def __init__(self, conninfo: str, size: int, timeout_ms: int) -> None:
-        self.statements = Statements()
+        self.compiled: MutableMapping[Any, Any] = LRUCache(MAX_STATEMENTS)
+        self.pages: MutableMapping[Any, Any] = LRUCache(MAX_PAGES)
         self.conninfo = conninfo
         self.size = max(1, size)
         # statements prepared once per connection, planned for each one's values (a name prefix, a subtree: what
@@ -175,8 +163,8 @@ class PostgresOnLoop:
             self._open -= 1
             freed.notify()
 
-    async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Row]:
-        for attempt in (1, 2):  # a connection the server dropped fails once; the statement runs again
+    async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any], budget_s: float | None = None) -> list[Row]:
+        for attempt in (1, 2):  # budget_s: the loop waits on the socket, never blocked  # a connection the server dropped fails once; the statement runs again
             try:
                 conn = await self._take()
             except psycopg.Error as exc:

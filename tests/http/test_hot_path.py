@@ -3,13 +3,16 @@ exactly what the interactions answer in a worker thread: the first request of a 
 statements, the same search again (another position, another format) runs on the loop without SQLAlchemy."""
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
 
 from server.app import create_app
 from server.context import ServerContext
+from server.storage.hot import OverBudget, SqliteOnLoop
 from tests.support.contexts import token_for
 from tests.support.plans import Statement, captured
 
@@ -84,3 +87,14 @@ def test_a_conditional_read_is_answered_on_the_loop(small_ctx: ServerContext, ho
     with captured(small_ctx.db) as statements:
         assert hot.get("/fhir/Location/30", headers={"If-None-Match": etag}).status_code == 304
     assert _sql(statements) == []
+
+
+def test_a_long_statement_leaves_the_loop_of_a_blocking_driver(tmp_path: Path) -> None:
+    """SQLite runs on the loop itself: past its budget a statement gives up (the search then goes to a worker
+    thread); without a budget, only the statement timeout stops it."""
+    slow = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000000) SELECT count(*) FROM n"
+    database = SqliteOnLoop(str(tmp_path / "empty.db"), timeout_ms=60_000)
+    with pytest.raises(OverBudget):
+        asyncio.run(database.rows(slow, (), budget_s=0.001))
+    assert asyncio.run(database.rows(slow, ())) == [(3_000_000,)]
+    asyncio.run(database.close())
