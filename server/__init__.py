@@ -35,7 +35,7 @@ from server.errors import (
 from server.hookspecs import hookimpl
 from server.ops.progress import Progress
 from server.search.param import SearchParam
-from server.search.types.base import Through
+from server.search.types.base import Through, text_index_expression
 from server.search.types.date import DateTarget
 from server.search.types.near import NearTarget
 from server.search.types.reference import ReferenceTarget
@@ -52,5 +52,5 @@ __all__ = [
     "ResourceProvider",
     "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",
     "Through", "TokenTarget", "Versioning", "Via", "add_common_options", "as_utc", "hookimpl", "instant",
-    "normalize", "software_version", "reading_engine", "writing_engine",
+    "normalize", "software_version", "reading_engine", "writing_engine", "text_index_expression",
 ]

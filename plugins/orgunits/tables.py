@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, Index, LargeBinary, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from server import Migrations
+from server import Migrations, text_index_expression
 
 VALIDATION_STATUSES = ("NEW", "VALID", "REJECTED")
 PATH_TYPE = String().with_variant(String(collation="C"), "postgresql")  # byte order for prefix ranges
@@ -128,6 +128,9 @@ org_unit_type = OrgUnitType.__table__
 org_unit = OrgUnit.__table__
 org_unit_name = OrgUnitName.__table__
 org_unit_history = OrgUnitHistory.__table__
+# identifier:text, a source reference or an alias starting with a value whatever its case (migration 0009)
+Index("ix_org_unit_source_ref_lower", text_index_expression(org_unit.c.source_ref))
+Index("ix_org_unit_name_text_lower", text_index_expression(org_unit_name.c.text))
 metadata = SQLModel.metadata
 
 # the chain keeps alembic's default version table: databases made before plugins had chains upgrade in place

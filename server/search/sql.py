@@ -27,7 +27,8 @@ from sqlalchemy import (
     true,
     union,
 )
-
+from sqlalchemy.sql import operators
+from sqlalchemy.sql.elements import AsBoolean, False_
 
 from server.engine.provider import ResourceProvider
 from server.search.ids import coerce_id
@@ -62,25 +63,34 @@ WALK_ABOVE = 10_000
 
 
 def _matches(provider: ResourceProvider, clause: Clause, at: CompileContext) -> list[Match]:
+    """What each value matches in each target, but what can match nothing (a token's system another target's) when
+    something else can: an arm `0 = 1` left in an OR keeps SQLite from reading the others by their indexes."""
     kind, targets = clause.param.kind, clause.param.targets
-    return [m for v in clause.values for t in targets if (m := kind.compile(t, clause.modifier, v, at)) is not None]
+    matches = [m for v in clause.values for t in targets if (m := kind.compile(t, clause.modifier, v, at)) is not None]
+    return [m for m in matches if not _never(m)] or matches
+
+
+def _never(match: Match) -> bool:
+    if isinstance(match, Select):
+        return any(_never(c) for c in match._where_criteria)
+    return isinstance(match, False_) or (isinstance(match, AsBoolean) and match.operator is operators.is_true
+                                         and isinstance(match.element, False_))
 
 
 def _any(provider: ResourceProvider, clause: Clause, matches: list[Match], found: Found) -> ColumnElement[bool]:
     """OR of conditions and side-table selects. Mixed, they become one id IN (... UNION ...): each arm uses its
-    own index, where an OR holding an IN (subquery) would scan the whole table. A condition on a referred table
-    (server.search.referred) becomes one on the foreign key, with the keys look_up found."""
+    own index, where an OR holding an IN (subquery) would scan the whole table; a condition on joined tables alone
+    becomes id IN (its select), so counts and pages read the provider's table alone. A condition on a referred
+    table (server.search.referred) becomes one on the foreign key, with the keys look_up found."""
     direct = [referred(provider.table, m, found.get((REFERRED, clause.key, clause.raw, i)))
               for i, m in enumerate(matches) if not isinstance(m, Select)]
     side = [m for m in matches if isinstance(m, Select)]
-    if not side:
+    if not side and (len(direct) != 1 or tables_of(direct[0]) <= {provider.table}):
         return or_(*direct) if direct else false()
     if found.get(WALK):  # many matches: the page walks the id order, looking each row up in the side table
         return or_(*direct, *(s.where(s.selected_columns[0] == provider.id_column).exists() for s in side))
-    if not direct and len(side) == 1:
-        return provider.id_column.in_(side[0])
-    arms = [select(provider.id_column).select_from(provider.source).where(or_(*direct))] if direct else []
-    return provider.id_column.in_(union(*arms, *side))
+    arms = [*([select(provider.id_column).select_from(provider.source).where(or_(*direct))] if direct else []), *side]
+    return provider.id_column.in_(arms[0] if len(arms) == 1 else union(*arms))
 
 
 def _clause(provider: ResourceProvider, clause: Clause, found: Found) -> ColumnElement[bool]:

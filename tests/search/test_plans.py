@@ -15,6 +15,7 @@ from plugins.orgunits.tables import org_unit, org_unit_name, org_unit_type
 from server.access.mint import mint_token
 from server.context import ServerContext, create_context
 from server.engine.caller import Caller, caller_of
+from server.engine.rendered import Rendered
 from server.engine.searches import run_operation, search_type
 from server.engine.text import normalize
 from server.storage.prerender import refresh
@@ -68,7 +69,12 @@ def plans(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     refresh(ctx.db, ctx.registry)  # the stored bodies, as `demo` and `load` leave them: pages splice them
     _analyze(ctx.db)
     principal = ctx.authenticator.authenticate(f"Bearer {mint_token(ctx.settings)}")
-    yield Plans(ctx, caller_of(ctx, principal), _values(ctx.db, later))
+    caller, values = caller_of(ctx, principal), _values(ctx.db, later)
+    found = search_type(ctx, caller, BASE, "Location", [("_id", str(values["facility"]))])["entry"][0]["resource"]
+    facility = found.resource() if isinstance(found, Rendered) else found
+    values["system"] = next(i["system"] for i in facility["identifier"] if i["value"] == values["ref"])
+    values["type_system"] = facility["type"][0]["coding"][0]["system"]
+    yield Plans(ctx, caller, values)
     ctx.db.dispose()
 
 
@@ -79,9 +85,14 @@ SEARCHES = [
     pytest.param("status=inactive", id="status"),
     pytest.param("status=inactive&_after={facility}", id="status-after"),
     pytest.param("identifier={ref}", id="identifier-source-ref"),
+    pytest.param("identifier={system}|{ref}", id="identifier-system-value"),
+    pytest.param("identifier:text={ref}", id="identifier-text"),
     pytest.param("identifier=urn:uuid:{uuid}", id="identifier-uuid"),
     pytest.param("identifier={alias}", id="identifier-alias"),
     pytest.param("type=CHR", id="type"),
+    pytest.param("type={type_system}|CHR", id="type-system-code"),
+    pytest.param("partof:missing=true", id="roots"),
+    pytest.param("_id={facility},{district}", id="ids"),
     pytest.param("partof={district}", id="partof"),
     pytest.param("partof:below={district}", id="partof-below"),
     pytest.param("partof:below={district}&_count=100&_after={district}", id="partof-below-after"),

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+import sys
 from functools import cache
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
-from sqlalchemy import ColumnElement, FromClause, Select, select
+from sqlalchemy import ColumnElement, FromClause, Select, String, and_, func, select
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
 
 Match = ColumnElement[bool] | Select[Any]  # a condition on the provider's rows, or a select of the matching ids
 
@@ -123,5 +126,54 @@ def like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def starts_with(column: ColumnElement[Any], text: str) -> ColumnElement[bool]:
-    return column.like(f"{like_escape(text)}%", escape="\\")
+
+SURROGATES = (0xD800, 0xDFFF)  # not characters: no text holds them
+
+
+def successor(prefix: str) -> str | None:
+    """The least string greater than every string starting with `prefix` (None: there is none, the prefix is all
+    U+10FFFF): its last character that can grow, grown by one, the rest of it dropped."""
+    chars = list(prefix)
+    while chars and ord(chars[-1]) == sys.maxunicode:
+        chars.pop()
+    if not chars:
+        return None
+    following = ord(chars[-1]) + 1
+    chars[-1] = chr(SURROGATES[1] + 1 if SURROGATES[0] <= following <= SURROGATES[1] else following)
+    return "".join(chars)
+
+
+def prefix_range(column: ColumnElement[Any], prefix: str) -> ColumnElement[bool]:
+    """The values of `column` starting with `prefix`, as an index range."""
+    upper = successor(prefix)
+    return column >= prefix if upper is None else and_(column >= prefix, column < upper)
+
+
+class code_point_order(FunctionElement[str]):
+    """Its argument compared in code-point order: as it is on SQLite (BINARY), COLLATE "C" on PostgreSQL (an
+    index on the same expression serves a prefix_range of it)."""
+
+    type = String()
+    inherit_cache = True
+
+
+@compiles(code_point_order)
+def _code_points(element: code_point_order, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.clauses, **kw))
+
+
+@compiles(code_point_order, "postgresql")
+def _code_points_pg(element: code_point_order, compiler: Any, **kw: Any) -> str:
+    return f'({compiler.process(element.clauses, **kw)}) COLLATE "C"'
+
+
+def text_index_expression(column: ColumnElement[Any]) -> ColumnElement[str]:
+    """What a token target's `text` column is compared as (`:text`): the expression of the index to declare for it
+    (`Index(name, text_index_expression(table.c.column))`)."""
+    return code_point_order(func.lower(column))
+
+
+def lower_prefix(column: ColumnElement[Any], text: str) -> ColumnElement[bool]:
+    """`column` starts with `text`, ignoring case, as a range of lower(column) in code-point order (the index on
+    that expression serves it, where a case-insensitive LIKE reads every row on SQLite)."""
+    return prefix_range(text_index_expression(column), text.lower())

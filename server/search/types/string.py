@@ -6,18 +6,14 @@ the values starting with the prefix when the column compares in code-point order
 on PostgreSQL a column declared with COLLATE "C" (as the materialized paths of server.search.paths)."""
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement, and_
+from sqlalchemy import ColumnElement
 
 from server.engine.text import normalize
-from server.search.types.base import CompileContext, Match, Through, like_escape, via
-
-SURROGATES = (0xD800, 0xDFFF)  # not characters: no text holds them
-
+from server.search.types.base import CompileContext, Match, Through, like_escape, prefix_range, via
 
 @dataclass(frozen=True)
 class StringTarget:
@@ -30,25 +26,6 @@ class StringTarget:
 class StringValue:
     raw: str
     normalized: str
-
-
-def successor(prefix: str) -> str | None:
-    """The least string greater than every string starting with `prefix` (None: there is none, the prefix is all
-    U+10FFFF): its last character that can grow, grown by one, the rest of it dropped."""
-    chars = list(prefix)
-    while chars and ord(chars[-1]) == sys.maxunicode:
-        chars.pop()
-    if not chars:
-        return None
-    following = ord(chars[-1]) + 1
-    chars[-1] = chr(SURROGATES[1] + 1 if SURROGATES[0] <= following <= SURROGATES[1] else following)
-    return "".join(chars)
-
-
-def prefix_range(column: ColumnElement[Any], prefix: str) -> ColumnElement[bool]:
-    """The values of `column` starting with `prefix`, as an index range."""
-    upper = successor(prefix)
-    return column >= prefix if upper is None else and_(column >= prefix, column < upper)
 
 
 class StringType:

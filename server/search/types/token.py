@@ -5,11 +5,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement, and_, false, func, literal, true
+from sqlalchemy import ColumnElement, and_, false, literal, true
 
 from server.errors import InvalidValue
 from server.search.ids import coerce_id
-from server.search.types.base import CompileContext, Match, Through, starts_with, via
+from server.search.types.base import CompileContext, Match, Through, lower_prefix, via
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class TokenType:
         if isinstance(value, TextValue):
             if target.text is None:
                 return None
-            return via(target.through, starts_with(func.lower(target.text), value.raw.lower()))
+            return via(target.through, lower_prefix(target.text, value.raw))
         return via(target.through, _token(target, value))
 
     def present(self, target: TokenTarget, at: CompileContext) -> Match:
