@@ -1,7 +1,7 @@
 """Chained parameters and reverse chaining (_has) on the real Iaso and DHIS2 Sierra Leone data, both backends: each
 chained search against the unchained search that must give the same matches, as trusted and as scoped tokens (a
 subtree, an account), _include/_revinclude across the reference parameters, what cannot be followed (400), the self
-link, and the CapabilityStatement that declares it all."""
+link, and the CapabilityStatement that declares it all. The tables of cases: tests.search.chain_cases."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -16,13 +16,10 @@ from server.context import ServerContext
 from server.engine import searches
 from server.engine.caller import TRUSTED, Caller
 from server.engine.rendered import materialized
-from server.errors import FhirError, InvalidRequest, InvalidValue, UnsupportedParameter
+from server.errors import FhirError, UnsupportedParameter
 from tests.support.chained import (
-    ALIAS,
     BASE,
-    DATA_SOURCE,
     DHIS2,
-    IASO,
     all_pages,
     ids,
     included,
@@ -32,11 +29,9 @@ from tests.support.chained import (
     search,
     subtree,
 )
+from tests.search.chain_cases import CASES, INCLUDES, REFUSED, REFUSED_OVER_HTTP, SCOPED
 from tests.support.validators import assert_valid
 
-# Iaso: DS Boromo (CTtB0TPRvWc) in Boucle du Mouhoun (awG7snlrjVy), its 9 health areas (Siby: GpK1shB1nf4), DS
-# Tougan (LatuEy3yR38). DHIS2 Sierra Leone (ImspTQPwCqd): the district Bo (O6uvpzGd5pu, code OU_264) and its 15
-# chiefdoms, Bo's chiefdom Badjia (YuQRtpLP10I).
 
 
 @pytest.fixture(scope="module")
@@ -51,72 +46,6 @@ def known(ctx: ServerContext) -> dict[str, str]:
     return ids(ctx)
 
 
-# id, type, chained query, the unchained query with the same matches (None: none), their total
-CASES = [
-    pytest.param("Location", "partof.identifier=CTtB0TPRvWc", "partof={CTtB0TPRvWc}", 9,
-                 id="health-areas-of-a-district-by-its-dhis2-uid"),
-    pytest.param("Location", f"partof.identifier={IASO}|CTtB0TPRvWc", "partof={CTtB0TPRvWc}", 9, id="with-its-system"),
-    pytest.param("Location", f"partof.identifier={DHIS2}|CTtB0TPRvWc", None, 0, id="under-another-system"),
-    pytest.param("Location", f"partof.identifier={DHIS2}|O6uvpzGd5pu", "partof={O6uvpzGd5pu}", 15,
-                 id="chiefdoms-of-bo-by-uid"),
-    pytest.param("Location", f"partof.identifier={ALIAS}|OU_264", "partof={O6uvpzGd5pu}", 15, id="by-dhis2-code"),
-    pytest.param("Location", "partof.identifier=CTtB0TPRvWc,O6uvpzGd5pu", "partof={CTtB0TPRvWc},{O6uvpzGd5pu}", 24,
-                 id="values-or-ed"),
-    pytest.param("Location", "partof.identifier:text=cttb0", "partof={CTtB0TPRvWc}", 9, id="identifier-text"),
-    pytest.param("Location", "partof.identifier:not=CTtB0TPRvWc&organization.identifier=iaso", None, 135 - 9,
-                 id="identifier-not"),
-    pytest.param("Location", "partof.name:exact=Bo", "partof={O6uvpzGd5pu}", 15, id="name-exact"),
-    pytest.param("Location", "partof.name=ds boro", "partof={CTtB0TPRvWc}", 9, id="name-starts-with"),
-    pytest.param("Location", "partof.name:contains=mouhoun", "partof={awG7snlrjVy}", 6, id="name-contains"),
-    pytest.param("Location", "partof.type=DIST", "partof:below={awG7snlrjVy}&type=AREA", 45, id="type"),
-    pytest.param("Location", "partof.type:text=level 2", "type=sierra-leone-l3", 152, id="type-text"),
-    pytest.param("Location", "partof.type:not=DIST&organization.identifier=iaso",
-                 "organization={org:iaso}&partof:missing=false&type:not=AREA", 90, id="type-not"),
-    pytest.param("Location", "partof.partof:missing=true", "partof={zmSNCYjqQGj},{ImspTQPwCqd}", 1 + 13,
-                 id="children-of-the-roots"),
-    pytest.param("Location", "partof._id={CTtB0TPRvWc}", "partof={CTtB0TPRvWc}", 9, id="id"),
-    pytest.param("Location", "partof:Location.identifier=CTtB0TPRvWc", "partof={CTtB0TPRvWc}", 9, id="type-named"),
-    pytest.param("Location", "partof.identifier=CTtB0TPRvWc&name=b", "partof={CTtB0TPRvWc}&name=b", 2,
-                 id="and-a-plain-parameter"),
-    pytest.param("Location", "partof.partof.identifier=awG7snlrjVy", "partof:below={awG7snlrjVy}&type=AREA", 45,
-                 id="two-hops"),
-    pytest.param("Location", "partof.partof={awG7snlrjVy}", "partof:below={awG7snlrjVy}&type=AREA", 45,
-                 id="two-hops-to-a-reference"),
-    pytest.param("Location", "partof.partof.partof.identifier=ImspTQPwCqd", "type=sierra-leone-l4", 1166,
-                 id="three-hops"),
-    pytest.param("Location", "partof.partof:below={ImspTQPwCqd}",
-                 "partof:below={ImspTQPwCqd}&type:not=sierra-leone-l2", 1331 - 13, id="parent-below"),
-    pytest.param("Location", "organization.identifier=iaso", "organization={org:iaso}", 136, id="organization"),
-    pytest.param("Location", f"organization.identifier={DATA_SOURCE}|sierra-leone", "organization={org:sierra-leone}",
-                 1332, id="organization-with-system"),
-    pytest.param("Location", "organization.name=sierra", "organization={org:sierra-leone}", 1332,
-                 id="organization-name"),
-    pytest.param("Location", "organization.name:exact=Iaso", "organization={org:iaso}", 136, id="organization-exact"),
-    pytest.param("Location", "organization.identifier=iaso&partof.type=DIST", "partof:below={awG7snlrjVy}&type=AREA",
-                 45, id="organization-and-partof"),
-    pytest.param("Location", "_has:Location:partof:type=DIST", "_id={awG7snlrjVy}", 1, id="has-a-district"),
-    pytest.param("Location", "_has:Location:partof:identifier=GpK1shB1nf4", "_id={CTtB0TPRvWc}", 1,
-                 id="has-a-child-by-uid"),
-    pytest.param("Location", f"_has:Location:partof:identifier={DHIS2}|O6uvpzGd5pu", "_id={ImspTQPwCqd}", 1,
-                 id="has-sierra-leone"),
-    pytest.param("Location", "_has:Location:partof:_has:Location:partof:type=AREA", "_id={awG7snlrjVy}", 1,
-                 id="has-nested"),
-    pytest.param("Location", "_has:Location:partof:partof.identifier=awG7snlrjVy", "_id={awG7snlrjVy}", 1,
-                 id="has-then-chain"),
-    pytest.param("Location", "_has:Location:partof:type=AREA&partof.identifier=awG7snlrjVy", "partof={awG7snlrjVy}", 6,
-                 id="has-and-chain"),
-    pytest.param("Location", "partof._has:Location:partof:identifier=GpK1shB1nf4", "partof={CTtB0TPRvWc}", 9,
-                 id="chain-then-has"),
-    pytest.param("Organization", "_has:Location:organization:status=active", "_id={org:iaso},{org:sierra-leone}", 2,
-                 id="organizations-with-an-active-location"),
-    pytest.param("Organization", "_has:Location:organization:status=inactive", None, 0, id="organizations-none"),
-    pytest.param("Organization", f"_has:Location:organization:partof.identifier={DHIS2}|O6uvpzGd5pu",
-                 "_id={org:sierra-leone}", 1, id="organization-of-bo-s-chiefdoms"),
-    pytest.param("Organization", "_has:Location:organization:identifier=CTtB0TPRvWc", "_id={org:iaso}", 1,
-                 id="organization-of-a-unit"),
-    pytest.param("Organization", "_has:Location:organization:_has:Location:partof:identifier=GpK1shB1nf4",
-                 "_id={org:iaso}", 1, id="organization-nested"),
-]
 
 
 @pytest.mark.parametrize(("rtype", "chained", "unchained", "total"), CASES)
@@ -130,73 +59,16 @@ def test_chained_matches_the_unchained_search(ctx: ServerContext, known: dict[st
     assert_valid(bundle)
 
 
-# a token limited to subtrees (roots as ids or as identifiers), to its account, or of another account
-SCOPED = [
-    pytest.param(("{CTtB0TPRvWc}",), "Location", "partof.identifier=CTtB0TPRvWc", 9, id="district-sees-its-areas"),
-    pytest.param((f"{IASO}|CTtB0TPRvWc",), "Location", "partof.identifier=CTtB0TPRvWc", 9, id="root-by-identifier"),
-    pytest.param(("{CTtB0TPRvWc}",), "Location", "partof.identifier=awG7snlrjVy", 0,
-                 id="parent-outside-the-subtree"),
-    pytest.param(("{CTtB0TPRvWc}",), "Location", "partof.partof.identifier=awG7snlrjVy", 0,
-                 id="grandparent-outside-the-subtree"),
-    pytest.param(("{awG7snlrjVy}",), "Location", "partof.partof.identifier=awG7snlrjVy", 45, id="region-sees-two-hops"),
-    pytest.param(("{LatuEy3yR38}",), "Location", "partof.identifier=CTtB0TPRvWc", 0, id="another-district"),
-    pytest.param(("{CTtB0TPRvWc}",), "Location", "_has:Location:partof:identifier=GpK1shB1nf4", 1,
-                 id="has-inside"),
-    pytest.param(("{GpK1shB1nf4}",), "Location", "_has:Location:partof:identifier=GpK1shB1nf4", 0,
-                 id="has-parent-outside"),
-    pytest.param(("{CTtB0TPRvWc}",), "Location", "_has:Location:partof:_has:Location:partof:type=AREA", 0,
-                 id="has-nested-outside"),
-    pytest.param(("{O6uvpzGd5pu}",), "Location", f"partof.identifier={DHIS2}|O6uvpzGd5pu", 15, id="bo"),
-    pytest.param(("{O6uvpzGd5pu}",), "Location", "partof.partof.identifier=ImspTQPwCqd", 0, id="bo-country-outside"),
-    pytest.param(("{CTtB0TPRvWc}",), "Location", "organization.identifier=iaso", 0,
-                 id="subtree-sees-no-organization"),
-    pytest.param((), "Location", "organization.identifier=iaso", 136, id="account-sees-its-organizations"),
-    pytest.param(("{O6uvpzGd5pu}",), "Organization", "_has:Location:organization:status=active", 0,
-                 id="subtree-no-organization-has"),
-    pytest.param((), "Organization", "_has:Location:organization:status=active", 2, id="account-organization-has"),
-    pytest.param((), "Organization", f"_has:Location:organization:partof.identifier={DHIS2}|O6uvpzGd5pu", 1,
-                 id="account-organization-has-chained"),
-]
 
 
-@pytest.mark.parametrize(("roots", "rtype", "query", "total"), SCOPED)
-def test_every_hop_applies_the_callers_scope(ctx: ServerContext, known: dict[str, str], roots: tuple[str, ...],
+@pytest.mark.parametrize(("who", "rtype", "query", "total"), SCOPED)
+def test_every_hop_applies_the_callers_scope(ctx: ServerContext, known: dict[str, str], who: tuple[str, ...] | Caller,
                                              rtype: str, query: str, total: int) -> None:
-    caller = subtree(*(named(r, known) if r.startswith("{") else r for r in roots))
+    caller = who if isinstance(who, Caller) else subtree(*(named(r, known) if r.startswith("{") else r for r in who))
     bundle = search(ctx, rtype, named(query, known) + "&_count=100", caller)
     assert bundle["total"] == total and len(matched(bundle)) == min(total, 100)
 
 
-def test_another_account_sees_nothing_through_a_chain(ctx: ServerContext) -> None:
-    elsewhere = subtree(account="elsewhere")
-    for rtype, query in (("Location", "partof.identifier=CTtB0TPRvWc"), ("Location", "organization.identifier=iaso"),
-                         ("Organization", "_has:Location:organization:status=active")):
-        assert search(ctx, rtype, query, elsewhere)["total"] == 0
-
-
-REFUSED = [
-    pytest.param("Location", "partof.colour=x", UnsupportedParameter, id="unknown-parameter-of-the-target"),
-    pytest.param("Location", "name.identifier=x", UnsupportedParameter, id="not-a-reference"),
-    pytest.param("Location", "colour.name=x", UnsupportedParameter, id="unknown-reference"),
-    pytest.param("Location", "partof:Organization.name=x", UnsupportedParameter, id="another-type-named"),
-    pytest.param("Location", "partof:Patient.name=x", UnsupportedParameter, id="a-type-not-served"),
-    pytest.param("Location", "partof.partof.partof.partof.identifier=x", InvalidRequest, id="four-hops"),
-    pytest.param("Location", "_has:Location:partof:_has:Location:partof:_has:Location:partof:_has:Location:partof:"
-                             "type=x", InvalidRequest, id="four-has"),
-    pytest.param("Location", "partof.partof._has:Location:partof:_has:Location:partof:type=x", InvalidRequest,
-                 id="four-mixed"),
-    pytest.param("Location", "_has:Patient:subject:name=x", UnsupportedParameter, id="has-a-type-not-served"),
-    pytest.param("Location", "_has:Location:organization:name=x", UnsupportedParameter, id="has-wrong-target"),
-    pytest.param("Location", "_has:Location:name:name=x", UnsupportedParameter, id="has-not-a-reference"),
-    pytest.param("Location", "_has:Location:partof=x", InvalidRequest, id="has-malformed"),
-    pytest.param("Location", "_has=x", InvalidRequest, id="has-alone"),
-    pytest.param("Location", "partof.=x", InvalidRequest, id="nothing-after-the-dot"),
-    pytest.param("Location", ".name=x", UnsupportedParameter, id="nothing-before-the-dot"),
-    pytest.param("Location", "partof.name:sounds=x", UnsupportedParameter, id="modifier-the-target-lacks"),
-    pytest.param("Location", "partof.status=bogus", InvalidValue, id="value-the-target-refuses"),
-    pytest.param("Location", "partof._sort=name", UnsupportedParameter, id="result-parameter"),
-    pytest.param("Organization", "name.name=x", UnsupportedParameter, id="organization-not-a-reference"),
-]
 
 
 @pytest.mark.parametrize(("rtype", "query", "error"), REFUSED)
@@ -235,20 +107,6 @@ def test_pages_and_self_links_keep_the_chain(ctx: ServerContext) -> None:
     assert pages == all_pages(ctx, "Location", query.replace("_count=7", "_count=100"))
 
 
-INCLUDES = [
-    pytest.param("Organization", "identifier=iaso&_revinclude=Location:organization", TRUSTED, {"org:iaso"}, 136,
-                 id="organization-revinclude-locations"),
-    pytest.param("Location", "partof.identifier=CTtB0TPRvWc&_include=Location:organization", TRUSTED,
-                 set(), {"Organization/{org:iaso}"}, id="include-organization"),
-    pytest.param("Location", "_id={GpK1shB1nf4}&_include=Location:partof", TRUSTED, set(), {"Location/{CTtB0TPRvWc}"},
-                 id="include-partof"),
-    pytest.param("Location", "_id={CTtB0TPRvWc}&_revinclude=Location:partof", TRUSTED, set(), 9,
-                 id="revinclude-partof"),
-    pytest.param("Location", "partof.identifier=CTtB0TPRvWc&_include=Location:organization", "{CTtB0TPRvWc}", set(),
-                 set(), id="subtree-token-includes-no-organization"),
-    pytest.param("Location", "_id={CTtB0TPRvWc}&_include=Location:partof", "{CTtB0TPRvWc}", set(), set(),
-                 id="subtree-token-includes-no-parent-outside"),
-]
 
 
 @pytest.mark.parametrize(("rtype", "query", "who", "matches", "includes"), INCLUDES)
@@ -257,7 +115,7 @@ def test_include_and_revinclude_across_the_references(ctx: ServerContext, known:
                                                       includes: set[str] | int) -> None:
     caller = subtree(named(who, known)) if isinstance(who, str) else who
     bundle = search(ctx, rtype, named(query, known), caller)
-    if matches:
+    if matches or bundle["total"] == 0:
         assert matched(bundle) == {named(f"{{{m}}}", known) for m in matches}
     got = included(bundle)
     assert len(got) == includes if isinstance(includes, int) else got == {named(i, known) for i in includes}
@@ -296,3 +154,22 @@ def test_the_capability_statement_declares_chains_and_has(ctx: ServerContext) ->
     assert "_has:Location:organization:" in organization["_has"]["documentation"]
     assert "Location:organization" in resources["Organization"]["searchRevInclude"]
     assert set(resources["Location"]["searchInclude"]) == {"Location:partof", "Location:organization"}
+
+
+@pytest.fixture(scope="module")
+def client(ctx: ServerContext) -> Iterator[TestClient]:
+    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as http:
+        http.headers["Authorization"] = f"Bearer {mint_token(ctx.settings)}"
+        yield http
+
+
+@pytest.mark.parametrize("prefer", ["handling=lenient", "handling=strict", None], ids=["lenient", "strict", "none"])
+@pytest.mark.parametrize(("rtype", "query"), [pytest.param(*p.values[:2], id=p.id) for p in REFUSED]
+                         + REFUSED_OVER_HTTP)
+def test_what_cannot_be_followed_is_a_400_over_http(client: TestClient, rtype: str, query: str,
+                                                    prefer: str | None) -> None:
+    answer = client.get(f"/fhir/{rtype}?{query}", headers={"Prefer": prefer} if prefer else {})
+    assert answer.status_code == 400, answer.text
+    outcome = answer.json()
+    assert outcome["resourceType"] == "OperationOutcome" and outcome["issue"][0]["severity"] == "error"
+    assert_valid(outcome)
