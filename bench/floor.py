@@ -10,15 +10,16 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from sqlalchemy import text
+
 from bench.datasets import Dataset
+from server.context import create_context
+from server.search.request import parse_search
+from server.search.sql import body_page_query
+from server.settings import load_settings
 
 
 def floor(dataset: Dataset, settings: Path, samples: int = 1000) -> dict[str, float]:
-    from server.context import create_context
-    from server.search.request import parse_search
-    from server.search.sql import body_page_query
-    from server.settings import load_settings
-
     ctx = create_context(load_settings(settings, dataset.url))
     provider = ctx.registry.get("Location")
     rng = random.Random(7)
@@ -34,7 +35,10 @@ def floor(dataset: Dataset, settings: Path, samples: int = 1000) -> dict[str, fl
     read = ctx.reads["Location"]
     pages = [compiled([("status", "active"), ("_count", "100"), ("_after", str(rng.randint(1, top)))])
              for _ in range(50)]
-    names = [compiled([("name", p), ("_count", "20")]) for p in ("kou", "bou", "dia", "sa", "ta", "ni")]
+    with ctx.db.connect() as conn:  # real prefixes, as bench.datasets.targets draws them
+        prefixes = sorted({p for (p,) in conn.execute(text("SELECT DISTINCT substr(norm, 1, 3) FROM org_unit_name"))
+                           if p and len(p) == 3})
+    names = [compiled([("name", p), ("_count", "20")]) for p in rng.sample(prefixes, min(50, len(prefixes)))]
     runs: dict[str, Callable[[Any], Any]] = {
         "round trip (SELECT 1)": lambda cur: cur.execute("SELECT 1").fetchall(),
         "read by id": lambda cur: cur.execute(read.sql, _params(read, id=rng.randint(1, top))).fetchall(),

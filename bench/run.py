@@ -22,6 +22,7 @@ import json
 import random
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,8 @@ def run_dataset(dataset: Dataset, wrk: str, seconds: float, walk_budget: float, 
     with servers.ours(dataset, settings) as (port, proc):
         servers.record(port, token, workloads, recordings)
         snake_root = servers.export_locations(dataset, port, token) if dataset.fhirsnake else None
-        with servers.ceiling(recordings) if dataset.ceiling else _none() as top:
-            with servers.fhirsnake(snake_root) if snake_root else _none() as snake:
+        with servers.ceiling(recordings) if dataset.ceiling else nullcontext() as top:
+            with servers.fhirsnake(snake_root) if snake_root else nullcontext() as snake:
                 for name, paths in workloads.items():
                     drive(wrk, port, paths, token, 16, 1)  # warm-up, not counted
                     for concurrency in (1, 16):
@@ -99,14 +100,6 @@ def run_dataset(dataset: Dataset, wrk: str, seconds: float, walk_budget: float, 
                 drive(wrk, port, workloads[name], token, 16, 1)
                 cells.append(_cell(wrk, dataset, name, "ours-2-workers", port, workloads[name], token, 16, seconds))
     return cells, extra
-
-
-class _none:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def main() -> int:

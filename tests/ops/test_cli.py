@@ -22,7 +22,7 @@ from server.settings import (AuthSettings, BulkSettings, DatabaseSettings, FhirS
 from server.storage.db import create_db_engine
 from plugins.orgunits.tables import org_unit
 from tests.support.contexts import IASO_CSV
-from tests.support.live import CLI, _env, live_server, run_cli
+from tests.support.live import cli, live_server, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DHIS2_SAMPLE = ROOT / "tests" / "fixtures" / "dhis2_sierra_leone_sample.json"
@@ -59,10 +59,6 @@ def test_demo_then_load(settings_path: Path, database_url: str) -> None:
     assert count_units(settings_path, database_url) == 436
     run_cli("load", "iaso-csv", str(IASO_CSV), settings=settings_path, database=database_url)
     assert count_units(settings_path, database_url) == 436
-
-
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=_env(), cwd=cwd)
 
 
 def test_load_refuses_a_bad_file_with_its_line_number(settings_path: Path, tmp_path: Path) -> None:

@@ -11,9 +11,8 @@ from server.settings import load_settings
 from server.storage.db import create_db_engine
 from plugins.orgunits.tables import data_source, source_version
 from plugins.orgunits.views import SERVED, VERSION_PARTITIONS
-from tests.ops.test_cli import cli
 from tests.support.contexts import IASO_CSV
-from tests.support.live import run_cli
+from tests.support.live import cli, run_cli
 
 DHIS2 = Path(__file__).parents[1] / "fixtures" / "dhis2_sierra_leone_sample.json"
 
@@ -64,28 +63,26 @@ def test_set_default_refuses_unknown_versions_and_sources(settings_path: Path, t
 
 def test_load_of_a_new_version_says_which_units_it_left_unserved(settings_path: Path, database_url: str,
                                                                   tmp_path: Path) -> None:
-    run = cli
     common = ["--settings", str(settings_path), "--database", database_url]
-    assert run("load", "dhis2", str(DHIS2), "--version", "1", *common).returncode == 0
+    assert cli("load", "dhis2", str(DHIS2), "--version", "1", *common).returncode == 0
     document = json.loads(DHIS2.read_text(encoding="utf-8"))
     document["organisationUnits"] = document["organisationUnits"][2:]  # two facilities gone from version 2
     smaller = tmp_path / "v2.json"
     smaller.write_text(json.dumps(document), encoding="utf-8")
-    done = run("load", "dhis2", str(smaller), "--version", "2", *common)
+    done = cli("load", "dhis2", str(smaller), "--version", "2", *common)
     assert done.returncode == 0, done.stderr
     assert "note: 2 units of default/DHIS2 belong to versions that are not served" in done.stderr
-    back = run("versions", "set-default", "--data-source", "DHIS2", "--version", "1", *common)
+    back = cli("versions", "set-default", "--data-source", "DHIS2", "--version", "1", *common)
     assert back.returncode == 0 and "version 1 of default/DHIS2 holds no live units" not in back.stderr
-    assert "yes (default)" in run("versions", "list", *common).stdout
+    assert "yes (default)" in cli("versions", "list", *common).stdout
 
 
 def test_set_default_refuses_an_empty_version_unless_forced(settings_path: Path, database_url: str) -> None:
-    run = cli
     common = ["--settings", str(settings_path), "--database", database_url]
-    assert run("load", "dhis2", str(DHIS2), "--version", "1", *common).returncode == 0
-    assert run("load", "dhis2", str(DHIS2), "--version", "2", *common).returncode == 0  # the same ids: moved
-    refused = run("versions", "set-default", "--data-source", "DHIS2", "--version", "1", *common)
+    assert cli("load", "dhis2", str(DHIS2), "--version", "1", *common).returncode == 0
+    assert cli("load", "dhis2", str(DHIS2), "--version", "2", *common).returncode == 0  # the same ids: moved
+    refused = cli("versions", "set-default", "--data-source", "DHIS2", "--version", "1", *common)
     assert refused.returncode == 1 and "holds no live units" in refused.stderr and "--force" in refused.stderr
-    assert "yes (newest)" in run("versions", "list", *common).stdout  # nothing changed
-    forced = run("versions", "set-default", "--data-source", "DHIS2", "--version", "1", "--force", *common)
-    assert forced.returncode == 0 and "yes (default)" in run("versions", "list", *common).stdout
+    assert "yes (newest)" in cli("versions", "list", *common).stdout  # nothing changed
+    forced = cli("versions", "set-default", "--data-source", "DHIS2", "--version", "1", "--force", *common)
+    assert forced.returncode == 0 and "yes (default)" in cli("versions", "list", *common).stdout

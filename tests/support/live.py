@@ -21,6 +21,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The command line as a user runs it: its exit code and outputs."""
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=_env(), cwd=cwd)
+
+
 def run_cli(*args: str, settings: Path, database: str, timeout: float = 300) -> str:
     done = subprocess.run([*CLI, *args, "--settings", str(settings), "--database", database],
                           capture_output=True, text=True, timeout=timeout, env=_env())
