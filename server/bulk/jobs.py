@@ -25,7 +25,8 @@ def worker_name() -> str:
 
 @dataclass(frozen=True)
 class Owner:
-    """Who may poll a job and download its files: the same subject, in the same account, with the same data scope."""
+    """Who may poll a job and download its files: the same subject, in the same account, with the same data scope
+    and SMART scopes (a narrower token of the same subject reads none of the files)."""
 
     subject: str
     account: str

@@ -82,8 +82,9 @@ class BulkService:
         with self.ctx.db.connect() as conn:
             account = self.ctx.scoper.account(conn, caller.scope)  # 403 as for any interaction
         principal = caller.principal
+        smart = tuple(sorted(principal.scopes.names())) if principal and principal.scopes is not None else None
         return Owner.of(principal.subject if principal else None, account, caller.scope.roots,
-                        caller.scope.all_accounts)
+                        caller.scope.all_accounts, smart)
 
     def enabled(self) -> None:
         if not self.settings.bulk.enabled:

@@ -151,7 +151,8 @@ def test_a_job_is_its_callers_only(api: TestClient, ctx: ServerContext) -> None:
     found = manifest(api, status, auth(ctx, account="alpha", sub="one"))
     file_url = found["output"][0]["url"]
     for other in ({"account": "beta", "sub": "one"}, {"account": "alpha", "sub": "two"},
-                  {"account": "alpha", "sub": "one", "org_unit_roots": ["10"]}):
+                  {"account": "alpha", "sub": "one", "org_unit_roots": ["10"]},
+                  {"account": "alpha", "sub": "one", "scope": "system/Organization.rs service_org_units"}):
         for url in (status, file_url):
             answer = api.get(url, headers={**NDJSON, **auth(ctx, **other)})
             assert answer.status_code == 404, (other, url)
