@@ -23,6 +23,7 @@ from server.engine.caller import Caller
 from server.engine.instants import instant
 from server.engine.provider import ResourceProvider
 from server.engine.reads import visibility
+from server.errors import operation_outcome
 
 log = logging.getLogger("orgunit_fhir")
 HEARTBEAT_S = 1.0
@@ -36,11 +37,6 @@ class Plan:
     caller: Caller
     request: ExportRequest
     transactions: tuple[str, ...]  # open at the kick-off (PostgreSQL): waited for first
-
-
-def _outcome(severity: str, code: str, text: str) -> bytes:
-    return orjson.dumps({"resourceType": "OperationOutcome",
-                         "issue": [{"severity": severity, "code": code, "diagnostics": text}]})
 
 
 def _deleted_entry(rtype: str, rid: str) -> bytes:
@@ -91,9 +87,10 @@ class Runner:
         settled = settle.wait(self.engine, plan.transactions, settings.bulk.settle_timeout_seconds,
                               lambda n: self.beat(f"waiting for {n} transaction(s) begun before transactionTime"))
         if not settled:
-            errors.write([_outcome("warning", "incomplete", "transactions begun before transactionTime were still "
-                                   f"open after {settings.bulk.settle_timeout_seconds} s; a write among them that "
-                                   "commits later appears neither here nor in an export _since this one")])
+            errors.write([orjson.dumps(operation_outcome(
+                "warning", "incomplete", "transactions begun before transactionTime were still open after "
+                f"{settings.bulk.settle_timeout_seconds} s; a write among them that commits later appears neither "
+                "here nor in an export _since this one"))])
         output: list[Written] = []
         deleted: list[Written] = []
         for rtype in plan.request.types:
