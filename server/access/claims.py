@@ -46,13 +46,18 @@ def set_claim(claims: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def claim_tokens(claims: Mapping[str, Any], paths: Sequence[str]) -> list[str]:
+    """The tokens of the claims at the dotted paths: each a space-separated string, or a list of such strings."""
+    found: list[str] = []
+    for path in paths:
+        value = claim_or_none(claims, path)
+        if isinstance(value, str):
+            found += value.split()
+        elif isinstance(value, list):
+            found += [t for item in value if isinstance(item, str) for t in item.split()]
+    return found
+
+
 def permissions_of(claims: Mapping[str, Any], dotted: str, scope_claims: Sequence[str] = ("scope",)) -> frozenset[str]:
-    """The permissions at the dotted path and in the scope claims: a space-separated string or a list of strings
-    each."""
-    found: set[str] = set()
-    for source in (claim_or_none(claims, dotted), *(claim_or_none(claims, name) for name in scope_claims)):
-        if isinstance(source, str):
-            found.update(source.split())
-        elif isinstance(source, list):
-            found.update(item for item in source if isinstance(item, str))
-    return frozenset(found)
+    """The permissions at the dotted path and in the scope claims."""
+    return frozenset(claim_tokens(claims, (dotted, *scope_claims)))

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from server.access.claims import claim_or_none
+from server.access.claims import claim_tokens
 
 READ = "r"    # read, vread, history-instance, history-type
 SEARCH = "s"  # search-type, operation
@@ -80,18 +80,6 @@ class SmartScopes:
                 f"{self.context}/{resource_type}.{letter} ({what}; or {self.context}/{resource_type}.read in SMART v1)")
 
 
-def scope_tokens(claims: Mapping[str, Any], names: Sequence[str]) -> list[str]:
-    """The scope tokens of the claims named (dotted paths): space-separated strings or lists of strings."""
-    found: list[str] = []
-    for name in names:
-        value = claim_or_none(claims, name)
-        if isinstance(value, str):
-            found += value.split()
-        elif isinstance(value, list):
-            found += [t for item in value if isinstance(item, str) for t in item.split()]
-    return found
-
-
 def _grant(context: str, rtype: str, what: str) -> Grant | None:
     if not _TYPE.fullmatch(rtype):
         return None
@@ -129,7 +117,7 @@ def parse_scopes(tokens: Iterable[str]) -> SmartScopes | None:
 
 
 def smart_scopes_of(claims: Mapping[str, Any], names: Sequence[str]) -> SmartScopes | None:
-    return parse_scopes(scope_tokens(claims, names))
+    return parse_scopes(claim_tokens(claims, names))
 
 
 def scopes_supported(resource_types: Iterable[str], permission: str) -> list[str]:

@@ -11,7 +11,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from server.access.mint import mint_token
-from server.access.scopes import READ, SEARCH, Grant, ScopeRefused, SmartScopes, parse_scopes, scope_tokens
+from server.access.claims import claim_tokens, permissions_of
+from server.access.scopes import READ, SEARCH, Grant, ScopeRefused, SmartScopes, parse_scopes
 from server.app import create_app
 from server.context import ServerContext, create_context
 from server.settings import Settings
@@ -68,7 +69,14 @@ def test_a_scope_with_a_query_is_refused(scope: str) -> None:
 ])
 def test_scope_tokens_come_from_the_configured_claims(claims: dict[str, Any], names: tuple[str, ...],
                                                       tokens: list[str]) -> None:
-    assert scope_tokens(claims, names) == tokens
+    assert claim_tokens(claims, names) == tokens
+
+
+def test_the_permission_is_read_from_a_scope_list_as_the_smart_scopes_are() -> None:
+    """One list item holding both (as some IdPs write `scp`): the permission is found, not only the scope."""
+    claims = {"scp": ["service_org_units system/Location.rs"]}
+    assert "service_org_units" in permissions_of(claims, "permissions", ("scope", "scp"))
+    assert parse_scopes(claim_tokens(claims, ("scope", "scp"))) is not None
 
 
 def test_the_denial_names_the_missing_scope() -> None:
