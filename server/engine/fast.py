@@ -167,7 +167,7 @@ async def _page(ctx: ServerContext, caller: Caller, base: str, provider: Resourc
     seen = (path, request.key, visibility.key, snapshot.stamp, request.count, request.after is not None,
             None if request.after is not None else request.skip, tuple(k.raw for k in request.sort))
     page = hot.pages.get((*seen, _bucket(total))) if total is not None or not request.counts else None
-    if page is None or not request.count:
+    if (request.counts and total is None) or (request.count and page is None):  # else nothing to build or count
         found = await _look_up(ctx, hot, provider, request, visibility.clause)
         where = where_clause(provider, request, found, visibility.clause)
         if request.counts and total is None:  # kept as the thread keeps it (server.engine.reads.count)
@@ -179,7 +179,7 @@ async def _page(ctx: ServerContext, caller: Caller, base: str, provider: Resourc
             page = driver_sql(body_page_query(provider, request, extra_row=1, where=where, total=total),
                               ctx.db.dialect, hot.compiled)
             hot.pages[(*seen, _bucket(total))] = page
-    elif request.after is not None:
+    elif page is not None and request.after is not None:
         page = page.replace(AFTER, coerce_id(provider.id_column, request.after))
     rows = await hot.rows(page.sql, page.params, LOOP_BUDGET_S) if page is not None and request.count else []
     if any(row[1] is None for row in rows):
