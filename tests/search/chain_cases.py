@@ -190,19 +190,21 @@ SCOPED = [
                  id="elsewhere-organization-has-active"),
 ]
 
-# type, query, the caller (a Caller, or a subtree root), the matches, the included resources (or how many)
+# type, query, the caller (a Caller, or a subtree root), the matches (None: not checked here), the included
+# resources (or how many)
 INCLUDES = [
     pytest.param("Organization", "identifier=iaso&_revinclude=Location:organization", TRUSTED, {"org:iaso"}, 136,
                  id="organization-revinclude-locations"),
     pytest.param("Location", "partof.identifier=CTtB0TPRvWc&_include=Location:organization", TRUSTED,
-                 set(), {"Organization/{org:iaso}"}, id="include-organization"),
-    pytest.param("Location", "_id={GpK1shB1nf4}&_include=Location:partof", TRUSTED, set(), {"Location/{CTtB0TPRvWc}"},
+                 None, {"Organization/{org:iaso}"}, id="include-organization"),
+    pytest.param("Location", "_id={GpK1shB1nf4}&_include=Location:partof", TRUSTED, {"GpK1shB1nf4"},
+                 {"Location/{CTtB0TPRvWc}"},
                  id="include-partof"),
-    pytest.param("Location", "_id={CTtB0TPRvWc}&_revinclude=Location:partof", TRUSTED, set(), 9,
+    pytest.param("Location", "_id={CTtB0TPRvWc}&_revinclude=Location:partof", TRUSTED, {"CTtB0TPRvWc"}, 9,
                  id="revinclude-partof"),
-    pytest.param("Location", "partof.identifier=CTtB0TPRvWc&_include=Location:organization", "{CTtB0TPRvWc}", set(),
+    pytest.param("Location", "partof.identifier=CTtB0TPRvWc&_include=Location:organization", "{CTtB0TPRvWc}", None,
                  set(), id="subtree-token-includes-no-organization"),
-    pytest.param("Location", "_id={CTtB0TPRvWc}&_include=Location:partof", "{CTtB0TPRvWc}", set(), set(),
+    pytest.param("Location", "_id={CTtB0TPRvWc}&_include=Location:partof", "{CTtB0TPRvWc}", {"CTtB0TPRvWc"}, set(),
                  id="subtree-token-includes-no-parent-outside"),
     pytest.param("Organization", "identifier=iaso&_revinclude=Location:organization", subtree(), {"org:iaso"}, 136,
                  id="account-revinclude-locations"),
@@ -214,13 +216,13 @@ INCLUDES = [
                  id="subtree-revinclude-partof"),
     pytest.param("Location", "_id={awG7snlrjVy}&_revinclude=Location:partof", "{CTtB0TPRvWc}", set(), 0,
                  id="subtree-revinclude-outside"),
-    pytest.param("Location", "partof.identifier=awG7snlrjVy&_revinclude=Location:partof", TRUSTED, set(), 45,
+    pytest.param("Location", "partof.identifier=awG7snlrjVy&_revinclude=Location:partof", TRUSTED, None, 45,
                  id="chain-revinclude"),
-    pytest.param("Location", f"partof.identifier={DHIS2}|O6uvpzGd5pu&_include=Location:partof", TRUSTED, set(),
+    pytest.param("Location", f"partof.identifier={DHIS2}|O6uvpzGd5pu&_include=Location:partof", TRUSTED, None,
                  {"Location/{O6uvpzGd5pu}"}, id="chain-include-dhis2-parent"),
     pytest.param("Location", "_has:Location:partof:identifier=GpK1shB1nf4&_revinclude=Location:partof",
                  "{CTtB0TPRvWc}", {"CTtB0TPRvWc"}, 9, id="has-revinclude-scoped"),
-    pytest.param("Location", "partof.identifier=GpK1shB1nf4&_include=Location:partof", "{GpK1shB1nf4}", set(),
+    pytest.param("Location", "partof.identifier=GpK1shB1nf4&_include=Location:partof", "{GpK1shB1nf4}", None,
                  {"Location/{GpK1shB1nf4}"}, id="subtree-includes-its-root"),
 ]
 

@@ -96,3 +96,5 @@ def test_a_chain_is_one_statement_through_indexes(ctx: ServerContext, known: dic
     allowed = scanned(ctx, statements(ctx, btype or rtype, named(bquery, known), caller, counted=True)) \
         if baseline else set()
     assert scanned(ctx, with_chain) <= allowed
+    # the first request after a load also builds the chain's conditions: their look-ups go by indexes too
+    assert scanned(ctx, statements(ctx, rtype, named(chained, known), caller, cold=True)) <= allowed

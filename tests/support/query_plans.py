@@ -8,6 +8,7 @@ from pathlib import Path
 from plugins.orgunits.demo import generate_demo
 from server.context import ServerContext
 from server.engine.caller import TRUSTED, Caller
+from server.engine.chaining import forget
 from server.storage.freshness import CountCache
 from tests.support.chained import real_context, search
 from tests.support.plans import Statement, captured, full_scans
@@ -26,12 +27,15 @@ def plan_context(url: str, var: Path, size: int = 3000) -> ServerContext:
 
 
 def statements(ctx: ServerContext, rtype: str, query: str, caller: Caller = TRUSTED, *,
-               counted: bool = False) -> list[Statement]:
+               counted: bool = False, cold: bool = False) -> list[Statement]:
     """What a search runs once its caller's scope and counts are known (it is run once before); `counted`: its
-    count too (as the first request after a load runs it)."""
+    count too (as the first request after a load runs it); `cold`: its chains' conditions built again, with their
+    look-ups (as the first request after a load builds them)."""
     search(ctx, rtype, query, caller)
     if counted:
         object.__setattr__(ctx, "counts", CountCache())  # a context is frozen: its cache is replaced whole
+    if cold:
+        forget(ctx)
     with captured(ctx.db) as seen:
         search(ctx, rtype, query, caller)
     return list(seen)
