@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from typing import Any
 
@@ -16,7 +16,7 @@ from server.context import ServerContext
 from server.engine.caller import Caller
 from server.engine.provider import ResourceProvider
 from server.engine.reads import count, visibility
-from server.search.chains import Chained
+from server.search.chains import Chained, parse_request
 from server.search.hops import compile_chained, crossed
 from server.search.request import SearchRequest
 from server.search.sql import JOINED
@@ -99,3 +99,10 @@ def total(ctx: ServerContext, conn: Connection, provider: ResourceProvider, call
         key = (key, tuple((p.resource_type, visibility(ctx, conn, p, caller).key, ctx.freshness.generation(conn, p))
                           for p in others))
     return count(ctx, conn, provider, key, query)
+
+
+def parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]],
+          strict: bool) -> SearchRequest:
+    """The search as this server takes it: its limits, its chains over the types it serves."""
+    return parse_request(provider, items, default_count=ctx.settings.fhir.default_count,
+                         max_count=ctx.settings.fhir.max_count, strict=strict, providers=ctx.registry.providers)

@@ -15,11 +15,11 @@ from sqlalchemy import ColumnElement, Select
 from server.context import ServerContext
 from server.engine.bundle import search_entry, searchset
 from server.engine.caller import Caller
+from server.engine.chaining import parse
 from server.engine.instants import as_utc
 from server.engine.provider import ResourceProvider
 from server.engine.reads import Resource, capabilities as capability_statement, gone, not_found, subset_of
 from server.engine.rendered import Rendered
-from server.search.chains import parse_request
 from server.search.ids import coerce_id, stored_id
 from server.search.request import SearchRequest, bind_operation, parse_subset
 from server.search.sql import (
@@ -79,12 +79,6 @@ async def capabilities(ctx: ServerContext, base: str) -> dict[str, Any]:
 def hot_search(request: SearchRequest) -> bool:
     """Whether the hot path can answer this search (its bodies spliced, nothing else fetched or added)."""
     return not request.includes and not request.joined and not request.ignored
-
-
-def parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]],
-          strict: bool) -> SearchRequest:
-    return parse_request(provider, items, default_count=ctx.settings.fhir.default_count,
-                         max_count=ctx.settings.fhir.max_count, strict=strict, providers=ctx.registry.providers)
 
 
 async def search(ctx: ServerContext, caller: Caller, base: str, resource_type: str,

@@ -9,8 +9,7 @@ from sqlalchemy import Connection
 from server.context import ServerContext
 from server.engine.bundle import search_entry, searchset
 from server.engine.caller import Caller
-from server.engine.chaining import joined_conditions, total as counted
-from server.engine.fast import parse
+from server.engine.chaining import joined_conditions, parse, total as counted
 from server.engine.operations import call_handler
 from server.engine.provider import ResourceProvider, StaticProvider
 from server.engine.reads import (

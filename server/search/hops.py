@@ -38,10 +38,10 @@ from sqlalchemy.sql.visitors import InternalTraversal
 
 from server.engine.provider import ResourceProvider
 from server.search.chains import Chained, Hop
-from server.search.referred import foreign_key, keys_query, kept_keys, referred, tables_of
+from server.search.referred import foreign_key, referred, referred_keys, tables_of
 from server.search.request import SearchRequest
 from server.search.sql import look_up, where_clause
-from server.search.types.reference import ReferenceTarget
+from server.search.types.reference import ReferenceTarget, targets_to
 
 Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller's scope on a provider's rows
 
@@ -72,22 +72,11 @@ def _any_of_rows(element: InRows, compiler: Any, **kw: Any) -> str:
     return f"{compiler.process(element.column, **kw)} = ANY(ARRAY{rows})"
 
 
-def referred_keys(conn: Connection, table: Any, cond: ColumnElement[bool]) -> tuple[Any, ...] | None:
-    """The keys of the referred table's rows `cond` selects, looked up now (server.search.referred); None: not such
-    a condition, or too many keys to inline."""
-    query = keys_query(table, cond)
-    return None if query is None else kept_keys(conn.execute(query).scalars().all())
-
-
 def _rows(provider: ResourceProvider, cond: ColumnElement[bool], column: ColumnElement[Any]) -> Select[Any]:
     """`column` of the provider's rows meeting `cond`, from its table alone when that is all they use. Never
     correlated: the same table may be searched around it (partof.partof...), the inner one names its own rows."""
     source = provider.table if tables_of(cond, column) <= {provider.table} else provider.source
     return select(column).select_from(source).where(cond).correlate(None)
-
-
-def _targets(hop: Hop) -> list[ReferenceTarget]:
-    return [t for t in hop.param.targets if isinstance(t, ReferenceTarget) and t.resource_type == hop.target]
 
 
 def _own_column(provider: ResourceProvider, target: ReferenceTarget) -> bool:
@@ -99,7 +88,7 @@ def _forward(conn: Connection, source: ResourceProvider, hop: Hop, target: Resou
     """The rows of `source` whose reference points at a row of `target` meeting `cond`."""
     ids = _rows(target, cond, target.id_column)
     arms: list[ColumnElement[bool]] = []
-    for t in _targets(hop):
+    for t in targets_to(hop.param.targets, hop.target):
         held = t.column.in_(ids)
         if t.through is not None:
             arms.append(InRows(source.id_column, t.through.ids(held).correlate(None)))
@@ -140,7 +129,7 @@ def _referring(source: ResourceProvider, target: ReferenceTarget, cond: ColumnEl
 def _reverse(searched: ResourceProvider, hop: Hop, source: ResourceProvider,
              cond: ColumnElement[bool]) -> ColumnElement[bool]:
     """The rows of `searched` that a row of `source` meeting `cond` refers to."""
-    refs = [_referring(source, t, cond) for t in _targets(hop)]
+    refs = [_referring(source, t, cond) for t in targets_to(hop.param.targets, hop.target)]
     return InRows(searched.id_column, refs[0] if len(refs) == 1 else union(*refs))  # type: ignore[arg-type]
 
 

@@ -10,11 +10,11 @@ from sqlalchemy.engine import RowMapping
 
 from server.engine.provider import ResourceProvider
 from server.engine.registry import Registry
-from server.search.hops import referred_keys
 from server.search.ids import coerce_id
+from server.search.referred import referred_keys
 from server.search.request import Include
 from server.search.sql import read_query, referring_query
-from server.search.types.reference import ReferenceTarget, held
+from server.search.types.reference import ReferenceTarget, held, targets_to
 
 MAX_ITERATE_DEPTH = 10
 MAX_INCLUDED = 1000
@@ -25,10 +25,6 @@ class Included:
     rows: list[tuple[ResourceProvider, RowMapping]]
     truncated: bool = False  # _revinclude stopped at MAX_INCLUDED
     too_deep: bool = False  # _include:iterate stopped at MAX_ITERATE_DEPTH with references left to follow
-
-
-def _targets(provider: ResourceProvider, include: Include) -> list[ReferenceTarget]:
-    return [t for t in include.param.targets if isinstance(t, ReferenceTarget) and t.resource_type == include.target]
 
 
 def _referenced(conn: Connection, provider: ResourceProvider, target: ReferenceTarget,
@@ -68,7 +64,7 @@ def fetch_included(conn: Connection, registry: Registry, provider: ResourceProvi
             source = registry.get(include.source)
             assert isinstance(source, ResourceProvider)  # parse_search checked it has the reference parameter
             ids = [row[provider.id_column.key] for row in page]
-            for target in _targets(source, include):
+            for target in targets_to(include.param.targets, include.target):
                 room = MAX_INCLUDED - len(out)
                 keys = _referring_keys(conn, source, target, ids) if ids else None
                 rows = conn.execute(referring_query(source, target, ids, room + 1, visible(source), keys)) \
@@ -86,7 +82,7 @@ def fetch_included(conn: Connection, registry: Registry, provider: ResourceProvi
             if not isinstance(target_provider, ResourceProvider) or not frontier:
                 break
             wanted: list[Any] = []
-            for target in _targets(provider, include):
+            for target in targets_to(include.param.targets, include.target):
                 for ref in _referenced(conn, provider, target, frontier):
                     key = (include.target, str(ref))
                     if key not in seen:

@@ -14,6 +14,7 @@ from sqlalchemy import (
     BindParameter,
     ColumnClause,
     ColumnElement,
+    Connection,
     Exists,
     ForeignKey,
     ScalarSelect,
@@ -75,3 +76,10 @@ def keys_query(table: Table, cond: ColumnElement[bool]) -> Select[Any] | None:
 def kept_keys(keys: Sequence[Any]) -> tuple[Any, ...] | None:
     """The keys keys_query found, in a stable order; None when too many to inline."""
     return tuple(sorted(keys, key=str)) if len(keys) <= MAX_KEYS else None
+
+
+def referred_keys(conn: Connection, table: Table, cond: ColumnElement[bool]) -> tuple[Any, ...] | None:
+    """The keys `cond` selects in the table `table` refers to, looked up now; None: not such a condition, or too
+    many keys to inline."""
+    query = keys_query(table, cond)
+    return None if query is None else kept_keys(conn.execute(query).scalars().all())

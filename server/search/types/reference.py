@@ -91,6 +91,11 @@ class ReferenceType:
         return via(target.through, target.column.is_not(None))
 
 
+def targets_to(targets: Sequence[Any], resource_type: str) -> list[ReferenceTarget]:
+    """The reference targets among a parameter's `targets` that point at `resource_type`."""
+    return [t for t in targets if isinstance(t, ReferenceTarget) and t.resource_type == resource_type]
+
+
 def held(target: ReferenceTarget, ids: Sequence[Any]) -> Select[Any]:
     """(referring id, referenced id) of the references that the resources `ids` hold in a side table."""
     assert target.through is not None
