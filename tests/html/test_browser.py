@@ -21,7 +21,12 @@ from tests.support.live import LiveServer, live_server, run_cli
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
 XSS = "<img src=x onerror=alert(1)>"
 BOUNDARY = "http://hl7.org/fhir/StructureDefinition/location-boundary-geojson"
-pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or "")
+@pytest.fixture(autouse=True)
+def browser() -> None:
+    """A browser test that cannot run fails (`make test` installs what it needs), as the nginx tests do."""
+    missing = browser_missing()
+    if missing is not None:
+        pytest.fail(f"the browser tests cannot run: {missing}")
 
 
 def _square(lat: float, lon: float, half: float) -> dict[str, Any]:
