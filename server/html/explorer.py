@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from functools import lru_cache
 from html import escape
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def _assets() -> dict[str, tuple[bytes, str, str]]:
     return found
 
 
+@lru_cache(maxsize=64)  # by the base the browser used (a few, behind proxies)
 def explorer_shell(base: str, tile_url: str | None) -> bytes:
     root = escape(root_path(base))
     tiles = f' data-tiles="{escape(tile_url)}"' if tile_url else ""

@@ -13,10 +13,13 @@ HEADERS = {"Cache-Control": "public, max-age=3600"}
 
 
 async def smart_configuration_endpoint(request: Request) -> Response:
-    ctx = request.app.state.ctx
-    document = smart_configuration(ctx.settings, ctx.registry.providers)
-    if document is None:
+    state = request.app.state
+    if not hasattr(state, "smart_configuration"):  # the settings and providers of an app do not change: once
+        ctx = state.ctx
+        document = smart_configuration(ctx.settings, ctx.registry.providers)
+        state.smart_configuration = orjson.dumps(document) if document is not None else None
+    if state.smart_configuration is None:
         return request.app.state.pipeline.unserved(request, ResourceNotFound(
             "no authorization server is configured (auth.token_endpoint): this server publishes no SMART "
             "configuration"))
-    return Response(orjson.dumps(document), media_type="application/json", headers=HEADERS)
+    return Response(state.smart_configuration, media_type="application/json", headers=HEADERS)
