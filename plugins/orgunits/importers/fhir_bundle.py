@@ -31,7 +31,7 @@ from sqlalchemy import Connection, Engine
 
 from plugins.orgunits.importers.common import Hierarchy, level_types, resolve_hierarchy
 from plugins.orgunits.importers.transaction import Progress, import_units
-from plugins.orgunits.importers.parsers import aliases, read_json
+from plugins.orgunits.importers.parsers import FHIR_STATUSES, aliases, read_json
 from plugins.orgunits.importers.fhir_elements import (
     BOUNDARY_URL,
     boundary,
@@ -47,7 +47,6 @@ from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from server import LoadError
 
 DEFAULT_DATA_SOURCE = "FHIR"
-STATUSES = {"active": "VALID", "suspended": "NEW", "inactive": "REJECTED"}
 _ID = re.compile(r"[A-Za-z0-9\-.]{1,64}")
 
 
@@ -151,9 +150,9 @@ def _location(index: int, resource: dict[str, Any], full_urls: dict[str, str]) -
         raise LoadError(f"{label}: alias is not a list of strings")
     found = extensions(resource.get("extension"), label)
     status = resource.get("status")
-    if status is not None and status not in STATUSES:
-        raise LoadError(f"{label}: status {status!r} is not one of {', '.join(STATUSES)}")
-    validation_status = STATUSES[status or "active"]
+    if status is not None and status not in FHIR_STATUSES:
+        raise LoadError(f"{label}: status {status!r} is not one of {', '.join(FHIR_STATUSES)}")
+    validation_status = FHIR_STATUSES[status or "active"]
     if "org-unit-validation-status" in found:
         validation_status = code(found["org-unit-validation-status"], label)
     latitude, longitude, altitude = position(resource.get("position"), label)

@@ -14,6 +14,7 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine
 
 from plugins.orgunits.importers.common import stored_by
+from plugins.orgunits.importers.parsers import parse_decimal
 from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport, refuse_cycles
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, VALIDATION_STATUSES, org_unit
@@ -184,7 +185,7 @@ def _coordinate(text: str, column: str, limit: float, line: int) -> float | None
     if not text:
         return None
     try:
-        value = float(text.replace(",", ".") if text.count(",") == 1 and "." not in text else text)
+        value = parse_decimal(text)
     except ValueError:
         raise LoadError(f"line {line}: {column} {text!r} is not a number") from None
     if not math.isfinite(value) or not -limit <= value <= limit:

@@ -31,14 +31,13 @@ from sqlalchemy import Connection, Engine
 
 from plugins.orgunits.importers.common import Hierarchy, level_category, resolve_hierarchy
 from plugins.orgunits.importers.mapping import FieldSpec, Section, UnitMapping, Unmapped, read_mapping
-from plugins.orgunits.importers.parsers import aliases, parse_date
+from plugins.orgunits.importers.parsers import FHIR_STATUSES, aliases, parse_date, parse_decimal
 from plugins.orgunits.importers.tabular import Record, read_records
 from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.records import KEEPABLE, TypeRecord, UnitRecord, WriteReport, slugify
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, VALIDATION_STATUSES
 from server import LoadError
 
-FHIR_STATUSES = {"active": "VALID", "suspended": "NEW", "inactive": "REJECTED"}
 _UUID = re.compile(r"(?:urn:uuid:)?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})")
 
 
@@ -217,7 +216,7 @@ def _number(spec: FieldSpec | None, record: Record, label: str, limit: float) ->
     if isinstance(value, bool):
         raise LoadError(f"{label}: {spec.key} {value!r} is not a number")
     try:
-        number = float(text.replace(",", ".") if text.count(",") == 1 and "." not in text else text)
+        number = parse_decimal(text)
     except ValueError:
         raise LoadError(f"{label}: {spec.key} {text!r} ({spec.describe()}) is not a number") from None
     if not math.isfinite(number) or abs(number) > limit:

@@ -1,4 +1,4 @@
-"""Small parsers every importer uses: dates, timestamps, JSON files, aliases."""
+"""Small parsers every importer uses: dates, timestamps, decimals, FHIR statuses, JSON files, aliases."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from server import LoadError
+
+
+FHIR_STATUSES = {"active": "VALID", "suspended": "NEW", "inactive": "REJECTED"}  # Location.status -> ours
+
+
+def parse_decimal(text: str) -> float:
+    """A number, written with a decimal point or a single decimal comma ('12,5'). Raises ValueError."""
+    return float(text.replace(",", ".") if text.count(",") == 1 and "." not in text else text)
 
 
 def parse_date(text: Any) -> date:
