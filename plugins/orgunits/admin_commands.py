@@ -18,6 +18,7 @@ from plugins.orgunits.admin import (
     rename_source,
 )
 from plugins.orgunits.tables import DEFAULT_ACCOUNT
+from plugins.orgunits.writer import transaction
 from server import Command, Settings, add_common_options, writing_engine
 
 log = logging.getLogger("orgunit_fhir.cli")
@@ -115,17 +116,8 @@ def _sources(args: argparse.Namespace, settings: Settings) -> int:
 
 def _removed(engine: Engine, args: argparse.Namespace, remove: Callable[[Connection], tuple[int, int]],
              what: str) -> int:
-    with engine.connect() as conn:
-        transaction = conn.begin()
-        try:
-            sources, deleted = remove(conn)
-        except BaseException:
-            transaction.rollback()
-            raise
-        if args.dry_run:
-            transaction.rollback()
-        else:
-            transaction.commit()
+    with transaction(engine, args.dry_run) as conn:
+        sources, deleted = remove(conn)
     done = "would remove" if args.dry_run else "removed"
     of = f"{sources:,} data source{'s' if sources != 1 else ''}, " if args.command == "accounts" else ""
     _say(f"{done} {what}: {of}{deleted:,} unit{'s' if deleted != 1 else ''} deleted (a deleted version each in "

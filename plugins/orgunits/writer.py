@@ -1,7 +1,8 @@
 """The one place org units are written: data sources, versions, types, and the units with their names."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from itertools import islice
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     Connection,
+    Engine,
     Integer,
     Row,
     bindparam,
@@ -274,3 +276,18 @@ def _refuse_cycles(conn: Connection, ids: list[int]) -> None:
             raise LoadError(f"org unit {looped} ({name!r}) would become its own ancestor (parent cycle)")
 
 
+@contextmanager
+def transaction(engine: Engine, dry_run: bool = False) -> Iterator[Connection]:
+    """A connection in one transaction: committed at the end, rolled back on an error, or (`dry_run`) rolled back
+    anyway once everything was checked and counted."""
+    with engine.connect() as conn:
+        begun = conn.begin()
+        try:
+            yield conn
+        except BaseException:
+            begun.rollback()
+            raise
+        if dry_run:
+            begun.rollback()
+        else:
+            begun.commit()

@@ -25,6 +25,7 @@ from plugins.orgunits.writer import (
     ensure_data_source,
     ensure_source_version,
     ensure_types,
+    transaction,
     write_units,
 )
 from server import LoadError
@@ -50,19 +51,9 @@ def import_units(engine: Engine, *, data_source: str, version: int, types: Types
     fields this format does not carry). `dry_run`: everything is checked and counted, then rolled back.
     """
     now = now or datetime.now(timezone.utc)
-    with engine.connect() as conn:
-        transaction = conn.begin()
-        try:
-            report = _import(conn, data_source, version, types, records, delete_missing, identifier_system, now,
-                             progress, account, fmt, kept)
-        except BaseException:
-            transaction.rollback()
-            raise
-        if dry_run:
-            transaction.rollback()
-        else:
-            transaction.commit()
-        return report
+    with transaction(engine, dry_run) as conn:
+        return _import(conn, data_source, version, types, records, delete_missing, identifier_system, now, progress,
+                       account, fmt, kept)
 
 
 def _import(conn: Connection, name: str, version: int, types: Types, records: Records, delete_missing: bool,
