@@ -136,7 +136,9 @@ def remove_account(conn: Connection, account: str, *, force: bool, now: datetime
 
 
 def _remove(conn: Connection, rows: list[Any], *, force: bool, now: datetime, what: str) -> int:
-    served = sum(s.served for row in rows for s in list_sources(conn, row.account) if s.name == row.name)
+    removed = {(row.account, row.name) for row in rows}
+    served = sum(s.served for account in {row.account for row in rows} for s in list_sources(conn, account)
+                 if (s.account, s.name) in removed)
     if served and not force:
         raise LoadError(f"{what}: {served:,} of its units are served; pass --force to delete them (each gets a "
                         "deleted version, which consumers syncing with _history see)")
