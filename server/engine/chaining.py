@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from typing import Any
@@ -20,41 +19,20 @@ from server.search.chains import Chained, parse_request
 from server.search.hops import compile_chained, crossed
 from server.search.request import SearchRequest
 from server.search.sql import JOINED
-from server.storage.freshness import Freshness, database_of
+from server.storage.freshness import Freshness, Kept, database_of
 
 MAX_CONDITIONS = 2048
 
 
-class Conditions:
-    """Compiled conditions by (database, what it holds, the caller's scope on each type crossed, the parameter),
-    least recently used out first: a chain's look-ups and SQL are built once per data generation and scope."""
-
-    def __init__(self, size: int = MAX_CONDITIONS) -> None:
-        self.size = size
-        self._lock = threading.Lock()
-        self._items: OrderedDict[Hashable, ColumnElement[bool]] = OrderedDict()
-
-    def get(self, key: Hashable, build: Callable[[], ColumnElement[bool]]) -> ColumnElement[bool]:
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-                return found
-        built = build()
-        with self._lock:
-            self._items[key] = built
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return built
-
-
-_KEPT: weakref.WeakKeyDictionary[Freshness, Conditions] = weakref.WeakKeyDictionary()  # one per server context
+# compiled conditions by (database, what it holds, the caller's scope on each type crossed, the parameter): a chain's
+# look-ups and SQL are built once per data generation and scope; one store per server context
+_KEPT: weakref.WeakKeyDictionary[Freshness, Kept[ColumnElement[bool]]] = weakref.WeakKeyDictionary()
 _KEPT_LOCK = threading.Lock()
 
 
-def _kept(ctx: ServerContext) -> Conditions:
+def _kept(ctx: ServerContext) -> Kept[ColumnElement[bool]]:
     with _KEPT_LOCK:
-        return _KEPT.setdefault(ctx.freshness, Conditions())
+        return _KEPT.setdefault(ctx.freshness, Kept(MAX_CONDITIONS))
 
 
 def forget(ctx: ServerContext) -> None:

@@ -9,7 +9,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection, select
 
@@ -112,36 +112,46 @@ def _partitions(conn: Connection, provider: ResourceProvider) -> tuple[tuple[Any
                          conn.execute(provider.tenancy.partitions)), key=lambda r: (str(r[0]), r[1])))
 
 
-class CountCache:
-    """Totals by (generation, what the search selects), least recently used out first."""
+V = TypeVar("V")
 
-    def __init__(self, size: int = MAX_COUNTS) -> None:
+
+class Kept(Generic[V]):
+    """Values by key, the least recently used out first past `size`; safe across threads (a value is built outside
+    the lock: two threads may build the same one, the last kept)."""
+
+    def __init__(self, size: int) -> None:
         self.size = size
         self._lock = threading.Lock()
-        self._counts: OrderedDict[Hashable, int] = OrderedDict()
+        self._items: OrderedDict[Hashable, V] = OrderedDict()
 
-    def peek(self, key: Hashable) -> int | None:
-        """The count kept, without counting (the hot path counts on its own connection, then `put`s it)."""
+    def peek(self, key: Hashable) -> V | None:
+        """The value kept, without building it (the hot path builds on its own connection, then `put`s it)."""
         with self._lock:
-            found = self._counts.get(key)
+            found = self._items.get(key)
             if found is not None:
-                self._counts.move_to_end(key)
+                self._items.move_to_end(key)
             return found
 
-    def put(self, key: Hashable, value: int) -> None:
+    def put(self, key: Hashable, value: V) -> None:
         with self._lock:
-            self._counts[key] = value
-            while len(self._counts) > self.size:
-                self._counts.popitem(last=False)
+            self._items[key] = value
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
 
-    def get(self, key: Hashable, compute: Callable[[], int]) -> int:
+    def get(self, key: Hashable, build: Callable[[], V]) -> V:
+        found = self.peek(key)
+        if found is None:
+            found = build()
+            self.put(key, found)
+        return found
+
+    def clear(self) -> None:
         with self._lock:
-            if key in self._counts:
-                self._counts.move_to_end(key)
-                return self._counts[key]
-        value = compute()
-        with self._lock:
-            self._counts[key] = value
-            while len(self._counts) > self.size:
-                self._counts.popitem(last=False)
-        return value
+            self._items.clear()
+
+
+class CountCache(Kept[int]):
+    """Totals by (generation, what the search selects)."""
+
+    def __init__(self, size: int = MAX_COUNTS) -> None:
+        super().__init__(size)

@@ -9,7 +9,6 @@ from plugins.orgunits.demo import generate_demo
 from server.context import ServerContext
 from server.engine.caller import TRUSTED, Caller
 from server.engine.chaining import forget
-from server.storage.freshness import CountCache
 from tests.support.chained import real_context, search
 from tests.support.plans import Statement, captured, full_scans
 
@@ -33,7 +32,7 @@ def statements(ctx: ServerContext, rtype: str, query: str, caller: Caller = TRUS
     look-ups (as the first request after a load builds them)."""
     search(ctx, rtype, query, caller)
     if counted:
-        object.__setattr__(ctx, "counts", CountCache())  # a context is frozen: its cache is replaced whole
+        ctx.counts.clear()
     if cold:
         forget(ctx)
     with captured(ctx.db) as seen:
