@@ -4,7 +4,9 @@ with the real Iaso and DHIS2 Sierra Leone data beside it.
     .venv/bin/python bench/chains.py                       # 10k demo, SQLite and PostgreSQL
     .venv/bin/python bench/chains.py --size 100000 --backend sqlite
 
-Each pair is run interleaved (chained, unchained) `--rounds` times after a warm-up; the table shows the median of
+Each pair is drawn for 50 random targets (a random district of a random region, its reference and name), and each
+round runs both searches of one random target, interleaved (chained, unchained), `--rounds` times after a warm-up
+of every target; the table (printed, and written to bench/results/chains-latest.md) shows the median of
 the whole search (count cached, as a running server keeps it: `warm`) and of the search with its count run every
 time (`cold`: _total as the first request of a data generation pays it), their minima (least disturbed by whatever
 else the machine runs), and the ratios chained / unchained.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import time
@@ -90,22 +93,23 @@ def _ensure_pg(url: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def _ids(ctx: ServerContext) -> dict[str, str]:
+TARGETS = 50  # random (region, district) pairs: each round of a pair draws one, for both searches
+
+
+def _targets(ctx: ServerContext, rng: random.Random, region: str | None) -> list[dict[str, str]]:
+    """Random regions (or the one given) and a random district of each, with their references and names."""
     with ctx.db.connect() as conn:
-        def one(sql: str) -> str:
-            return str(conn.exec_driver_sql(sql).scalar_one())
-        region = one("SELECT min(u.id) FROM org_unit u JOIN org_unit_type t ON t.id = u.org_unit_type_id "
-                     "WHERE t.short_name = 'REGION'")
-        district = one("SELECT min(u.id) FROM org_unit u JOIN org_unit_type t ON t.id = u.org_unit_type_id "
-                       f"WHERE t.short_name = 'DISTRICT' AND u.parent_id = {region}")  # in the scoped subtree
-        return {
-            "district": district, "region": region,
-            "district_ref": one(f"SELECT source_ref FROM org_unit WHERE id = {district}"),
-            "district_name": one(f"SELECT name FROM org_unit WHERE id = {district}"),
-            "region_ref": one(f"SELECT source_ref FROM org_unit WHERE id = {region}"),
-            "iaso": one("SELECT id FROM data_source WHERE slug = 'iaso'"),
-            "sierra": one("SELECT id FROM data_source WHERE slug = 'sierra-leone'"),
-        }
+        def rows(sql: str) -> list[Any]:
+            return list(conn.exec_driver_sql(sql))
+        typed = ("SELECT u.id, u.source_ref, u.name, u.parent_id FROM org_unit u JOIN org_unit_type t "
+                 "ON t.id = u.org_unit_type_id WHERE t.short_name = '{}'")
+        regions = {str(r[0]): r for r in rows(typed.format("REGION"))}
+        districts = [d for d in rows(typed.format("DISTRICT")) if region is None or str(d[3]) == region]
+        iaso, sierra = (str(rows(f"SELECT id FROM data_source WHERE slug = '{slug}'")[0][0])
+                        for slug in ("iaso", "sierra-leone"))
+    picked = [rng.choice(districts) for _ in range(TARGETS)]
+    return [{"district": str(d[0]), "district_ref": d[1], "district_name": d[2], "region": str(d[3]),
+             "region_ref": regions[str(d[3])][1], "iaso": iaso, "sierra": sierra} for d in picked]
 
 
 def _search(ctx: ServerContext, caller: Caller, rtype: str, query: str) -> Callable[[], int | None]:
@@ -116,13 +120,13 @@ def _search(ctx: ServerContext, caller: Caller, rtype: str, query: str) -> Calla
     return run
 
 
-def _medians_ms(a: Callable[[], object], b: Callable[[], object], rounds: int,
+def _medians_ms(pairs: list[tuple[Callable[[], object], Callable[[], object]]], rounds: int, rng: random.Random,
                 cold: ServerContext | None) -> tuple[float, float, float, float]:
-    """Medians and minima of `a` and `b`, run in turn (what slows the machine slows both); `cold`: no count
-    cached."""
+    """Medians and minima of the chained and the unchained search of a random target, run in turn (what slows the
+    machine slows both); `cold`: no count cached."""
     times: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
-        for run, out in ((a, times[0]), (b, times[1])):
+        for run, out in zip(rng.choice(pairs), times):
             if cold is not None:  # as the first request after a load: no count, no condition kept
                 cold.counts.clear()
                 forget(cold)
@@ -137,17 +141,17 @@ def bench(backend: str, size: int, rounds: int, scoped: bool) -> list[tuple[Any,
     if backend == "postgresql":
         _ensure_pg(url)
     ctx = _context(url, size)
-    ids = _ids(ctx)
-    caller = Caller(None, AccessScope(account="default", roots=(f"Location/{ids['region']}",))) if scoped \
-        else TRUSTED
+    rng = random.Random(size)
+    region = _targets(ctx, rng, None)[0]["region"] if scoped else None
+    targets = _targets(ctx, rng, region)
+    caller = Caller(None, AccessScope(account="default", roots=(f"Location/{region}",))) if scoped else TRUSTED
     rows = []
     for name, ctype, chained, utype, unchained in PAIRS:
-        a = _search(ctx, caller, ctype, chained.format(**ids))
-        b = _search(ctx, caller, utype, unchained.format(**ids))
-        sizes = (a(), b())
-        for _ in range(5):
-            a(), b()
-        rows.append((name, f"{sizes[0]}/{sizes[1]}", *_medians_ms(a, b, rounds, None), *_medians_ms(a, b, rounds, ctx)))
+        pairs = [(_search(ctx, caller, ctype, chained.format(**t)), _search(ctx, caller, utype, unchained.format(**t)))
+                 for t in targets]
+        totals = [(a(), b()) for a, b in pairs]  # and a warm-up
+        sizes = f"{sum(a or 0 for a, _ in totals)}/{sum(b or 0 for _, b in totals)}"
+        rows.append((name, sizes, *_medians_ms(pairs, rounds, rng, None), *_medians_ms(pairs, rounds, rng, ctx)))
     ctx.db.dispose()
     return rows
 
@@ -160,16 +164,25 @@ def main() -> None:
     parser.add_argument("--scoped", action="store_true", help="as a token limited to one region's subtree")
     args = parser.parse_args()
     backends = ("sqlite", "postgresql") if args.backend == "both" else (args.backend,)
+    started = time.perf_counter()
+    out: list[str] = []
     for backend in backends:
-        print(f"\n{backend}, demo {args.size} + Iaso + DHIS2 Sierra Leone, {'scoped' if args.scoped else 'trusted'}, "
-              f"median of {args.rounds} (ms)")
-        print(f"{'':40} {'warm (count cached)':^39} {'cold (counted)':^39}")
-        print(f"{'search':28} {'totals':>11} " + f"{'median':>7} {'unch.':>6} {'ratio':>5} {'min':>6} {'unch.':>6} "
-              f"{'ratio':>5} " * 2)
+        out += [f"{backend}, demo {args.size} + Iaso + DHIS2 Sierra Leone, {'scoped' if args.scoped else 'trusted'}, "
+                f"{TARGETS} random targets, median of {args.rounds} (ms)",
+                f"{'':40} {'warm (count cached)':^39} {'cold (counted)':^39}",
+                f"{'search':28} {'totals':>11} " + f"{'median':>7} {'unch.':>6} {'ratio':>5} {'min':>6} {'unch.':>6} "
+                f"{'ratio':>5} " * 2]
         for name, sizes, *t in bench(backend, args.size, args.rounds, args.scoped):
             cells = [f"{a:7.2f} {b:6.2f} {a / b:5.2f} {c:6.2f} {d:6.2f} {c / d:5.2f}"
                      for a, b, c, d in (t[0:4], t[4:8])]
-            print(f"{name:28} {sizes:>11} " + " ".join(cells))
+            out.append(f"{name:28} {sizes:>11} " + " ".join(cells))
+        out.append("")
+    print("\n".join(out))
+    report = ROOT / "bench" / "results" / "chains-latest.md"
+    report.write_text(f"# Chained and _has searches vs the unchained search of the same targets\n\n"
+                      f"`bench/chains.py {' '.join(sys.argv[1:])}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+                      f"{time.perf_counter() - started:.0f} s; ratios are chained / unchained.\n\n```\n"
+                      + "\n".join(out) + "```\n")
 
 
 if __name__ == "__main__":
