@@ -1,11 +1,11 @@
 """Bulk Data `$export` end to end: kick-off to the last file downloaded, and the server's memory meanwhile.
 
-    .venv/bin/python bench/export.py [--size 1000000] [--runs 3] [--downloads 4] [--database URL]
+    .venv/bin/python bench/export.py [--size 1000000] [--runs 3] [--downloads 4]
     make bench-export
 
-Builds the demo pyramid of `--size` units once into the PostgreSQL database orgunit_bench_export_<size> (about
-8 minutes for 1M; kept), starts `orgunit-fhir serve` on it (one worker, JWT on, no access log), then per run: a
-system-level kick-off, polls every 0.1 s (a client honouring Retry-After: 1 adds up to a second), downloads every
+Uses the PostgreSQL dataset bench/run.py builds and keeps (orgunit_bench_<size>: about 12 minutes the first time for
+1M), starts `orgunit-fhir serve` on it as bench/run.py does (one worker on one core, JWT on, no access log), then
+per run: a system-level kick-off, polls every 0.1 s (a client honouring Retry-After: 1 adds up to a second), downloads every
 file of the manifest with `--downloads` parallel streams, counting lines, and checks that the lines add up to the
 search totals. It samples the server's RSS every 20 ms (/proc) and prints, per run, the resources per second from
 kick-off to the last byte and the peak RSS; results go to stdout and bench/results/export-latest.md.
@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -26,41 +24,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 ROOT = Path(__file__).resolve().parents[1]
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-CLI = [sys.executable, "-m", "server.cli"]
+sys.path.insert(0, str(ROOT))
 
-
-def cli(*args: str, settings: Path, database: str) -> str:
-    done = subprocess.run([*CLI, *args, "--settings", str(settings), "--database", database], cwd=ROOT,
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    if done.returncode != 0:
-        raise SystemExit(f"orgunit-fhir {' '.join(args)} failed:\n{done.stderr}")
-    return done.stdout
-
-
-def ensure_database(url: str, size: int, settings: Path) -> None:
-    name = urllib.parse.urlsplit(url).path.lstrip("/")
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    if not exists:
-        print(f"building {size:,} units with demo (about 8 minutes for 1M)...", file=sys.stderr, flush=True)
-        cli("demo", "--size", str(size), settings=settings, database=url)  # renders the bodies too
-    cli("migrate", settings=settings, database=url)
-
-
-def rss_kb(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+from bench.datasets import Dataset, cli, ensure_dataset  # noqa: E402
+from bench.harness import rss_mb  # noqa: E402
+from bench.servers import ours  # noqa: E402
 
 
 class Sampler(threading.Thread):
@@ -70,7 +39,7 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            self.peak = max(self.peak, rss_kb(self.pid))
+            self.peak = max(self.peak, rss_mb(self.pid))
             time.sleep(0.02)
 
 
@@ -118,7 +87,7 @@ def one_run(port: int, token: str, downloads: int) -> dict[str, Any]:
     lines = sum(g[0] for g in got)
     assert lines == sum(o["count"] for o in manifest["output"])
     return {"resources": lines, "bytes": sum(g[1] for g in got), "files": len(got), "seconds": ended - started,
-            "export_seconds": done_at - started, "counts": {o["type"]: 0 for o in manifest["output"]},
+            "export_seconds": done_at - started,
             "by_type": {t: sum(o["count"] for o in manifest["output"] if o["type"] == t)
                         for t in {o["type"] for o in manifest["output"]}}}
 
@@ -137,28 +106,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--downloads", type=int, default=4)
     parser.add_argument("--file-resources", type=int, default=100_000)
-    parser.add_argument("--database")
     args = parser.parse_args()
-    url = args.database or f"postgresql://postgres@127.0.0.1:5432/orgunit_bench_export_{args.size}"
     with tempfile.TemporaryDirectory(prefix="bench-export-") as tmp:
         settings = Path(tmp) / "settings.yaml"
         settings.write_text(f"server:\n  data_dir: {tmp}/var\n  audit_log: false\n"
                             f"bulk:\n  directory: {tmp}/bulk\n  file_resources: {args.file_resources}\n"
                             "  settle_seconds: 0\n", encoding="utf-8")
-        ensure_database(url, args.size, settings)
-        port = 18000 + os.getpid() % 1000
-        server = subprocess.Popen([*CLI, "serve", "--settings", str(settings), "--database", url, "--port", str(port),
-                                   "--no-demo", "--no-access-log"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        try:
+        dataset = Dataset(args.size, "postgresql")  # the one bench/run.py builds and keeps
+        url = dataset.url
+        ensure_dataset(dataset, settings)
+        with ours(dataset, settings) as (port, server):
             token = cli("token", settings=settings, database=url).strip().splitlines()[-1]
-            for _ in range(300):
-                try:
-                    if request(port, "/healthz", {})[0] == 200:
-                        break
-                except OSError:
-                    time.sleep(0.2)
-            idle = rss_kb(server.pid)
+            idle = rss_mb(server.pid)
             runs = []
             for i in range(args.runs):
                 sampler = Sampler(server.pid)
@@ -166,7 +125,7 @@ def main() -> None:
                 run = one_run(port, token, args.downloads)
                 sampler.stop.set()
                 sampler.join()
-                run["peak_rss_mb"] = sampler.peak / 1024
+                run["peak_rss_mb"] = sampler.peak
                 runs.append(run)
                 print(f"run {i + 1}: {run['resources']:,} resources ({run['bytes'] / 1e6:,.0f} MB, {run['files']} "
                       f"files) in {run['seconds']:.2f} s = {run['resources'] / run['seconds']:,.0f} resources/s end "
@@ -174,9 +133,6 @@ def main() -> None:
                       f"{run['peak_rss_mb']:.0f} MB", flush=True)
             expected = totals(port, token, sorted(runs[0]["by_type"]))
             assert runs[0]["by_type"] == expected, (runs[0]["by_type"], expected)
-        finally:
-            server.terminate()
-            server.wait(30)
     best = max(r["resources"] / r["seconds"] for r in runs)
     report = (f"# $export benchmark\n\n{args.size:,} units on PostgreSQL ({url.rsplit('/', 1)[1]}), one worker, "
               f"{args.downloads} parallel downloads, {args.file_resources:,} resources per file.\n\n"
@@ -185,7 +141,7 @@ def main() -> None:
               "".join(f"| {i + 1} | {r['resources']:,} | {r['bytes'] / 1e6:,.0f} | {r['seconds']:.2f} | "
                       f"{r['resources'] / r['seconds']:,.0f} | {r['export_seconds']:.2f} | {r['peak_rss_mb']:.0f} |\n"
                       for i, r in enumerate(runs)) +
-              f"\nBest: {best:,.0f} resources/s end to end; server RSS idle {idle / 1024:.0f} MB. Line counts equal "
+              f"\nBest: {best:,.0f} resources/s end to end; server RSS idle {idle:.0f} MB. Line counts equal "
               f"the search totals ({expected}).\n")
     out = ROOT / "bench" / "results" / "export-latest.md"
     out.parent.mkdir(parents=True, exist_ok=True)
