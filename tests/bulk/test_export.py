@@ -146,6 +146,21 @@ def test_smart_scopes_narrow_the_types(api: TestClient, ctx: ServerContext, scop
         assert answer.status_code == 403, answer.text
 
 
+@pytest.mark.parametrize("scope, status", [
+    pytest.param("system/Location.r", 202, id="read-only"),
+    pytest.param("system/Location.rs", 202, id="read-and-search"),
+    pytest.param("system/Location.s", 403, id="search-only"),
+    pytest.param("system/Organization.rs", 403, id="another-type"),
+])
+def test_a_type_level_export_needs_read_on_its_type(api: TestClient, ctx: ServerContext, scope: str,
+                                                    status: int) -> None:
+    headers = auth(ctx, account="alpha", scope=f"{scope} service_org_units")
+    answer = api.get("/fhir/Location/$export", headers={**ASYNC, **headers})
+    assert answer.status_code == status, answer.text
+    if status == 403:
+        assert "system/Location.r" in answer.json()["issue"][0]["diagnostics"]
+
+
 def test_a_job_is_its_callers_only(api: TestClient, ctx: ServerContext) -> None:
     status = kick_off(api, headers=auth(ctx, account="alpha", sub="one"))
     found = manifest(api, status, auth(ctx, account="alpha", sub="one"))
