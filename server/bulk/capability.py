@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.engine.provider import ResourceProvider
 from server.engine.registry import Registry
 from server.settings import Settings
 
@@ -31,7 +30,7 @@ def add_bulk(statement: dict[str, Any], registry: Registry, settings: Settings) 
     rest = statement["rest"][0]
     text = DOCUMENTATION.format(expire=settings.bulk.expire_seconds)
     rest.setdefault("operation", []).append({"name": "export", "definition": EXPORT, "documentation": text})
-    exported = {p.resource_type for p in registry if isinstance(p, ResourceProvider)}
+    exported = {p.resource_type for p in registry.table_backed}
     for entry in rest.get("resource", ()):
         if entry["type"] in exported:
             entry.setdefault("operation", []).append({

@@ -22,7 +22,6 @@ from server.bulk.parameters import NDJSON, parse_export
 from server.bulk.runner import Plan, Runner, manifest
 from server.context import ServerContext
 from server.engine.caller import Caller
-from server.engine.provider import ResourceProvider
 from server.errors import Forbidden, InternalError, ResourceNotFound, TooManyRequests
 from server.storage.db import create_db_engine
 
@@ -38,7 +37,7 @@ class NdjsonFile(FileResponse):
 
 def exportable(ctx: ServerContext) -> list[str]:
     """Every table-backed type, in the registry's order (static canonical resources are not exported)."""
-    return [p.resource_type for p in ctx.registry if isinstance(p, ResourceProvider)]
+    return [p.resource_type for p in ctx.registry.table_backed]
 
 
 class BulkService:

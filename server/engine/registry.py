@@ -94,3 +94,8 @@ class Registry:
 
     def __iter__(self) -> Iterator[AnyProvider]:
         return iter(self.providers.values())
+
+    @functools.cached_property
+    def table_backed(self) -> tuple[ResourceProvider, ...]:
+        """The providers whose resources live in tables (not static ones), in the registry's order."""
+        return tuple(p for p in self if isinstance(p, ResourceProvider))

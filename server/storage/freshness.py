@@ -72,7 +72,7 @@ class Freshness:
             snapshot = self._snapshots.get(database, Snapshot())
             if time.monotonic() - snapshot.checked < self.interval_s:
                 return snapshot
-            providers = [p for p in self.registry if isinstance(p, ResourceProvider)]
+            providers = self.registry.table_backed
             generations = {p.resource_type: _generation(conn, p) for p in providers if p.versioning is not None}
             bodies = usable(conn, self.registry)
             partitions = {p.resource_type: _partitions(conn, p) for p in providers
