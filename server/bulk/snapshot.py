@@ -17,19 +17,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
 from sqlalchemy import ColumnElement, Connection, Select, and_, case, func, null, select, true, type_coerce
 
 from server.engine.provider import ResourceProvider, Versioning
-from server.engine.rendered import splice
+from server.engine.rendered import json_bytes
 
 BATCH = 2000  # rows fetched at a time
-JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def encode(resource: dict[str, Any]) -> bytes:
     """A resource's bytes exactly as a read answers them in JSON."""
-    return orjson.dumps(resource, default=splice, option=JSON_OPTIONS)
+    return json_bytes(resource)
 
 
 @dataclass(frozen=True)

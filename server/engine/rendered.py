@@ -25,6 +25,12 @@ def splice(value: Any) -> orjson.Fragment:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+def json_bytes(body: Any, pretty: bool = False) -> bytes:
+    """FHIR JSON as every answer writes it (reads, searches, Bulk Data files): Rendered bodies spliced as they are."""
+    return orjson.dumps(body, default=splice, option=orjson.OPT_PASSTHROUGH_DATACLASS | (
+        orjson.OPT_INDENT_2 if pretty else 0))
+
+
 def materialized(value: Any) -> Any:
     """The same data with every Rendered parsed back (XML, pretty printing, subsetting)."""
     if isinstance(value, Rendered):

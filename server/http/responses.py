@@ -7,14 +7,13 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-import orjson
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Scope
 
 from server.context import ServerContext
 from server.engine.interaction import Interaction
-from server.engine.rendered import Rendered, materialized, splice
+from server.engine.rendered import Rendered, json_bytes, materialized
 from server.errors import FhirError, InternalError
 from server.html import HTML_HEADERS, html_page
 from server.http.negotiation import FHIR_JSON, Format
@@ -56,8 +55,7 @@ def render(body: dict[str, Any] | Rendered, fmt: Format, base: str = "", status:
         body = materialized(body)
     if fmt.xml:
         return to_xml(body, fmt.pretty)
-    return orjson.dumps(body, default=splice, option=orjson.OPT_PASSTHROUGH_DATACLASS | (
-        orjson.OPT_INDENT_2 if fmt.pretty else 0))
+    return json_bytes(body, fmt.pretty)
 
 
 def fhir_response(body: dict[str, Any] | bytes, fmt: Format, status: int = 200,
