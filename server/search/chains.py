@@ -129,8 +129,6 @@ def parse_chained(providers: Mapping[str, Any], resource_type: str, key: str, ra
     hops, last, final = _walk(providers, resource_type, key, key, ())
     if not hops or not final:
         raise InvalidRequest(f"{key}: a chain names a reference, a '.', then a parameter of the type it refers to")
-    if len(hops) > MAX_HOPS:
-        raise InvalidRequest(f"{key}: a parameter may cross at most {MAX_HOPS} references (chained and _has)")
     clause = _clause(providers[last], final, raw, strict=True)
     return None if clause is None else Chained(hops, clause)
 
