@@ -32,6 +32,14 @@ class ServerSettings:
     metrics_token: str | None = None    # bearer token that /metrics requires; unset: /metrics only from loopback
     shutdown_grace_seconds: int = 30    # SIGTERM: how long in-flight requests may take to finish
     explorer_tile_url: str | None = None  # map tiles of the explorer (https://.../{z}/{x}/{y}.png); unset: none
+    # limits at the edge (server.http.protocol), per worker
+    max_header_bytes: int = 32_768      # the header fields of a request, in all; past it 431, the connection closed
+    header_timeout_seconds: int = 10    # a request's line and headers must arrive within this; else 408, closed
+    max_connections: int = 1000         # open connections; past it only /healthz and /readyz are served
+    # costly searches (server.search.cost): their own, smaller share of the workers
+    costly_search_cost: int = 20        # a search whose estimated cost reaches this is costly
+    costly_searches: int = 2            # costly searches running at once (per worker)
+    costly_search_wait_seconds: int = 10  # a costly search waits this long for its turn; then 503 with Retry-After
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,7 @@ class DatabaseSettings:
     statement_timeout_ms: int = 10_000
     read_urls: tuple[str, ...] = ()     # read replicas for `serve`; load/migrate always write to `url`
     replica_retry_seconds: int = 10     # a replica that refused a connection is skipped this long
+    connect_timeout_seconds: int = 5    # a connection not made within this fails (503); also bounds a silent one
 
 
 @dataclass(frozen=True)
@@ -235,6 +244,11 @@ def parse_settings(raw: Mapping[str, Any] | None, source: str | None = None) -> 
                           "authorization server: set its auth.token_endpoint too")
     if settings.bulk.file_resources < 1 or settings.bulk.max_running < 1 or settings.bulk.poll_seconds < 1:
         raise ConfigError("bulk: file_resources, max_running and poll_seconds must be at least 1")
+    edge = settings.server
+    if min(edge.max_header_bytes, edge.header_timeout_seconds, edge.max_connections, edge.costly_search_cost,
+           edge.costly_searches, settings.database.connect_timeout_seconds) < 1:
+        raise ConfigError("server: max_header_bytes, header_timeout_seconds, max_connections, costly_search_cost and "
+                          "costly_searches must be at least 1; database.connect_timeout_seconds too")
     if not all(auth.scope_claims):
         raise ConfigError("auth.scope_claims: claim names must not be empty")
     return settings

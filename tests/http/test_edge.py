@@ -1,0 +1,143 @@
+"""Limits at the edge of the server (server.http.protocol) against a real `serve`: a cap on the request line and on
+the header fields (414/431 OperationOutcomes, the connection closed, nothing read past the cap), a timeout for a
+request's headers (slowloris: 408, closed), and a cap on open connections that keeps room for the probes.
+No database is involved past start-up: SQLite only."""
+from __future__ import annotations
+
+import json
+import select
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.live import LiveServer, live_server
+
+LIMITS = "  max_header_bytes: 4096\n  header_timeout_seconds: 1\n  max_connections: 20\n"
+MAX_SENT = 4 << 20  # what the client is ready to send; the server must stop reading long before
+FILLER = b"X-Filler: " + b"a" * 1000 + b"\r\n"
+
+
+@pytest.fixture(scope="module")
+def edge_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    tmp = tmp_path_factory.mktemp("edge")
+    with live_server(tmp, f"sqlite:///{tmp / 'edge.db'}", LIMITS) as server:
+        yield server
+
+
+def _address(server: LiveServer) -> tuple[str, int]:
+    host, port = server.base.removeprefix("http://").split("/")[0].split(":")
+    return host, int(port)
+
+
+def _read_answer(sock: socket.socket, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
+    """The status, headers and body of the one answer on `sock`, read until the server closes it."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict((k.lower(), v.strip()) for k, _, v in (line.partition(":") for line in lines[1:]))
+    return int(lines[0].split()[1]), headers, body
+
+
+def _send_until_answered(sock: socket.socket, first: bytes, more: bytes) -> int:
+    """Send `first`, then `more` again and again until the server answers (or MAX_SENT); the bytes sent."""
+    sock.sendall(first)
+    sent = len(first)
+    while sent < MAX_SENT:
+        if select.select([sock], [], [], 0)[0]:
+            break
+        try:
+            sock.sendall(more)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        sent += len(more)
+    return sent
+
+
+def _outcome(status: int, headers: dict[str, str], body: bytes, expected: int, code: str) -> dict[str, Any]:
+    assert status == expected, body
+    assert headers["content-type"] == "application/fhir+json" and headers["connection"] == "close"
+    outcome = json.loads(body)
+    assert outcome["resourceType"] == "OperationOutcome" and outcome["issue"][0]["code"] == code
+    return outcome
+
+
+@pytest.mark.parametrize("first, more, status", [
+    pytest.param(b"GET /fhir/Location HTTP/1.1\r\nHost: a\r\n", FILLER, 431, id="many-headers"),
+    pytest.param(b"GET /fhir/Location HTTP/1.1\r\nHost: a\r\nX-Big: ", b"b" * 1024, 431, id="one-endless-header"),
+    pytest.param(b"GET /fhir/Location?name=", b"c" * 1024, 414, id="endless-request-line"),
+])
+def test_a_head_past_its_cap_is_refused_and_nothing_more_is_read(edge_server: LiveServer, first: bytes,
+                                                                 more: bytes, status: int) -> None:
+    with socket.create_connection(_address(edge_server), timeout=10) as sock:
+        sent = _send_until_answered(sock, first, more)
+        answer = _read_answer(sock)
+    _outcome(*answer, status, "too-long")
+    assert sent < MAX_SENT // 2  # the server stopped reading at the cap (the rest is what the sockets buffer)
+
+
+def test_headers_within_the_cap_are_served(edge_server: LiveServer) -> None:
+    with socket.create_connection(_address(edge_server), timeout=10) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\n" + FILLER * 3 + b"Connection: close\r\n\r\n")
+        status, _, body = _read_answer(sock)
+    assert status == 200, body
+
+
+def test_slow_headers_are_closed_after_the_header_timeout(edge_server: LiveServer) -> None:
+    """Slowloris: connections that never finish their headers (or send nothing) are closed with a 408."""
+    socks = [socket.create_connection(_address(edge_server), timeout=10) for _ in range(15)]
+    try:
+        for i, sock in enumerate(socks):
+            if i % 3:
+                sock.sendall(b"GET /fhir/Location HTTP/1.1\r\nHost: a\r\n")
+        started = time.monotonic()
+        deadline = started + 1.0 / 2
+        while time.monotonic() < deadline:  # keep dribbling a header byte: it does not reset the timeout
+            for sock in socks[1::3]:
+                sock.sendall(b"X")
+            time.sleep(0.1)
+        answers = [_read_answer(sock, timeout=5) for sock in socks]
+        elapsed = time.monotonic() - started
+    finally:
+        for sock in socks:
+            sock.close()
+    for answer in answers:
+        _outcome(*answer, 408, "timeout")
+    assert elapsed < 3
+
+
+def test_past_the_connection_cap_only_probes_are_served(edge_server: LiveServer) -> None:
+    """20 connections held open: a probe is still answered, a FHIR request gets 503 with Retry-After; and past the
+    probes' room, new connections make room by closing the longest idle ones."""
+    held = [socket.create_connection(_address(edge_server), timeout=10) for _ in range(20 + 40)]
+    try:
+        time.sleep(0.2)
+        for path, expected in (("/healthz", 200), ("/readyz", 200), ("/fhir/metadata", 503)):
+            with socket.create_connection(_address(edge_server), timeout=10) as sock:
+                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".encode())
+                status, headers, body = _read_answer(sock)
+            assert status == expected, (path, body)
+            if expected == 503:
+                _outcome(status, headers, body, 503, "transient")
+                assert headers["retry-after"] == "1"
+        closed = 0
+        for sock in held:
+            ready = select.select([sock], [], [], 0)[0]
+            closed += bool(ready) and sock.recv(1) == b""
+        assert closed >= 20  # the oldest idle ones, closed to make room
+    finally:
+        for sock in held:
+            sock.close()
+    time.sleep(1.5)  # every held connection is gone: FHIR requests are served again
+    with socket.create_connection(_address(edge_server), timeout=10) as sock:
+        sock.sendall(b"GET /fhir/metadata HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        assert _read_answer(sock)[0] == 401
