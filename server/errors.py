@@ -68,6 +68,10 @@ class UriTooLong(FhirError):
     status, code = 414, "too-long"
 
 
+class RangeNotSatisfiable(FhirError):
+    status, code = 416, "value"
+
+
 class TooManyRequests(FhirError):
     status, code = 429, "throttled"
 

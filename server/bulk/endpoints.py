@@ -59,7 +59,7 @@ async def status(request: Request) -> Response:
 async def download(request: Request) -> Response:
     job, name, bulk = request.path_params["job"], request.path_params["name"], _bulk(request)
     return await _pipeline(request).serve(request, Interaction("operation", None, job, "export-file"), lambda ctx, r: (
-        bulk.download(r.caller, job, name)), negotiator=ndjson_format)
+        bulk.download(r.caller, job, name, request.headers.get("range"))), negotiator=ndjson_format)
 
 
 def _both(path: str, endpoint: object) -> list[Route]:

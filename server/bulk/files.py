@@ -1,8 +1,10 @@
 """A job's files: NDJSON, one resource a line, split at `bulk.file_resources` lines, in `<directory>/<job id>/`."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,27 @@ BUFFER = 1 << 20
 
 def directory(settings: Settings) -> Path:
     return Path(settings.bulk.directory) if settings.bulk.directory else settings.data_path / "bulk"
+
+
+def directory_problem(settings: Settings) -> str | None:
+    """Why the jobs' files cannot be written (tried: the directory made if missing, a file created and removed),
+    None when they can or Bulk Data is off."""
+    if not settings.bulk.enabled:
+        return None
+    where = directory(settings)
+    existing = next(p for p in (where, *where.parents) if p.exists())  # made by the first job when missing
+    if not existing.is_dir():
+        return f"bulk.directory {where}: {existing} is not a directory"
+    try:
+        handle, probe = tempfile.mkstemp(dir=existing, prefix=".orgunit-fhir-probe-")
+        try:
+            os.write(handle, b"\n")
+        finally:
+            os.close(handle)
+            os.remove(probe)
+    except OSError as exc:
+        return f"bulk.directory {where}: cannot write the export files there ({exc.strerror or exc})"
+    return None
 
 
 def job_directory(settings: Settings, job_id: str) -> Path:

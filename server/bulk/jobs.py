@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, delete, false, func, insert, select, text, update
 
 from server.engine.instants import as_utc
 from server.storage.tables import bulk_job
@@ -67,28 +67,51 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+KICKOFF_LOCK = 0x6275_6C6B  # PostgreSQL advisory lock of the kick-offs ("bulk")
+
+
+def _exclusive(conn: Connection) -> None:
+    """One kick-off at a time, across workers, until the transaction ends: PostgreSQL's advisory lock; SQLite's
+    write lock, taken by a write that changes nothing (the implicit BEGIN precedes it)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": KICKOFF_LOCK})
+    else:
+        conn.execute(update(bulk_job).where(false()).values(status=bulk_job.c.status))
+
+
+def _running(conn: Connection, at: datetime) -> int:
+    """Jobs running now, on any worker (those whose worker stopped are not counted)."""
+    return int(conn.execute(select(func.count()).select_from(bulk_job).where(
+        bulk_job.c.status == RUNNING, bulk_job.c.heartbeat_at > at - STALE)).scalar_one())
+
+
 class JobStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def create(self, job: Job) -> None:
+    def create(self, job: Job, max_running: int) -> bool:
+        """Record the job if fewer than `max_running` jobs run (counted and inserted under one lock); False if not."""
         with self.engine.begin() as conn:
+            _exclusive(conn)
+            if _running(conn, job.created_at) >= max_running:
+                return False
             conn.execute(insert(bulk_job).values(
                 id=job.id, subject=job.owner.subject, account=job.owner.account, scope=job.owner.scope,
                 request=job.request, parameters=dict(job.parameters), transaction_time=job.transaction_time,
                 status=job.status, progress=job.progress, exported=job.exported, manifest=None, worker=worker_name(),
                 created_at=job.created_at, heartbeat_at=job.heartbeat_at, expires_at=job.expires_at))
+        return True
 
     def get(self, job_id: str) -> Job | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(bulk_job).where(bulk_job.c.id == job_id)).first()
         return _job(row) if row is not None else None
 
-    def running(self, at: datetime) -> int:
-        """Jobs running now, on any worker (those whose worker stopped are not counted)."""
+    def stopped(self, at: datetime) -> list[str]:
+        """Jobs said to run whose worker stopped (killed): their partial files serve no one."""
         with self.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(bulk_job).where(
-                bulk_job.c.status == RUNNING, bulk_job.c.heartbeat_at > at - STALE)).scalar_one())
+            return list(conn.execute(select(bulk_job.c.id).where(
+                bulk_job.c.status == RUNNING, bulk_job.c.heartbeat_at <= at - STALE)).scalars())
 
     def _update(self, job_id: str, **values: Any) -> None:
         with self.engine.begin() as conn:

@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from server.bulk import settle
-from server.bulk.files import NdjsonFiles, Written, job_directory
+from server.bulk.files import NdjsonFiles, Written, job_directory, remove_job
 from server.bulk.jobs import Job, JobStore
 from server.bulk.parameters import ExportRequest
 from server.bulk.snapshot import AsOf, deletions, resources
@@ -72,6 +72,7 @@ class Runner:
             log.exception("bulk export %s failed", job.id)
             reason = "the server stopped while the export ran" if self.stopping.is_set() else \
                 f"the export failed ({type(exc).__name__})"
+            remove_job(self.ctx.settings, job.id)  # a partial file serves no one and may fill the disk
             self.store.fail(job.id, reason)
             return
         self.store.finish(job.id, manifest, self.exported)

@@ -11,14 +11,18 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
+from pathlib import Path
+
 from sqlalchemy import Engine
 from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.types import Receive, Scope, Send
 
 from server.access.scopes import READ
 from server.bulk import settle
 from server.bulk.files import JOB_ID, job_directory, remove_job
 from server.bulk.jobs import DONE, FAILED, Job, JobStore, Owner, now
 from server.bulk.parameters import NDJSON, parse_export
+from server.bulk.ranges import byte_ranges
 from server.bulk.runner import Plan, Runner, manifest
 from server.context import ServerContext
 from server.engine.caller import Caller
@@ -32,7 +36,19 @@ PRIVATE = {"Cache-Control": "private, no-store", "Vary": "Accept, Authorization"
 
 
 class NdjsonFile(FileResponse):
+    """A job's file, with the `Range` server.bulk.ranges decided (None: the whole file, whatever was asked)."""
+
     chunk_size = 1 << 20  # 1 MiB reads: a large file streams in few thread hops
+
+    def __init__(self, path: Path, served_range: str | None) -> None:
+        super().__init__(path, media_type=NDJSON, headers=PRIVATE)
+        self.served_range = served_range
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [(k, v) for k, v in scope["headers"] if k != b"range"]
+        if self.served_range is not None:
+            headers.append((b"range", self.served_range.encode("latin-1")))
+        await super().__call__({**scope, "headers": headers}, receive, send)
 
 
 def exportable(ctx: ServerContext) -> list[str]:
@@ -102,10 +118,12 @@ class BulkService:
 
     def sweep(self) -> None:
         """Remove the expired jobs and their files (any worker, at each kick-off and poll)."""
-        store = self.store
-        for job_id in store.expired(now()):
+        store, at = self.store, now()
+        for job_id in store.expired(at):
             remove_job(self.settings, job_id)
             store.remove(job_id)
+        for job_id in store.stopped(at):  # its status says it failed until it expires
+            remove_job(self.settings, job_id)
 
     # ------------------------------------------------------------------ interactions
     def kickoff(self, caller: Caller, base: str, url: str, items: tuple[tuple[str, str], ...], prefer: str,
@@ -126,9 +144,6 @@ class BulkService:
         self.sweep()
         started = now()
         store = self.store
-        if store.running(started) >= self.settings.bulk.max_running:
-            raise TooManyRequests(f"{self.settings.bulk.max_running} exports are running; try again later",
-                                  headers={"Retry-After": "10"})
         bulk = self.settings.bulk
         at = started - timedelta(seconds=bulk.settle_seconds)
         at = at.replace(microsecond=at.microsecond // 1000 * 1000)  # what transactionTime says exactly (ms)
@@ -137,7 +152,9 @@ class BulkService:
         job = Job(uuid.uuid4().hex, owner, url, request.to_json(), at, "running",
                   "waiting for the writes begun before transactionTime", 0, None, started, started,
                   started + timedelta(seconds=bulk.expire_seconds))
-        store.create(job)
+        if not store.create(job, bulk.max_running):
+            raise TooManyRequests(f"{bulk.max_running} exports are running; try again later",
+                                  headers={"Retry-After": "10"})
         runner = Runner(self.ctx, self.engine, store, Plan(job, caller, request, transactions), self.stopping)
         thread = threading.Thread(target=runner.run, name=f"bulk-{job.id[:8]}", daemon=True)
         with self._lock:
@@ -158,7 +175,7 @@ class BulkService:
         body = manifest(job, lambda name: f"{base}/{FILE_PATH}/{job.id}/{quote(name)}", _entries(job))
         return JSONResponse(body, headers={**expires, **PRIVATE})
 
-    def download(self, caller: Caller, job_id: str, name: str) -> Response:
+    def download(self, caller: Caller, job_id: str, name: str, range_header: str | None = None) -> Response:
         job = self._job(caller, job_id)
         listed = {e["file"] for kind in ("output", "deleted", "error") for e in _entries(job).get(kind, ())}
         if job.status != DONE or name not in listed:
@@ -166,7 +183,7 @@ class BulkService:
         path = job_directory(self.settings, job.id) / name
         if not path.is_file():
             raise ResourceNotFound(f"export job {job_id}: the file {name[:100]!r} was removed")
-        return NdjsonFile(path, media_type=NDJSON, headers=PRIVATE)
+        return NdjsonFile(path, byte_ranges(range_header, path.stat().st_size))
 
 
 def _entries(job: Job) -> dict[str, Any]:

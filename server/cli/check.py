@@ -9,6 +9,7 @@ from sqlalchemy.engine import make_url
 
 from server.access.jwks import JwksUnavailable
 from server.app import create_app
+from server.bulk.files import directory, directory_problem
 from server.errors import ConfigError
 from server.extensions import Extensions
 from server.ops.checks import (
@@ -57,6 +58,9 @@ def cmd_check_config(args: argparse.Namespace, settings: Settings, extensions: E
             check = check_database(target, extensions.schema)
             results.append((check.current or (embedded and check.reachable),
                             check.describe() + ("; serve migrates it" if embedded and not check.current else "")))
+    if settings.bulk.enabled:
+        unwritable = directory_problem(settings)
+        results.append((unwritable is None, unwritable or f"bulk.directory {directory(settings)}: writable"))
     for ok, line in results:
         print(f"{'ok  ' if ok else 'FAIL'}  {line}")
     return 0 if all(ok for ok, _ in results) else 1

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from server.bulk.files import directory_problem
 from server.context import ServerContext
 from server.engine.instants import as_utc
 from server.ops.metrics import Metrics
@@ -78,10 +79,14 @@ class Readiness:
         router = read_router(self.ctx.db)
         if router is not None:
             checks["replicas"] = router.status()
+        if self.ctx.settings.bulk.enabled:
+            unwritable = directory_problem(self.ctx.settings)
+            checks["bulk"] = "ok" if unwritable is None else "the export directory cannot be written"
+            problem = problem or unwritable
         return checks, problem
 
     def report(self, checks: dict[str, Any], problem: str | None) -> tuple[bool, dict[str, Any]]:
-        ready = all(checks.get(k) == "ok" for k in ("plugins", "database", "schema"))
+        ready = all(checks.get(k) == "ok" for k in ("plugins", "database", "schema")) and checks.get("bulk", "ok") == "ok"
         with self._lock:
             previous, self._ready = self._ready, ready
         if not ready and previous is not False:

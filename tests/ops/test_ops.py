@@ -73,7 +73,7 @@ def test_readyz_when_database_schema_and_plugins_are_fine(small_ctx: ServerConte
         head = client.head("/readyz")
     assert response.status_code == 200 and head.status_code == 200
     assert response.json() == {"status": "ready", "checks": {"plugins": "ok", "database": "ok", "schema": "ok",
-                                                              "read_from": "primary"}}
+                                                              "read_from": "primary", "bulk": "ok"}}
 
 
 def test_readyz_refuses_a_schema_behind(database_url: str, tmp_path: Path) -> None:
