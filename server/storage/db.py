@@ -11,6 +11,7 @@ from sqlalchemy.engine import make_url
 from server.settings import Settings
 from server.storage.replicas import MAX_OVERFLOW, PRIMARY, Target, create_read_engine, replica_targets
 from server.storage.timeouts import install_sqlite_timeout
+from server.storage.watchdog import watch
 
 
 def normalize_url(url: str) -> str:
@@ -42,19 +43,38 @@ def create_db_engine(settings: Settings, *, writing: bool = False) -> Engine:
         if not writing:
             install_sqlite_timeout(engine, settings.database.statement_timeout_ms)
         return engine
+    database = settings.database
     if writing:
-        return create_engine(url, pool_pre_ping=True,
-                             connect_args={"options": "-c statement_timeout=0", "connect_timeout": 5})
+        return create_engine(url, pool_pre_ping=True, connect_args={
+            "options": "-c statement_timeout=0", "connect_timeout": database.connect_timeout_seconds, **DEAD_PEER})
     # serving: a connection is not pinged at checkout (a round trip per request): a dropped one fails its
     # request once, which the endpoint repeats (reads are safe to repeat) on a fresh connection
-    connect_args = {"options": f"-c statement_timeout={settings.database.statement_timeout_ms}", "connect_timeout": 5,
-                    **DEAD_PEER}
-    if settings.database.read_urls:  # replicas serve the reads; the primary only when none answers
-        return create_read_engine(replica_targets(settings.database.read_urls, normalize_url), Target(PRIMARY, url),
-                                  pool_size=settings.database.pool_size, connect_args=connect_args,
-                                  retry_after_s=settings.database.replica_retry_seconds)
-    return create_engine(url, pool_size=settings.database.pool_size, max_overflow=MAX_OVERFLOW,
-                         connect_args=connect_args, hide_parameters=True)
+    connect_args = {"options": f"-c statement_timeout={database.statement_timeout_ms}",
+                    "connect_timeout": database.connect_timeout_seconds, **DEAD_PEER}
+    if database.read_urls:  # replicas serve the reads; the primary only when none answers
+        engine = create_read_engine(replica_targets(database.read_urls, normalize_url), Target(PRIMARY, url),
+                                    pool_size=database.pool_size, connect_args=connect_args,
+                                    retry_after_s=database.replica_retry_seconds, pool_timeout=wait_bound_s(settings))
+    else:
+        engine = create_engine(url, pool_size=database.pool_size, max_overflow=MAX_OVERFLOW,
+                               pool_timeout=wait_bound_s(settings), connect_args=connect_args, hide_parameters=True)
+    watch(engine, answer_bound_s(settings))
+    return engine
+
+
+ANSWER_GRACE_S = 1.0  # past the statement timeout, what the server's own cancellation may take to arrive
+
+
+def answer_bound_s(settings: Settings) -> float:
+    """How long a statement waits for PostgreSQL's answer before the connection is deemed dead (the database's
+    statement_timeout fires first when it hears the statement)."""
+    timeout_ms = settings.database.statement_timeout_ms or 60_000  # 0: no server timeout; a silent network still ends
+    return timeout_ms / 1000 + ANSWER_GRACE_S
+
+
+def wait_bound_s(settings: Settings) -> float:
+    """The longest a request waits for the database in all: a statement, then one new connection."""
+    return answer_bound_s(settings) + settings.database.connect_timeout_seconds
 
 
 # a database that vanishes without closing its connections (a dropped network) is noticed in about 40 s,

@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.util import LRUCache
 
 from server.settings import Settings
-from server.storage.db import DEAD_PEER, normalize_url
+from server.storage.db import DEAD_PEER, normalize_url, wait_bound_s
 from server.storage.timeouts import CHECK_EVERY
 
 Row = tuple[Any, ...]
@@ -58,7 +58,8 @@ def hot_database(settings: Settings, database_url: str) -> HotDatabase | None:
         return SqliteOnLoop(path, settings.database.statement_timeout_ms)
     if url.drivername.startswith("postgresql"):
         return PostgresOnLoop(url.set(drivername="postgresql").render_as_string(hide_password=False),
-                              settings.database.pool_size, settings.database.statement_timeout_ms)
+                              settings.database.pool_size, settings.database.statement_timeout_ms,
+                              settings.database.connect_timeout_seconds, wait_bound_s(settings))
     return None
 
 
@@ -111,14 +112,15 @@ class SqliteOnLoop:
 class PostgresOnLoop:
     database = "primary"
 
-    def __init__(self, conninfo: str, size: int, timeout_ms: int) -> None:
+    def __init__(self, conninfo: str, size: int, timeout_ms: int, connect_timeout_s: int, bound_s: float) -> None:
         self.compiled: MutableMapping[Any, Any] = LRUCache(MAX_STATEMENTS)
         self.pages: MutableMapping[Any, Any] = LRUCache(MAX_PAGES)
         self.conninfo = conninfo
         self.size = max(1, size)
         # statements prepared once per connection, planned for each one's values (a name prefix, a subtree: what
         # they select decides the plan, which a generic plan would not know)
-        self.kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": 5, **DEAD_PEER,
+        self.bound_s = bound_s  # a connection and a statement, in all: past it the database is deemed silent
+        self.kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": connect_timeout_s, **DEAD_PEER,
                                        "options": f"-c statement_timeout={timeout_ms} -c plan_cache_mode=force_custom_plan"}
         self._idle: list[Any] = []
         self._open = 0
@@ -164,6 +166,16 @@ class PostgresOnLoop:
             freed.notify()
 
     async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any], budget_s: float | None = None) -> list[Row]:
+        """The statement's rows; a database silent past bound_s (a waiting for a connection, a connection, the
+        statement) raises OperationalError (503), its connection dropped."""
+        try:
+            async with asyncio.timeout(self.bound_s):
+                return await self._rows(sql, params)
+        except TimeoutError as exc:
+            silent = psycopg.OperationalError(f"the database did not answer within {self.bound_s:g} s")
+            raise _raised(silent, sql) from exc
+
+    async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Row]:
         for attempt in (1, 2):  # budget_s: the loop waits on the socket, never blocked  # a connection the server dropped fails once; the statement runs again
             try:
                 conn = await self._take()

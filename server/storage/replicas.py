@@ -114,12 +114,12 @@ _routers: weakref.WeakKeyDictionary[Pool, ReadRouter] = weakref.WeakKeyDictionar
 
 
 def create_read_engine(replicas: Sequence[Target], fallback: Target | None, *, pool_size: int,
-                       connect_args: Mapping[str, Any], retry_after_s: float) -> Engine:
+                       connect_args: Mapping[str, Any], retry_after_s: float, pool_timeout: float = 30) -> Engine:
     router = ReadRouter(replicas, fallback, connect_args, retry_after_s)
     # connections are recycled after RECYCLE_S: the pool comes back to the replicas after falling back to the
     # primary (the router only chooses when a connection is made)
     engine = create_engine(replicas[0].url, pool_size=pool_size, max_overflow=MAX_OVERFLOW, pool_recycle=RECYCLE_S,
-                           connect_args=dict(connect_args), hide_parameters=True)
+                           pool_timeout=pool_timeout, connect_args=dict(connect_args), hide_parameters=True)
     event.listen(engine, "do_connect", router.connect)
     _routers[engine.pool] = router
     return engine

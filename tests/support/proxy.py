@@ -1,6 +1,7 @@
 """A TCP forwarder that a test can cut and restore, standing in for a database that goes away, or slow down
 (`delay`: what the target sends waits that many seconds a packet, so a request stays in flight long enough
-for a test to act while it runs: SIGTERM, for one)."""
+for a test to act while it runs: SIGTERM, for one), or pause (`pause`/`resume`: a black-holed network, as a proxy
+stopped with SIGSTOP: connections are accepted by the kernel and bytes taken, but nothing passes either way)."""
 from __future__ import annotations
 
 import socket
@@ -19,6 +20,8 @@ class Forwarder:
         self.listener.listen(64)
         self.port = self.listener.getsockname()[1]
         self.up = True
+        self.flowing = threading.Event()
+        self.flowing.set()
         self.sockets: list[socket.socket] = []
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -29,6 +32,7 @@ class Forwarder:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            self.flowing.wait()
             if not self.up:
                 client.close()
                 continue
@@ -49,6 +53,7 @@ class Forwarder:
             from_target = False
         try:
             while data := src.recv(65536):
+                self.flowing.wait()
                 if from_target and self.delay:  # read per packet: a test slows a link already open
                     time.sleep(self.delay)
                 dst.sendall(data)
@@ -72,9 +77,16 @@ class Forwarder:
                 s.close()
             self.sockets.clear()
 
+    def pause(self) -> None:
+        self.flowing.clear()
+
+    def resume(self) -> None:
+        self.flowing.set()
+
     def restore(self) -> None:
         self.up = True
 
     def close(self) -> None:
+        self.resume()
         self.cut()
         self.listener.close()

@@ -1,0 +1,83 @@
+"""A database that goes silent (the network black-holed: a proxy that takes the bytes and passes none, as one
+stopped with SIGSTOP) answers 503 `transient` with Retry-After within about statement timeout + connect timeout, on
+the hot path's own connections and on the pooled ones alike; /readyz reports it; the dead connections are dropped
+and the server recovers when the network does. PostgreSQL only: SQLite is a file of the process, no network lies
+between them (its statements are bounded by the statement timeout: tests/access/test_limits.py)."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.engine import make_url
+from starlette.testclient import TestClient
+
+from server.access.mint import mint_token
+from server.app import create_app
+from server.storage.db import create_db_engine, wait_bound_s
+from tests.support import pg
+from tests.support.contexts import SECRET, make_settings, migrate
+from tests.support.data import load_small_pyramid
+from tests.support.proxy import Forwarder
+
+pytestmark = pytest.mark.postgres
+CLIENTS = [  # 8 at once: reads and searches on the hot path, history in worker threads, the probe
+    "/fhir/Location/30", "/fhir/Location/31", "/fhir/Location?name=ds", "/fhir/Location?name=ds&_count=1",
+    "/fhir/Location/30/_history", "/fhir/Location/_history", "/fhir/Location?_include=Location:partof", "/readyz",
+]
+
+
+@pytest.fixture
+def proxied(tmp_path: Path) -> Iterator[tuple[Forwarder, str]]:
+    with pg.scratch_database() as url:
+        setup = create_db_engine(make_settings(url, tmp_path))
+        migrate(setup)
+        load_small_pyramid(setup)
+        setup.dispose()
+        parsed = make_url(url)
+        forwarder = Forwarder((parsed.host or "127.0.0.1", parsed.port or 5432))
+        try:
+            yield forwarder, parsed.set(port=forwarder.port).render_as_string(hide_password=False)
+        finally:
+            forwarder.close()
+
+
+def _ask(client: TestClient, path: str, answers: dict[str, tuple[int, Any, float]]) -> None:
+    started = time.monotonic()
+    answer = client.get(path)
+    body = answer.json()
+    code = body["issue"][0]["code"] if body.get("resourceType") == "OperationOutcome" else body.get("status")
+    answers[path] = (answer.status_code, (code, answer.headers.get("retry-after")), time.monotonic() - started)
+
+
+def test_a_silent_database_answers_503_within_the_bound_and_recovers(proxied: tuple[Forwarder, str], tmp_path: Path,
+                                                                     closing_client: Any) -> None:
+    forwarder, url = proxied
+    settings = make_settings(url, tmp_path, auth={"secret": SECRET},
+                             database={"statement_timeout_ms": 1000, "connect_timeout_seconds": 1})
+    bound = wait_bound_s(settings)
+    client = closing_client(create_app(settings))
+    client.headers["Authorization"] = f"Bearer {mint_token(settings)}"
+    for path in CLIENTS:  # every kind of connection open and pooled
+        assert client.get(path).status_code == 200, path
+    forwarder.pause()
+    answers: dict[str, tuple[int, Any, float]] = {}
+    threads = [threading.Thread(target=_ask, args=(client, path, answers), daemon=True) for path in CLIENTS]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(4 * bound)
+        unanswered = [path for path in CLIENTS if path not in answers]
+        assert unanswered == []
+        for path, (status, (code, retry_after), took) in answers.items():
+            assert status == 503 and retry_after, (path, status, code)
+            assert code == ("unready" if path == "/readyz" else "transient"), path
+            assert took < 2 * bound, (path, took)  # the statement's bound, then a connection's (or a turn's)
+    finally:
+        forwarder.resume()
+    for path in CLIENTS:  # the dead connections were dropped: fresh ones answer
+        assert client.get(path).status_code == 200, path
