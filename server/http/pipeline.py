@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,6 +31,7 @@ from server.errors import FhirError, InvalidRequest, UriTooLong
 from server.http.conditional import headers_for, not_modified, validators
 from server.http.negotiation import Format, negotiate
 from server.http.observe import REQUEST_ID_STATE
+from server.search.cost import CostlyGate
 from server.http.responses import (
     ERROR_FORMAT,
     base_url,
@@ -107,6 +109,8 @@ class Pipeline:
         self.ctx = ctx
         self.admission = Admission(ctx)
         self.max_url_length = ctx.settings.server.max_url_length
+        edge = ctx.settings.server
+        self.costly = CostlyGate(edge.costly_search_cost, edge.costly_searches, edge.costly_search_wait_seconds)
         # the admission runs on the event loop when a token check never waits for the network (no JWKS URL)
         self.on_loop = ctx.authenticator.remote is None
 
@@ -130,10 +134,11 @@ class Pipeline:
                            "handling=strict" in headers.get("prefer", "").replace(" ", "").lower())
 
     async def serve(self, request: Request, interaction: Interaction, run: Run,
-                    negotiator: Negotiator = negotiate, fast: Fast | None = None) -> Response:
+                    negotiator: Negotiator = negotiate, fast: Fast | None = None, estimate: bool = False) -> Response:
         """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome. `run` may
         answer a Response of its own (Bulk Data: 202s, files), sent as it is. `fast`: the same interaction on the
-        event loop (server.engine.fast), tried first when the admission needs no I/O; None from it: `run`."""
+        event loop (server.engine.fast), tried first when the admission needs no I/O; None from it: `run`.
+        `estimate`: a search, whose cost is estimated first (server.search.cost): a costly one waits for its turn."""
         admitted: FhirRequest | None = None
         principal: Principal | None = None  # known before the caller: a refused scope still names its subject
         body: Any = None
@@ -142,24 +147,26 @@ class Pipeline:
             parsed = self.parse(request, interaction, negotiator)
             fmt = parsed.format
             authorization = request.headers.get("authorization")
-            if fast is not None and self.on_loop:  # token, scope, rate limit and authorize: no I/O, one pass
-                principal = self.admission.authenticate(authorization, interaction)
-                caller, key = self.admission.caller(principal)
-                admitted = replace(parsed, caller=caller)
-                self.admission.allow(caller, key, interaction)
-                body = await fast(self.ctx, admitted)
-
-            def work() -> Any:  # in a worker thread: the token check may fetch the IdP's keys (JWKS)
-                nonlocal admitted, principal
-                if admitted is None:
+            costly = estimate and self.costly.costly(parsed.items)
+            async with self.costly.turn() if costly else nullcontext():  # costly searches: their own share
+                if fast is not None and self.on_loop:  # token, scope, rate limit and authorize: no I/O, one pass
                     principal = self.admission.authenticate(authorization, interaction)
                     caller, key = self.admission.caller(principal)
                     admitted = replace(parsed, caller=caller)
                     self.admission.allow(caller, key, interaction)
-                return run(self.ctx, admitted)
+                    body = await fast(self.ctx, admitted)
 
-            if body is None:
-                body = await self._in_thread(request, work)
+                def work() -> Any:  # in a worker thread: the token check may fetch the IdP's keys (JWKS)
+                    nonlocal admitted, principal
+                    if admitted is None:
+                        principal = self.admission.authenticate(authorization, interaction)
+                        caller, key = self.admission.caller(principal)
+                        admitted = replace(parsed, caller=caller)
+                        self.admission.allow(caller, key, interaction)
+                    return run(self.ctx, admitted)
+
+                if body is None:
+                    body = await self._in_thread(request, work)
             assert admitted is not None
             response = body if isinstance(body, Response) else self._render(request, admitted, body)
         except Exception as exc:  # every failure becomes an OperationOutcome in one place

@@ -47,7 +47,7 @@ async def search(request: Request) -> Response:
     rtype = request.path_params["rtype"]
     return await _pipeline(request).serve(request, Interaction("search-type", rtype), lambda ctx, r: (
         searches.search_type(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)), fast=lambda ctx, r: (
-        fast.search(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)))
+        fast.search(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)), estimate=True)
 
 
 async def read(request: Request) -> Response:
@@ -61,7 +61,7 @@ async def operation(request: Request) -> Response:
     name = request.path_params["op"].removeprefix("$")
     return await _pipeline(request).serve(request, Interaction("operation", rtype, rid, name), lambda ctx, r: (
         searches.run_operation(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)), fast=lambda ctx, r: (
-        fast.operation(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)))
+        fast.operation(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)), estimate=True)
 
 
 async def vread(request: Request) -> Response:

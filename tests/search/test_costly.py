@@ -1,0 +1,91 @@
+"""Costly searches get their own, smaller share of a worker (server.search.cost): the cost estimated before
+anything runs (values x parameters, leading-wildcard :contains, chains), at most server.costly_searches at once, the
+others waiting at most server.costly_search_wait_seconds then 503 too-costly with Retry-After; reads and cheap
+searches keep their latency while 8 costly searches run. On both backends."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from server.access.mint import mint_token
+from server.app import create_app
+from server.context import ServerContext
+from server.engine import fast, searches
+from server.search.cost import search_cost
+
+COSTLY = [("name:contains", ",".join(f"v{i}" for i in range(100)))] + [("name:contains", "a")] * 30
+RUN_S, WAIT_S, TURNS = 3.0, 1, 2
+
+
+@pytest.mark.parametrize("items, cost", [
+    pytest.param([("name", "dine")], 1, id="one-value"),
+    pytest.param([("name", "a,b,c"), ("status", "active")], 4, id="values-times-parameters"),
+    pytest.param([("name", r"a\,b")], 1, id="escaped-comma"),
+    pytest.param([("name:contains", "ssa")], 20, id="leading-wildcard"),
+    pytest.param([("partof.name", "kadiogo")], 6, id="one-hop-chain"),
+    pytest.param([("partof:Location.partof.name:contains", "k")], 30, id="two-hops-contains"),
+    pytest.param([("_has:Location:partof:name", "x")], 6, id="reverse-chain"),
+    pytest.param([("_include", "Location:partof,Location:organization")], 4, id="includes"),
+    pytest.param([("_count", "100"), ("_sort", "-name"), ("_total", "accurate"), ("_elements", "id,name")], 0,
+                 id="result-parameters-free"),
+    pytest.param(COSTLY, 100 * 20 + 30 * 20, id="issue-shape"),
+])
+def test_the_cost_is_estimated_from_the_query(items: list[tuple[str, str]], cost: int) -> None:
+    assert search_cost(items) == cost
+
+
+@pytest.fixture
+def slow_costly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A costly search takes RUN_S in its worker thread (a name:contains over a large table would)."""
+    search_type, fast_search = searches.search_type, fast.search
+
+    def slow(ctx: ServerContext, caller: Any, base: str, rtype: str, items: Any, **kwargs: Any) -> Any:
+        if any(k == "name:contains" for k, _ in items):
+            time.sleep(RUN_S)
+        return search_type(ctx, caller, base, rtype, items, **kwargs)
+
+    async def on_thread(ctx: ServerContext, caller: Any, base: str, rtype: str, items: Any, **kwargs: Any) -> Any:
+        if any(k == "name:contains" for k, _ in items):
+            return None
+        return await fast_search(ctx, caller, base, rtype, items, **kwargs)
+
+    monkeypatch.setattr(searches, "search_type", slow)
+    monkeypatch.setattr(fast, "search", on_thread)
+
+
+def test_reads_and_cheap_searches_keep_their_latency_while_8_costly_searches_run(
+        small_ctx: ServerContext, slow_costly: None) -> None:
+    server = replace(small_ctx.settings.server, costly_searches=TURNS, costly_search_wait_seconds=WAIT_S)
+    ctx = replace(small_ctx, settings=replace(small_ctx.settings, server=server))
+    costly: list[tuple[int, dict[str, Any], str | None]] = []
+    with TestClient(create_app(ctx.settings, context=ctx)) as client:
+        client.headers["Authorization"] = f"Bearer {mint_token(ctx.settings)}"
+
+        def ask_costly() -> None:
+            answer = client.get("/fhir/Location", params=COSTLY)
+            costly.append((answer.status_code, answer.json(), answer.headers.get("retry-after")))
+
+        threads = [threading.Thread(target=ask_costly) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.3)  # all 8 are in: running or waiting for a turn
+        took: dict[str, float] = {}
+        for path in ("/fhir/Location/30", "/fhir/Location?name=cs&_count=5&_total=none", "/fhir/Location/30/_history",
+                     "/fhir/Location?_include=Location:partof", "/fhir/Location/30/$children"):
+            started = time.monotonic()
+            assert client.get(path).status_code == 200, path
+            took[path] = time.monotonic() - started
+        for thread in threads:
+            thread.join(30)
+    assert max(took.values()) < 0.5, took
+    statuses = sorted(status for status, _, _ in costly)
+    assert statuses == [200] * TURNS + [503] * (8 - TURNS)
+    for status, body, retry_after in costly:
+        if status == 503:
+            assert body["issue"][0]["code"] == "too-costly" and retry_after == "5", body
