@@ -5,6 +5,7 @@ import argparse
 import glob
 import logging
 import os
+import resource
 import shutil
 import signal
 import sys
@@ -20,6 +21,7 @@ from server.context import ServerContext, create_context
 from server.errors import ConfigError
 from server.extensions import Extensions
 from server.http.asgi import ACCESS_LOG_ENV
+from server.http.protocol import open_files_needed
 from server.ops.checks import check_serving_databases, validate
 from server.ops.logs import configure_logging
 from server.ops.metrics import MULTIPROC_ENV
@@ -95,6 +97,15 @@ def _banner(settings: Settings, ctx: ServerContext, host: str, port: int) -> Non
         print(f"(no local token: {exc})", file=sys.stderr)
 
 
+def _allow_open_files(needed: int) -> None:
+    """Raise the soft limit of open files to what the connection cap needs (within the hard limit, which
+    check-config and start-up compare with it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else min(needed, hard),
+                                                    hard))
+
+
 def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
     validate(settings)  # every problem of the settings at once, each naming its key
     workers = args.workers or settings.server.workers
@@ -119,6 +130,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensio
         # SIGTERM: uvicorn stops accepting, lets the requests in flight finish (server.shutdown_grace_seconds),
         # runs the lifespan shutdown (the pool closes), then raises the signal again: by then the stop was
         # orderly, so this handler lets serve exit 0
+        _allow_open_files(open_files_needed(settings))  # the workers inherit it
         previous = signal.signal(signal.SIGTERM, lambda *_: None)
         try:
             uvicorn.run("server.http.asgi:create", factory=True, host=host, port=port, workers=workers,

@@ -36,6 +36,7 @@ LONG_TARGET = 8192  # a target the parser refused after this many bytes is too l
 LINE_SLACK = 32  # a request line's method, spaces and version beside its target
 PROBE_ROOM = 16  # connections past server.max_connections, for the probes
 PROBES = frozenset({b"/healthz", b"/readyz"})
+FD_MARGIN = 128  # open files beside the connections: the listening socket, the database's, logs, export files
 _END = b"\r\n\r\n"
 
 
@@ -52,6 +53,11 @@ class EdgeLimits:
         line = server.max_url_length + LINE_SLACK
         return EdgeLimits(line, line + server.max_header_bytes, float(server.header_timeout_seconds),
                           server.max_connections)
+
+
+def open_files_needed(settings: Settings) -> int:
+    """The open files a worker may need at its connection cap (`serve` raises its soft limit to it)."""
+    return settings.server.max_connections + PROBE_ROOM + FD_MARGIN
 
 
 @cache

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import NullPool
 
 from server.errors import ConfigError
+from server.http.protocol import open_files_needed
 from server.ops.logs import LOG_FORMATS
 from server.settings import Settings
 from server.storage.db import normalize_url
@@ -58,6 +60,11 @@ def problems(settings: Settings) -> list[str]:
     for i, url in enumerate(database.read_urls, 1):
         if not _is_postgresql(url):
             found.append(f"database.read_urls[{i}]: expected postgresql://user@host:port/db, got {_safe(url)!r}")
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < open_files_needed(settings):
+        found.append(f"server.max_connections: {server.max_connections} connections need about "
+                     f"{open_files_needed(settings)} open files but the hard limit (ulimit -Hn) is {hard}: lower "
+                     "server.max_connections or raise the limit")
     multiproc = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if multiproc and not (Path(multiproc).is_dir() and os.access(multiproc, os.W_OK)):
         found.append(f"$PROMETHEUS_MULTIPROC_DIR: {multiproc} is not a writable directory")

@@ -5,8 +5,10 @@ No database is involved past start-up: SQLite only."""
 from __future__ import annotations
 
 import json
+import resource
 import select
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.live import LiveServer, live_server
+from tests.support.live import CLI, LiveServer, _env, live_server
 
 LIMITS = "  max_header_bytes: 4096\n  header_timeout_seconds: 1\n  max_connections: 20\n"
 MAX_SENT = 4 << 20  # what the client is ready to send; the server must stop reading long before
@@ -141,3 +143,13 @@ def test_past_the_connection_cap_only_probes_are_served(edge_server: LiveServer)
     with socket.create_connection(_address(edge_server), timeout=10) as sock:
         sock.sendall(b"GET /fhir/metadata HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
         assert _read_answer(sock)[0] == 401
+
+
+def test_a_connection_cap_past_the_open_file_limit_is_refused_by_check_config(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\n  max_connections: 1000\n", encoding="utf-8")
+    done = subprocess.run([*CLI, "check-config", "--settings", str(settings)], capture_output=True, text=True,
+                          timeout=120, env=_env(), preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                                                        (512, 512)))
+    assert done.returncode == 1 and "FAIL  server.max_connections: 1000 connections need about 1144 open files but " \
+                                    "the hard limit (ulimit -Hn) is 512" in done.stdout, done.stdout

@@ -17,10 +17,9 @@ from starlette.testclient import TestClient
 
 from server.access.mint import mint_token
 from server.app import create_app
-from server.storage.db import create_db_engine, wait_bound_s
+from server.storage.db import wait_bound_s
 from tests.support import pg
-from tests.support.contexts import SECRET, make_settings, migrate
-from tests.support.data import load_small_pyramid
+from tests.support.contexts import SECRET, make_settings, pyramid_context
 from tests.support.proxy import Forwarder
 
 pytestmark = pytest.mark.postgres
@@ -33,10 +32,7 @@ CLIENTS = [  # 8 at once: reads and searches on the hot path, history in worker 
 @pytest.fixture
 def proxied(tmp_path: Path) -> Iterator[tuple[Forwarder, str]]:
     with pg.scratch_database() as url:
-        setup = create_db_engine(make_settings(url, tmp_path))
-        migrate(setup)
-        load_small_pyramid(setup)
-        setup.dispose()
+        pyramid_context(url, tmp_path / "setup").db.dispose()  # migrated, the small pyramid loaded
         parsed = make_url(url)
         forwarder = Forwarder((parsed.host or "127.0.0.1", parsed.port or 5432))
         try:
