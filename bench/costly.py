@@ -9,7 +9,7 @@ for a turn), then for `--seconds`: 8 clients each sending, again and again, the 
 reads, cheap searches (a real 3-letter name prefix, `_count=5&_total=none`) and `$children`, every request a random
 target drawn from the data. Reported: the readers' p50/p95/max and error count, alone first (a baseline) and beside
 the costly searches, and what the costly searches got (200, 503 too-costly). Results: stdout and
-bench/results/costly-latest.md. Not a unit test: a measurement (the target: the readers' p95 under 0.5 s).
+bench/results/costly-<backend>-latest.md. Not a unit test: a measurement (the target: the readers' p95 under 0.5 s).
 """
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ def main() -> int:
     report = "\n".join(lines) + "\n"
     print(report)
     (BENCH / "results").mkdir(exist_ok=True)
-    (BENCH / "results" / "costly-latest.md").write_text(report, encoding="utf-8")
+    (BENCH / "results" / f"costly-{args.backend}-latest.md").write_text(report, encoding="utf-8")
     return 0 if met else 1
 
 
