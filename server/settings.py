@@ -244,11 +244,11 @@ def parse_settings(raw: Mapping[str, Any] | None, source: str | None = None) -> 
                           "authorization server: set its auth.token_endpoint too")
     if settings.bulk.file_resources < 1 or settings.bulk.max_running < 1 or settings.bulk.poll_seconds < 1:
         raise ConfigError("bulk: file_resources, max_running and poll_seconds must be at least 1")
-    edge = settings.server
-    if min(edge.max_header_bytes, edge.header_timeout_seconds, edge.max_connections, edge.costly_search_cost,
-           edge.costly_searches, settings.database.connect_timeout_seconds) < 1:
-        raise ConfigError("server: max_header_bytes, header_timeout_seconds, max_connections, costly_search_cost and "
-                          "costly_searches must be at least 1; database.connect_timeout_seconds too")
+    for section, key in (("server", "max_header_bytes"), ("server", "header_timeout_seconds"),
+                         ("server", "max_connections"), ("server", "costly_search_cost"), ("server", "costly_searches"),
+                         ("database", "connect_timeout_seconds")):
+        if getattr(getattr(settings, section), key) < 1:
+            raise ConfigError(f"{section}.{key}: must be at least 1")
     if not all(auth.scope_claims):
         raise ConfigError("auth.scope_claims: claim names must not be empty")
     return settings

@@ -402,6 +402,11 @@ def test_check_config(settings_text: str, check_database: str, code: int, expect
     pytest.param("server:\n  workers: 0\n", "server.workers: must be at least 1", id="no-workers"),
     pytest.param("server:\n  shutdown_grace_seconds: soon\n", "server.shutdown_grace_seconds: expected a non-negative",
                  id="grace-not-a-number"),
+    pytest.param("server:\n  max_connections: 0\n", "server.max_connections: must be at least 1", id="no-connections"),
+    pytest.param("server:\n  header_timeout_seconds: 0\n", "server.header_timeout_seconds: must be at least 1",
+                 id="no-header-time"),
+    pytest.param("database:\n  connect_timeout_seconds: 0\n", "database.connect_timeout_seconds: must be at least 1",
+                 id="no-connect-time"),
 ])
 def test_serve_refuses_bad_settings_with_a_clear_message(settings_text: str, message: str, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
