@@ -21,7 +21,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.util import LRUCache
 
 from server.settings import Settings
-from server.storage.db import DEAD_PEER, normalize_url, wait_bound_s
+from server.storage.db import DEAD_PEER, answer_bound_s, normalize_url, wait_bound_s
+from server.storage.watchdog import cut
 from server.storage.timeouts import CHECK_EVERY
 
 Row = tuple[Any, ...]
@@ -59,7 +60,8 @@ def hot_database(settings: Settings, database_url: str) -> HotDatabase | None:
     if url.drivername.startswith("postgresql"):
         return PostgresOnLoop(url.set(drivername="postgresql").render_as_string(hide_password=False),
                               settings.database.pool_size, settings.database.statement_timeout_ms,
-                              settings.database.connect_timeout_seconds, wait_bound_s(settings))
+                              settings.database.connect_timeout_seconds, answer_bound_s(settings),
+                              wait_bound_s(settings))
     return None
 
 
@@ -112,14 +114,16 @@ class SqliteOnLoop:
 class PostgresOnLoop:
     database = "primary"
 
-    def __init__(self, conninfo: str, size: int, timeout_ms: int, connect_timeout_s: int, bound_s: float) -> None:
+    def __init__(self, conninfo: str, size: int, timeout_ms: int, connect_timeout_s: int, answer_s: float,
+                 bound_s: float) -> None:
         self.compiled: MutableMapping[Any, Any] = LRUCache(MAX_STATEMENTS)
         self.pages: MutableMapping[Any, Any] = LRUCache(MAX_PAGES)
         self.conninfo = conninfo
         self.size = max(1, size)
         # statements prepared once per connection, planned for each one's values (a name prefix, a subtree: what
         # they select decides the plan, which a generic plan would not know)
-        self.bound_s = bound_s  # a connection and a statement, in all: past it the database is deemed silent
+        self.answer_s = answer_s  # a statement unanswered this long: the database is deemed silent
+        self.bound_s = bound_s  # the longest wait for a connection (behind others, then connecting)
         self.kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": connect_timeout_s, **DEAD_PEER,
                                        "options": f"-c statement_timeout={timeout_ms} -c plan_cache_mode=force_custom_plan"}
         self._idle: list[Any] = []
@@ -166,27 +170,29 @@ class PostgresOnLoop:
             freed.notify()
 
     async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any], budget_s: float | None = None) -> list[Row]:
-        """The statement's rows; a database silent past bound_s (a waiting for a connection, a connection, the
-        statement) raises OperationalError (503), its connection dropped."""
-        try:
-            async with asyncio.timeout(self.bound_s):
-                return await self._rows(sql, params)
-        except TimeoutError as exc:
-            silent = psycopg.OperationalError(f"the database did not answer within {self.bound_s:g} s")
-            raise _raised(silent, sql) from exc
-
-    async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Row]:
+        """The statement's rows. A silent database (server.storage.watchdog): waiting for a connection, or making
+        one, is bounded by bound_s; a statement unanswered after answer_s has its socket shut down (a cancelled
+        task would wait for psycopg's own cancellation, through the same silent network), so it fails at once."""
         for attempt in (1, 2):  # budget_s: the loop waits on the socket, never blocked  # a connection the server dropped fails once; the statement runs again
             try:
-                conn = await self._take()
+                async with asyncio.timeout(self.bound_s):
+                    conn = await self._take()
+            except TimeoutError as exc:
+                silent = psycopg.OperationalError(f"no connection to the database within {self.bound_s:g} s")
+                raise _raised(silent, sql) from exc
             except psycopg.Error as exc:
                 raise _raised(exc, sql) from exc
+            silent: list[bool] = []
+            silent_after = asyncio.get_running_loop().call_later(
+                self.answer_s, lambda c=conn: silent.append(True) or cut(c, self.answer_s))
             try:
                 cursor = await conn.execute(sql, params, prepare=True)
                 found = await cursor.fetchall()
             except psycopg.Error as exc:
                 if conn.closed or conn.broken:
                     await self._drop(conn)
+                    if silent:  # the idle ones went through the same silent network: new connections, or none
+                        await self._drop_idle()
                     if attempt == 1:
                         continue
                 else:
@@ -195,9 +201,17 @@ class PostgresOnLoop:
             except BaseException:
                 await self._drop(conn)  # cancelled mid-statement: its state is unknown
                 raise
+            finally:
+                silent_after.cancel()
             await self._give(conn)
             return found
         raise AssertionError("unreachable")
+
+    async def _drop_idle(self) -> None:
+        self._bind()
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await self._drop(conn)
 
     async def close(self) -> None:
         idle, self._idle = self._idle, []

@@ -5,6 +5,7 @@ and the server recovers when the network does. PostgreSQL only: SQLite is a file
 between them (its statements are bounded by the statement timeout: tests/access/test_limits.py)."""
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -13,11 +14,13 @@ from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from starlette.testclient import TestClient
 
 from server.access.mint import mint_token
 from server.app import create_app
 from server.storage.db import wait_bound_s
+from server.storage.hot import PostgresOnLoop, hot_database
 from tests.support import pg
 from tests.support.contexts import SECRET, make_settings, pyramid_context
 from tests.support.proxy import Forwarder
@@ -77,3 +80,36 @@ def test_a_silent_database_answers_503_within_the_bound_and_recovers(proxied: tu
         forwarder.resume()
     for path in CLIENTS:  # the dead connections were dropped: fresh ones answer
         assert client.get(path).status_code == 200, path
+
+
+def test_the_hot_paths_own_connections_give_up_on_a_silent_database(proxied: tuple[Forwarder, str],
+                                                                    tmp_path: Path) -> None:
+    """server.storage.hot's connections, on their own: a statement in flight when the network goes silent, and one
+    waiting for a connection, both fail (503 as OperationalError) within the bound, and the next works again."""
+    forwarder, url = proxied
+    settings = make_settings(url, tmp_path, database={"statement_timeout_ms": 1000, "connect_timeout_seconds": 1,
+                                                      "pool_size": 1})
+    hot = hot_database(settings, url)
+    assert isinstance(hot, PostgresOnLoop)
+
+    async def scenario() -> list[float]:
+        assert await hot.rows("SELECT 1", ()) == [(1,)]
+        forwarder.pause()
+        took: list[float] = []
+
+        async def one() -> None:
+            started = time.monotonic()
+            with pytest.raises(OperationalError):
+                await hot.rows("SELECT 2", ())
+            took.append(time.monotonic() - started)
+
+        try:
+            await asyncio.wait_for(asyncio.gather(one(), one()), 6 * wait_bound_s(settings))
+        finally:
+            forwarder.resume()
+        assert await hot.rows("SELECT 3", ()) == [(3,)]
+        await hot.close()
+        return took
+
+    took = asyncio.run(scenario())
+    assert len(took) == 2 and max(took) < 2 * wait_bound_s(settings), took
