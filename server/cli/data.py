@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -11,7 +12,8 @@ import orjson
 
 from server.cli.common import say
 from server.cli.extensions import LoadFormat, LoadReport
-from server.errors import ConfigError
+from server.errors import ConfigError, InterruptedAfterCommit
+from server.ops.checks import embedded_database_missing, embedded_path
 from server.extensions import Extensions
 from server.ops.progress import Progress
 from server.plugins import get_plugin_manager
@@ -24,9 +26,25 @@ from server.engine.registry import Registry
 SAMPLE = 5  # ids shown in a report
 
 
-def ensure_schema(settings: Settings, extensions: Extensions) -> None:
+def ensure_schema(settings: Settings, extensions: Extensions, announce: bool = True) -> None:
+    """Bring the schema to this version; a SQLite file that does not exist yet is created, and the command says
+    where (never silently: a typo'd path shows)."""
+    created = embedded_database_missing(settings)
     with writing_engine(settings) as engine:
         extensions.schema.upgrade(engine)
+    if created and announce:
+        say(f"created the database {embedded_path(settings)}", command="create", path=embedded_path(settings))
+
+
+def render_committed(settings: Settings, committed: str) -> None:
+    """Pre-render after a commit: an interrupt now leaves the committed changes in place and served, which the
+    operator must know (not the 130 of an interrupt that rolled everything back)."""
+    try:
+        render(settings)
+    except KeyboardInterrupt:
+        raise InterruptedAfterCommit(
+            f"interrupted after the changes were committed ({committed}): they are in the database and served; "
+            "some bodies are not pre-rendered yet (served slower until then): run `orgunit-fhir render`") from None
 
 
 def render(settings: Settings) -> int:
@@ -65,8 +83,8 @@ def write_demo(settings: Settings, extensions: Extensions, size: int | None, see
 def cmd_demo(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
     if args.size is not None and args.size < 5:
         raise ConfigError("--size must be at least 5 (one unit per level)")
-    write_demo(settings, extensions, args.size, args.seed)
-    render(settings)
+    written = write_demo(settings, extensions, args.size, args.seed)
+    render_committed(settings, f"demo: {written:,} resources written")
     return 0
 
 
@@ -91,9 +109,20 @@ def report_line(fmt: str, report: LoadReport, dry_run: bool, seconds: float) -> 
 
 
 def cmd_load(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
-    fmt: LoadFormat = extensions.load_formats[args.format]
     dry_run = bool(getattr(args, "dry_run", False))
-    ensure_schema(settings, extensions)
+    if dry_run and embedded_database_missing(settings):  # a dry run creates nothing: an empty throwaway database
+        say(f"load: the database {embedded_path(settings)} does not exist: the dry run checks the file against an "
+            "empty database (and creates none)", command="load")
+        with tempfile.TemporaryDirectory(prefix="orgunit-fhir-dry-run-") as scratch:
+            return _load(args, settings.with_database(f"sqlite:///{scratch}/dry-run.db"), extensions, dry_run,
+                         scratch=True)
+    return _load(args, settings, extensions, dry_run)
+
+
+def _load(args: argparse.Namespace, settings: Settings, extensions: Extensions, dry_run: bool,
+          scratch: bool = False) -> int:
+    fmt: LoadFormat = extensions.load_formats[args.format]
+    ensure_schema(settings, extensions, announce=not scratch)
     with writing_engine(settings) as engine:
         started = time.perf_counter()
         progress = Progress(f"load {fmt.name}")
@@ -110,7 +139,7 @@ def cmd_load(args: argparse.Namespace, settings: Settings, extensions: Extension
         sys.stdout.write(orjson.dumps(fields, default=str).decode() + "\n")
         sys.stdout.flush()
     if not dry_run:
-        render(settings)
+        render_committed(settings, report_line(fmt.name, report, dry_run, seconds).removeprefix("load "))
     return 0
 
 

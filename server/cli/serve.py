@@ -20,7 +20,15 @@ from server.context import ServerContext, create_context
 from server.errors import ConfigError
 from server.extensions import Extensions
 from server.http.asgi import ACCESS_LOG_ENV
-from server.ops.checks import check_serving_databases, validate
+from server.cli.common import say
+from server.ops.checks import (
+    check_serving_databases,
+    embedded_database_missing,
+    embedded_path,
+    missing_database,
+    no_schema,
+    validate,
+)
 from server.ops.logs import configure_logging
 from server.ops.metrics import MULTIPROC_ENV
 from server.settings import DATABASE_ENV, SETTINGS_ENV, Settings
@@ -34,8 +42,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", metavar="H", help="address to listen on (default: server.host, 127.0.0.1)")
     parser.add_argument("--port", type=int, metavar="P", help="TCP port (default: server.port, 8000)")
     parser.add_argument("--workers", type=int, metavar="N", help="worker processes (default: server.workers, 1)")
-    parser.add_argument("--no-demo", action="store_true",
-                        help="do not create demo data in an empty embedded database")
+    parser.add_argument("--demo", action="store_true",
+                        help="create the embedded (SQLite) database with the synthetic demo when it does not exist "
+                             "or holds no org units (`make serve` does); without it serve never creates a database")
+    parser.add_argument("--no-demo", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for scripts
     parser.add_argument("--no-access-log", action="store_true", help="do not log each request (benchmarks)")
 
 
@@ -68,12 +78,30 @@ def _metrics_dir(workers: int) -> str | None:
     return made
 
 
+def _has_schema(engine: Engine, extensions: Extensions) -> bool:
+    with engine.connect() as conn:
+        return any(extensions.schema.current(conn).values())
+
+
 def _prepare_databases(settings: Settings, extensions: Extensions, ctx: ServerContext, demo: bool) -> None:
+    """The embedded database is migrated and its bodies rendered; it is created (with the demo) only when asked:
+    a typo'd path or an empty file is refused, never served as an empty registry or as the demo."""
     if settings.database_url.startswith("sqlite"):
-        ensure_schema(settings, extensions)
+        missing = embedded_database_missing(settings)
+        if missing or not _has_schema(ctx.db, extensions):
+            if not demo:
+                raise ConfigError(missing_database(settings) if missing else no_schema(settings))
+            say(f"serve --demo: creating {embedded_path(settings)} with the synthetic demo (not your data)",
+                command="serve")
+            write_demo(settings, extensions, None, 42)
+        ensure_schema(settings, extensions)  # an existing database of an older version is migrated
         if demo and extensions.demos and _is_empty(ctx.db, extensions):
+            say("serve --demo: the database holds no org units: writing the synthetic demo", command="serve")
             write_demo(settings, extensions, None, 42)
         render(settings)  # the embedded database is ours to write: bodies for these settings
+    elif demo:
+        raise ConfigError("--demo creates an embedded SQLite database only; for PostgreSQL run `orgunit-fhir demo "
+                          "--database URL` explicitly")
     for check in check_serving_databases(settings, extensions.schema):  # refuses a schema behind
         log.log(logging.INFO if check.current else logging.WARNING, check.describe())
 
@@ -106,7 +134,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensio
         ctx = create_context(settings)
         create_app(settings, context=ctx)  # fail here, with a clear message, before anything is written
         try:
-            _prepare_databases(settings, extensions, ctx, demo=not args.no_demo)
+            _prepare_databases(settings, extensions, ctx, demo=args.demo)
             host, port = args.host or settings.server.host, args.port or settings.server.port
             _banner(settings, ctx, host, port)
         finally:

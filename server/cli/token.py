@@ -57,7 +57,7 @@ def cmd_token(args: argparse.Namespace, settings: Settings, extensions: Extensio
     if args.ttl <= 0:
         raise ConfigError("--ttl must be a positive number of seconds")
     print(mint_token(settings, subject=args.sub, permissions=args.permission, ttl=args.ttl,
-                     extra=dict(args.claim), account=args.account, roots=args.org_unit_roots))
+                     extra=dict(args.claim), account=args.account, roots=args.org_unit_roots, create=False))
     held = _held_accounts(settings)
     if args.account is None and "account" not in dict(args.claim) and len(held) > 1 \
             and not settings.auth.default_account:
