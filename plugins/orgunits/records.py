@@ -63,6 +63,9 @@ class WriteReport:
     deleted_ids: tuple[int, ...] = ()
     missing_ids: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()
+    moved_ids: tuple[int, ...] = ()  # every stored unit this write gave another parent (set by write_units)
+    deleted_units: tuple[str, ...] = ()  # the first deleted units as the operator knows them: "code 'name' (id N)"
+    missing_units: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:

@@ -93,14 +93,16 @@ def report_fields(fmt: str, path: str, report: LoadReport, dry_run: bool, second
     return {"command": "load", "format": fmt, "path": path, **dict(report.about), "dry_run": dry_run,
             "inserted": report.inserted, "updated": report.updated, "unchanged": report.unchanged,
             "deleted": report.deleted, "missing": report.missing, "deleted_ids": list(report.deleted_ids[:SAMPLE]),
-            "missing_ids": list(report.missing_ids[:SAMPLE]), "notes": list(report.notes), "seconds": seconds}
+            "missing_ids": list(report.missing_ids[:SAMPLE]), "deleted_units": list(report.deleted_named[:SAMPLE]),
+            "missing_units": list(report.missing_named[:SAMPLE]), "notes": list(report.notes), "seconds": seconds}
 
 
 def report_line(fmt: str, report: LoadReport, dry_run: bool, seconds: float) -> str:
-    """`load iaso-csv: 0 inserted, 0 updated, 135 unchanged, 1 deleted (first: 2049004) in 0.3s`."""
+    """`load mapped: 0 inserted, 0 updated, 5,725 unchanged, 1 deleted (first: 10006 'Kapsowar' (id 3720)) in 0.3s`
+    (ids alone for a format that names no units)."""
     parts = [f"{report.inserted:,} inserted", f"{report.updated:,} updated", f"{report.unchanged:,} unchanged"]
-    for count, ids, what in ((report.deleted, report.deleted_ids, "deleted"),
-                             (report.missing, report.missing_ids, "missing from the file")):
+    for count, ids, what in ((report.deleted, report.deleted_named or report.deleted_ids, "deleted"),
+                             (report.missing, report.missing_named or report.missing_ids, "missing from the file")):
         if count:
             first = f" (first: {', '.join(map(str, ids[:SAMPLE]))})" if ids else ""
             parts.append(f"{count:,} {what}{first}")

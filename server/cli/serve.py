@@ -58,6 +58,15 @@ def accounts(ctx: ServerContext) -> list[str]:
         return []
 
 
+def first_account(ctx: ServerContext) -> str | None:
+    """The account a token without an account claim sees among several (None when the database cannot say)."""
+    try:
+        with ctx.db.connect() as conn:
+            return ctx.freshness.snapshot(conn).first_account
+    except Exception:  # noqa: BLE001 - an unreachable or empty database holds no account
+        return None
+
+
 def _is_empty(engine: Engine, extensions: Extensions) -> bool:
     with engine.connect() as conn:
         return all(demo.is_empty(conn) for demo in extensions.demos)
@@ -115,7 +124,7 @@ def _banner(settings: Settings, ctx: ServerContext, host: str, port: int) -> Non
     try:
         ctx.freshness.expire()
         held = accounts(ctx)
-        account = ("default" if "default" in held else held[0]) if len(held) > 1 else None
+        account = first_account(ctx) if len(held) > 1 else None
         token = mint_token(settings, ttl=24 * 3600, account=account)
         print(f"A token valid for 24 hours{f' (account {account})' if account else ''}:\n{token}",
               file=sys.stderr, flush=True)
