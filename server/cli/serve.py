@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 
@@ -115,6 +116,18 @@ def _prepare_databases(settings: Settings, extensions: Extensions, ctx: ServerCo
         log.log(logging.INFO if check.current else logging.WARNING, check.describe())
 
 
+def _refuse_busy_port(host: str, port: int) -> None:
+    """One line, before anything is prepared or printed, when the address cannot be listened on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (another server on that port?); "
+                              "choose another with --port or server.port") from None
+
+
 def _banner(settings: Settings, ctx: ServerContext, host: str, port: int) -> None:
     print(f"FHIR base: http://{host}:{port}/fhir", file=sys.stderr, flush=True)
     if not settings.database_url.startswith("sqlite"):  # a production log gets no token
@@ -137,6 +150,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensio
     workers = args.workers or settings.server.workers
     if workers < 1:
         raise ConfigError("--workers must be at least 1")
+    _refuse_busy_port(args.host or settings.server.host, args.port or settings.server.port)
     metrics_dir = _metrics_dir(workers)  # before any app opens its metric files there
     try:
         log_config = configure_logging(settings, access_log=not args.no_access_log)

@@ -15,6 +15,7 @@ import jwt
 import pytest
 from sqlalchemy import func, select
 
+from server.access.mint import secret_for
 from server.cli.main import build_parser
 from server.extensions import load_extensions
 from server.settings import (AuthSettings, BulkSettings, DatabaseSettings, FhirSettings, ServerSettings, load_settings,
@@ -45,6 +46,7 @@ def settings_path(tmp_path: Path) -> Path:
 
 
 def test_token_is_signed_with_the_generated_secret(settings_path: Path, database_url: str, tmp_path: Path) -> None:
+    secret_for(load_settings(settings_path), create=True)  # as serve makes it on its first start
     token = run_cli("token", "--sub", "alice", "--permission", "a", "--permission", "b", "--ttl", "60",
                     settings=settings_path, database=database_url).strip()
     secret = (tmp_path / "var" / "jwt-secret").read_text().strip()
