@@ -6,9 +6,11 @@ import logging
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
+from sqlalchemy.engine import make_url
 
 from server.cli.common import say
 from server.cli.extensions import LoadFormat, LoadReport
@@ -111,20 +113,32 @@ def report_line(fmt: str, report: LoadReport, dry_run: bool, seconds: float) -> 
 
 
 def cmd_load(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
+    """A first load into a SQLite file that does not exist creates it, and says so once it succeeded; a load that
+    fails (or is interrupted) before its commit leaves no database behind; a dry run creates none."""
     dry_run = bool(getattr(args, "dry_run", False))
-    if dry_run and embedded_database_missing(settings):  # a dry run creates nothing: an empty throwaway database
+    if not embedded_database_missing(settings):
+        return _load(args, settings, extensions, dry_run)
+    if dry_run:  # a dry run creates nothing: an empty throwaway database
         say(f"load: the database {embedded_path(settings)} does not exist: the dry run checks the file against an "
             "empty database (and creates none)", command="load")
         with tempfile.TemporaryDirectory(prefix="orgunit-fhir-dry-run-") as scratch:
             return _load(args, settings.with_database(f"sqlite:///{scratch}/dry-run.db"), extensions, dry_run,
-                         scratch=True)
-    return _load(args, settings, extensions, dry_run)
+                         created=False)
+    try:
+        return _load(args, settings, extensions, dry_run, created=True)
+    except InterruptedAfterCommit:
+        raise  # committed: the database holds the load
+    except BaseException:
+        path = Path(str(make_url(settings.database_url).database))
+        for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+        raise
 
 
 def _load(args: argparse.Namespace, settings: Settings, extensions: Extensions, dry_run: bool,
-          scratch: bool = False) -> int:
+          created: bool = False) -> int:
     fmt: LoadFormat = extensions.load_formats[args.format]
-    ensure_schema(settings, extensions, announce=not scratch)
+    ensure_schema(settings, extensions, announce=False)
     with writing_engine(settings) as engine:
         started = time.perf_counter()
         progress = Progress(f"load {fmt.name}")
@@ -135,6 +149,8 @@ def _load(args: argparse.Namespace, settings: Settings, extensions: Extensions, 
     seconds = round(time.perf_counter() - started, 1)
     fields = report_fields(fmt.name, args.path, report, dry_run, seconds)
     say(report_line(fmt.name, report, dry_run, seconds), **fields)
+    if created:
+        say(f"created the database {embedded_path(settings)}", command="create", path=embedded_path(settings))
     for note in report.notes:
         say(f"note: {note}", logging.WARNING, command="load", note=note)
     if args.json:

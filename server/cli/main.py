@@ -85,13 +85,11 @@ def _plugin_run(run: Callable[[argparse.Namespace, Settings], int],
 
 
 def _may_create(args: argparse.Namespace) -> bool:
-    """Only migrate, demo, load (not a dry run) and `serve --demo` create a database; check-config and token look
-    without creating; every other command refuses a SQLite file that does not exist (a typo'd path)."""
-    if args.command in ("check-config", "token", "migrate", "demo"):
-        return True
-    if args.command == "load":
-        return True  # a dry run on a database that does not exist reads an empty throwaway one (data.cmd_load)
-    return args.command == "serve" and bool(getattr(args, "demo", False))
+    """Only migrate, demo, load (not a dry run) and `serve --demo` create a database; check-config, token and
+    serve decide for themselves (they never create one: serve refuses after checking its settings and plugins,
+    load --dry-run reads an empty throwaway one); every other command refuses a SQLite file that does not exist
+    (a typo'd path)."""
+    return args.command in ("check-config", "token", "migrate", "demo", "load", "serve")
 
 
 def _safe_url(settings: Settings | None) -> str:

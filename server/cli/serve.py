@@ -150,6 +150,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensio
     workers = args.workers or settings.server.workers
     if workers < 1:
         raise ConfigError("--workers must be at least 1")
+    if not args.demo and embedded_database_missing(settings):
+        raise ConfigError(missing_database(settings))  # before anything is made (the secret, a metrics folder)
     _refuse_busy_port(args.host or settings.server.host, args.port or settings.server.port)
     metrics_dir = _metrics_dir(workers)  # before any app opens its metric files there
     try:

@@ -84,8 +84,9 @@ def test_load_refuses_a_bad_file_with_its_line_number(settings_path: Path, tmp_p
 def test_serve_refuses_bad_settings_with_a_clear_message(tmp_path: Path, settings_text: str, words: str) -> None:
     path = tmp_path / "settings.yaml"
     path.write_text(settings_text)
-    done = cli("serve", "--settings", str(path), "--port", "1", cwd=tmp_path)
+    done = cli("serve", "--demo", "--settings", str(path), "--port", "1", cwd=tmp_path)  # refused before the demo
     assert done.returncode == 2, done.stderr
+    assert not (tmp_path / "var" / "orgunits.db").exists()
     assert "configuration error" in done.stderr and words in done.stderr and "Traceback" not in done.stderr
 
 

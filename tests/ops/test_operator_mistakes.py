@@ -84,6 +84,12 @@ def test_a_dry_run_on_a_database_that_does_not_exist_checks_the_file_and_creates
     assert _files(tmp_path) == set()
 
 
+def test_a_failed_first_load_leaves_no_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["load", "mapped", str(tmp_path / "nowhere.csv"), "--mapping", str(LAKELAND),
+                 "--database", f"sqlite:///{tmp_path / 'new.db'}"]) == 1
+    assert "cannot read the file" in capsys.readouterr().err and _files(tmp_path) == set()
+
+
 def test_serve_refuses_a_database_without_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = tmp_path / "empty.db"
     empty.touch()  # what an earlier typo left behind

@@ -107,6 +107,7 @@ def _mapping(tmp_path: Path, old: str, new: str) -> Path:
 ])
 def test_a_mapping_naming_a_field_no_record_has_is_refused(operator: Operator, tmp_path: Path, old: str, new: str,
                                                            words: str | None) -> None:
+    operator.ok("migrate")
     status, said = operator.run("load", "mapped", str(LAKELAND_CSV), "--mapping", str(_mapping(tmp_path, old, new)))
     if words is None:
         assert status == 0, said
@@ -280,6 +281,7 @@ def test_an_interrupt_says_whether_the_load_was_committed(operator: Operator, mo
     def interrupt(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
+    operator.ok("migrate")
     if when == "render":
         monkeypatch.setattr(data, "render", interrupt)
     else:
