@@ -89,7 +89,8 @@ def _accounts(args: argparse.Namespace, settings: Settings) -> int:
         if args.action == "rename":
             with engine.begin() as conn:
                 moved = rename_account(conn, args.name, args.new_name)
-            _say(f"accounts: {args.name!r} is now {args.new_name!r} ({moved:,} data source{'s' if moved != 1 else ''}); its consumers need "
+            sources = f"{moved:,} data source{'s' if moved != 1 else ''}"
+            _say(f"accounts: {args.name!r} is now {args.new_name!r} ({sources}); its consumers need "
                  f"tokens for {args.new_name!r}", command="accounts rename", account=args.new_name, previous=args.name)
             return 0
         return _removed(engine, args, lambda conn: remove_account(conn, args.name, force=args.force, now=now,

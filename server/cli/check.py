@@ -59,7 +59,8 @@ def cmd_check_config(args: argparse.Namespace, settings: Settings, extensions: E
         for target in serving_targets(settings):
             check = check_database(target, extensions.schema)
             results.append((check.current or (embedded and check.has_schema),
-                            check.describe() + ("; serve migrates it" if embedded and check.has_schema and not check.current else "")))
+                            check.describe() + ("; serve migrates it" if embedded and check.has_schema
+                                                and not check.current else "")))
     for ok, line in results:
         print(f"{'ok  ' if ok else 'FAIL'}  {line}")
     return 0 if all(ok for ok, _ in results) else 1

@@ -26,7 +26,8 @@ Run = Callable[[argparse.Namespace, Settings, Extensions], int]
 TRACEBACK_ENV = "ORGUNIT_FHIR_TRACEBACK"
 
 ENGINE: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Run], ...] = (
-    ("serve", "serve the FHIR API from an existing database (--demo: create the embedded demo when there is none)", serve.configure, serve.cmd_serve),
+    ("serve", "serve the FHIR API from an existing database (--demo: create the embedded demo when there is none)",
+     serve.configure, serve.cmd_serve),
     ("demo", "write the plugins' synthetic demo data (the org-unit pyramid: 5 levels)", data.configure_demo,
      data.cmd_demo),
     ("render", "pre-render every version for these settings (load and demo do it too)", lambda p: None,

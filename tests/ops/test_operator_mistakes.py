@@ -141,7 +141,7 @@ def test_token_in_another_folder_refuses_instead_of_making_a_secret(tmp_path: Pa
     assert _files(tmp_path) == set()
 
 
-# --- 10. README's PostgreSQL roles, as written -------------------------------------------------------------------------
+# --- 10. README's PostgreSQL roles, as written ----------------------------------------------------------------------
 
 def _readme_sql() -> list[str]:
     """The SQL blocks of README's PostgreSQL section, in order."""

@@ -118,7 +118,7 @@ def test_a_mapping_naming_a_field_no_record_has_is_refused(operator: Operator, t
 
 @pytest.mark.parametrize("path, words", [
     pytest.param("ward.cod", "units.parent: no record of facilities.json has the field 'ward.cod' (did you mean "
-                 "'ward'?)", id="dotted-typo"),
+                 "'ward.code'?)", id="dotted-typo"),
     pytest.param("county.code", "units.parent: no record of facilities.json has the field 'county.code'",
                  id="a-level-without-that-field"),
     pytest.param("ward.code", None, id="the-right-path"),
@@ -164,7 +164,8 @@ def test_demo_never_takes_the_units_of_another_account(operator: Operator) -> No
     operator.ok("demo", "--size", "20")
     operator.load_lakeland("--account", "acctb")  # ids 21..54
     status, said = operator.run("demo", "--size", "40")
-    assert status == 1 and "is already used by a unit of data source 'Lakeland MFL'" in said and "nothing written" in said
+    assert status == 1 and "is already used by a unit of data source 'Lakeland MFL'" in said
+    assert "nothing written" in said
     assert _accounts(operator) == {"default": ["1", "20", "20"], "acctb": ["1", "34", "34"]}
     with operator.consumer() as client:  # a token without an account claim
         assert client.get("/fhir/Location/21").status_code == 404
@@ -254,6 +255,18 @@ def test_a_second_account_keeps_what_a_token_without_account_sees(operator: Oper
 def test_the_first_load_says_what_it_created(operator: Operator) -> None:
     said = operator.load_lakeland()
     assert "created account 'default' and its data source 'Lakeland MFL'" in said
+
+
+@pytest.mark.parametrize("options, words", [
+    pytest.param(["--account", "defualt"], "account 'defualt' is new (a typo of 'default'? if so, undo it with "
+                 "`data-sources remove ... --purge`)", id="account"),
+    pytest.param(["--data-source", "Lakeland MFK"], "data source 'Lakeland MFK' is new in account 'default' (a typo "
+                 "of 'Lakeland MFL'?", id="data-source"),
+])
+def test_a_new_name_close_to_an_existing_one_is_pointed_out(operator: Operator, options: list[str],
+                                                            words: str) -> None:
+    operator.load_lakeland()
+    assert words in operator.load_lakeland(*options)
 
 
 # --- 9. reports name units as the operator knows them ----------------------------------------------------------------

@@ -114,6 +114,9 @@ def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
     return list(found.values())
 
 
+_SAMPLED = 1000  # records whose nested objects suggest a close match
+
+
 def check_fields(section: Section, records: list[Record], path: Path) -> None:
     """Every field the section names is in at least one record (a CSV: its header), before anything is read: a
     typo'd `parent` or `id` would otherwise hang every unit from the root, silently."""
@@ -121,7 +124,9 @@ def check_fields(section: Section, records: list[Record], path: Path) -> None:
         if spec.path is None or any(has_field(record.fields, spec.path) for record in records):
             continue
         names = sorted({str(name) for record in records for name in record.fields})
-        close = difflib.get_close_matches(spec.path, names, n=1, cutoff=0.6)
+        nested = {f"{name}.{inner}" for record in records[:_SAMPLED] for name, value in record.fields.items()
+                  if isinstance(value, dict) for inner in value}  # `ward.code` for a typo'd `ward.cod`
+        close = difflib.get_close_matches(spec.path, [*names, *sorted(nested)], n=1, cutoff=0.6)
         raise LoadError(f"mapping: {spec.key}: no record of {path.name} has the field {spec.path!r}"
                         f"{f' (did you mean {close[0]!r}?)' if close else ''}; its fields: {', '.join(names)}")
 

@@ -3,6 +3,7 @@ ONE transaction (rolled back by a dry run), with the report of what changed, wha
 operator should know (a new account or data source, a data source restored, a change of format)."""
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -135,14 +136,16 @@ class _Before:
 
     def notes(self, account: str, name: str, fmt: str | None, kept: frozenset[str]) -> Iterator[str]:
         if self.new_account and self.accounts:
-            yield (f"account {account!r} is new (the others: {', '.join(self.accounts)}): its consumers need "
+            yield (f"account {account!r} is new{_did_you_mean(account, self.accounts)} (the others: "
+                   f"{', '.join(self.accounts)}): its consumers need "
                    f"tokens for it (orgunit-fhir token --account {account}); tokens without an account claim still "
                    f"see account {self.first!r}, the first loaded (unless auth.default_account names another)")
         elif self.new_account:
             yield (f"created account {account!r} and its data source {name!r}: the first of this database, which "
                    "tokens without an account claim see")
         elif self.row is None and self.sources:
-            yield (f"data source {name!r} is new in account {account!r} (its other data sources: "
+            yield (f"data source {name!r} is new in account {account!r}{_did_you_mean(name, self.sources)} (its other "
+                   "data sources: "
                    f"{', '.join(self.sources)})")
         if self.row is not None and self.row.removed_at is not None:
             yield f"data source {account}/{name} had been removed: this load restores it"
@@ -152,6 +155,12 @@ class _Before:
                    f"{fmt} carries and kept the stored {field_list(kept)}" if kept else
                    f"data source {account}/{name} was last loaded from {last}, this load is {fmt}: {fmt} carries "
                    f"every field, so what only {last} held is replaced")
+
+
+def _did_you_mean(name: str, known: list[str]) -> str:
+    """A new account or data source named like an existing one is likely a typo: say which."""
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    return f" (a typo of {close[0]!r}? if so, undo it with `data-sources remove ... --purge`)" if close else ""
 
 
 def _before(conn: Connection, account: str, name: str) -> _Before:
