@@ -18,7 +18,6 @@ an optional root, in ONE transaction.
 """
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
@@ -31,9 +30,16 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from plugins.orgunits.importers.common import Hierarchy, level_category, resolve_hierarchy
-from plugins.orgunits.importers.mapping import FieldSpec, Section, UnitMapping, Unmapped, read_mapping
+from plugins.orgunits.importers.mapping import (
+    FieldSpec,
+    Section,
+    UnitMapping,
+    Unmapped,
+    check_fields,
+    read_mapping,
+)
 from plugins.orgunits.importers.parsers import FHIR_STATUSES, aliases, parse_date, parse_decimal
-from plugins.orgunits.importers.tabular import Record, has_field, read_records
+from plugins.orgunits.importers.tabular import Record, read_records
 from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.records import KEEPABLE, TypeRecord, UnitRecord, WriteReport, slugify
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, VALIDATION_STATUSES
@@ -113,22 +119,6 @@ def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
         _add(found, _unit(spec, spec.units, record, parent))
     return list(found.values())
 
-
-_SAMPLED = 1000  # records whose nested objects suggest a close match
-
-
-def check_fields(section: Section, records: list[Record], path: Path) -> None:
-    """Every field the section names is in at least one record (a CSV: its header), before anything is read: a
-    typo'd `parent` or `id` would otherwise hang every unit from the root, silently."""
-    for spec in (*section.fields.values(), *section.aliases, *section.identifiers):
-        if spec.path is None or any(has_field(record.fields, spec.path) for record in records):
-            continue
-        names = sorted({str(name) for record in records for name in record.fields})
-        nested = {f"{name}.{inner}" for record in records[:_SAMPLED] for name, value in record.fields.items()
-                  if isinstance(value, dict) for inner in value}  # `ward.code` for a typo'd `ward.cod`
-        close = difflib.get_close_matches(spec.path, [*names, *sorted(nested)], n=1, cutoff=0.6)
-        raise LoadError(f"mapping: {spec.key}: no record of {path.name} has the field {spec.path!r}"
-                        f"{f' (did you mean {close[0]!r}?)' if close else ''}; its fields: {', '.join(names)}")
 
 
 def _add(found: dict[str, _Unit], unit: _Unit | None, derived: bool = False) -> None:
