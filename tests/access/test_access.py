@@ -176,10 +176,10 @@ def test_a_token_without_account_sees_the_first_account_when_several_exist(app_c
                                                                            ctx: ServerContext) -> None:
     """Adding accounts never changes what a token without the claim sees: the first account loaded (issue 23)."""
     unnamed = app_client.get("/fhir/Location?_count=100", headers=token(ctx.settings)).json()
-    first = app_client.get("/fhir/Location?_count=100", headers=token(ctx.settings, account="default")).json()
-    assert unnamed["total"] == first["total"] > 0 and ids_of(unnamed) == ids_of(first)
-    alpha = app_client.get("/fhir/Location?_count=100", headers=token(ctx.settings, account="alpha")).json()
-    assert not ids_of(unnamed) & ids_of(alpha)
+    first = app_client.get("/fhir/Location?_count=100", headers=token(ctx.settings, account="alpha")).json()
+    assert unnamed["total"] == first["total"] > 0 and ids_of(unnamed) == ids_of(first)  # alpha: the oldest
+    beta = app_client.get("/fhir/Location?_count=100", headers=token(ctx.settings, account="beta")).json()
+    assert not ids_of(unnamed) & ids_of(beta)
 
 
 def test_default_account_serves_a_token_without_account(ctx: ServerContext, tmp_path: Path) -> None:
