@@ -1,16 +1,24 @@
 # Two commands on a fresh machine:
-#   make serve   set everything up, serve the embedded demo (SQLite) on :8000 and print a token
+#   make serve   install the server (not the test tools), create the embedded demo database (SQLite, var/orgunits.db)
+#                when there is none, serve it on :8000 and print a token
 #   make test    set everything up and run the whole test suite (SQLite and PostgreSQL);
 #                ARGS="..." passes options to pytest, e.g. make test ARGS="tests/orgunits -x"
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime
 STAMP  := $(VENV)/.installed
 
 .PHONY: serve test setup postgres nginx authserver chromium bench bench-export clean
 
-$(STAMP): pyproject.toml
+# the server alone (what `make serve` needs)
+$(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME)
+
+# everything the tests need besides: the test extras and the conformance checker's requirements
+$(STAMP): $(RUNTIME)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
 	@if [ -f ../shared/conformance/requirements.txt ]; then $(BIN)/pip install --quiet -r ../shared/conformance/requirements.txt; fi
@@ -18,8 +26,8 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-serve: $(STAMP)
-	$(BIN)/orgunit-fhir serve $(ARGS)
+serve: $(RUNTIME)
+	$(BIN)/orgunit-fhir serve --demo $(ARGS)
 
 postgres:
 	@pg_isready -h 127.0.0.1 -p 5432 -q || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql | tail -n 1) main start

@@ -104,3 +104,15 @@ class LoadError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class InterruptedAfterCommit(Exception):
+    """Ctrl-C once a command's changes were committed (while their bodies were pre-rendered): the changes stay and
+    are served; the message says what was committed and what to run. Exit status `EXIT_STATUS`, not 130 (an
+    interrupt that changed nothing)."""
+
+    EXIT_STATUS = 3
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

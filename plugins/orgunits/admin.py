@@ -7,14 +7,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, select, update
+from sqlalchemy import Connection, and_, delete, func, select, true, update
 
 from plugins.orgunits.history import delete_units, new_versions, record_history
-from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source_version
+from plugins.orgunits.tables import (
+    data_source,
+    org_unit,
+    org_unit_history,
+    org_unit_name,
+    org_unit_type,
+    source_version,
+)
 from plugins.orgunits.views import SERVED
 from server import LoadError, as_utc, normalize
 
 _LIVE = data_source.c.removed_at.is_(None)
+_CHUNK = 2000
 
 
 @dataclass(frozen=True)
@@ -100,11 +108,17 @@ def rename_source(conn: Connection, account: str, name: str, new_name: str, now:
     return changed
 
 
-def remove_source(conn: Connection, account: str, name: str, *, force: bool, now: datetime) -> int:
+def remove_source(conn: Connection, account: str, name: str, *, force: bool, now: datetime,
+                  purge: bool = False) -> int:
     """Delete every live unit of the data source (refused while some are served, unless `force`) and mark it
-    removed. Returns how many units were deleted."""
-    row = _source(conn, account, name)
-    return _remove(conn, [row], force=force, now=now, what=f"removing data source {account}/{name}")
+    removed. Returns how many units were deleted. `purge`: erase it instead, with every version of its units (a
+    data source already removed too): see `_purge`."""
+    what = f"{'purging' if purge else 'removing'} data source {account}/{name}"
+    if purge:
+        rows = conn.execute(select(data_source).where(data_source.c.account == account,
+                                                      data_source.c.name == name)).all()
+        return _purge(conn, rows or [_source(conn, account, name)], force=force, what=what)
+    return _remove(conn, [_source(conn, account, name)], force=force, now=now, what=what)
 
 
 def rename_account(conn: Connection, account: str, new_account: str) -> int:
@@ -125,23 +139,23 @@ def rename_account(conn: Connection, account: str, new_account: str) -> int:
     return len(sources)
 
 
-def remove_account(conn: Connection, account: str, *, force: bool, now: datetime) -> tuple[int, int]:
+def remove_account(conn: Connection, account: str, *, force: bool, now: datetime,
+                   purge: bool = False) -> tuple[int, int]:
     """Remove every data source of the account (refused while units are served, unless `force`): the account no
-    longer exists. Returns (data sources removed, units deleted)."""
-    rows = conn.execute(select(data_source).where(data_source.c.account == account, _LIVE)).all()
+    longer exists. Returns (data sources removed, units deleted). `purge`: erase them (see `_purge`), removed
+    ones included."""
+    rows = conn.execute(select(data_source).where(data_source.c.account == account,
+                                                  true() if purge else _LIVE)).all()
     if not rows:
         raise LoadError(f"account {account!r} does not exist (accounts: {', '.join(account_names(conn)) or 'none'})")
+    if purge:
+        return len(rows), _purge(conn, rows, force=force, what=f"purging account {account}")
     deleted = _remove(conn, rows, force=force, now=now, what=f"removing account {account}")
     return len(rows), deleted
 
 
 def _remove(conn: Connection, rows: list[Any], *, force: bool, now: datetime, what: str) -> int:
-    removed = {(row.account, row.name) for row in rows}
-    served = sum(s.served for account in {row.account for row in rows} for s in list_sources(conn, account)
-                 if (s.account, s.name) in removed)
-    if served and not force:
-        raise LoadError(f"{what}: {served:,} of its units are served; pass --force to delete them (each gets a "
-                        "deleted version, which consumers syncing with _history see)")
+    _refuse_served(conn, rows, force, what)
     ids = [int(i) for row in rows for i in conn.execute(
         select(org_unit.c.id).where(_of_source(row.id), org_unit.c.deleted.is_(False)).order_by(org_unit.c.id))
         .scalars()]
@@ -149,6 +163,47 @@ def _remove(conn: Connection, rows: list[Any], *, force: bool, now: datetime, wh
     delete_units(conn, ids, now, what=what)
     conn.execute(update(data_source).where(data_source.c.id.in_([row.id for row in rows]))
                  .values(removed_at=now, updated_at=now))
+    return len(ids)
+
+
+def _refuse_served(conn: Connection, rows: list[Any], force: bool, what: str, purge: bool = False) -> None:
+    removed = {(row.account, row.name) for row in rows}
+    served = sum(s.served for account in {row.account for row in rows} for s in list_sources(conn, account)
+                 if (s.account, s.name) in removed)
+    if served and not force:
+        raise LoadError(f"{what}: {served:,} of its units are served; pass --force to " + (
+            "erase them (consumers that read them are not told: no deleted version)" if purge else
+            "delete them (each gets a deleted version, which consumers syncing with _history see)"))
+
+
+def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str) -> int:
+    """Erase the data sources `rows` as if never loaded: every version of their units (history, bodies, names), their
+    source versions, the rows themselves and the account's types no unit uses any more. No read, vread,
+    _history, search or $export returns them afterwards; nor do consumers learn of a deletion (undoing a load
+    into the wrong account). A unit of another data source under one of them refuses it. Returns the units
+    erased."""
+    _refuse_served(conn, rows, force, what, purge=True)
+    source_ids = [row.id for row in rows]
+    versions = select(source_version.c.id).where(source_version.c.data_source_id.in_(source_ids))
+    ids = [int(i) for i in conn.execute(select(org_unit.c.id).where(org_unit.c.source_version_id.in_(versions))
+                                        .order_by(org_unit.c.id)).scalars()]
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start:start + _CHUNK]
+        other = conn.execute(select(org_unit.c.id, org_unit.c.parent_id).where(
+            org_unit.c.parent_id.in_(chunk), org_unit.c.source_version_id.not_in(versions)).limit(1)).first()
+        if other is not None:
+            raise LoadError(f"{what}: org unit {other.id} (of another data source) has parent {other.parent_id}, "
+                            "which the purge would erase; nothing was changed")
+        conn.execute(delete(org_unit_history).where(org_unit_history.c.org_unit_id.in_(chunk)))
+        conn.execute(delete(org_unit_name).where(org_unit_name.c.org_unit_id.in_(chunk)))
+    conn.execute(update(org_unit).where(org_unit.c.source_version_id.in_(versions)).values(parent_id=None))
+    conn.execute(delete(org_unit).where(org_unit.c.source_version_id.in_(versions)))
+    conn.execute(update(data_source).where(data_source.c.id.in_(source_ids)).values(default_version_id=None))
+    conn.execute(delete(source_version).where(source_version.c.data_source_id.in_(source_ids)))
+    conn.execute(delete(data_source).where(data_source.c.id.in_(source_ids)))
+    used = select(org_unit.c.org_unit_type_id).distinct()
+    conn.execute(delete(org_unit_type).where(org_unit_type.c.account.in_({row.account for row in rows}),
+                                             org_unit_type.c.id.not_in(used)))
     return len(ids)
 
 

@@ -23,7 +23,8 @@ from server import Command, Settings, add_common_options, writing_engine
 
 log = logging.getLogger("orgunit_fhir.cli")
 REMOVE_HELP = ("delete its units (a deleted version each, published in _history) and stop publishing it; refused "
-               "while units are served unless --force")
+               "while units are served unless --force; --purge erases them instead, every version (undo a load into "
+               "the wrong account)")
 
 
 def _say(message: str, **fields: object) -> None:
@@ -44,6 +45,10 @@ def _account_option(parser: argparse.ArgumentParser) -> None:
 def _removal_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="remove even though units are served")
     parser.add_argument("--dry-run", action="store_true", help="say what would be removed, changing nothing")
+    parser.add_argument("--purge", action="store_true",
+                        help="erase the units and every version of them (read, vread, _history, search, _since and "
+                             "$export no longer return them; no deletion is published): for a load into the wrong "
+                             "account or data source, also after a remove without --purge")
 
 
 def _configure_accounts(parser: argparse.ArgumentParser) -> None:
@@ -84,10 +89,12 @@ def _accounts(args: argparse.Namespace, settings: Settings) -> int:
         if args.action == "rename":
             with engine.begin() as conn:
                 moved = rename_account(conn, args.name, args.new_name)
-            _say(f"accounts: {args.name!r} is now {args.new_name!r} ({moved:,} data sources); its consumers need "
+            sources = f"{moved:,} data source{'s' if moved != 1 else ''}"
+            _say(f"accounts: {args.name!r} is now {args.new_name!r} ({sources}); its consumers need "
                  f"tokens for {args.new_name!r}", command="accounts rename", account=args.new_name, previous=args.name)
             return 0
-        return _removed(engine, args, lambda conn: remove_account(conn, args.name, force=args.force, now=now),
+        return _removed(engine, args, lambda conn: remove_account(conn, args.name, force=args.force, now=now,
+                                                                   purge=args.purge),
                         f"account {args.name!r}")
 
 
@@ -110,7 +117,7 @@ def _sources(args: argparse.Namespace, settings: Settings) -> int:
                  account=args.account, data_source=args.new_name, previous=args.name, updated=changed)
             return 0
         return _removed(engine, args, lambda conn: (1, remove_source(conn, args.account, args.name, force=args.force,
-                                                                     now=now)),
+                                                                     now=now, purge=args.purge)),
                         f"data source {args.account}/{args.name}")
 
 
@@ -118,11 +125,14 @@ def _removed(engine: Engine, args: argparse.Namespace, remove: Callable[[Connect
              what: str) -> int:
     with transaction(engine, args.dry_run) as conn:
         sources, deleted = remove(conn)
-    done = "would remove" if args.dry_run else "removed"
+    verb = "purge" if args.purge else "remove"
+    done = f"would {verb}" if args.dry_run else f"{verb}d"
     of = f"{sources:,} data source{'s' if sources != 1 else ''}, " if args.command == "accounts" else ""
-    _say(f"{done} {what}: {of}{deleted:,} unit{'s' if deleted != 1 else ''} deleted (a deleted version each in "
-         f"_history){' (dry run: nothing changed)' if args.dry_run else ''}", command=f"{args.command} remove",
-         dry_run=args.dry_run, data_sources=sources, deleted=deleted)
+    how = ("erased with every version (gone from reads, _history, search and $export)" if args.purge else
+           "deleted (a deleted version each in _history)")
+    _say(f"{done} {what}: {of}{deleted:,} unit{'s' if deleted != 1 else ''} {how}"
+         f"{' (dry run: nothing changed)' if args.dry_run else ''}", command=f"{args.command} remove",
+         dry_run=args.dry_run, data_sources=sources, deleted=deleted, purged=args.purge)
     return 0
 
 

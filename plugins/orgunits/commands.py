@@ -49,6 +49,9 @@ def _configure_load(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--account", default=DEFAULT_ACCOUNT, metavar="NAME",
                         help=f"the account (tenant) the data source belongs to (default: {DEFAULT_ACCOUNT}); a file "
                              "without units never creates one")
+    parser.add_argument("--allow-reparent", action="store_true",
+                        help="accept a load that gives more than 10%% of the data source's stored units another "
+                             "parent (refused by default: a typo'd parent or id field flattens a pyramid that way)")
 
 
 def _configure_mapped(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +63,7 @@ def _configure_mapped(parser: argparse.ArgumentParser) -> None:
 def _loader(fmt: str) -> Callable[[Engine, str, argparse.Namespace, Progress], LoadReport]:
     def load(engine: Engine, path: str, args: argparse.Namespace, progress: Progress) -> LoadReport:
         options = {"version": args.version, "delete_missing": args.delete_missing, "progress": progress,
-                   "account": args.account, "dry_run": args.dry_run}
+                   "account": args.account, "dry_run": args.dry_run, "allow_reparent": args.allow_reparent}
         if fmt == "mapped":
             data_source = args.data_source or read_mapping(args.mapping).data_source
             report = load_mapped(engine, path, args.mapping, data_source=data_source, **options)
@@ -78,7 +81,8 @@ def _loader(fmt: str) -> Callable[[Engine, str, argparse.Namespace, Progress], L
                           "set-default`",)
         return LoadReport(report.inserted, report.updated, report.unchanged, report.deleted, notes, report.missing,
                           tuple(map(str, report.deleted_ids)), tuple(map(str, report.missing_ids)),
-                          {"account": args.account, "data_source": data_source, "version": args.version})
+                          {"account": args.account, "data_source": data_source, "version": args.version},
+                          report.deleted_units, report.missing_units)
 
     return load
 

@@ -11,18 +11,12 @@ from datetime import date, datetime, timedelta, timezone
 
 from sqlalchemy import Engine
 
+from plugins.orgunits.importers.transaction import import_units
 from plugins.orgunits.records import TypeRecord, UnitRecord
-from plugins.orgunits.writer import (
-    ensure_data_source,
-    ensure_source_version,
-    ensure_types,
-    write_units,
-)
-from server import normalize
+from server import LoadError, normalize
 
 LEVELS = 5
 DATA_SOURCE = "Demo"
-DATA_SOURCE_SLUG = "demo"
 SOURCE_VERSION = 1
 LAT_RANGE = (9.4, 15.0)
 LON_RANGE = (-5.4, 2.3)
@@ -76,15 +70,18 @@ def level_counts(size: int) -> tuple[int, ...]:
 
 def generate_demo(engine: Engine, size: int = 2000, seed: int = 42,
                   progress: Callable[[int], None] | None = None) -> int:
-    """Write (or refresh) the "Demo" data source's `size` units; returns the number of units written."""
+    """Write (or refresh) the "Demo" data source's `size` units (ids 1..size) through the importers' write path:
+    one transaction, the ids of another data source refused, this write's own time as lastUpdated of what changes
+    (a new version each, seen by counts and `_history?_since=`). Returns the number of units written."""
     counts = level_counts(size)
-    epoch = datetime(2018, 1, 1, tzinfo=timezone.utc) + timedelta(days=seed % 1000)
-    with engine.begin() as conn:
-        source_id = ensure_data_source(conn, DATA_SOURCE, slug=DATA_SOURCE_SLUG, now=epoch)
-        version_id = ensure_source_version(conn, source_id, SOURCE_VERSION, now=epoch)
-        ensure_types(conn, DEMO_TYPES, now=epoch)
-        records = _Pyramid(random.Random(seed), epoch).records(counts)
-        report = write_units(conn, records, version_id, now=epoch + timedelta(days=4 * 365), progress=progress)
+    epoch = datetime(2018, 1, 1, tzinfo=timezone.utc) + timedelta(days=seed % 1000)  # the units' own dates only
+    try:
+        report = import_units(engine, data_source=DATA_SOURCE, version=SOURCE_VERSION, types=DEMO_TYPES,
+                              records=_Pyramid(random.Random(seed), epoch).records(counts), progress=progress,
+                              fmt="demo", allow_reparent=True)  # another size or seed reshapes the pyramid
+    except LoadError as exc:
+        raise LoadError(f"demo (ids 1..{size:,}): {exc.message}; nothing written: write the demo into its own "
+                        "database (--database)") from None
     return report.total
 
 

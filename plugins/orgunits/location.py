@@ -32,7 +32,7 @@ from plugins.orgunits.tables import (
     org_unit_type,
     source_version,
 )
-from plugins.orgunits.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, VERSION_PARTITIONS
+from plugins.orgunits.views import FIRST_ACCOUNT, PUBLISHED_COLUMNS, PUBLISHED_FROM, VERSION_PARTITIONS
 from server import (
     ConfigError,
     Migrations,
@@ -253,7 +253,7 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
         references={"managingOrganization": "Organization"},
         # callers see their account's served source versions, within their subtree roots (Location/id or identifiers)
         tenancy=Tenancy(org_unit.c.source_version_id, VERSION_PARTITIONS,
-                        subtree=Subtree(org_unit.c.path, roots_by="identifier")),
+                        subtree=Subtree(org_unit.c.path, roots_by="identifier"), first_account=FIRST_ACCOUNT),
         prerendered=Prerendered(org_unit_history.c.body, config.fingerprint, _stays_right,
                                 None if config.boundaries_in_search else NO_BOUNDARY),
         versioning=Versioning(

@@ -12,7 +12,7 @@ from sqlalchemy import func, literal, select
 from sqlalchemy.engine import RowMapping
 
 from plugins.orgunits.tables import MIGRATIONS, data_source, source_version
-from plugins.orgunits.views import SERVED, SOURCE_PARTITIONS
+from plugins.orgunits.views import FIRST_ACCOUNT, SERVED, SOURCE_PARTITIONS
 from server import (
     ConfigError,
     Migrations,
@@ -66,7 +66,7 @@ def organization_provider(settings: Settings) -> ResourceProvider:
         to_resource=to_resource,
         last_updated=data_source.c.updated_at,
         # account only: each caller sees its account's data sources, a token limited to subtrees none
-        tenancy=Tenancy(data_source.c.id, SOURCE_PARTITIONS),
+        tenancy=Tenancy(data_source.c.id, SOURCE_PARTITIONS, first_account=FIRST_ACCOUNT),
         search_params=(
             SearchParam("name", "string", (StringTarget(data_source.c.name_norm, data_source.c.name),),
                         "Name starts with the value, ignoring case and accents; :exact, :contains", HL7_SP + "name",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, TypeVar
 
@@ -63,6 +63,10 @@ class WriteReport:
     deleted_ids: tuple[int, ...] = ()
     missing_ids: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()
+    # every stored unit this write gave another parent (set by write_units; a detail, not compared)
+    moved_ids: tuple[int, ...] = field(default=(), compare=False)
+    deleted_units: tuple[str, ...] = ()  # the first deleted units as the operator knows them: "code 'name' (id N)"
+    missing_units: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:

@@ -63,6 +63,11 @@ SOURCE_PARTITIONS: Select[Any] = select(data_source.c.id, data_source.c.account,
                                         data_source.c.removed_at.is_(None)).where(LIVE_ACCOUNT)
 
 
+# the account of the oldest data source not removed: what a token without an account claim sees among several
+FIRST_ACCOUNT: Select[Any] = (select(data_source.c.account).where(data_source.c.removed_at.is_(None))
+                              .order_by(data_source.c.id).limit(1))
+
+
 def snapshot(row: Any) -> dict[str, Any]:
     """A published row as JSON-ready data (dates and instants as ISO strings)."""
     out: dict[str, Any] = {}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timezone
 from itertools import islice
 from typing import Any
@@ -148,7 +149,7 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
     refresh_paths(conn, writer.moved)
     new_versions_for_children(conn, writer.renamed, as_utc(now))
     record_history(conn)
-    return report
+    return replace(report, moved_ids=tuple(writer.moved))
 
 
 _COMPARED = ("name", "uuid", "source_ref", "aliases", "validation_status", "org_unit_type_id", "parent_id",

@@ -43,8 +43,10 @@ def secret_for(settings: Settings, create: bool = False) -> str | None:
 
 def mint_token(settings: Settings, subject: str = "orgunit-fhir-cli", permissions: list[str] | None = None,
                ttl: int = 3600, extra: Mapping[str, Any] | None = None, *, account: str | None = None,
-               roots: Sequence[str] | None = None) -> str:
-    """Sign a token with the local HMAC secret (operators and tests); `extra` claims are set last."""
+               roots: Sequence[str] | None = None, create: bool = True) -> str:
+    """Sign a token with the local HMAC secret (operators and tests); `extra` claims are set last. Without
+    `create`, a secret that does not exist yet is refused (`orgunit-fhir token` never makes one: a token signed
+    with a new secret in the wrong folder would be refused by the server)."""
     auth = settings.auth
     algorithm = next((a for a in auth.algorithms if a in HMAC_ALGORITHMS), None)
     if algorithm is None:
@@ -61,4 +63,9 @@ def mint_token(settings: Settings, subject: str = "orgunit-fhir-cli", permission
     if auth.audience:
         claims["aud"] = auth.audience
     claims.update(extra or {})
-    return jwt.encode(claims, secret_for(settings, create=True), algorithm=algorithm)
+    secret = secret_for(settings, create=create)
+    if secret is None:
+        raise ConfigError(f"no HMAC secret at {(settings.data_path / 'jwt-secret').resolve()}: run the command where "
+                          "the server runs (the same --settings, server.data_dir), or set auth.secret_file to the "
+                          "server's secret; `orgunit-fhir serve` creates it on its first start")
+    return jwt.encode(claims, secret, algorithm=algorithm)

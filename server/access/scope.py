@@ -37,15 +37,19 @@ class AccessScope:
 EVERYTHING = AccessScope(all_accounts=True)
 
 
-def caller_account(scope: AccessScope, accounts: Collection[str]) -> str | None:
+def caller_account(scope: AccessScope, accounts: Collection[str], first: str | None = None) -> str | None:
     """The account the caller sees, decided here only: the scope's (the access_scope hook's), else the only
-    account the server holds ("" when it holds none: nothing to see); None: every account (trusted in-process
-    callers only). Forbidden when the scope names none and the server holds several."""
+    account the server holds ("" when it holds none: nothing to see), else among several the first one loaded
+    (`first`, Tenancy.first_account: a new account never changes what a token without the claim sees); None:
+    every account (trusted in-process callers only). Forbidden when the scope names none, the server holds several
+    and none is the first."""
     if scope.all_accounts:
         return None
     if scope.account is not None:
         return scope.account
     if len(accounts) > 1:
+        if first in accounts:
+            return first
         raise Forbidden("the token names no account and this server holds several: "
                         "ask for a token with the account claim")
     return next(iter(accounts), "")
@@ -149,7 +153,8 @@ class Scoper:
 
     def account(self, conn: Connection, scope: AccessScope, snapshot: Snapshot | None = None) -> str | None:
         """The account the caller sees (caller_account over the accounts this database holds)."""
-        return caller_account(scope, (snapshot or self.freshness.snapshot(conn)).accounts)
+        snapshot = snapshot or self.freshness.snapshot(conn)
+        return caller_account(scope, snapshot.accounts, snapshot.first_account)
 
     def _visibility(self, conn: Connection, provider: ResourceProvider, scope: AccessScope,
                     chain: tuple[str, ...]) -> Visibility:

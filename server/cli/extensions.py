@@ -32,8 +32,9 @@ class Command:
 class LoadReport:
     """What a load changed (printed by `load`, and as one JSON line with `--json`): resources inserted,
     updated, unchanged, deleted; `missing`: resources the file left out that stay as they were; the first few
-    ids of each; `about`: what the load wrote into (data source, version...) for the JSON line; notes for the
-    operator."""
+    ids of each, and (`deleted_named`, `missing_named`) the same as the operator knows them (their source code and
+    name, the id beside), which the report line shows; `about`: what the load wrote into (data source,
+    version...) for the JSON line; notes for the operator."""
 
     inserted: int = 0
     updated: int = 0
@@ -44,6 +45,8 @@ class LoadReport:
     deleted_ids: tuple[str, ...] = ()
     missing_ids: tuple[str, ...] = ()
     about: Mapping[str, Any] = field(default_factory=dict)
+    deleted_named: tuple[str, ...] = ()
+    missing_named: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from server.cli import check, data, serve, token
 from server.cli.common import common_parser, say, settings_of
-from server.errors import ConfigError, LoadError
+from server.errors import ConfigError, InterruptedAfterCommit, LoadError
 from server.extensions import Extensions, load_extensions
-from server.ops.checks import database_url_problem
+from server.ops.checks import database_url_problem, embedded_database_missing, missing_database
 from server.ops.logs import configure_logging
 from server.settings import Settings
 
@@ -26,7 +26,8 @@ Run = Callable[[argparse.Namespace, Settings, Extensions], int]
 TRACEBACK_ENV = "ORGUNIT_FHIR_TRACEBACK"
 
 ENGINE: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Run], ...] = (
-    ("serve", "serve the FHIR API (creates demo data in an empty embedded database)", serve.configure, serve.cmd_serve),
+    ("serve", "serve the FHIR API from an existing database (--demo: create the embedded demo when there is none)",
+     serve.configure, serve.cmd_serve),
     ("demo", "write the plugins' synthetic demo data (the org-unit pyramid: 5 levels)", data.configure_demo,
      data.cmd_demo),
     ("render", "pre-render every version for these settings (load and demo do it too)", lambda p: None,
@@ -78,10 +79,18 @@ def _plugin_run(run: Callable[[argparse.Namespace, Settings], int],
     def run_it(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
         status = run(args, settings)
         if status == 0 and renders(args):
-            data.render(settings)
+            data.render_committed(settings, f"orgunit-fhir {args.command} {getattr(args, 'action', '')}".strip())
         return status
 
     return run_it
+
+
+def _may_create(args: argparse.Namespace) -> bool:
+    """Only migrate, demo, load (not a dry run) and `serve --demo` create a database; check-config, token and
+    serve decide for themselves (they never create one: serve refuses after checking its settings and plugins,
+    load --dry-run reads an empty throwaway one); every other command refuses a SQLite file that does not exist
+    (a typo'd path)."""
+    return args.command in ("check-config", "token", "migrate", "demo", "load", "serve")
 
 
 def _safe_url(settings: Settings | None) -> str:
@@ -124,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         args = parser.parse_args(argv)
         name = args.command
+        if not _may_create(args) and embedded_database_missing(settings):
+            raise ConfigError(missing_database(settings))
         return runs[args.command](args, settings, extensions)
     except ConfigError as exc:
         return _fail(name, f"configuration error: {exc}", 2)
@@ -136,8 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DBAPIError as exc:  # reached, but it refused (permissions, a constraint...)
         return _fail(name, f"the database ({_safe_url(settings)}) refused: {_first_line(exc.orig or exc)}; "
                            "check the role's privileges (migrate, load and demo need the writer role)", 1)
+    except InterruptedAfterCommit as exc:
+        return _fail(name, exc.message, InterruptedAfterCommit.EXIT_STATUS)
     except KeyboardInterrupt:
-        return _fail(name, "interrupted", 130)
+        rolled_back = ": nothing was written (its transaction was rolled back)" if name in ("load", "demo") else ""
+        return _fail(name, f"interrupted{rolled_back}", 130)
     except Exception as exc:  # noqa: BLE001 - one line, not a traceback
         shown = bool(os.environ.get(TRACEBACK_ENV))
         return _fail(name, f"unexpected {type(exc).__name__}: {_first_line(exc)} (a bug: please report it with "

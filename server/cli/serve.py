@@ -8,6 +8,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 
@@ -21,8 +22,16 @@ from server.context import ServerContext, create_context
 from server.errors import ConfigError
 from server.extensions import Extensions
 from server.http.asgi import ACCESS_LOG_ENV
+from server.cli.common import say
 from server.http.protocol import open_files_needed
-from server.ops.checks import check_serving_databases, validate
+from server.ops.checks import (
+    check_serving_databases,
+    embedded_database_missing,
+    embedded_path,
+    missing_database,
+    no_schema,
+    validate,
+)
 from server.ops.logs import configure_logging
 from server.ops.metrics import MULTIPROC_ENV
 from server.settings import DATABASE_ENV, SETTINGS_ENV, Settings
@@ -36,8 +45,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", metavar="H", help="address to listen on (default: server.host, 127.0.0.1)")
     parser.add_argument("--port", type=int, metavar="P", help="TCP port (default: server.port, 8000)")
     parser.add_argument("--workers", type=int, metavar="N", help="worker processes (default: server.workers, 1)")
-    parser.add_argument("--no-demo", action="store_true",
-                        help="do not create demo data in an empty embedded database")
+    parser.add_argument("--demo", action="store_true",
+                        help="create the embedded (SQLite) database with the synthetic demo when it does not exist "
+                             "or holds no org units (`make serve` does); without it serve never creates a database")
+    parser.add_argument("--no-demo", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for scripts
     parser.add_argument("--no-access-log", action="store_true", help="do not log each request (benchmarks)")
 
 
@@ -48,6 +59,15 @@ def accounts(ctx: ServerContext) -> list[str]:
             return sorted(ctx.freshness.snapshot(conn).accounts)
     except Exception:  # noqa: BLE001 - an unreachable or empty database holds no account
         return []
+
+
+def first_account(ctx: ServerContext) -> str | None:
+    """The account a token without an account claim sees among several (None when the database cannot say)."""
+    try:
+        with ctx.db.connect() as conn:
+            return ctx.freshness.snapshot(conn).first_account
+    except Exception:  # noqa: BLE001 - an unreachable or empty database holds no account
+        return None
 
 
 def _is_empty(engine: Engine, extensions: Extensions) -> bool:
@@ -70,14 +90,44 @@ def _metrics_dir(workers: int) -> str | None:
     return made
 
 
+def _has_schema(engine: Engine, extensions: Extensions) -> bool:
+    with engine.connect() as conn:
+        return any(extensions.schema.current(conn).values())
+
+
 def _prepare_databases(settings: Settings, extensions: Extensions, ctx: ServerContext, demo: bool) -> None:
+    """The embedded database is migrated and its bodies rendered; it is created (with the demo) only when asked:
+    a typo'd path or an empty file is refused, never served as an empty registry or as the demo."""
     if settings.database_url.startswith("sqlite"):
-        ensure_schema(settings, extensions)
+        missing = embedded_database_missing(settings)
+        if missing or not _has_schema(ctx.db, extensions):
+            if not demo:
+                raise ConfigError(missing_database(settings) if missing else no_schema(settings))
+            say(f"serve --demo: creating {embedded_path(settings)} with the synthetic demo (not your data)",
+                command="serve")
+            write_demo(settings, extensions, None, 42)
+        ensure_schema(settings, extensions)  # an existing database of an older version is migrated
         if demo and extensions.demos and _is_empty(ctx.db, extensions):
+            say("serve --demo: the database holds no org units: writing the synthetic demo", command="serve")
             write_demo(settings, extensions, None, 42)
         render(settings)  # the embedded database is ours to write: bodies for these settings
+    elif demo:
+        raise ConfigError("--demo creates an embedded SQLite database only; for PostgreSQL run `orgunit-fhir demo "
+                          "--database URL` explicitly")
     for check in check_serving_databases(settings, extensions.schema):  # refuses a schema behind
         log.log(logging.INFO if check.current else logging.WARNING, check.describe())
+
+
+def _refuse_busy_port(host: str, port: int) -> None:
+    """One line, before anything is prepared or printed, when the address cannot be listened on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (another server on that port?); "
+                              "choose another with --port or server.port") from None
 
 
 def _banner(settings: Settings, ctx: ServerContext, host: str, port: int) -> None:
@@ -89,7 +139,7 @@ def _banner(settings: Settings, ctx: ServerContext, host: str, port: int) -> Non
     try:
         ctx.freshness.expire()
         held = accounts(ctx)
-        account = ("default" if "default" in held else held[0]) if len(held) > 1 else None
+        account = first_account(ctx) if len(held) > 1 else None
         token = mint_token(settings, ttl=24 * 3600, account=account)
         print(f"A token valid for 24 hours{f' (account {account})' if account else ''}:\n{token}",
               file=sys.stderr, flush=True)
@@ -111,13 +161,16 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensio
     workers = args.workers or settings.server.workers
     if workers < 1:
         raise ConfigError("--workers must be at least 1")
+    if not args.demo and embedded_database_missing(settings):
+        raise ConfigError(missing_database(settings))  # before anything is made (the secret, a metrics folder)
+    _refuse_busy_port(args.host or settings.server.host, args.port or settings.server.port)
     metrics_dir = _metrics_dir(workers)  # before any app opens its metric files there
     try:
         log_config = configure_logging(settings, access_log=not args.no_access_log)
         ctx = create_context(settings)
         create_app(settings, context=ctx)  # fail here, with a clear message, before anything is written
         try:
-            _prepare_databases(settings, extensions, ctx, demo=not args.no_demo)
+            _prepare_databases(settings, extensions, ctx, demo=args.demo)
             host, port = args.host or settings.server.host, args.port or settings.server.port
             _banner(settings, ctx, host, port)
         finally:

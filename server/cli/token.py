@@ -8,7 +8,7 @@ from typing import Any
 
 from server.access.mint import mint_token
 from server.cli.common import say
-from server.cli.serve import accounts
+from server.cli.serve import accounts, first_account
 from server.context import create_context
 from server.errors import ConfigError
 from server.extensions import Extensions
@@ -43,12 +43,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="extra claim, the value parsed as JSON or else taken as a string (repeatable)")
 
 
-def _held_accounts(settings: Settings) -> list[str]:
+def _held_accounts(settings: Settings) -> tuple[list[str], str | None]:
+    """The accounts holding data, and the one a token without an account claim sees among several."""
     if embedded_database_missing(settings):
-        return []  # never create a database (or its directory) just to look
+        return [], None  # never create a database (or its directory) just to look
     ctx = create_context(settings)
     try:
-        return accounts(ctx)
+        return accounts(ctx), first_account(ctx)
     finally:
         ctx.db.dispose()
 
@@ -57,12 +58,13 @@ def cmd_token(args: argparse.Namespace, settings: Settings, extensions: Extensio
     if args.ttl <= 0:
         raise ConfigError("--ttl must be a positive number of seconds")
     print(mint_token(settings, subject=args.sub, permissions=args.permission, ttl=args.ttl,
-                     extra=dict(args.claim), account=args.account, roots=args.org_unit_roots))
-    held = _held_accounts(settings)
+                     extra=dict(args.claim), account=args.account, roots=args.org_unit_roots, create=False))
+    held, first = _held_accounts(settings)
     if args.account is None and "account" not in dict(args.claim) and len(held) > 1 \
             and not settings.auth.default_account:
-        say(f"note: this server holds several accounts ({', '.join(held)}): a token without --account is refused "
-            "(403); pass --account", logging.WARNING, command="token")
+        sees = (f"sees account {first!r}, the first loaded" if first in held else "is refused (403)")
+        say(f"note: this server holds several accounts ({', '.join(held)}): a token without --account {sees}; "
+            "pass --account for another", logging.WARNING, command="token")
     elif args.account is not None and held and args.account not in held:
         say(f"note: no data source belongs to account {args.account!r} (accounts: {', '.join(held)}): this token "
             "sees an empty server", logging.WARNING, command="token")

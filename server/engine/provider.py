@@ -106,12 +106,15 @@ class Tenancy:
     served partitions of its account only. How a token limited to subtrees applies: `subtree` (the provider's
     own path), `via` (through a reference to a scoped provider) or neither (account only: such a token sees none
     of its rows). A provider scoped `via` a reference may leave out partitions: the referenced provider's account
-    then decides alone. Anything the engine cannot apply matches nothing."""
+    then decides alone. Anything the engine cannot apply matches nothing. `first_account` selects (one row, one
+    column) the account a token naming none sees when the server holds several (the first one loaded), so that
+    adding an account never changes what existing tokens see; without it such a token is refused."""
 
     partition: ColumnElement[Any] | None = None
     partitions: Select[Any] | None = None
     subtree: Subtree | None = None
     via: Via | None = None
+    first_account: Select[Any] | None = None
 
     @property
     def path(self) -> ColumnElement[Any] | None:

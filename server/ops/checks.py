@@ -100,10 +100,18 @@ class DatabaseCheck:
     def current(self) -> bool:
         return self.reachable and self.revision == self.head
 
+    @property
+    def has_schema(self) -> bool:
+        """Reachable and holding some version of this server's schema (an older one is migrated)."""
+        return self.reachable and any((self.revision or {}).values())
+
     def describe(self) -> str:
         where = f"database {self.name} ({self.url})"
         if not self.reachable:
             return f"{where}: unreachable: {self.error}"
+        if not self.has_schema:
+            return (f"{where}: holds no schema of this server (a typo in the URL, or a database never loaded?); "
+                    f"{CREATE_IT}")
         if not self.current:
             return (f"{where}: schema at {describe(self.revision or {})} but this server needs {describe(self.head)}: "
                     "run `orgunit-fhir migrate --database <url>` with a role that may alter the schema")
@@ -150,6 +158,28 @@ def check_serving_databases(settings: Settings, schema: Schema) -> list[Database
 def embedded_database_missing(settings: Settings) -> bool:
     url = make_url(settings.database_url)
     return url.get_backend_name() == "sqlite" and bool(url.database) and not Path(str(url.database)).exists()
+
+
+CREATE_IT = ("create it with `orgunit-fhir migrate` (an empty database), `orgunit-fhir load ...` (your data) or "
+             "`orgunit-fhir demo` (the synthetic demo)")
+
+
+def embedded_path(settings: Settings) -> str:
+    """The SQLite file the URL names, absolute; a relative one (sqlite:///dir/x.db: three slashes) says so."""
+    path = Path(str(make_url(settings.database_url).database))
+    relative = "" if path.is_absolute() else (f" (sqlite:/// with three slashes is relative to the current folder; "
+                                              f"four, sqlite:////{str(path.resolve()).lstrip('/')}, is absolute)")
+    return f"{path.resolve()}{relative}"
+
+
+def missing_database(settings: Settings) -> str:
+    """Why a command that never creates a database refuses a SQLite file that does not exist (a typo'd path)."""
+    return f"the database {embedded_path(settings)} does not exist (a typo in the path?); {CREATE_IT}"
+
+
+def no_schema(settings: Settings) -> str:
+    return (f"the database {_safe(settings.database_url)} holds no schema of this server (a typo in the URL, or a "
+            f"database never loaded?); {CREATE_IT}")
 
 
 def _is_postgresql(url: str) -> bool:

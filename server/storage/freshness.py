@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
@@ -30,6 +30,7 @@ class Snapshot:
     partitions: dict[str, tuple[tuple[Any, str, bool], ...]] = field(default_factory=dict)  # (key, account, served)
     accounts: frozenset[str] = frozenset()
     stamp: int = 0  # changes whenever any of the above does
+    first_account: str | None = None  # what a token naming no account sees among several (Tenancy.first_account)
 
 
 class Freshness:
@@ -77,11 +78,13 @@ class Freshness:
             bodies = usable(conn, self.registry)
             partitions = {p.resource_type: _partitions(conn, p) for p in providers
                           if p.tenancy is not None and p.tenancy.partitions is not None}
-            if (generations, bodies, partitions) != (snapshot.generations, snapshot.bodies, snapshot.partitions):
+            first = _first_account(conn, providers)
+            if (generations, bodies, partitions, first) != (snapshot.generations, snapshot.bodies,
+                                                            snapshot.partitions, snapshot.first_account):
                 # a new object, swapped in whole: a reader never sees half of the old and half of the new
                 snapshot = Snapshot(time.monotonic(), bodies, generations, partitions,
                                     frozenset(acct for rows in partitions.values() for _, acct, _ in rows),
-                                    snapshot.stamp + 1)
+                                    snapshot.stamp + 1, first)
             else:
                 snapshot = replace(snapshot, checked=time.monotonic())
             self._snapshots[database] = snapshot
@@ -104,6 +107,14 @@ def _generation(conn: Connection, provider: ResourceProvider) -> Any:
                        .order_by(v.history_updated.desc(), v.history_id.desc(), v.history_version.desc())
                        .limit(1)).first()
     return None if row is None else tuple(row)
+
+
+def _first_account(conn: Connection, providers: Iterable[ResourceProvider]) -> str | None:
+    for provider in providers:
+        if provider.tenancy is not None and provider.tenancy.first_account is not None:
+            found = conn.execute(provider.tenancy.first_account).scalar()
+            return None if found is None else str(found)
+    return None
 
 
 def _partitions(conn: Connection, provider: ResourceProvider) -> tuple[tuple[Any, str, bool], ...]:

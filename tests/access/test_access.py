@@ -172,11 +172,14 @@ def test_include_of_organization_is_scoped(app_client: TestClient, ctx: ServerCo
         ["Ministère de la Santé"]
 
 
-def test_a_token_without_account_is_refused_when_several_accounts_exist(app_client: TestClient,
-                                                                        ctx: ServerContext) -> None:
-    response = app_client.get("/fhir/Location", headers=token(ctx.settings))
-    assert response.status_code == 403 and response.json()["issue"][0]["code"] == "forbidden"
-    assert app_client.get("/fhir/metadata", headers=token(ctx.settings)).status_code == 200
+def test_a_token_without_account_sees_the_first_account_when_several_exist(app_client: TestClient,
+                                                                           ctx: ServerContext) -> None:
+    """Adding accounts never changes what a token without the claim sees: the first account loaded (issue 23)."""
+    unnamed = app_client.get("/fhir/Location?_count=100", headers=token(ctx.settings)).json()
+    first = app_client.get("/fhir/Location?_count=100", headers=token(ctx.settings, account="alpha")).json()
+    assert unnamed["total"] == first["total"] > 0 and ids_of(unnamed) == ids_of(first)  # alpha: the oldest
+    beta = app_client.get("/fhir/Location?_count=100", headers=token(ctx.settings, account="beta")).json()
+    assert not ids_of(unnamed) & ids_of(beta)
 
 
 def test_default_account_serves_a_token_without_account(ctx: ServerContext, tmp_path: Path) -> None:

@@ -219,20 +219,23 @@ def test_trusted_callers_see_what_refers_to_a_served_location(ctx: ServerContext
 
 # ------------------------------------------------------------------ the account, decided once
 
-@pytest.mark.parametrize("scope, accounts, account", [
-    pytest.param(AccessScope(account="alpha"), {"alpha", "beta"}, "alpha", id="named"),
-    pytest.param(AccessScope(account="gamma"), {"alpha"}, "gamma", id="named-unknown"),
-    pytest.param(AccessScope(), {"alpha"}, "alpha", id="the-only-account"),
-    pytest.param(AccessScope(), set(), "", id="empty-server"),
-    pytest.param(AccessScope(all_accounts=True), {"alpha", "beta"}, None, id="trusted"),
-    pytest.param(AccessScope(), {"alpha", "beta"}, Forbidden, id="several-accounts"),
+@pytest.mark.parametrize("scope, accounts, first, account", [
+    pytest.param(AccessScope(account="alpha"), {"alpha", "beta"}, "beta", "alpha", id="named"),
+    pytest.param(AccessScope(account="gamma"), {"alpha"}, None, "gamma", id="named-unknown"),
+    pytest.param(AccessScope(), {"alpha"}, None, "alpha", id="the-only-account"),
+    pytest.param(AccessScope(), set(), None, "", id="empty-server"),
+    pytest.param(AccessScope(all_accounts=True), {"alpha", "beta"}, "alpha", None, id="trusted"),
+    pytest.param(AccessScope(), {"alpha", "beta"}, "beta", "beta", id="several-accounts-the-first-loaded"),
+    pytest.param(AccessScope(), {"alpha", "beta"}, None, Forbidden, id="several-accounts-no-first"),
+    pytest.param(AccessScope(), {"alpha", "beta"}, "gone", Forbidden, id="several-accounts-first-removed"),
 ])
-def test_caller_account(scope: AccessScope, accounts: set[str], account: str | None | type) -> None:
+def test_caller_account(scope: AccessScope, accounts: set[str], first: str | None,
+                        account: str | None | type) -> None:
     if account is Forbidden:
         with pytest.raises(Forbidden):
-            caller_account(scope, accounts)
+            caller_account(scope, accounts, first)
     else:
-        assert caller_account(scope, accounts) == account
+        assert caller_account(scope, accounts, first) == account
 
 
 # ------------------------------------------------------------------ declarations refused at start-up

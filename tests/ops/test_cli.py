@@ -15,6 +15,7 @@ import jwt
 import pytest
 from sqlalchemy import func, select
 
+from server.access.mint import secret_for
 from server.cli.main import build_parser
 from server.extensions import load_extensions
 from server.settings import (AuthSettings, BulkSettings, DatabaseSettings, FhirSettings, ServerSettings, load_settings,
@@ -45,6 +46,7 @@ def settings_path(tmp_path: Path) -> Path:
 
 
 def test_token_is_signed_with_the_generated_secret(settings_path: Path, database_url: str, tmp_path: Path) -> None:
+    secret_for(load_settings(settings_path), create=True)  # as serve makes it on its first start
     token = run_cli("token", "--sub", "alice", "--permission", "a", "--permission", "b", "--ttl", "60",
                     settings=settings_path, database=database_url).strip()
     secret = (tmp_path / "var" / "jwt-secret").read_text().strip()
@@ -82,8 +84,9 @@ def test_load_refuses_a_bad_file_with_its_line_number(settings_path: Path, tmp_p
 def test_serve_refuses_bad_settings_with_a_clear_message(tmp_path: Path, settings_text: str, words: str) -> None:
     path = tmp_path / "settings.yaml"
     path.write_text(settings_text)
-    done = cli("serve", "--settings", str(path), "--port", "1", cwd=tmp_path)
+    done = cli("serve", "--demo", "--settings", str(path), "--port", "1", cwd=tmp_path)  # refused before the demo
     assert done.returncode == 2, done.stderr
+    assert not (tmp_path / "var" / "orgunits.db").exists()
     assert "configuration error" in done.stderr and words in done.stderr and "Traceback" not in done.stderr
 
 

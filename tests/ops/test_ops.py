@@ -347,7 +347,8 @@ def test_metrics_count_the_requests(small_ctx: ServerContext) -> None:
 CHECK_CASES = [
     pytest.param("", "sqlite", 0, ["ok    settings:", "ok    plugins: serving", "database primary", "(current)"],
                  id="embedded"),
-    pytest.param("", "sqlite-missing", 0, ["not created yet; serve creates it"], id="embedded-not-created"),
+    pytest.param("", "sqlite-missing", 1, ["does not exist (a typo in the path?); create it with `orgunit-fhir "
+                                           "migrate`"], id="embedded-not-created"),  # issue 23: a typo is a FAIL
     pytest.param("server:\n  log_format: xml\n", "sqlite", 1,
                  ["FAIL  server.log_format: expected one of json, text, got 'xml'"], id="log-format"),
     pytest.param("server:\n  metrics_token: short\n", "sqlite", 1, ["FAIL  server.metrics_token: use at least 16"],

@@ -14,7 +14,7 @@ from plugins.orgunits.importers.iaso_csv import load_iaso_csv
 from plugins.orgunits.tables import data_source, org_unit, org_unit_name, org_unit_type
 from plugins.orgunits.records import WriteReport
 from tests.support.contexts import IASO_CSV
-from tests.support.data import counts
+from tests.support.data import counts, first_load
 from tests.support.store_snapshot import TABLES, count, snapshot, units
 
 Rows = list[list[str]]
@@ -59,7 +59,7 @@ def category_counts(engine: Engine) -> dict[str, int]:
 
 
 def test_real_file_loads(engine: Engine) -> None:
-    assert load_iaso_csv(engine, IASO_CSV) == WriteReport(inserted=136)
+    assert load_iaso_csv(engine, IASO_CSV) == WriteReport(inserted=136, notes=first_load("Iaso"))
     assert count(engine, org_unit) == 136
     assert category_counts(engine) == {"COUNTRY": 1, "REGION": 1, "DISTRICT": 6, "AREA": 45, "HF": 83}
     with engine.connect() as conn:
@@ -122,7 +122,7 @@ def test_reload_changes_nothing(engine: Engine) -> None:
 def test_bom_is_accepted(engine: Engine, tmp_path: Path) -> None:
     path = write_csv(tmp_path / "bom.csv", read_csv(), bom=True)
     assert path.read_bytes()[:3] == b"\xef\xbb\xbf"
-    assert load_iaso_csv(engine, path) == WriteReport(inserted=136)
+    assert load_iaso_csv(engine, path) == WriteReport(inserted=136, notes=first_load("Iaso"))
 
 
 def test_renamed_unit_gets_version_two(engine: Engine, tmp_path: Path) -> None:

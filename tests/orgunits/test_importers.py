@@ -30,7 +30,7 @@ from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source
 from plugins.orgunits.writer import as_utc, ensure_data_source
 from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport
 from tests.support.contexts import IASO_CSV, REAL_DATA
-from tests.support.data import counts
+from tests.support.data import counts, first_load
 from tests.support.store_snapshot import TABLES, count, snapshot, units
 
 IASO_GPKG = REAL_DATA / "iaso_burkina_faso" / "org_units.gpkg"
@@ -95,7 +95,7 @@ def check_error(engine: Engine, load: Callable[[], object], *fragments: str) -> 
 # --- Iaso GeoPackage --------------------------------------------------------------------------------------------
 
 def test_gpkg_sample_loads(engine: Engine) -> None:
-    assert load_iaso_gpkg(engine, IASO_GPKG) == WriteReport(inserted=136)
+    assert load_iaso_gpkg(engine, IASO_GPKG) == WriteReport(inserted=136, notes=first_load("Iaso"))
     assert categories(engine) == {"COUNTRY": 1, "REGION": 1, "DISTRICT": 6, "AREA": 45, "HF": 83}
     assert types(engine) == {
         "COUN": ("Country/Pays", "COUNTRY", 1),
@@ -338,7 +338,7 @@ def test_decode_gpkg_refuses(blob: bytes, message: str) -> None:
 # --- FHIR Bundle: the Sierra Leone sample ----------------------------------------------------------------------
 
 def test_sierra_leone_bundle_loads(engine: Engine) -> None:
-    assert load_fhir_bundle(engine, SL_BUNDLE) == WriteReport(inserted=1332)
+    assert load_fhir_bundle(engine, SL_BUNDLE) == WriteReport(inserted=1332, notes=first_load("FHIR"))
     stored = by_ref(engine)
     assert len(stored) == 1332
     assert [ref for ref, row in stored.items() if row.parent_id is None] == ["ImspTQPwCqd"]
@@ -370,7 +370,7 @@ def test_ids_stay_stable_when_a_bundle_grows(engine: Engine) -> None:
                for entry in bundle["entry"] if entry["resource"]["resourceType"] == "Location"}
     upper = {"ImspTQPwCqd"} | {key for key, ref in parents.items() if ref == "Location/ImspTQPwCqd"}
     small = {**bundle, "entry": [e for e in bundle["entry"] if e["resource"]["id"] in upper]}
-    assert import_fhir_bundle(engine, small) == WriteReport(inserted=14)
+    assert import_fhir_bundle(engine, small) == WriteReport(inserted=14, notes=first_load("FHIR"))
     first = {ref: row.id for ref, row in by_ref(engine).items()}
     assert sorted(first.values()) == list(range(1, 15))
     assert import_fhir_bundle(engine, bundle) == WriteReport(inserted=1318, unchanged=14)
@@ -434,7 +434,8 @@ def small_bundle() -> dict[str, Any]:
 
 
 def test_small_bundle_features(engine: Engine) -> None:
-    assert import_fhir_bundle(engine, small_bundle(), data_source="Partner") == WriteReport(inserted=4)
+    assert import_fhir_bundle(engine, small_bundle(), data_source="Partner") == \
+        WriteReport(inserted=4, notes=first_load("Partner"))
     stored = by_ref(engine)
     country, district, facility = stored["country"], stored["dist-1"], stored["fac-1"]
     assert country.geometry == COUNTRY_SHAPE and country.validation_status == "VALID"
@@ -555,7 +556,7 @@ def test_dhis2_sample_loads(engine: Engine) -> None:
     document = dhis2_sample()
     listed = [unit["id"] for unit in document["organisationUnits"]]
     assert listed.index("YuQRtpLP10I") > listed.index("DiszpKrYNg8")  # the file lists children first
-    assert load_dhis2(engine, DHIS2_SAMPLE) == WriteReport(inserted=32)
+    assert load_dhis2(engine, DHIS2_SAMPLE) == WriteReport(inserted=32, notes=first_load("DHIS2"))
     assert types(engine) == {"dhis2-l1": ("National", "COUNTRY", 1), "dhis2-l2": ("District", "REGION", 2),
                              "dhis2-l3": ("Chiefdom", "DISTRICT", 3), "dhis2-l4": ("Facility", "HF", 4)}
     assert categories(engine) == {"COUNTRY": 1, "REGION": 3, "DISTRICT": 7, "HF": 21}
@@ -604,7 +605,8 @@ def test_dhis2_without_levels_or_level_numbers(engine: Engine) -> None:
         unit.pop("level", None)
         if unit["id"] != "cDw53Ej8rju":  # keeps only its path, which gives its parent and its level
             del unit["path"]
-    assert import_dhis2(engine, document["organisationUnits"]) == WriteReport(inserted=32)  # a bare list
+    assert import_dhis2(engine, document["organisationUnits"]) == \
+        WriteReport(inserted=32, notes=first_load("DHIS2"))  # a bare list
     assert types(engine) == {"dhis2-l1": ("Level 1", "COUNTRY", 1), "dhis2-l2": ("Level 2", "REGION", 2),
                              "dhis2-l3": ("Level 3", "DISTRICT", 3), "dhis2-l4": ("Level 4", "HF", 4)}
     assert categories(engine) == {"COUNTRY": 1, "REGION": 3, "DISTRICT": 7, "HF": 21}
@@ -763,7 +765,7 @@ def test_import_units_is_one_transaction(engine: Engine) -> None:
 ])
 def test_load_file(engine: Engine, fmt: str, path: Path, source: str, total: int) -> None:
     assert load_file(engine, fmt, path, data_source=None, version=1, delete_missing=False) == \
-        WriteReport(inserted=total)
+        WriteReport(inserted=total, notes=first_load(source))
     assert load_file(engine, fmt, path, data_source=source, version=1, delete_missing=False) == \
         WriteReport(unchanged=total)
     with engine.connect() as conn:

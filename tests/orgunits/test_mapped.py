@@ -132,7 +132,8 @@ def test_levels_from_their_own_files_in_one_load(engine: Engine, tmp_path: Path)
 
 def test_a_bad_record_in_the_last_file_writes_no_level(engine: Engine, tmp_path: Path) -> None:
     path, mapping = chain(tmp_path, [{"code": 9, "name": "Lost", "kind": {"name": "Dispensary"},
-                                      "district": {"code": 42}, "attributes": "{}"}])
+                                      "district": {"code": 42}, "state": "OPERATIONAL", "closed": "",
+                                      "attributes": json.dumps({"latitude": "", "longitude": ""})}])
     with pytest.raises(LoadError, match="parent 'district-42' matches no unit of the file"):
         load_mapped(engine, path, mapping)
     assert units(engine) == {}
@@ -155,7 +156,7 @@ def test_parent_by_code_in_one_file_and_among_stored_units(engine: Engine, tmp_p
         assert conn.execute(select(data_source.c.identifier_system)).scalar() == "https://registry.example.org/uid"
     assert found["c1"].parent_id == found["d1"].id and found["d1"].parent_id == found["n1"].id
     assert type_rows(engine)["facility"] == ("Facility", "HF", 3)  # the deepest level of a file without levels
-    path.write_text(json.dumps({"uid": "c2", "label": "Post", "up": "d1", "level": "Facility"}) + "\n",
+    path.write_text(json.dumps({"uid": "c2", "label": "Post", "up": "d1", "level": "Facility", "guid": None}) + "\n",
                     encoding="utf-8")
     assert counts(load_mapped(engine, path, mapping, data_source="Flat")) == {"inserted": 1, "missing": 3}
     assert by_ref(engine)["c2"].parent_id == found["d1"].id

@@ -44,6 +44,12 @@ def load_small_pyramid(engine: Engine) -> None:
         write_units(conn, UNITS, version, NOW)
 
 
+def first_load(data_source: str, account: str = "default") -> tuple[str, ...]:
+    """The note of the first load into an empty database: it created the account and the data source."""
+    return (f"created account {account!r} and its data source {data_source!r}: the first of this database, which "
+            "tokens without an account claim see",)
+
+
 def counts(report: Any) -> dict[str, int]:
     """The non-zero figures of a load's report (inserted, updated, unchanged, deleted, missing)."""
     names = ("inserted", "updated", "unchanged", "deleted", "missing")

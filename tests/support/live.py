@@ -49,13 +49,15 @@ class LiveServer:
 
 @contextmanager
 def live_server(tmp: Path, database: str, settings_text: str = "") -> Iterator[LiveServer]:
+    """`serve` on `database`; a SQLite one is created with the demo when it does not exist (`serve --demo`)."""
     settings = tmp / "settings.yaml"
     settings.write_text(f"server:\n  data_dir: {tmp / 'var'}\n{settings_text}", encoding="utf-8")
     port = free_port()
     log = tmp / "serve.log"
     with log.open("w") as out:
         proc = subprocess.Popen([*CLI, "serve", "--settings", str(settings), "--database", database,
-                                 "--host", "127.0.0.1", "--port", str(port)],
+                                 "--host", "127.0.0.1", "--port", str(port),
+                                 *(["--demo"] if database.startswith("sqlite") else [])],
                                 stdout=out, stderr=subprocess.STDOUT, env=_env())
     base = f"http://127.0.0.1:{port}/fhir"
     try:

@@ -71,22 +71,26 @@ class _Unit:
 
 def load_dhis2(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None, version: int = 1, *,
                delete_missing: bool = False, now: datetime | None = None,
-               progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, dry_run: bool = False) -> WriteReport:
+               progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, dry_run: bool = False,
+               allow_reparent: bool = False) -> WriteReport:
     """Load a DHIS2 organisation units JSON file into `data_source` (default 'DHIS2') / `version`."""
     return import_dhis2(engine, read_json(path), data_source=data_source, version=version,
-                        delete_missing=delete_missing, now=now, progress=progress, account=account, dry_run=dry_run)
+                        delete_missing=delete_missing, now=now, progress=progress, account=account, dry_run=dry_run,
+                        allow_reparent=allow_reparent)
 
 
 def import_dhis2(engine: Engine, document: Any, *, data_source: str | None = None, version: int = 1,
                  delete_missing: bool = False, now: datetime | None = None,
                  progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
-                 dry_run: bool = False) -> WriteReport:
+                 dry_run: bool = False,
+                 allow_reparent: bool = False) -> WriteReport:
     """Load parsed DHIS2 JSON in one transaction; raises LoadError and writes nothing if any unit is wrong."""
     units, level_names = read_units(document)
     plan = _Plan(units, level_names, data_source or DEFAULT_DATA_SOURCE)
     return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
                         delete_missing=delete_missing, now=now, progress=progress, account=account, fmt="dhis2",
-                        kept=KEPT, dry_run=dry_run)
+                        kept=KEPT, dry_run=dry_run,
+                        allow_reparent=allow_reparent)
 
 
 def read_units(document: Any) -> tuple[list[_Unit], dict[int, str]]:

@@ -74,23 +74,27 @@ class _Location:
 def load_fhir_bundle(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None,
                      version: int = 1, *, delete_missing: bool = False, now: datetime | None = None,
                      progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
-                     dry_run: bool = False) -> WriteReport:
+                     dry_run: bool = False,
+                     allow_reparent: bool = False) -> WriteReport:
     """Load a FHIR Bundle JSON file of Locations into `data_source` (default 'FHIR') / `version`."""
     return import_fhir_bundle(engine, read_json(path), data_source=data_source, version=version,
                               delete_missing=delete_missing, now=now, progress=progress, account=account,
-                              dry_run=dry_run)
+                              dry_run=dry_run,
+                              allow_reparent=allow_reparent)
 
 
 def import_fhir_bundle(engine: Engine, bundle: Any, *, data_source: str | None = None, version: int = 1,
                        delete_missing: bool = False, now: datetime | None = None,
                        progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
-                       dry_run: bool = False) -> WriteReport:
+                       dry_run: bool = False,
+                       allow_reparent: bool = False) -> WriteReport:
     """Load a parsed Bundle in one transaction; raises LoadError and writes nothing if any Location is wrong."""
     locations = read_locations(bundle)
     plan = _Plan(locations, data_source or DEFAULT_DATA_SOURCE)
     return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
                         delete_missing=delete_missing, identifier_system=identifier_system(locations), now=now,
-                        progress=progress, account=account, fmt="fhir-bundle", dry_run=dry_run)
+                        progress=progress, account=account, fmt="fhir-bundle", dry_run=dry_run,
+                        allow_reparent=allow_reparent)
 
 
 def identifier_system(locations: list[_Location]) -> str | None:

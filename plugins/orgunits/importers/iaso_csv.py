@@ -63,7 +63,8 @@ class _Row:
 def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str | None = "Iaso",
                   version: int = 1, *, delete_missing: bool = False, now: datetime | None = None,
                   progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
-                  dry_run: bool = False) -> WriteReport:
+                  dry_run: bool = False,
+                  allow_reparent: bool = False) -> WriteReport:
     """Load the file into `data_source`/`version` in one transaction; raises LoadError and writes nothing
     if any row is wrong. What the CSV does not carry (boundaries, uuid, altitude: the GeoPackage's) is kept."""
     source = data_source or "Iaso"
@@ -79,7 +80,8 @@ def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str
     return import_units(engine, data_source=source, version=version,
                         types=sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)),
                         records=records, delete_missing=delete_missing, now=now, progress=progress, account=account,
-                        fmt="iaso-csv", kept=KEPT, dry_run=dry_run)
+                        fmt="iaso-csv", kept=KEPT, dry_run=dry_run,
+                        allow_reparent=allow_reparent)
 
 
 def read_rows(path: Path) -> list[_Row]:

@@ -74,7 +74,8 @@ class _Feature:
 def load_iaso_gpkg(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None, version: int = 1,
                    *, delete_missing: bool = False, now: datetime | None = None,
                    progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
-                   dry_run: bool = False) -> WriteReport:
+                   dry_run: bool = False,
+                   allow_reparent: bool = False) -> WriteReport:
     """Load the GeoPackage into `data_source` (default 'Iaso', like the CSV) / `version` in one transaction;
     raises LoadError and writes nothing if any feature is wrong."""
     source = data_source or DEFAULT_DATA_SOURCE
@@ -90,7 +91,8 @@ def load_iaso_gpkg(engine: Engine, path: str | os.PathLike[str], data_source: st
     return import_units(engine, data_source=source, version=version,
                         types=sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)),
                         records=records, delete_missing=delete_missing, now=now, progress=progress, account=account,
-                        fmt="iaso-gpkg", kept=KEPT, dry_run=dry_run)
+                        fmt="iaso-gpkg", kept=KEPT, dry_run=dry_run,
+                        allow_reparent=allow_reparent)
 
 
 def read_features(path: Path) -> tuple[list[_Feature], dict[str, TypeRecord]]:

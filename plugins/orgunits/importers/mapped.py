@@ -30,7 +30,14 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from plugins.orgunits.importers.common import Hierarchy, level_category, resolve_hierarchy
-from plugins.orgunits.importers.mapping import FieldSpec, Section, UnitMapping, Unmapped, read_mapping
+from plugins.orgunits.importers.mapping import (
+    FieldSpec,
+    Section,
+    UnitMapping,
+    Unmapped,
+    check_fields,
+    read_mapping,
+)
 from plugins.orgunits.importers.parsers import FHIR_STATUSES, aliases, parse_date, parse_decimal
 from plugins.orgunits.importers.tabular import Record, read_records
 from plugins.orgunits.importers.transaction import Progress, import_units
@@ -64,20 +71,26 @@ class _Unit:
 def load_mapped(engine: Engine, path: str | os.PathLike[str], mapping: str | os.PathLike[str],
                 data_source: str | None = None, version: int = 1, *, delete_missing: bool = False,
                 now: datetime | None = None, progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
-                dry_run: bool = False) -> WriteReport:
+                dry_run: bool = False,
+                allow_reparent: bool = False) -> WriteReport:
     """Load `path` as `mapping` says into `data_source` (default: the mapping's) / `version`."""
     spec = read_mapping(mapping)
     units = read_units(spec, Path(path))
     plan = _Plan(units, data_source or spec.data_source, spec)
     return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
                         delete_missing=delete_missing, identifier_system=spec.identifier_system, now=now,
-                        progress=progress, account=account, fmt="mapped", kept=spec.units.kept, dry_run=dry_run)
+                        progress=progress, account=account, fmt="mapped", kept=spec.units.kept, dry_run=dry_run,
+                        allow_reparent=allow_reparent)
 
 
 def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
     """Every unit the mapping names (root, levels top first, then the file's units), checked, without the
     database."""
     rows = read_records(path, spec.units.source)
+    if not rows:
+        raise LoadError(f"{path}: no records: nothing loaded (an empty export?)")
+    for section in (*(level for level in spec.levels if level.file is None), spec.units):
+        check_fields(section, rows, path)
     found: dict[str, _Unit] = {}
     if spec.root is not None:
         root = spec.root
@@ -88,7 +101,9 @@ def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
     for index, level in enumerate(spec.levels):
         if level.file is not None:
             above = spec.levels[index - 1] if index > 0 else None
-            for record in read_records(level.file, level.source):
+            records = read_records(level.file, level.source)
+            check_fields(level, records, level.file)
+            for record in records:
                 _add(found, _unit(spec, level, record, _parent_by_field(level, above, record, top)))
     above_file = next((level for level in reversed(spec.levels) if level.file is not None), None)
     lowest = spec.levels[-1] if spec.levels else None
@@ -102,9 +117,8 @@ def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
         if spec.units.spec("parent") is not None or not derived:
             parent = _parent_by_field(spec.units, lowest, record, top)
         _add(found, _unit(spec, spec.units, record, parent))
-    if not rows:
-        raise LoadError(f"{path}: no records: nothing loaded (an empty export?)")
     return list(found.values())
+
 
 
 def _add(found: dict[str, _Unit], unit: _Unit | None, derived: bool = False) -> None:

@@ -3,6 +3,7 @@ for the units of the file and for the levels above them (read from their own fil
 file). Parsed and checked whole before any record is read; every error names the key at fault."""
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from plugins.orgunits.importers.tabular import FORMATS, Source, field_value
+from plugins.orgunits.importers.tabular import FORMATS, Record, Source, field_value, has_field
 from plugins.orgunits.records import KEEPABLE, slugify
 from server import LoadError
 
@@ -218,3 +219,20 @@ def _text(raw: Any, key: str, where: str) -> str | None:
     if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
         raise LoadError(f"{where}: {key}: expected text, got {raw!r}")
     return str(raw).strip() or None
+
+
+_SAMPLED = 1000  # records whose nested objects suggest a close match
+
+
+def check_fields(section: Section, records: list[Record], path: Path) -> None:
+    """Every field the section names is in at least one record (a CSV: its header), before anything is read: a
+    typo'd `parent` or `id` would otherwise hang every unit from the root, silently."""
+    for spec in (*section.fields.values(), *section.aliases, *section.identifiers):
+        if spec.path is None or any(has_field(record.fields, spec.path) for record in records):
+            continue
+        names = sorted({str(name) for record in records for name in record.fields})
+        nested = {f"{name}.{inner}" for record in records[:_SAMPLED] for name, value in record.fields.items()
+                  if isinstance(value, dict) for inner in value}  # `ward.code` for a typo'd `ward.cod`
+        close = difflib.get_close_matches(spec.path, [*names, *sorted(nested)], n=1, cutoff=0.6)
+        raise LoadError(f"mapping: {spec.key}: no record of {path.name} has the field {spec.path!r}"
+                        f"{f' (did you mean {close[0]!r}?)' if close else ''}; its fields: {', '.join(names)}")

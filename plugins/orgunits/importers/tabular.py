@@ -127,6 +127,20 @@ def _select(value: Any, steps: list[str], where: str) -> Any:
 def field_value(fields: Mapping[str, Any], path: str) -> Any:
     """The value at `path`: the field of that exact name, else the dotted path through objects (a string holding
     a JSON object is read as one; a number steps into a list). None when absent."""
+    value = _lookup(fields, path)
+    return None if value is _ABSENT else value
+
+
+def has_field(fields: Mapping[str, Any], path: str) -> bool:
+    """Whether the record has the field at `path` (its value may be empty): a mapping naming a field no record
+    has is a typo."""
+    return _lookup(fields, path) is not _ABSENT
+
+
+_ABSENT = object()
+
+
+def _lookup(fields: Mapping[str, Any], path: str) -> Any:
     if path in fields:
         return fields[path]
     current: Any = fields
@@ -135,13 +149,11 @@ def field_value(fields: Mapping[str, Any], path: str) -> Any:
             try:
                 current = json.loads(current)
             except json.JSONDecodeError:
-                return None
-        if isinstance(current, Mapping):
-            current = current.get(step)
+                return _ABSENT
+        if isinstance(current, Mapping) and step in current:
+            current = current[step]
         elif isinstance(current, list) and step.isdigit() and int(step) < len(current):
             current = current[int(step)]
         else:
-            return None
-        if current is None:
-            return None
+            return _ABSENT
     return current

@@ -3,13 +3,14 @@ ONE transaction (rolled back by a dry run), with the report of what changed, wha
 operator should know (a new account or data source, a data source restored, a change of format)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import difflib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import islice
 from typing import Any, Union
 
-from sqlalchemy import Connection, Engine, select, update
+from sqlalchemy import Connection, Engine, func, select, update
 
 from plugins.orgunits import history
 from plugins.orgunits.records import (
@@ -21,6 +22,7 @@ from plugins.orgunits.records import (
     field_list,
 )
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, data_source, org_unit, source_version
+from plugins.orgunits.views import FIRST_ACCOUNT
 from plugins.orgunits.writer import (
     ensure_data_source,
     ensure_source_version,
@@ -39,7 +41,8 @@ CHUNK = 2000
 def import_units(engine: Engine, *, data_source: str, version: int, types: Types, records: Records,
                  delete_missing: bool = False, identifier_system: str | None = None, now: datetime | None = None,
                  progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, fmt: str | None = None,
-                 kept: frozenset[str] = frozenset(), dry_run: bool = False) -> WriteReport:
+                 kept: frozenset[str] = frozenset(), dry_run: bool = False,
+                 allow_reparent: bool = False) -> WriteReport:
     """Write one file's units into `data_source`/`version` in ONE transaction: all or nothing.
 
     `types` and `records` are iterables, or callables `(conn, data_source_id) -> iterable` for importers that
@@ -49,16 +52,18 @@ def import_units(engine: Engine, *, data_source: str, version: int, types: Types
     the data source that are not in `records` are marked deleted; without it they are counted as missing.
     `fmt` names the format (a load in another format than the data source's last one says so; `kept` are the
     fields this format does not carry). `dry_run`: everything is checked and counted, then rolled back.
+    A load that gives more than REPARENT_SHARE of the data source's stored units another parent (a typo'd parent
+    or id field flattens a pyramid that way) is refused unless `allow_reparent`.
     """
     now = now or datetime.now(timezone.utc)
     with transaction(engine, dry_run) as conn:
         return _import(conn, data_source, version, types, records, delete_missing, identifier_system, now, progress,
-                       account, fmt, kept)
+                       account, fmt, kept, allow_reparent)
 
 
 def _import(conn: Connection, name: str, version: int, types: Types, records: Records, delete_missing: bool,
             identifier_system: str | None, now: datetime, progress: Progress | None, account: str,
-            fmt: str | None, kept: frozenset[str]) -> WriteReport:
+            fmt: str | None, kept: frozenset[str], allow_reparent: bool) -> WriteReport:
     before = _before(conn, account, name)
     source_id = ensure_data_source(conn, name, identifier_system=identifier_system, now=now, account=account)
     version_id = ensure_source_version(conn, source_id, version, now=now)
@@ -68,22 +73,47 @@ def _import(conn: Connection, name: str, version: int, types: Types, records: Re
     report = write_units(conn, _owned(conn, units, source_id, seen), version_id, now, progress=progress)
     if not seen and (before.new_account or before.new_source):
         raise LoadError(_nothing_to_create(before, account, name))
+    if not allow_reparent and _storm(len(report.moved_ids), before.units):
+        raise LoadError(f"this load would give {len(report.moved_ids):,} of the {before.units:,} stored units of "
+                        f"{account}/{name} another parent (first: {', '.join(named_units(conn, report.moved_ids))}): "
+                        "a mapping's parent or id field naming the wrong field does this; nothing was written. "
+                        "Check the file and the mapping; if the moves are intended, load again with --allow-reparent")
     conn.execute(update(data_source).where(data_source.c.id == source_id).values(last_format=fmt, removed_at=None))
     notes = list(before.notes(account, name, fmt, kept))
     if delete_missing:
         deleted = history.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
-        return _with(report, deleted=len(deleted), deleted_ids=tuple(deleted[:SAMPLE]), notes=tuple(notes))
+        return _with(report, deleted=len(deleted), deleted_ids=tuple(deleted[:SAMPLE]), notes=tuple(notes),
+                     deleted_units=named_units(conn, deleted))
     missing = history.missing_units(conn, data_source_id=source_id, seen_ids=seen)
     if missing:
-        first = ", ".join(map(str, missing[:SAMPLE]))
+        first = ", ".join(named_units(conn, missing))
         notes.append(f"{len(missing):,} unit{'s' if len(missing) != 1 else ''} of {account}/{name} "
                      f"{'are' if len(missing) != 1 else 'is'} not in the file (first: {first}): kept as "
                      "before; load with --delete-missing to record them as deleted")
-    return _with(report, missing=len(missing), missing_ids=tuple(missing[:SAMPLE]), notes=tuple(notes))
+    return _with(report, missing=len(missing), missing_ids=tuple(missing[:SAMPLE]), notes=tuple(notes),
+                 missing_units=named_units(conn, missing))
 
 
 def _with(report: WriteReport, **changes: Any) -> WriteReport:
     return WriteReport(report.inserted, report.updated, report.unchanged, **changes)
+
+
+REPARENT_SHARE = 0.1  # more than this share of a data source's stored units moved by one load: refused unasked
+REPARENT_FLOOR = 5  # ...and more than this many (a small registry's few moves are ordinary edits)
+
+
+def _storm(moved: int, stored: int) -> bool:
+    return moved > REPARENT_FLOOR and moved > REPARENT_SHARE * stored
+
+
+def named_units(conn: Connection, ids: Sequence[int]) -> tuple[str, ...]:
+    """The first units of `ids` as the operator knows them: their source code and name, the id beside
+    ("10006 'Kapsowar Hospital' (id 3720)")."""
+    first = list(ids[:SAMPLE])
+    rows = {row.id: row for row in conn.execute(select(org_unit.c.id, org_unit.c.source_ref, org_unit.c.name)
+                                                .where(org_unit.c.id.in_(first)))}
+    return tuple(f"{rows[i].source_ref or '(no code)'} {rows[i].name!r} (id {i})" if i in rows else f"id {i}"
+                 for i in first)
 
 
 @dataclass(frozen=True)
@@ -93,6 +123,8 @@ class _Before:
     accounts: list[str]  # every account that holds a data source
     sources: list[str]  # the data sources of this account
     row: Any  # the data source (removed_at, last_format), or None
+    units: int = 0  # its live units
+    first: str | None = None  # the account a token without an account claim sees (views.FIRST_ACCOUNT)
 
     @property
     def new_account(self) -> bool:
@@ -103,11 +135,17 @@ class _Before:
         return self.row is None or self.row.removed_at is not None
 
     def notes(self, account: str, name: str, fmt: str | None, kept: frozenset[str]) -> Iterator[str]:
-        if self.new_account and self.accounts:  # the first load of all creates the first account: no news
-            yield (f"account {account!r} is new (the others: {', '.join(self.accounts)}): its consumers need "
-                   f"tokens for it (orgunit-fhir token --account {account})")
+        if self.new_account and self.accounts:
+            yield (f"account {account!r} is new{_did_you_mean(account, self.accounts)} (the others: "
+                   f"{', '.join(self.accounts)}): its consumers need "
+                   f"tokens for it (orgunit-fhir token --account {account}); tokens without an account claim still "
+                   f"see account {self.first!r}, the first loaded (unless auth.default_account names another)")
+        elif self.new_account:
+            yield (f"created account {account!r} and its data source {name!r}: the first of this database, which "
+                   "tokens without an account claim see")
         elif self.row is None and self.sources:
-            yield (f"data source {name!r} is new in account {account!r} (its other data sources: "
+            yield (f"data source {name!r} is new in account {account!r}{_did_you_mean(name, self.sources)} (its other "
+                   "data sources: "
                    f"{', '.join(self.sources)})")
         if self.row is not None and self.row.removed_at is not None:
             yield f"data source {account}/{name} had been removed: this load restores it"
@@ -119,14 +157,23 @@ class _Before:
                    f"every field, so what only {last} held is replaced")
 
 
+def _did_you_mean(name: str, known: list[str]) -> str:
+    """A new account or data source named like an existing one is likely a typo: say which."""
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    return f" (a typo of {close[0]!r}? if so, undo it with `data-sources remove ... --purge`)" if close else ""
+
+
 def _before(conn: Connection, account: str, name: str) -> _Before:
     live = data_source.c.removed_at.is_(None)
     accounts = sorted(set(conn.execute(select(data_source.c.account).where(live)).scalars()))
     sources = sorted(conn.execute(select(data_source.c.name).where(data_source.c.account == account, live))
                      .scalars())
-    row = conn.execute(select(data_source.c.removed_at, data_source.c.last_format)
+    row = conn.execute(select(data_source.c.id, data_source.c.removed_at, data_source.c.last_format)
                        .where(data_source.c.account == account, data_source.c.name == name)).first()
-    return _Before(accounts, sources, row)
+    units = 0 if row is None else int(conn.execute(
+        select(func.count()).select_from(org_unit.join(source_version))
+        .where(source_version.c.data_source_id == row.id, org_unit.c.deleted.is_(False))).scalar_one())
+    return _Before(accounts, sources, row, units, conn.execute(FIRST_ACCOUNT).scalar())
 
 
 def _nothing_to_create(before: _Before, account: str, name: str) -> str:

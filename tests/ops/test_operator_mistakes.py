@@ -1,0 +1,192 @@
+"""Issue 23: nothing is created or served by accident (items 1, 7 and 10): a typo'd database path, a command run
+from another folder, a busy port; and the README's recipes that must work as written."""
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from server.cli.main import main
+from tests.support import pg
+from tests.support.live import live_server, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+LAKELAND_CSV = ROOT / "tests" / "fixtures" / "mapped" / "lakeland_facilities.csv"
+LAKELAND = ROOT / "tests" / "fixtures" / "mapped" / "lakeland_facilities.mapping.yaml"
+
+
+def _files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+# --- 1 and 7: a command that does not create refuses a database that does not exist ---------------------------------
+
+@pytest.mark.parametrize("command, status", [
+    pytest.param(["serve"], 2, id="serve"),
+    pytest.param(["render"], 2, id="render"),
+    pytest.param(["accounts", "list"], 2, id="accounts-list"),
+    pytest.param(["data-sources", "list"], 2, id="data-sources-list"),
+    pytest.param(["versions", "list"], 2, id="versions-list"),
+    pytest.param(["data-sources", "remove", "X", "--force", "--purge"], 2, id="data-sources-remove"),
+    pytest.param(["check-config"], 1, id="check-config"),
+])
+def test_a_typod_path_is_refused_and_nothing_is_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str], command: list[str],
+                                                        status: int) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "srv" / "kenya").mkdir(parents=True)
+    typo = tmp_path / "srv" / "kenya" / "kenyaa.db"
+    assert main([*command, "--database", f"sqlite:///{typo}", "--port", "1"] if command == ["serve"] else
+                [*command, "--database", f"sqlite:///{typo}"]) == status
+    said = capsys.readouterr()
+    assert f"the database {typo} does not exist (a typo in the path?); create it with `orgunit-fhir migrate`" in (
+        said.out + said.err)
+    assert "FHIR base" not in said.err and "Traceback" not in said.err
+    assert _files(tmp_path) == {"srv", "srv/kenya"}  # no database, no folder, no secret
+
+
+@pytest.mark.parametrize("command", [
+    pytest.param(["accounts", "list"], id="accounts-list"),
+    pytest.param(["token"], id="token"),
+    pytest.param(["check-config"], id="check-config"),
+    pytest.param(["load", "mapped", str(LAKELAND_CSV), "--mapping", str(LAKELAND), "--dry-run"], id="load-dry-run"),
+])
+def test_a_typod_folder_is_never_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    main([*command, "--database", f"sqlite:///{tmp_path / 'typo-dir' / 'x.db'}"])
+    assert _files(tmp_path) == set()
+
+
+def test_a_three_slash_url_names_the_relative_path_it_would_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["accounts", "list", "--database", "sqlite:///srv/kenya.db"]) == 2
+    said = capsys.readouterr().err
+    assert f"the database {tmp_path / 'srv' / 'kenya.db'} (sqlite:/// with three slashes is relative" in said
+    assert f"sqlite:////{str(tmp_path).lstrip('/')}/srv/kenya.db, is absolute" in said
+    assert _files(tmp_path) == set()
+
+
+def test_a_dry_run_on_a_database_that_does_not_exist_checks_the_file_and_creates_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["load", "mapped", str(LAKELAND_CSV), "--mapping", str(LAKELAND), "--dry-run",
+                 "--database", f"sqlite:///{tmp_path / 'new.db'}"]) == 0
+    said = capsys.readouterr().err
+    assert "load mapped (dry run: nothing written): 34 inserted" in said and "creates none" in said
+    assert _files(tmp_path) == set()
+
+
+def test_a_failed_first_load_leaves_no_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["load", "mapped", str(tmp_path / "nowhere.csv"), "--mapping", str(LAKELAND),
+                 "--database", f"sqlite:///{tmp_path / 'new.db'}"]) == 1
+    assert "cannot read the file" in capsys.readouterr().err and _files(tmp_path) == set()
+
+
+def test_serve_refuses_a_database_without_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()  # what an earlier typo left behind
+    assert main(["serve", "--database", f"sqlite:///{empty}", "--port", "1"]) == 2
+    said = capsys.readouterr().err
+    assert "holds no schema of this server" in said and "FHIR base" not in said
+
+
+@pytest.mark.postgres
+def test_check_config_fails_on_a_database_without_schema(pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-config", "--database", pg_url]) == 1
+    assert "FAIL  database primary" in capsys.readouterr().out
+
+
+def test_serve_demo_creates_the_demo_and_says_so(tmp_path: Path) -> None:
+    database = tmp_path / "demo.db"
+    with live_server(tmp_path, f"sqlite:///{database}") as server:  # serve --demo
+        assert f"serve --demo: creating {database} with the synthetic demo (not your data)" in server.log.read_text()
+
+
+def test_make_serve_installs_the_server_only() -> None:
+    planned = subprocess.run(["make", "-n", "-B", "serve"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "pip install --quiet -e ." in planned and "orgunit-fhir serve --demo" in planned
+    assert "[test]" not in planned and "requirements.txt" not in planned
+    tests = subprocess.run(["make", "-n", "-B", "setup"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "-e '.[test]'" in tests
+
+
+# --- 10. a busy port, a token minted in another folder -------------------------------------------------------------
+
+def test_serve_on_a_busy_port_is_one_line_before_anything_is_printed(migrated_url: str,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "--database", migrated_url, "--port", str(port)]) == 2
+    said = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in said
+    assert "FHIR base" not in said and len(said.strip().splitlines()) == 1
+
+
+def test_token_in_another_folder_refuses_instead_of_making_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["token"]) == 2
+    said = capsys.readouterr()
+    assert f"no HMAC secret at {tmp_path / 'var' / 'jwt-secret'}" in said.err and said.out == ""
+    assert _files(tmp_path) == set()
+
+
+# --- 10. README's PostgreSQL roles, as written ----------------------------------------------------------------------
+
+def _readme_sql() -> list[str]:
+    """The SQL blocks of README's PostgreSQL section, in order."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("### PostgreSQL"):text.index("## Operations")]
+    return re.findall(r"```sql\n(.*?)```", section, flags=re.S)
+
+
+@pytest.mark.postgres
+def test_readme_role_sql_works_as_written(pg_url: str, tmp_path: Path) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    database = make_url(pg_url).database
+    names = {"orgunit_writer": f"w_{suffix}", "orgunit_reader": f"r_{suffix}",
+             "DATABASE orgunits": f'DATABASE "{database}"'}
+
+    def as_here(sql: str) -> str:
+        for old, new in names.items():
+            sql = sql.replace(old, new)
+        return sql.replace("PASSWORD '...'", "")
+
+    before, after = _readme_sql()
+    as_role = lambda role: make_url(pg_url).set(username=role).render_as_string(hide_password=False)  # noqa: E731
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(as_here(before))
+        (tmp_path / "settings.yaml").write_text("")
+        run_cli("migrate", settings=tmp_path / "settings.yaml", database=as_role(f"w_{suffix}"))
+        run_cli("demo", "--size", "20", settings=tmp_path / "settings.yaml", database=as_role(f"w_{suffix}"))
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(as_here(after))
+        with psycopg.connect(as_role(f"r_{suffix}")) as conn:
+            assert conn.execute("SELECT count(*) FROM org_unit").fetchone() == (20,)
+            assert conn.execute("SELECT has_table_privilege('bulk_export_job', 'INSERT')").fetchone() == (True,)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("DELETE FROM org_unit")
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "w_{suffix}"')  # one at a time: both at once trips over the default ACL
+            conn.execute(f'DROP OWNED BY "r_{suffix}"')
+            conn.execute(f'DROP ROLE IF EXISTS "w_{suffix}"')
+            conn.execute(f'DROP ROLE IF EXISTS "r_{suffix}"')
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database without any table."""
+    with pg.scratch_database() as url:
+        yield url
