@@ -360,7 +360,7 @@ CHECK_CASES = [
                  ["FAIL  auth.jwks_url http://127.0.0.1:"], id="jwks-unreachable"),
     pytest.param("", "postgresql", 0, ["ok    database primary (postgresql+psycopg://postgres@", "(current)"],
                  id="postgresql", marks=pytest.mark.postgres),
-    pytest.param("", "postgresql-empty", 1, ["FAIL  database primary", "run `orgunit-fhir migrate"],
+    pytest.param("", "postgresql-empty", 1, ["FAIL  database primary", "holds no schema of this server", "create it with `orgunit-fhir migrate`"],
                  id="postgresql-behind", marks=pytest.mark.postgres),
     pytest.param("database:\n  read_urls: ['{primary}', 'postgresql://postgres@127.0.0.1:{closed}/gone']\n",
                  "postgresql", 1, ["ok    database replica1", "FAIL  database replica2", "unreachable",
@@ -429,7 +429,7 @@ def test_serve_refuses_a_replica_behind_and_starts_without_one_that_is_down(tmp_
                                        schema)
         assert [(c.name, c.reachable, c.current) for c in fine] == [
             ("replica1", False, False), ("replica2", True, True), ("primary", True, True)]
-        with pytest.raises(ConfigError, match="database replica1 .* schema at engine \\(none\\)"):
+        with pytest.raises(ConfigError, match="database replica1 .* holds no schema of this server"):
             check_serving_databases(make_settings(primary, tmp_path, database={"read_urls": [behind]}), schema)
         with pytest.raises(ConfigError, match="database primary .*: unreachable"):
             check_serving_databases(make_settings(down, tmp_path), schema)
