@@ -16,6 +16,7 @@ from plugins.orgunits.writer import (
     ensure_data_source,
     ensure_source_version,
     ensure_types,
+    transaction,
     write_units,
 )
 from server import normalize
@@ -79,7 +80,7 @@ def generate_demo(engine: Engine, size: int = 2000, seed: int = 42,
     """Write (or refresh) the "Demo" data source's `size` units; returns the number of units written."""
     counts = level_counts(size)
     epoch = datetime(2018, 1, 1, tzinfo=timezone.utc) + timedelta(days=seed % 1000)
-    with engine.begin() as conn:
+    with transaction(engine) as conn:  # the writer lock (its versions keep the demo's own instants)
         source_id = ensure_data_source(conn, DATA_SOURCE, slug=DATA_SOURCE_SLUG, now=epoch)
         version_id = ensure_source_version(conn, source_id, SOURCE_VERSION, now=epoch)
         ensure_types(conn, DEMO_TYPES, now=epoch)

@@ -46,9 +46,10 @@ from plugins.orgunits.tables import (
     org_unit_type,
     source_version,
 )
-from server import LoadError, as_utc, normalize
+from server import LoadError, as_utc, begin_writing, normalize
 
 _ID_CHUNK = 2000
+_STAMP = "orgunits.stamp"
 _FRESH_STATISTICS = 1000  # rows inserted by one write from which the planner's statistics are refreshed
 _ALIASES = JSON(none_as_null=True)
 
@@ -278,16 +279,29 @@ def _refuse_cycles(conn: Connection, ids: list[int]) -> None:
 
 @contextmanager
 def transaction(engine: Engine, dry_run: bool = False) -> Iterator[Connection]:
-    """A connection in one transaction: committed at the end, rolled back on an error, or (`dry_run`) rolled back
-    anyway once everything was checked and counted."""
+    """A connection in one transaction that every write of org units goes through: it first takes the writer lock
+    (server.storage.writes: one writer at a time, the versions stamped under the lock, `stamp(conn)`), and is
+    committed at the end, rolled back on an error, or (`dry_run`) rolled back anyway once everything was checked
+    and counted."""
     with engine.connect() as conn:
         begun = conn.begin()
         try:
+            conn.info[_STAMP] = begin_writing(conn)
             yield conn
         except BaseException:
             begun.rollback()
             raise
+        finally:
+            conn.info.pop(_STAMP, None)
         if dry_run:
             begun.rollback()
         else:
             begun.commit()
+
+
+def stamp(conn: Connection) -> datetime:
+    """The instant of the versions written in `conn`'s transaction (taken under the writer lock)."""
+    found = conn.info.get(_STAMP)
+    if found is None:
+        raise RuntimeError("org units are written in writer.transaction only (it takes the writer lock)")
+    return found  # type: ignore[no-any-return]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from itertools import islice
 from typing import Any, Union
 
@@ -25,6 +25,7 @@ from plugins.orgunits.writer import (
     ensure_data_source,
     ensure_source_version,
     ensure_types,
+    stamp,
     transaction,
     write_units,
 )
@@ -50,10 +51,9 @@ def import_units(engine: Engine, *, data_source: str, version: int, types: Types
     `fmt` names the format (a load in another format than the data source's last one says so; `kept` are the
     fields this format does not carry). `dry_run`: everything is checked and counted, then rolled back.
     """
-    now = now or datetime.now(timezone.utc)
-    with transaction(engine, dry_run) as conn:
-        return _import(conn, data_source, version, types, records, delete_missing, identifier_system, now, progress,
-                       account, fmt, kept)
+    with transaction(engine, dry_run) as conn:  # the versions' instant: taken under the writer lock
+        return _import(conn, data_source, version, types, records, delete_missing, identifier_system,
+                       now or stamp(conn), progress, account, fmt, kept)
 
 
 def _import(conn: Connection, name: str, version: int, types: Types, records: Records, delete_missing: bool,
