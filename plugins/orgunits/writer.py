@@ -279,29 +279,18 @@ def _refuse_cycles(conn: Connection, ids: list[int]) -> None:
 
 @contextmanager
 def transaction(engine: Engine, dry_run: bool = False) -> Iterator[Connection]:
-    """A connection in one transaction that every write of org units goes through: it first takes the writer lock
-    (server.storage.writes: one writer at a time, the versions stamped under the lock, `stamp(conn)`), and is
-    committed at the end, rolled back on an error, or (`dry_run`) rolled back anyway once everything was checked
-    and counted."""
-    with engine.connect() as conn:
-        begun = conn.begin()
+    """The one transaction every write goes through: it takes the writer lock first (server.storage.writes; the
+    versions' instant: `stamp(conn)`), is committed at the end, rolled back on an error, or (`dry_run`) anyway."""
+    with engine.connect() as conn, conn.begin() as begun:  # committed at the end unless rolled back
+        conn.info[_STAMP] = begin_writing(conn)
         try:
-            conn.info[_STAMP] = begin_writing(conn)
             yield conn
-        except BaseException:
-            begun.rollback()
-            raise
         finally:
-            conn.info.pop(_STAMP, None)
+            del conn.info[_STAMP]
         if dry_run:
             begun.rollback()
-        else:
-            begun.commit()
 
 
 def stamp(conn: Connection) -> datetime:
     """The instant of the versions written in `conn`'s transaction (taken under the writer lock)."""
-    found = conn.info.get(_STAMP)
-    if found is None:
-        raise RuntimeError("org units are written in writer.transaction only (it takes the writer lock)")
-    return found  # type: ignore[no-any-return]
+    return conn.info[_STAMP]  # type: ignore[no-any-return]  # KeyError: not in writer.transaction

@@ -29,7 +29,8 @@ def _add_months(value: datetime, months: int) -> datetime:
     return value.replace(year=value.year + month // 12, month=month % 12 + 1)
 
 
-def parse_range(name: str, raw: str, *, prefixes: bool = True) -> DateRange:
+def parse_range(name: str, raw: str, *, prefixes: bool = True, zoned: bool = False) -> DateRange:
+    """`zoned`: a value with a time must give its zone (an instant the client means, not one taken as UTC)."""
     prefix = "eq"
     text = raw.strip()
     if prefixes and len(text) > 2 and text[:2].isalpha():
@@ -41,6 +42,9 @@ def parse_range(name: str, raw: str, *, prefixes: bool = True) -> DateRange:
         raise InvalidValue(f"{name}: {raw!r} is not a FHIR date or instant (e.g. 2025, 2025-03, 2025-03-04, "
                            "2025-03-04T10:20:30Z)")
     g = match.groupdict()
+    if zoned and g["H"] is not None and g["z"] is None:
+        raise InvalidValue(f"{name}: {raw!r} has a time but no zone; give one (Z or +hh:mm), e.g. "
+                           f"{text}Z")
     try:
         return DateRange(raw, prefix, *_bounds(g))
     except (ValueError, OverflowError):  # a month 13, a zone of +99:00, the end of year 9999...
@@ -86,6 +90,6 @@ def _upper(lower: datetime, g: dict[str, str | None]) -> datetime:
     return lower + timedelta(microseconds=10 ** (6 - min(6, len(g["f"]) - 1)))
 
 
-def parse_instant(name: str, raw: str) -> datetime:
+def parse_instant(name: str, raw: str, *, zoned: bool = False) -> datetime:
     """An instant parameter such as _since or _at: the start of the given precision."""
-    return parse_range(name, raw, prefixes=False).lower
+    return parse_range(name, raw, prefixes=False, zoned=zoned).lower
