@@ -15,6 +15,7 @@ from sqlalchemy import (
     Row,
     bindparam,
     delete,
+    func,
     insert,
     literal_column,
     select,
@@ -42,6 +43,7 @@ from plugins.orgunits.tables import (
     DEFAULT_ACCOUNT,
     data_source,
     org_unit,
+    org_unit_history,
     org_unit_name,
     org_unit_type,
     source_version,
@@ -282,7 +284,7 @@ def transaction(engine: Engine, dry_run: bool = False) -> Iterator[Connection]:
     """The one transaction every write goes through: it takes the writer lock first (server.storage.writes; the
     versions' instant: `stamp(conn)`), is committed at the end, rolled back on an error, or (`dry_run`) anyway."""
     with engine.connect() as conn, conn.begin() as begun:  # committed at the end unless rolled back
-        conn.info[_STAMP] = begin_writing(conn)
+        conn.info[_STAMP] = begin_writing(conn, select(func.max(org_unit_history.c.updated_at)))
         try:
             yield conn
         finally:

@@ -24,6 +24,7 @@ from server.engine.caller import Caller
 from server.errors import Forbidden, InternalError, ResourceNotFound, TooManyRequests
 from server.storage.db import create_db_engine
 from server.storage.freshness import synced_now
+from server.storage.writes import complete_through
 
 log = logging.getLogger("orgunit_fhir")
 STATUS_PATH = "$export-status"
@@ -130,9 +131,8 @@ class BulkService:
             raise TooManyRequests(f"{self.settings.bulk.max_running} exports are running; try again later",
                                   headers={"Retry-After": "10"})
         bulk = self.settings.bulk
-        with self.engine.connect() as conn:  # the sync point: every version at or before it is committed, and
-            at = synced_now(conn, self.ctx.registry)  # any write still open stamps later (server.storage.writes)
-        at = at.replace(microsecond=at.microsecond // 1000 * 1000)  # what transactionTime says exactly (ms)
+        with self.engine.connect() as conn:  # every version at or before it is committed, and any write still
+            at = complete_through(synced_now(conn, self.ctx.registry))  # open stamps later (server.storage.writes)
         job = Job(uuid.uuid4().hex, owner, url, request.to_json(), at, "running", "exporting", 0, None, started,
                   started, started + timedelta(seconds=bulk.expire_seconds))
         store.create(job)

@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from server.engine.instants import exact_instant, instant
+from server.engine.instants import instant
 from server.engine.rendered import Rendered
 
 
@@ -51,7 +51,7 @@ def _bundle(kind: str, total: int | None, links: list[dict[str, str]], entries: 
     sends back as its next `_since` (or `_lastUpdated=ge`)."""
     bundle: dict[str, Any] = {"resourceType": "Bundle"}
     if synced is not None:
-        bundle["meta"] = {"lastUpdated": exact_instant(synced)}
+        bundle["meta"] = {"lastUpdated": instant(synced)}
     bundle["type"] = kind
     if total is not None:
         bundle["total"] = total

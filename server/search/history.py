@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Select, exists, func, null, select, tuple_
 
-from server.engine.instants import exact_instant
+from server.engine.instants import exact_instant, instant
 from server.errors import InvalidValue, UnsupportedParameter
 from server.engine.provider import Versioning
 from server.search.dates import DateRange, parse_instant, parse_range
@@ -54,7 +54,7 @@ class HistoryRequest(Paged):
         if self.at:
             pairs.append(("_at", self.at.raw))
         if self.till is not None:
-            pairs.append(("_till", exact_instant(self.till)))
+            pairs.append(("_till", instant(self.till)))
         after = [("_after", write_cursor(self.after))] if self.after is not None else []
         return self.paging.link(pairs, after)
 
