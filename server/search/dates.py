@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -93,3 +94,18 @@ def _upper(lower: datetime, g: dict[str, str | None]) -> datetime:
 def parse_instant(name: str, raw: str, *, zoned: bool = False) -> datetime:
     """An instant parameter such as _since or _at: the start of the given precision."""
     return parse_range(name, raw, prefixes=False, zoned=zoned).lower
+
+
+def parse_since(items: Sequence[tuple[str, str]]) -> tuple[str, datetime] | None:
+    """`_since` (history, Bulk Data): the value as given and its instant, or None when absent. One instant with its
+    zone: an empty or repeated one is refused (a client that lost its sync point must not be served everything,
+    or another one, in silence)."""
+    given = [raw for key, raw in items if key == "_since"]
+    if not given:
+        return None
+    if len(given) > 1:
+        raise InvalidValue("_since is given more than once; send one instant (the sync point of the last answer)")
+    if not given[0].strip():
+        raise InvalidValue("_since is empty; send an instant (the sync point of the last answer, "
+                           "Bundle.meta.lastUpdated or transactionTime), or leave _since out for everything")
+    return given[0], parse_instant("_since", given[0].strip(), zoned=True)

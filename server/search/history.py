@@ -16,7 +16,7 @@ from sqlalchemy import ColumnElement, Select, exists, func, null, select, tuple_
 from server.engine.instants import exact_instant, instant
 from server.errors import InvalidValue, UnsupportedParameter
 from server.engine.provider import Versioning
-from server.search.dates import DateRange, parse_instant, parse_range
+from server.search.dates import DateRange, parse_instant, parse_range, parse_since
 from server.search.paging import Paged, Paging, parse_paging
 
 Cursor = tuple[datetime, int, str]  # the last entry served: its instant, version and id
@@ -73,20 +73,11 @@ def read_cursor(raw: str) -> Cursor:
 
 def parse_history(items: Sequence[tuple[str, str]], *, default_count: int, max_count: int,
                   strict: bool = False) -> HistoryRequest:
-    """`_since` is an instant with its zone, given once (an empty or repeated one is refused: a client that lost
-    its sync point must not be served the whole history, or another one, in silence); `_till` and `_after` come
-    from next links."""
+    """`_since` as server.search.dates.parse_since takes it; `_till` and `_after` come from next links."""
     paging, rest = parse_paging(items, default_count=default_count, max_count=max_count)
-    request = HistoryRequest(paging=paging)
-    if sum(1 for key, _ in rest if key == "_since") > 1:
-        raise InvalidValue("_since is given more than once; send one instant (the sync point of the last answer)")
+    request = HistoryRequest(paging=paging, since=parse_since(rest))
     for key, raw in rest:
-        if key == "_since":
-            if not raw.strip():
-                raise InvalidValue("_since is empty; send an instant (the sync point of the last answer, "
-                                   "Bundle.meta.lastUpdated), or leave _since out for the whole history")
-            request = replace(request, since=(raw, parse_instant("_since", raw, zoned=True)))
-        elif not raw:
+        if key == "_since" or not raw:
             continue
         elif key == "_at":
             request = replace(request, at=parse_range("_at", raw, prefixes=False))

@@ -70,6 +70,10 @@ def search_ids(api: TestClient, headers: dict[str, str], rtype: str) -> set[str]
     pytest.param("/fhir/$export", {"_typeFilter": "Location?status=active"}, {}, 400, "_typeFilter",
                  id="type-filter"),
     pytest.param("/fhir/$export", {"_since": "yesterday"}, {}, 400, "_since", id="since-malformed"),
+    pytest.param("/fhir/$export", {"_since": "2025-01-01T00:00:00"}, {}, 400, "no zone", id="since-zoneless"),
+    pytest.param("/fhir/$export", {"_since": ""}, {}, 400, "_since is empty", id="since-empty"),
+    pytest.param("/fhir/$export", [("_since", "2025-01-01T00:00:00Z"), ("_since", "2026-01-01T00:00:00Z")], {}, 400,
+                 "more than once", id="since-repeated"),
     pytest.param("/fhir/Patient/$export", {}, {}, 404, "not supported", id="level-type-not-served"),
     pytest.param("/fhir/CodeSystem/$export", {}, {}, 404, "not exported", id="level-canonical"),
     pytest.param("/fhir/$export", {}, {"Accept": "text/csv"}, 406, "", id="accept"),
@@ -80,7 +84,7 @@ def search_ids(api: TestClient, headers: dict[str, str], rtype: str) -> set[str]
                  "no export job", id="file-unknown-job"),
 ])
 def test_kick_off_refuses_what_it_cannot_honour(api: TestClient, ctx: ServerContext, path: str,
-                                                params: dict[str, str], headers: dict[str, str], status: int,
+                                                params: Any, headers: dict[str, str], status: int,
                                                 says: str) -> None:
     answer = api.get(path, params=params, headers={**ASYNC, **auth(ctx), **headers})
     assert answer.status_code == status, answer.text
