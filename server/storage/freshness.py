@@ -9,6 +9,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -33,7 +34,7 @@ class Snapshot:
     accounts: frozenset[str] = frozenset()
     stamp: int = 0  # changes whenever any of the above does
 
-    @property
+    @cached_property
     def synced(self) -> datetime:
         """The sync point of what this database held when looked at (server.storage.writes): every answer read
         since is complete up to it, and the Bundles say so (meta.lastUpdated)."""

@@ -28,6 +28,7 @@ WRITER_LOCK = 0x6F72_6775_6E69  # pg_advisory_xact_lock's key: "orguni"
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)  # the sync point of a database without versions yet
 TICK = timedelta(milliseconds=1)  # the precision of stamps (FHIR instants as this server writes them)
 _POLL_S = 0.05
+_WAITING = "waiting for the write under way to commit (one writer at a time)"
 
 log = logging.getLogger("orgunit_fhir.writes")
 
@@ -44,25 +45,34 @@ def begin_writing(conn: Connection, newest: Select[Any]) -> datetime:
 
 
 def _lock(conn: Connection) -> None:
+    """The writer lock, saying once when it has to wait for another writer."""
     if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": WRITER_LOCK})
+        key = {"key": WRITER_LOCK}
+        if not conn.execute(text("SELECT pg_try_advisory_xact_lock(:key)"), key).scalar_one():
+            log.info(_WAITING)
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), key)
         return
     dbapi = conn.connection.driver_connection
     assert isinstance(dbapi, sqlite3.Connection)
     if dbapi.in_transaction:
         raise RuntimeError("begin_writing must be the first statement of the transaction")
-    said = False
-    while True:
-        try:
-            dbapi.execute("BEGIN IMMEDIATE")  # the driver's own transaction: committed or rolled back by conn's
-            break
-        except sqlite3.OperationalError as exc:  # still locked after the driver's busy timeout
-            if "locked" not in str(exc):
-                raise
-        if not said:
-            log.info("waiting for the write under way to finish (one writer at a time)")
-            said = True
-        time.sleep(_POLL_S)
+    busy = dbapi.execute("PRAGMA busy_timeout").fetchone()[0]
+    dbapi.execute("PRAGMA busy_timeout = 0")  # polled here, to say that it waits
+    try:
+        said = False
+        while True:
+            try:
+                dbapi.execute("BEGIN IMMEDIATE")  # the driver's own transaction, ended by conn's commit or rollback
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+            if not said:
+                log.info(_WAITING)
+                said = True
+            time.sleep(_POLL_S)
+    finally:
+        dbapi.execute(f"PRAGMA busy_timeout = {int(busy)}")
 
 
 def sync_point(newest: Iterable[datetime | str | None]) -> datetime:
