@@ -18,7 +18,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -33,7 +32,7 @@ from bench.harness import BENCH, free_port, get, stop, wait_for  # noqa: E402
 from server.access.mint import mint_token  # noqa: E402
 from server.settings import load_settings  # noqa: E402
 from server.storage.db import create_db_engine  # noqa: E402
-from tests.support.sync import Mirror, Operator, divergence, registry  # noqa: E402
+from tests.support.sync import Mirror, Operator, divergence, play_round, registry  # noqa: E402
 
 
 def _database(backend: str, tmp: Path) -> tuple[str, str | None]:
@@ -89,15 +88,7 @@ def run(backend: str, rounds: int, seconds: float, facilities: list[int], pause:
             for number in range(1, rounds + 1):
                 before = (sum(o.loads for o in operators), sum(o.versions for o in operators), mirror.walks,
                           mirror.pages, mirror.entries, mirror.duplicated, mirror.skipped)
-                stop_at = time.monotonic() + seconds
-                threads = [threading.Thread(target=lambda o=o: [o.step() for _ in iter(
-                    lambda: time.monotonic() < stop_at, False)]) for o in operators]
-                for thread in threads:
-                    thread.start()
-                while any(thread.is_alive() for thread in threads):
-                    mirror.sync()
-                time.sleep(1.1)  # the server looks at the database once a second: its sync point passes the loads
-                mirror.sync()
+                play_round(operators, mirror, seconds, lambda: time.sleep(1.1))  # the server looks once a second
                 after = (sum(o.loads for o in operators), sum(o.versions for o in operators), mirror.walks,
                          mirror.pages, mirror.entries, mirror.duplicated, mirror.skipped)
                 row = dict(zip(("loads", "versions", "walks", "pages", "entries", "duplicated", "skipped"),

@@ -23,7 +23,7 @@ from server.search.dates import parse_instant
 from server.storage.db import create_db_engine
 from tests.support.contexts import SECRET, make_settings
 from tests.support.data import UNITS, load_small_pyramid
-from tests.support.sync import ACCOUNT, Mirror, Operator, divergence, paused_load, registry
+from tests.support.sync import ACCOUNT, Mirror, Operator, divergence, paused_load, play_round, registry
 
 PYRAMID = {"data_source": "Ministère de la Santé", "account": DEFAULT_ACCOUNT, "version": 3}
 
@@ -189,15 +189,7 @@ def _torture(engine: Engine, client: TestClient, ctx: ServerContext, rounds: int
                  Operator(engine, "south", facilities=40, seed=2, pause_s=0.02)]
     mirror = Mirror(lambda url: client.get(url).json(), count=10)
     for round_number in range(rounds):
-        stop = time.monotonic() + seconds
-        threads = [threading.Thread(target=lambda o=operator: [o.step() for _ in iter(
-            lambda: time.monotonic() < stop, False)]) for operator in operators]
-        for thread in threads:
-            thread.start()
-        while any(thread.is_alive() for thread in threads):
-            mirror.sync()
-        ctx.freshness.expire()  # the loads are over: the next sync point is past them (a server: within a second)
-        mirror.sync()
+        play_round(operators, mirror, seconds, ctx.freshness.expire)  # a server looks again within a second
         assert divergence(mirror, registry(engine)) == {}, f"round {round_number + 1}"
         assert (mirror.duplicated, mirror.skipped) == (0, 0), f"round {round_number + 1}"
     assert all(operator.loads > 1 for operator in operators)

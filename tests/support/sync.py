@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -117,6 +118,20 @@ class Mirror:
         self.entries += len(seen)
         self.skipped += max(0, first["total"] - len(seen))
         self.since = first["meta"]["lastUpdated"]
+
+
+def play_round(operators: list[Operator], mirror: Mirror, seconds: float, settle: Callable[[], None]) -> None:
+    """One round: the operators reload, each in its thread, for `seconds`, while the client syncs again and again;
+    then `settle()` (until the server's sync point is past the last load: it looks once a second) and a last sync."""
+    stop = time.monotonic() + seconds
+    threads = [threading.Thread(target=lambda o=operator: [o.step() for _ in iter(
+        lambda: time.monotonic() < stop, False)]) for operator in operators]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        mirror.sync()
+    settle()
+    mirror.sync()
 
 
 def registry(engine: Engine) -> dict[str, tuple[int, bool]]:
