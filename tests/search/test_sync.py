@@ -3,6 +3,7 @@ Bundle gives (meta.lastUpdated), history walks over one snapshot, strict `_since
 found by Update Clients, then the torture: two operators reloading while a client follows the sync point."""
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -21,8 +22,9 @@ from server.app import create_app
 from server.context import ServerContext
 from server.search.dates import parse_instant
 from server.storage.db import create_db_engine
-from tests.support.contexts import SECRET, make_settings
+from tests.support.contexts import IASO_CSV, SECRET, make_settings
 from tests.support.data import UNITS, load_small_pyramid
+from tests.support.live import CLI, _env
 from tests.support.sync import ACCOUNT, Mirror, Operator, divergence, paused_load, play_round, registry
 
 PYRAMID = {"data_source": "Ministère de la Santé", "account": DEFAULT_ACCOUNT, "version": 3}
@@ -132,6 +134,40 @@ def test_cause_4_concurrent_loads_run_one_after_the_other_in_stamp_order(served:
     sync = mint_token(ctx.settings, account=ACCOUNT)
     counted = client.get("/fhir/Location?_summary=count", headers={"Authorization": f"Bearer {sync}"}).json()
     assert counted["total"] == 2 * (1 + 5 + 20)
+
+
+WRITERS = [
+    ("load", "iaso-csv", str(IASO_CSV)),
+    ("demo", "--size", "30"),
+    ("data-sources", "rename", "Ministère de la Santé", "MS"),
+    ("data-sources", "remove", "--force", "Ministère de la Santé"),
+    ("accounts", "rename", DEFAULT_ACCOUNT, "renamed"),
+    ("versions", "set-default", "--data-source", "Ministère de la Santé", "--version", "3"),
+]
+
+
+@pytest.mark.parametrize("command", WRITERS, ids=[" ".join(c[:2]) for c in WRITERS])
+def test_cause_4_every_writer_waits_for_the_writer_of_the_moment(served: Any, migrated_url: str, tmp_path: Path,
+                                                                  command: tuple[str, ...]) -> None:
+    """Loads, demo and the admin commands take the one writer lock at the start of their transaction: run while a
+    load holds it, each says it waits, then does its work once the load has committed."""
+    settings = tmp_path / "cli.yaml"
+    settings.write_text(f"server:\n  data_dir: {tmp_path / 'cli'}\n", encoding="utf-8")
+    _, engine, _ = served
+    with paused_load(engine, renamed({30}, " (held)"), **PYRAMID) as load:
+        writer = subprocess.Popen([*CLI, *command, "--settings", str(settings), "--database", migrated_url],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+        said = ""
+        assert writer.stderr is not None
+        for line in writer.stderr:  # the command's log, line by line, until it says it waits
+            said += line
+            if "waiting for the write under way" in line:
+                break
+        load.release.set()
+        rest = writer.communicate(timeout=120)[1]
+    assert writer.returncode == 0, said + rest
+    assert "waiting for the write under way to commit" in said, said
+    assert load.reports  # the held load committed first, then the command ran
 
 
 STRICT = [
