@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +21,7 @@ from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from server.access.mint import mint_token
 from server.app import create_app
 from server.context import ServerContext
+from server.engine.instants import as_utc
 from server.search.dates import parse_instant
 from server.storage.db import create_db_engine
 from tests.support.contexts import IASO_CSV, SECRET, make_settings
@@ -128,8 +130,8 @@ def test_cause_4_concurrent_loads_run_one_after_the_other_in_stamp_order(served:
             "JOIN org_unit u ON u.id = h.org_unit_id JOIN source_version v ON v.id = u.source_version_id "
             "JOIN data_source d ON d.id = v.data_source_id WHERE d.account = 'sync' GROUP BY d.name").all()
     assert len(stamps) == 2 and all(low == high for _, low, high in stamps)  # one stamp per load
-    first, second = sorted(stamps, key=lambda row: str(row[1]))
-    assert str(first[1]) < str(second[1])
+    first, second = sorted(as_utc(row[1]) for row in stamps)
+    assert second - first >= timedelta(seconds=0.3)  # stamped after the first load (held 0.3 s) committed
     ctx.freshness.expire()
     sync = mint_token(ctx.settings, account=ACCOUNT)
     counted = client.get("/fhir/Location?_summary=count", headers={"Authorization": f"Bearer {sync}"}).json()
