@@ -28,7 +28,7 @@ RESULT_PARAMETERS = (
 
 SYNC = (
     "To sync (IHE mCSD ITI-91): send the Bundle's meta.lastUpdated back as the next _since (or _lastUpdated=ge): "
-    "it is the sync point, the instant every history and search Bundle is complete up to (every version before it "
+    "it is the sync point, the instant a history or search Bundle is complete up to (every version before it "
     "is committed; a load still running stamps its versions at or after it). Follow the next links of a history "
     "walk to its end: they keep the first page's snapshot (_till, _after), so entries are neither repeated nor "
     "skipped while loads commit. _since takes one instant with its zone (an empty, repeated or zoneless one is "
