@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test setup postgres nginx authserver chromium bench bench-export clean
+.PHONY: serve test setup postgres nginx authserver chromium bench bench-export bench-sync clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ bench: $(STAMP) postgres
 # $export of the 1M-unit demo on PostgreSQL, end to end (bench/export.py; builds the database once, ~8 min)
 bench-export: $(STAMP) postgres
 	$(BIN)/python bench/export.py
+
+# two operators reloading while a client follows the sync point, 3 rounds of 30 s on each backend (bench/sync.py)
+bench-sync: $(STAMP) postgres
+	$(BIN)/python bench/sync.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .cache *.egg-info
