@@ -44,7 +44,7 @@ class HistoryRequest(Paged):
         return replace(self, paging=self.paging.at(skip), after=None)
 
     def following(self, last_id: str | None) -> HistoryRequest:
-        """The next page: after the entry `last_id` (a cursor, as `cursor` writes it), from the first position."""
+        """The next page: after the entry `last_id` (a cursor, as `write_cursor` writes it), from the first position."""
         return replace(self, paging=self.paging.at(0), after=read_cursor(last_id) if last_id else None)
 
     def query_string(self) -> str:
@@ -86,7 +86,8 @@ def parse_history(items: Sequence[tuple[str, str]], *, default_count: int, max_c
         elif key == "_after":
             request = replace(request, after=read_cursor(raw))
         elif strict:
-            raise UnsupportedParameter(f"unknown _history parameter {key!r}; supported: _since, _at, _count, _skip")
+            raise UnsupportedParameter(f"unknown _history parameter {key!r}; supported: _since, _at, _count, _skip "
+                                       "(and _till, _after from next links)")
     return request
 
 
