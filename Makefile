@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test setup postgres nginx authserver chromium bench bench-export clean
+.PHONY: serve test setup postgres nginx authserver chromium bench bench-export bench-sync clean
 
 # the server alone (what `make serve` needs)
 $(RUNTIME): pyproject.toml
@@ -69,6 +69,10 @@ bench: $(STAMP) postgres
 # $export of the 1M-unit demo on PostgreSQL, end to end (bench/export.py; builds the database once, ~8 min)
 bench-export: $(STAMP) postgres
 	$(BIN)/python bench/export.py
+
+# two operators reloading while a client follows the sync point, 3 rounds of 30 s on each backend (bench/sync.py)
+bench-sync: $(STAMP) postgres
+	$(BIN)/python bench/sync.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .cache *.egg-info

@@ -44,6 +44,7 @@ from server.search.types.token import TokenTarget
 from server.settings import Settings
 from server.storage.db import reading_engine, writing_engine
 from server.storage.migrate import Migrations
+from server.storage.writes import begin_writing
 
 __all__ = [
     "AccessScope", "Command", "ConfigError", "DateTarget", "DemoData", "FhirError", "Forbidden", "Interaction",
@@ -51,6 +52,7 @@ __all__ = [
     "Operation", "OperationCall", "Prerendered", "Principal", "Progress", "ReferenceTarget", "ResourceNotFound",
     "ResourceProvider",
     "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",
-    "Through", "TokenTarget", "Versioning", "Via", "add_common_options", "as_utc", "hookimpl", "instant",
+    "Through", "TokenTarget", "Versioning", "Via", "add_common_options", "as_utc", "begin_writing", "hookimpl",
+    "instant",
     "normalize", "software_version", "reading_engine", "writing_engine", "text_index_expression",
 ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable
-from datetime import datetime, timezone
 
 from sqlalchemy import Connection, Engine
 
@@ -18,7 +17,7 @@ from plugins.orgunits.admin import (
     rename_source,
 )
 from plugins.orgunits.tables import DEFAULT_ACCOUNT
-from plugins.orgunits.writer import transaction
+from plugins.orgunits.writer import stamp, transaction
 from server import Command, Settings, add_common_options, writing_engine
 
 log = logging.getLogger("orgunit_fhir.cli")
@@ -85,15 +84,14 @@ def _accounts(args: argparse.Namespace, settings: Settings) -> int:
             for row in rows:
                 print(f"{row.account:<24} {row.sources:>12,} {row.units:>11,} {row.served:>11,}")
             return 0
-        now = datetime.now(timezone.utc)
         if args.action == "rename":
-            with engine.begin() as conn:
+            with transaction(engine) as conn:
                 moved = rename_account(conn, args.name, args.new_name)
             sources = f"{moved:,} data source{'s' if moved != 1 else ''}"
             _say(f"accounts: {args.name!r} is now {args.new_name!r} ({sources}); its consumers need "
                  f"tokens for {args.new_name!r}", command="accounts rename", account=args.new_name, previous=args.name)
             return 0
-        return _removed(engine, args, lambda conn: remove_account(conn, args.name, force=args.force, now=now,
+        return _removed(engine, args, lambda conn: remove_account(conn, args.name, force=args.force, now=stamp(conn),
                                                                    purge=args.purge),
                         f"account {args.name!r}")
 
@@ -108,16 +106,15 @@ def _sources(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"{s.account:<16} {s.name:<32} {s.versions:>8,} {s.units:>11,} {s.served:>11,}  "
                       f"{s.last_format or '-'}")
             return 0
-        now = datetime.now(timezone.utc)
         if args.action == "rename":
-            with engine.begin() as conn:
-                changed = rename_source(conn, args.account, args.name, args.new_name, now)
+            with transaction(engine) as conn:
+                changed = rename_source(conn, args.account, args.name, args.new_name, stamp(conn))
             _say(f"data-sources: {args.account}/{args.name} is now {args.account}/{args.new_name}; {changed:,} units "
                  "got a new version (their managingOrganization.display)", command="data-sources rename",
                  account=args.account, data_source=args.new_name, previous=args.name, updated=changed)
             return 0
         return _removed(engine, args, lambda conn: (1, remove_source(conn, args.account, args.name, force=args.force,
-                                                                     now=now, purge=args.purge)),
+                                                                     now=stamp(conn), purge=args.purge)),
                         f"data source {args.account}/{args.name}")
 
 

@@ -13,6 +13,7 @@ from plugins.orgunits.importers.mapped import load_mapped
 from plugins.orgunits.importers.mapping import read_mapping
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, org_unit
 from plugins.orgunits.versions import list_versions, set_default_version, unserved_units
+from plugins.orgunits.writer import transaction
 from server import (
     Command,
     ConfigError,
@@ -129,7 +130,7 @@ def _list(engine: Engine, account: str | None) -> int:
 
 def _set_default(engine: Engine, args: argparse.Namespace) -> int:
     number = None if args.version == "newest" else _version_number(args.version)
-    with engine.begin() as conn:
+    with transaction(engine) as conn:  # a writer: one at a time
         set_default_version(conn, args.data_source, number, account=args.account)
         chosen = [v for v in list_versions(conn, args.account) if v.data_source == args.data_source and v.served]
         if chosen and not chosen[0].units and not args.force:

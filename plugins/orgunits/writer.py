@@ -16,6 +16,7 @@ from sqlalchemy import (
     Row,
     bindparam,
     delete,
+    func,
     insert,
     literal_column,
     select,
@@ -43,13 +44,15 @@ from plugins.orgunits.tables import (
     DEFAULT_ACCOUNT,
     data_source,
     org_unit,
+    org_unit_history,
     org_unit_name,
     org_unit_type,
     source_version,
 )
-from server import LoadError, as_utc, normalize
+from server import LoadError, as_utc, begin_writing, normalize
 
 _ID_CHUNK = 2000
+_STAMP = "orgunits.stamp"
 _FRESH_STATISTICS = 1000  # rows inserted by one write from which the planner's statistics are refreshed
 _ALIASES = JSON(none_as_null=True)
 
@@ -279,16 +282,18 @@ def _refuse_cycles(conn: Connection, ids: list[int]) -> None:
 
 @contextmanager
 def transaction(engine: Engine, dry_run: bool = False) -> Iterator[Connection]:
-    """A connection in one transaction: committed at the end, rolled back on an error, or (`dry_run`) rolled back
-    anyway once everything was checked and counted."""
-    with engine.connect() as conn:
-        begun = conn.begin()
+    """The one transaction every write goes through: it takes the writer lock first (server.storage.writes; the
+    versions' instant: `stamp(conn)`), is committed at the end, rolled back on an error, or (`dry_run`) anyway."""
+    with engine.connect() as conn, conn.begin() as begun:  # committed at the end unless rolled back
+        conn.info[_STAMP] = begin_writing(conn, select(func.max(org_unit_history.c.updated_at)))
         try:
             yield conn
-        except BaseException:
-            begun.rollback()
-            raise
+        finally:
+            del conn.info[_STAMP]
         if dry_run:
             begun.rollback()
-        else:
-            begun.commit()
+
+
+def stamp(conn: Connection) -> datetime:
+    """The instant of the versions written in `conn`'s transaction (taken under the writer lock)."""
+    return conn.info[_STAMP]  # type: ignore[no-any-return]  # KeyError: not in writer.transaction

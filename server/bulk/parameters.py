@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from server.errors import InvalidRequest, UnsupportedParameter
-from server.search.dates import parse_instant
+from server.search.dates import parse_since
 
 NDJSON = "application/fhir+ndjson"
 OUTPUT_FORMATS = frozenset({NDJSON, "application/ndjson", "ndjson"})
@@ -42,7 +42,7 @@ def parse_export(items: Sequence[tuple[str, str]], prefer: str, exportable: Coll
         raise InvalidRequest("$export runs asynchronously: send the header Prefer: respond-async")
     lenient = "handling=lenient" in preferences
     types: list[str] = []
-    since: tuple[str, datetime] | None = None
+    since = parse_since(items)
     for key, raw in items:
         value = raw.strip()
         if key == "_type":
@@ -57,8 +57,6 @@ def parse_export(items: Sequence[tuple[str, str]], prefer: str, exportable: Coll
                     raise UnsupportedParameter(f"_type: {name!r} is not exported ({where})")
                 if name not in types:
                     types.append(name)
-        elif key == "_since" and value:
-            since = (value, parse_instant("_since", value))
         elif key == "_outputFormat" and value:
             fmt = value.replace(" ", "+").lower()
             if fmt not in OUTPUT_FORMATS:

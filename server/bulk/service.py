@@ -18,7 +18,6 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from server.access.scopes import READ
-from server.bulk import settle
 from server.bulk.files import JOB_ID, job_directory, remove_job
 from server.bulk.jobs import DONE, FAILED, Job, JobStore, Owner, now
 from server.bulk.parameters import NDJSON, parse_export
@@ -28,6 +27,8 @@ from server.context import ServerContext
 from server.engine.caller import Caller
 from server.errors import Forbidden, InternalError, ResourceNotFound, TooManyRequests
 from server.storage.db import create_db_engine
+from server.storage.freshness import synced_now
+from server.storage.writes import complete_through
 
 log = logging.getLogger("orgunit_fhir")
 STATUS_PATH = "$export-status"
@@ -145,17 +146,14 @@ class BulkService:
         started = now()
         store = self.store
         bulk = self.settings.bulk
-        at = started - timedelta(seconds=bulk.settle_seconds)
-        at = at.replace(microsecond=at.microsecond // 1000 * 1000)  # what transactionTime says exactly (ms)
-        with self.engine.connect() as conn:
-            transactions = settle.in_flight(conn)
-        job = Job(uuid.uuid4().hex, owner, url, request.to_json(), at, "running",
-                  "waiting for the writes begun before transactionTime", 0, None, started, started,
-                  started + timedelta(seconds=bulk.expire_seconds))
+        with self.engine.connect() as conn:  # every version at or before it is committed, and any write still
+            at = complete_through(synced_now(conn, self.ctx.registry))  # open stamps later (server.storage.writes)
+        job = Job(uuid.uuid4().hex, owner, url, request.to_json(), at, "running", "exporting", 0, None, started,
+                  started, started + timedelta(seconds=bulk.expire_seconds))
         if not store.create(job, bulk.max_running):
             raise TooManyRequests(f"{bulk.max_running} exports are running; try again later",
                                   headers={"Retry-After": "10"})
-        runner = Runner(self.ctx, self.engine, store, Plan(job, caller, request, transactions), self.stopping)
+        runner = Runner(self.ctx, self.engine, store, Plan(job, caller, request, ()), self.stopping)
         thread = threading.Thread(target=runner.run, name=f"bulk-{job.id[:8]}", daemon=True)
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]

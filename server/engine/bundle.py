@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Protocol
 
 from server.engine.instants import instant
@@ -44,8 +45,14 @@ def paging_links(base: str, path: str, request: Pageable, total: int | None, has
     return links
 
 
-def _bundle(kind: str, total: int | None, links: list[dict[str, str]], entries: list[dict[str, Any]]) -> dict[str, Any]:
-    bundle: dict[str, Any] = {"resourceType": "Bundle", "type": kind}
+def _bundle(kind: str, total: int | None, links: list[dict[str, str]], entries: list[dict[str, Any]],
+            synced: datetime | None = None) -> dict[str, Any]:
+    """`synced`: the answer's sync point (server.storage.writes), its meta.lastUpdated: what a client syncing
+    sends back as its next `_since` (or `_lastUpdated=ge`)."""
+    bundle: dict[str, Any] = {"resourceType": "Bundle"}
+    if synced is not None:
+        bundle["meta"] = {"lastUpdated": instant(synced)}
+    bundle["type"] = kind
     if total is not None:
         bundle["total"] = total
     bundle["link"] = links
@@ -61,8 +68,8 @@ def search_entry(base: str, resource_type: str, rid: str, resource: dict[str, An
 
 
 def searchset(base: str, path: str, request: Pageable, entries: list[dict[str, Any]], total: int | None,
-              has_next: bool, last_id: str | None = None) -> dict[str, Any]:
-    return _bundle("searchset", total, paging_links(base, path, request, total, has_next, last_id), entries)
+              has_next: bool, last_id: str | None = None, synced: datetime | None = None) -> dict[str, Any]:
+    return _bundle("searchset", total, paging_links(base, path, request, total, has_next, last_id), entries, synced)
 
 
 def history_entry(base: str, resource_type: str, rid: str, version: int, updated: Any,
@@ -78,6 +85,8 @@ def history_entry(base: str, resource_type: str, rid: str, version: int, updated
     return entry
 
 
-def history(base: str, path: str, request: Pageable, entries: list[dict[str, Any]], total: int) -> dict[str, Any]:
-    has_next = request.skip + request.count < total
-    return _bundle("history", total, paging_links(base, path, request, total, has_next), entries)
+def history(base: str, path: str, request: Pageable, entries: list[dict[str, Any]], total: int, has_next: bool,
+            cursor: str | None, synced: datetime) -> dict[str, Any]:
+    """`has_next`: whether a version follows the page (read, never inferred from the total); `cursor`: where the
+    next page starts (server.search.history)."""
+    return _bundle("history", total, paging_links(base, path, request, total, has_next, cursor), entries, synced)

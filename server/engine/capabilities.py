@@ -26,6 +26,16 @@ RESULT_PARAMETERS = (
 )
 
 
+SYNC = (
+    "To sync (IHE mCSD ITI-91): send the Bundle's meta.lastUpdated back as the next _since (or _lastUpdated=ge): "
+    "it is the sync point, the instant a history or search Bundle is complete up to (every version before it "
+    "is committed; a load still running stamps its versions at or after it). Follow the next links of a history "
+    "walk to its end: they keep the first page's snapshot (_till, _after), so entries are neither repeated nor "
+    "skipped while loads commit. _since takes one instant with its zone (an empty, repeated or zoneless one is "
+    "refused); deletions appear only in _history."
+)
+
+
 def software_version() -> str:
     try:
         return version("orgunit-fhir")
@@ -40,7 +50,7 @@ def _interactions(rtype: str, versioned: bool) -> list[dict[str, str]]:
             {"code": "vread", "documentation": f"GET [base]/{rtype}/[id]/_history/[vid]"},
             {"code": "history-instance", "documentation": f"GET [base]/{rtype}/[id]/_history (_since, _at, _count)"},
             {"code": "history-type", "documentation": f"GET [base]/{rtype}/_history (_since, _at, _count): "
-                                                      "every version, newest first"},
+                                                      f"every version, newest first. {SYNC}"},
         ]
     out.append({"code": "search-type", "documentation": f"GET [base]/{rtype}?[parameters]"})
     return out

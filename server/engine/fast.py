@@ -32,6 +32,7 @@ from server.search.sql import (
     lookups,
     where_clause,
 )
+from server.storage.freshness import synced
 from server.storage.hot import HotDatabase, OverBudget
 from server.storage.prepared import driver_sql
 
@@ -185,4 +186,4 @@ async def _page(ctx: ServerContext, caller: Caller, base: str, provider: Resourc
                                                                 request.elements),
                             "match", request.entry_search(row[2] if ranked else None)) for row in rows]
     return searchset(base, path, request, entries, total, has_next and bool(request.count),
-                     str(rows[-1][0]) if rows else None)
+                     str(rows[-1][0]) if rows else None, synced(snapshot, provider))

@@ -18,6 +18,12 @@ def instant(value: datetime | str) -> str:
     return f"{text}.{value.microsecond // 1000:03d}Z" if value.microsecond >= 1000 else f"{text}Z"
 
 
+def exact_instant(value: datetime | str) -> str:
+    """A FHIR instant to the microsecond (a sync point, a cursor: what was stored, not rounded)."""
+    value = as_utc(value)
+    return f"{value.strftime('%Y-%m-%dT%H:%M:%S')}.{value.microsecond:06d}Z"
+
+
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 

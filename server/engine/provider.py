@@ -158,8 +158,9 @@ class ResourceProvider:
         if last_updated is not None:
             params["_lastUpdated"] = SearchParam(
                 "_lastUpdated", "date", (DateTarget(last_updated),),
-                "When the resource last changed: eq, ne, gt, lt, ge, le, sa, eb with a date or instant "
-                "(2025, 2025-03, 2025-03-04, 2025-03-04T10:20:30Z)", LAST_UPDATED, sort=last_updated)
+                "When the resource last changed: eq, ne, gt, lt, ge, le, sa, eb with a date or instant, a time with "
+                "its zone, at any precision (2025, 2025-03, 2025-03-04, 2025-03-04T10:20:30.123Z); "
+                "_lastUpdated=ge<the last Bundle's meta.lastUpdated> is a sync", LAST_UPDATED, sort=last_updated)
         object.__setattr__(self, "params_by_name", params)
         object.__setattr__(self, "operations_by_name", {o.name: o for o in self.operations})
 

@@ -36,6 +36,7 @@ from server.search.sql import (
     read_query,
     where_clause,
 )
+from server.storage.freshness import synced
 
 
 
@@ -59,6 +60,7 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
     with ctx.db.connect() as conn:
         vis = visibility(ctx, conn, provider, caller)
         splice = not request.includes and ctx.freshness.splices(conn, provider)
+        sync = synced(ctx.freshness.snapshot(conn), provider)  # taken before the page is read
         found = {**look_up(conn, provider, request, vis.clause), **joined_conditions(ctx, conn, caller, request)}
         where = where_clause(provider, request, found, vis.clause)
         total = counted(ctx, conn, provider, caller, request, (request.key, vis.key),
@@ -95,7 +97,7 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
     if request.ignored:
         entries.append({"resource": _ignored(provider, request.ignored), "search": {"mode": "outcome"}})
     last_id = matches[-1][0] if matches else None
-    return searchset(base, path, request, entries, total, has_next and bool(page), last_id)
+    return searchset(base, path, request, entries, total, has_next and bool(page), last_id, sync)
 
 
 def _ignored(provider: ResourceProvider, names: Sequence[str]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from server.search.history import (
     history_page,
     parse_history,
     version_query,
+    write_cursor,
 )
 from server.search.ids import stored_id
 from server.search.request import parse_subset
@@ -75,16 +76,22 @@ def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryReq
         clause = vis.clause
         # one resource's history: its visibility was checked by the caller
         scoped = within(provider, versioning.history_id, clause) if clause is not None and stored is None else None
+        synced = ctx.freshness.snapshot(conn).synced  # every version before it is committed: a fixed set
+        request = request.bounded(synced)
         total = count(ctx, conn, provider, (path, request.key, vis.key),
                       lambda: history_count(versioning, request, stored, scoped))
         body = _bodies(ctx, conn, provider)
-        rows = conn.execute(history_page(versioning, request, stored, body, scoped)).all() if request.count else []
+        rows = conn.execute(history_page(versioning, request, stored, body, scoped, extra_row=1)).all() \
+            if request.count else []
+    has_next = len(rows) > request.count
+    rows = rows[:request.count]
     entries = [
         history_entry(base, provider.resource_type, str(rid), version, updated,
                       None if deleted else _version(provider, snapshot, stored_body))
         for rid, version, updated, deleted, snapshot, stored_body in rows
     ]
-    return history(base, path, request, entries, total)
+    last = write_cursor((rows[-1][2], rows[-1][1], str(rows[-1][0]))) if rows else None
+    return history(base, path, request, entries, total, has_next, last, request.till or synced)
 
 
 def _parse_history(ctx: ServerContext, items: Sequence[tuple[str, str]], strict: bool) -> HistoryRequest:

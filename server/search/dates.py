@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -29,7 +30,8 @@ def _add_months(value: datetime, months: int) -> datetime:
     return value.replace(year=value.year + month // 12, month=month % 12 + 1)
 
 
-def parse_range(name: str, raw: str, *, prefixes: bool = True) -> DateRange:
+def parse_range(name: str, raw: str, *, prefixes: bool = True, zoned: bool = False) -> DateRange:
+    """`zoned`: a value with a time must give its zone (an instant the client means, not one taken as UTC)."""
     prefix = "eq"
     text = raw.strip()
     if prefixes and len(text) > 2 and text[:2].isalpha():
@@ -41,6 +43,9 @@ def parse_range(name: str, raw: str, *, prefixes: bool = True) -> DateRange:
         raise InvalidValue(f"{name}: {raw!r} is not a FHIR date or instant (e.g. 2025, 2025-03, 2025-03-04, "
                            "2025-03-04T10:20:30Z)")
     g = match.groupdict()
+    if zoned and g["H"] is not None and g["z"] is None:
+        raise InvalidValue(f"{name}: {raw!r} has a time but no zone; give one (Z or +hh:mm), e.g. "
+                           f"{text}Z")
     try:
         return DateRange(raw, prefix, *_bounds(g))
     except (ValueError, OverflowError):  # a month 13, a zone of +99:00, the end of year 9999...
@@ -86,6 +91,21 @@ def _upper(lower: datetime, g: dict[str, str | None]) -> datetime:
     return lower + timedelta(microseconds=10 ** (6 - min(6, len(g["f"]) - 1)))
 
 
-def parse_instant(name: str, raw: str) -> datetime:
+def parse_instant(name: str, raw: str, *, zoned: bool = False) -> datetime:
     """An instant parameter such as _since or _at: the start of the given precision."""
-    return parse_range(name, raw, prefixes=False).lower
+    return parse_range(name, raw, prefixes=False, zoned=zoned).lower
+
+
+def parse_since(items: Sequence[tuple[str, str]]) -> tuple[str, datetime] | None:
+    """`_since` (history, Bulk Data): the value as given and its instant, or None when absent. One instant with its
+    zone: an empty or repeated one is refused (a client that lost its sync point must not be served everything,
+    or another one, in silence)."""
+    given = [raw for key, raw in items if key == "_since"]
+    if not given:
+        return None
+    if len(given) > 1:
+        raise InvalidValue("_since is given more than once; send one instant (the sync point of the last answer)")
+    if not given[0].strip():
+        raise InvalidValue("_since is empty; send an instant (the sync point of the last answer, "
+                           "Bundle.meta.lastUpdated or transactionTime), or leave _since out for everything")
+    return given[0], parse_instant("_since", given[0].strip(), zoned=True)

@@ -1,4 +1,9 @@
-"""_history requests: typed form, SQL, and the query string rebuilt for links."""
+"""_history requests: typed form, SQL, and the query string rebuilt for links.
+
+A history walk reads one snapshot: its first page takes the sync point of the moment (`till`, every version before
+it is committed: server.storage.writes) and each `next` link carries it with a keyset cursor (`after`: the last
+entry's instant, id and version, in the history's newest-first order), so versions committed during the walk neither
+shift nor repeat an entry, and its total is the same on every page."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -6,12 +11,15 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, exists, func, null, select
+from sqlalchemy import ColumnElement, Select, exists, func, null, select, tuple_
 
-from server.errors import UnsupportedParameter
+from server.engine.instants import exact_instant, instant
+from server.errors import InvalidValue, UnsupportedParameter
 from server.engine.provider import Versioning
-from server.search.dates import DateRange, parse_instant, parse_range
+from server.search.dates import DateRange, parse_instant, parse_range, parse_since
 from server.search.paging import Paged, Paging, parse_paging
+
+Cursor = tuple[datetime, int, str]  # the last entry served: its instant, version and id
 
 
 @dataclass(frozen=True)
@@ -19,12 +27,25 @@ class HistoryRequest(Paged):
     since: tuple[str, datetime] | None = None
     at: DateRange | None = None
     paging: Paging = field(default_factory=Paging)
+    till: datetime | None = None  # the walk's sync point: versions before it only
+    after: Cursor | None = None  # keyset: the versions after this one (in the history's order)
 
     @property
     def key(self) -> tuple[Any, ...]:
         """What selects the versions (the count cache's key)."""
-        return self.since[1] if self.since else None, self.at.raw if self.at else None
+        return self.since[1] if self.since else None, self.at.raw if self.at else None, self.till
 
+    def bounded(self, synced: datetime) -> HistoryRequest:
+        """The request read up to `synced` (the sync point of the moment): a first page starts the walk there; a
+        page of a walk keeps its `till`, never past what is committed (a `till` made up later than it is not)."""
+        return replace(self, till=synced if self.till is None else min(self.till, synced))
+
+    def page(self, skip: int) -> HistoryRequest:
+        return replace(self, paging=self.paging.at(skip), after=None)
+
+    def following(self, last_id: str | None) -> HistoryRequest:
+        """The next page: after the entry `last_id` (a cursor, as `write_cursor` writes it), from the first position."""
+        return replace(self, paging=self.paging.at(0), after=read_cursor(last_id) if last_id else None)
 
     def query_string(self) -> str:
         pairs: list[tuple[str, str]] = []
@@ -32,22 +53,41 @@ class HistoryRequest(Paged):
             pairs.append(("_since", self.since[0]))
         if self.at:
             pairs.append(("_at", self.at.raw))
-        return self.paging.link(pairs)
+        if self.till is not None:
+            pairs.append(("_till", instant(self.till)))
+        after = [("_after", write_cursor(self.after))] if self.after is not None else []
+        return self.paging.link(pairs, after)
+
+
+def write_cursor(cursor: Cursor) -> str:
+    updated, version, rid = cursor
+    return f"{exact_instant(updated)},{version},{rid}"
+
+
+def read_cursor(raw: str) -> Cursor:
+    parts = raw.split(",", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or len(parts[1]) > 9 or not parts[2]:
+        raise InvalidValue(f"_after must be the cursor a history next link carries (instant,version,id), got {raw!r}")
+    return parse_instant("_after", parts[0], zoned=True), int(parts[1]), parts[2]
 
 
 def parse_history(items: Sequence[tuple[str, str]], *, default_count: int, max_count: int,
                   strict: bool = False) -> HistoryRequest:
+    """`_since` as server.search.dates.parse_since takes it; `_till` and `_after` come from next links."""
     paging, rest = parse_paging(items, default_count=default_count, max_count=max_count)
-    request = HistoryRequest(paging=paging)
+    request = HistoryRequest(paging=paging, since=parse_since(rest))
     for key, raw in rest:
-        if not raw:
+        if key == "_since" or not raw:
             continue
-        if key == "_since":
-            request = replace(request, since=(raw, parse_instant("_since", raw)))
         elif key == "_at":
             request = replace(request, at=parse_range("_at", raw, prefixes=False))
+        elif key == "_till":
+            request = replace(request, till=parse_instant("_till", raw, zoned=True))
+        elif key == "_after":
+            request = replace(request, after=read_cursor(raw))
         elif strict:
-            raise UnsupportedParameter(f"unknown _history parameter {key!r}; supported: _since, _at, _count, _skip")
+            raise UnsupportedParameter(f"unknown _history parameter {key!r}; supported: _since, _at, _count, _skip "
+                                       "(and _till, _after from next links)")
     return request
 
 
@@ -58,6 +98,8 @@ def _conditions(v: Versioning, request: HistoryRequest, stored_id: Any | None,
         conds.append(v.history_id == stored_id)
     if request.since:
         conds.append(v.history_updated >= request.since[1])
+    if request.till is not None:
+        conds.append(v.history_updated < request.till)
     if request.at:
         later = v.history.alias("later")
         superseded = exists().where(
@@ -70,14 +112,29 @@ def _conditions(v: Versioning, request: HistoryRequest, stored_id: Any | None,
 
 
 def history_page(v: Versioning, request: HistoryRequest, stored_id: Any | None = None,
-                 body: ColumnElement[Any] | None = None, within: ColumnElement[bool] | None = None) -> Select[Any]:
-    """id, version, instant, deleted, snapshot and the stored body (`body`, or NULL) of each version;
-    `within`: the versions of the resources the caller may see (server.search.sql.within)."""
+                 body: ColumnElement[Any] | None = None, within: ColumnElement[bool] | None = None,
+                 extra_row: int = 0) -> Select[Any]:
+    """id, version, instant, deleted, snapshot and the stored body (`body`, or NULL) of each version, newest first
+    (`extra_row` more than a page: whether there is a next one); `within`: the versions of the resources the caller
+    may see (server.search.sql.within)."""
+    conds = _conditions(v, request, stored_id, within)
+    if request.after is not None:
+        updated, version, rid = request.after
+        conds.append(tuple_(v.history_updated, v.history_id, v.history_version) <
+                     tuple_(updated, _typed(v.history_id, rid), version))
     return (select(v.history_id, v.history_version, v.history_updated, v.history_deleted, v.history_snapshot,
                    body if body is not None else null())
-            .where(*_conditions(v, request, stored_id, within))
+            .where(*conds)
             .order_by(v.history_updated.desc(), v.history_id.desc(), v.history_version.desc())
-            .limit(request.count).offset(request.skip))
+            .limit(request.count + extra_row).offset(request.skip))
+
+
+def _typed(column: ColumnElement[Any], raw: str) -> Any:
+    """The cursor's id as the id column holds it."""
+    try:
+        return column.type.python_type(raw)
+    except (ValueError, NotImplementedError):
+        raise InvalidValue(f"_after: {raw!r} is not an id of this history") from None
 
 
 def history_count(v: Versioning, request: HistoryRequest, stored_id: Any | None = None,
@@ -88,4 +145,3 @@ def history_count(v: Versioning, request: HistoryRequest, stored_id: Any | None 
 def version_query(v: Versioning, stored_id: Any, version: int, body: ColumnElement[Any] | None = None) -> Select[Any]:
     return select(v.history_deleted, v.history_snapshot, body if body is not None else null()).where(
         v.history_id == stored_id, v.history_version == version)
-

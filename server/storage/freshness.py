@@ -9,11 +9,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection, select
 
 from server.storage.prerender import usable
+from server.storage.writes import sync_point
 from server.engine.provider import ResourceProvider
 from server.engine.registry import Registry
 
@@ -31,6 +34,12 @@ class Snapshot:
     accounts: frozenset[str] = frozenset()
     stamp: int = 0  # changes whenever any of the above does
     first_account: str | None = None  # what a token naming no account sees among several (Tenancy.first_account)
+
+    @cached_property
+    def synced(self) -> datetime:
+        """The sync point of what this database held when looked at (server.storage.writes): every answer read
+        since is complete up to it, and the Bundles say so (meta.lastUpdated)."""
+        return sync_point(generation[0] for generation in self.generations.values() if generation is not None)
 
 
 class Freshness:
@@ -92,6 +101,18 @@ class Freshness:
 
     def check(self, conn: Connection) -> None:
         self.snapshot(conn)
+
+
+def synced_now(conn: Connection, registry: Registry) -> datetime:
+    """The sync point of what `conn` reads at this instant (not a snapshot's: a Bulk Data transactionTime)."""
+    newest = (_generation(conn, p) for p in registry.table_backed if p.versioning is not None)
+    return sync_point(generation[0] for generation in newest if generation is not None)
+
+
+def synced(snapshot: Snapshot, provider: ResourceProvider) -> datetime | None:
+    """The sync point an answer about `provider` read after `snapshot` gives (Bundle.meta.lastUpdated): the
+    snapshot's, for a provider that keeps versions (the others have no instants to sync by)."""
+    return snapshot.synced if provider.versioning is not None else None
 
 
 def database_of(conn: Connection) -> str:

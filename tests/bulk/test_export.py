@@ -30,6 +30,7 @@ from tests.support.bulk import ASYNC, NDJSON, deleted_ids, export, kick_off, lin
 from tests.support.contexts import pyramid_context
 from tests.support.data import UNITS
 from tests.support.scoping import ALPHA, BETA_V2, load_alpha, load_beta
+from tests.support.sync import paused_load
 
 ALPHA_HEADERS = {"account": "alpha"}
 PER_FILE = 4
@@ -69,6 +70,10 @@ def search_ids(api: TestClient, headers: dict[str, str], rtype: str) -> set[str]
     pytest.param("/fhir/$export", {"_typeFilter": "Location?status=active"}, {}, 400, "_typeFilter",
                  id="type-filter"),
     pytest.param("/fhir/$export", {"_since": "yesterday"}, {}, 400, "_since", id="since-malformed"),
+    pytest.param("/fhir/$export", {"_since": "2025-01-01T00:00:00"}, {}, 400, "no zone", id="since-zoneless"),
+    pytest.param("/fhir/$export", {"_since": ""}, {}, 400, "_since is empty", id="since-empty"),
+    pytest.param("/fhir/$export", [("_since", "2025-01-01T00:00:00Z"), ("_since", "2026-01-01T00:00:00Z")], {}, 400,
+                 "more than once", id="since-repeated"),
     pytest.param("/fhir/Patient/$export", {}, {}, 404, "not supported", id="level-type-not-served"),
     pytest.param("/fhir/CodeSystem/$export", {}, {}, 404, "not exported", id="level-canonical"),
     pytest.param("/fhir/$export", {}, {"Accept": "text/csv"}, 406, "", id="accept"),
@@ -79,7 +84,7 @@ def search_ids(api: TestClient, headers: dict[str, str], rtype: str) -> set[str]
                  "no export job", id="file-unknown-job"),
 ])
 def test_kick_off_refuses_what_it_cannot_honour(api: TestClient, ctx: ServerContext, path: str,
-                                                params: dict[str, str], headers: dict[str, str], status: int,
+                                                params: Any, headers: dict[str, str], status: int,
                                                 says: str) -> None:
     answer = api.get(path, params=params, headers={**ASYNC, **auth(ctx), **headers})
     assert answer.status_code == status, answer.text
@@ -223,36 +228,24 @@ def test_since_lists_the_deletions(api: TestClient, ctx: ServerContext) -> None:
     assert export(api, headers=headers, _since="2999-01-01T00:00:00Z")["output"] == []
 
 
-def test_a_write_begun_before_the_kick_off_is_waited_for(api: TestClient, ctx: ServerContext) -> None:
-    """A transaction writing versions stamped before transactionTime, still open at the kick-off: the job waits for
-    it (PostgreSQL: 202, X-Progress says so; SQLite: the kick-off waits for the write lock), then its versions are in
-    the files."""
+def test_a_load_open_at_the_kick_off_is_in_the_export_since_its_transaction_time(api: TestClient,
+                                                                                  ctx: ServerContext) -> None:
+    """A load holding the writer lock at the kick-off (its versions stamped, not committed): transactionTime is
+    the sync point, before its stamp, so the files hold the state without it, and the next export `_since` that
+    transactionTime has it (SQLite: the kick-off's job row waits for the load's commit)."""
     headers = auth(ctx)
-    unit = next(u for u in UNITS if u.id == 3)
-    with writing_engine(ctx.settings) as engine:
-        conn = engine.connect()
-        transaction = conn.begin()
-        version = conn.exec_driver_sql("SELECT source_version_id FROM org_unit WHERE id = 1").scalar_one()
-        write_units(conn, [replace(unit, name="Hauts-Bassins (open)")], version, now() - timedelta(seconds=5))
-
-        def commit() -> None:
-            time.sleep(0.8)
-            transaction.commit()
-            conn.close()
-
-        committer = threading.Thread(target=commit)
-        committer.start()
-        try:
-            status = kick_off(api, headers=headers)
-            if engine.dialect.name == "postgresql":
-                waiting = api.get(status, headers=headers)
-                assert waiting.status_code == 202 and "waiting" in waiting.headers["x-progress"], waiting.headers
-        finally:
-            committer.join()
+    unit = replace(next(u for u in UNITS if u.id == 3), name="Hauts-Bassins (open)")
+    with writing_engine(ctx.settings) as engine, \
+            paused_load(engine, [unit], data_source="Ministère de la Santé", account="alpha", version=3) as load:
+        threading.Timer(0.5, load.release.set).start()
+        during = export(api, headers=headers)
     ctx.freshness.expire()
-    exported = lines(api, manifest(api, status, headers)["output"], headers)
+    exported = lines(api, during["output"], headers)
     names = {orjson.loads(line)["id"]: orjson.loads(line)["name"] for line in exported["Location"]}
-    assert names["3"] == "Hauts-Bassins (open)"
+    assert names["3"] == "Hauts-Bassins"
+    since = lines(api, export(api, headers=headers, _since=during["transactionTime"])["output"], headers)
+    assert {orjson.loads(line)["id"]: orjson.loads(line)["name"] for line in since["Location"]}["3"] == \
+        "Hauts-Bassins (open)"
 
 
 def test_jobs_and_files_are_shared_by_the_workers(ctx: ServerContext) -> None:

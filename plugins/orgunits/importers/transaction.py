@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from itertools import islice
 from typing import Any, Union
 
@@ -27,6 +27,7 @@ from plugins.orgunits.writer import (
     ensure_data_source,
     ensure_source_version,
     ensure_types,
+    stamp,
     transaction,
     write_units,
 )
@@ -55,10 +56,9 @@ def import_units(engine: Engine, *, data_source: str, version: int, types: Types
     A load that gives more than REPARENT_SHARE of the data source's stored units another parent (a typo'd parent
     or id field flattens a pyramid that way) is refused unless `allow_reparent`.
     """
-    now = now or datetime.now(timezone.utc)
-    with transaction(engine, dry_run) as conn:
-        return _import(conn, data_source, version, types, records, delete_missing, identifier_system, now, progress,
-                       account, fmt, kept, allow_reparent)
+    with transaction(engine, dry_run) as conn:  # the versions' instant: taken under the writer lock
+        return _import(conn, data_source, version, types, records, delete_missing, identifier_system,
+                       now or stamp(conn), progress, account, fmt, kept, allow_reparent)
 
 
 def _import(conn: Connection, name: str, version: int, types: Types, records: Records, delete_missing: bool,

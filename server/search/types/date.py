@@ -26,7 +26,7 @@ class DateType:
         return frozenset({"missing"})
 
     def parse(self, name: str, targets: Sequence[DateTarget], modifier: str | None, raw: str) -> DateRange:
-        return parse_range(name, raw)
+        return parse_range(name, raw, zoned=name == "_lastUpdated")  # a sync point: an instant, with its zone
 
     def compile(self, target: DateTarget, modifier: str | None, value: DateRange,
                 at: CompileContext) -> Match | None:
