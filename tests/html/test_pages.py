@@ -117,14 +117,14 @@ def test_root_path(base: str, root: str) -> None:
 def test_explorer_shell(client: TestClient) -> None:
     response = client.get("/")
     assert response.status_code == 200 and response.headers["content-type"] == "text/html; charset=utf-8"
-    assert 'data-api="/fhir"' in response.text and '<script src="/static/explorer.js" defer>' in response.text
+    assert 'data-api="/fhir"' in response.text and '<script src="/static/orgunits/explorer.js" defer>' in response.text
     assert "<script>" not in response.text and " style=" not in response.text and "data-tiles" not in response.text
     assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
 
 
 def test_explorer_under_a_path_prefix(prefixed: TestClient, auth: dict[str, str]) -> None:
     page = prefixed.get("/").text
-    assert 'data-api="/registry/fhir"' in page and 'src="/registry/static/leaflet/leaflet.js"' in page
+    assert 'data-api="/registry/fhir"' in page and 'src="/registry/static/orgunits/leaflet/leaflet.js"' in page
     assert 'data-tiles="https://{s}.tiles.example.org/{z}/{x}/{y}.png"' in page
     assert "img-src 'self' data: https://*.tiles.example.org;" in prefixed.get("/").headers["content-security-policy"]
     fhir_page = prefixed.get("/fhir/Location/30", headers={**auth, "Accept": BROWSER}).text
@@ -133,9 +133,13 @@ def test_explorer_under_a_path_prefix(prefixed: TestClient, auth: dict[str, str]
 
 
 @pytest.mark.parametrize("path, status, media", [
-    pytest.param("/static/explorer.js", 200, "text/javascript; charset=utf-8", id="script"),
-    pytest.param("/static/leaflet/leaflet.css", 200, "text/css; charset=utf-8", id="vendored-css"),
-    pytest.param("/static/leaflet/LICENSE", 200, "text/plain; charset=utf-8", id="license"),
+    pytest.param("/static/page.js", 200, "text/javascript; charset=utf-8", id="engine-script"),
+    pytest.param("/static/favicon.svg", 200, "image/svg+xml; charset=utf-8", id="icon"),
+    pytest.param("/favicon.ico", 200, "image/svg+xml; charset=utf-8", id="favicon-ico"),
+    pytest.param("/static/orgunits/explorer.js", 200, "text/javascript; charset=utf-8", id="plugin-script"),
+    pytest.param("/static/orgunits/leaflet/leaflet.css", 200, "text/css; charset=utf-8", id="vendored-css"),
+    pytest.param("/static/orgunits/leaflet/LICENSE", 200, "text/plain; charset=utf-8", id="license"),
+    pytest.param("/static/explorer.js", 404, "text/plain; charset=utf-8", id="plugin-asset-outside-its-folder"),
     pytest.param("/static/../app.py", 404, None, id="traversal"),
     pytest.param("/static/%2e%2e/settings.py", 404, "text/plain; charset=utf-8", id="encoded-traversal"),
     pytest.param("/static/nope.js", 404, "text/plain; charset=utf-8", id="missing"),
@@ -148,7 +152,7 @@ def test_static_files(client: TestClient, path: str, status: int, media: str | N
 
 
 def test_static_files_are_vendored() -> None:
-    static = Path(__file__).resolve().parents[2] / "server" / "html" / "static"
+    static = Path(__file__).resolve().parents[2] / "plugins" / "orgunits" / "static"
     assert (static / "leaflet" / "leaflet.js").read_text().startswith("/* @preserve\n * Leaflet 1.9.4")
 
 
