@@ -27,6 +27,7 @@ def explorer_shell(root: str, tile_url: str | None) -> str:
 <link rel="stylesheet" href="{mine}/explorer.css">
 <script src="{mine}/leaflet/leaflet.js" defer></script>
 <script src="{root}/static/token.js" defer></script>
+<script src="{mine}/map.js" defer></script>
 <script src="{mine}/explorer.js" defer></script>
 </head><body class="explorer" data-api="{root}/fhir"{tiles}>
 <header class="bar"><a class="brand" href="{root}/">orgunit-fhir explorer</a>
