@@ -55,7 +55,7 @@ def test_html_page_links_and_headers(client: TestClient, auth: dict[str, str]) -
     page = response.text
     assert '<a class="s" href="http://testserver/fhir/Location/' in page  # fullUrl
     assert 'href="http://testserver/fhir/Organization/1"' in page  # a relative reference, resolved
-    assert '<nav class="paging"><a href="http://testserver/fhir/Location?name=s' in page  # paging
+    assert '<nav class="paging" aria-label="Pages"><a href="http://testserver/fhir/Location?name=s' in page  # paging
     assert "<script>" not in page and " style=" not in page and "onerror" not in page
     csp = response.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "default-src 'none'" in csp
@@ -165,3 +165,29 @@ def test_an_html_page_is_not_revalidated_into_the_json_of_the_same_version(clien
                                                     "If-None-Match": json_tag}).status_code == 200
     assert client.get("/fhir/Location/30", headers={**auth, "Accept": BROWSER,
                                                     "If-None-Match": page.headers["etag"]}).status_code == 304
+
+
+def test_a_searchs_warning_is_on_top_of_its_page(client: TestClient, auth: dict[str, str]) -> None:
+    """An ignored parameter (a misspelt `nme=`): the warning under the status line, before the JSON."""
+    page = client.get("/fhir/Location?nme=dine", headers={**auth, "Accept": BROWSER}).text
+    status = page.index('<p class="status ok warned">HTTP 200 OK · 1 warning</p>')
+    warning = page.index('<tr class="warning"><td>warning</td><td>not-supported</td><td>unknown search parameter nme')
+    assert status < warning < page.index('<table class="entries">') < page.index('<pre class="json">')
+
+
+def test_a_bundles_entries_are_a_table(client: TestClient, auth: dict[str, str]) -> None:
+    page = client.get("/fhir/Location?_id=30&_include=Location:partof", headers={**auth, "Accept": BROWSER}).text
+    table = page[page.index('<table class="entries">'):page.index("</table>", page.index('<table class="entries">'))]
+    assert table.count("<tr><td>") == 2
+    assert '<td>1</td><td><a href="http://testserver/fhir/Location/30">Location/30</a></td>' in table
+    assert "<td>match</td>" in table and "<td>include</td>" in table
+
+
+def test_the_servers_own_canonical_urls_link_to_its_copies(client: TestClient, auth: dict[str, str]) -> None:
+    """Extensions and code systems of the server's namespace open here; others' (HL7) stay as they are."""
+    page = client.get("/fhir/Location/30", headers={**auth, "Accept": BROWSER}).text
+    assert 'href="http://testserver/fhir/StructureDefinition/org-unit-validation-status"' in page
+    assert 'href="https://orgunit-fhir.example.org/fhir/StructureDefinition/' not in page
+    page = client.get("/fhir/CodeSystem/org-unit-type", headers={**auth, "Accept": BROWSER}).text
+    assert 'href="http://testserver/fhir/CodeSystem/org-unit-type"' in page
+    assert 'href="http://testserver/fhir/sid/' not in page  # an identifier system names no resource

@@ -10,6 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 NODE_DIR = ROOT / ".cache" / "node"
 PLAYWRIGHT = "playwright-core@1.65.1"
+AXE = "axe-core@4.14.1"  # the accessibility audit injected into every screen (tests/html/audit.mjs)
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -23,13 +24,14 @@ def browser_missing() -> str | None:
 
 
 def ensure_playwright() -> Path:
-    """.cache/node with playwright-core at the pinned version (npm install once)."""
-    package = NODE_DIR / "node_modules" / "playwright-core" / "package.json"
-    wanted = PLAYWRIGHT.split("@")[1]
-    if not package.exists() or json.loads(package.read_text())["version"] != wanted:
-        NODE_DIR.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["npm", "install", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund", "--silent",
-                        PLAYWRIGHT], check=True, capture_output=True, timeout=600)
+    """.cache/node with playwright-core and axe-core at the pinned versions (npm install once)."""
+    for pinned in (PLAYWRIGHT, AXE):
+        name, _, wanted = pinned.rpartition("@")
+        package = NODE_DIR / "node_modules" / name / "package.json"
+        if not package.exists() or json.loads(package.read_text())["version"] != wanted:
+            NODE_DIR.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["npm", "install", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund", "--silent",
+                            pinned], check=True, capture_output=True, timeout=600)
     return NODE_DIR / "node_modules"
 
 
