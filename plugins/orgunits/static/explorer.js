@@ -434,7 +434,7 @@
   function identifier(id) {
     const system = id.system || '';
     const label = system === 'urn:ietf:rfc:3986' ? 'UUID' : system.split(/[/:]/).filter(Boolean).pop() || 'no system';
-    return el('span', {}, el('span', { class: 'system', title: system || null, text: label }), ' ',
+    return el('span', { class: 'identifier' }, el('span', { class: 'system', title: system || null, text: label }), ' ',
       el('code', { text: id.value || '' }), id.use ? el('span', { class: 'meta', text: ` (${id.use})` }) : null);
   }
 
