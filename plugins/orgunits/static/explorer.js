@@ -159,10 +159,12 @@
   function treeItem(unit, level) {
     const twisty = el('span', { class: 'twisty', 'aria-hidden': 'true' });
     const link = el('a', { href: `#unit=${encodeURIComponent(unit.id)}`, tabindex: '-1', class: 'label', text: unit.name || unit.id });
-    const row = el('div', { class: 'row' }, twisty, link, el('span', { class: 'meta', text: typeText(unit) }),
+    const code = (((unit.type || [])[0] || {}).coding || [{}])[0].code; // the type's short name, its name as title
+    const row = el('div', { class: 'row' }, twisty, link, el('span', { class: 'meta', title: typeText(unit) || null, text: code || typeText(unit) }),
       ...flags(unit).map((flag) => el('span', { class: `flag ${flag}`, text: flag })));
+    const gone = closed(unit) || unit.status === 'inactive';
     const item = el('li', { role: 'treeitem', 'aria-level': level, 'aria-expanded': 'false', 'aria-selected': 'false',
-      tabindex: '-1', 'data-id': unit.id, class: flags(unit).length ? 'flagged' : null }, row);
+      tabindex: '-1', 'data-id': unit.id, class: gone ? 'gone' : null }, row);
     row.addEventListener('click', (event) => {
       if (event.ctrlKey || event.metaKey || event.shiftKey || event.button) return; // a new tab: the link's own
       event.preventDefault();
@@ -187,8 +189,8 @@
     const items = found.map((unit) => treeItem(unit, level));
     const next = nextPage(bundle, page[0]);
     if (next) items.push(moreItem(group, next, level));
+    await markLeaves(items.filter((item) => item.dataset.id)); // before they are shown: no arrow comes and goes
     if (placeholder) placeholder.replaceWith(...items); else group.append(...items);
-    await markLeaves(items.filter((item) => item.dataset.id));
     return found.length;
   }
 
@@ -481,7 +483,8 @@
     detail.replaceChildren(el('p', { class: 'note', text: 'Loading…' }));
     let unit;
     try { unit = await read(id); } catch (error) {
-      if (!(error instanceof Refused) && mine === selection) detail.replaceChildren(el('p', { class: 'error', text: error.message }));
+      const text = error instanceof Missing ? `Location/${id} is unknown or not visible with this token.` : error.message;
+      if (!(error instanceof Refused) && mine === selection) detail.replaceChildren(el('p', { class: 'error', text }));
       return;
     }
     if (mine !== selection) return;

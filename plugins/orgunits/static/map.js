@@ -1,7 +1,7 @@
 'use strict';
-// The explorer's map pane (Leaflet): the selected unit, its children's boundaries and points, and, when neither
-// the unit nor its children have a geometry (a region of districts), the points of its descendants (its
-// facilities); labels on the areas (and on the points when few), and a legend with what was drawn.
+// The explorer's map pane (Leaflet): the selected unit, its children's boundaries and points, and, when the unit
+// has no point of its own (a region, a district), the points of the units below its children (its facilities);
+// labels on the areas (and on the points when few), and a legend with what was drawn.
 (function () {
   const LABELLED_POINTS = 25; // points labelled when no more are drawn
   const LABELLED_AREAS = 60;
@@ -126,10 +126,12 @@
         await Promise.all([1, 2, 3, 4, 5, 6].map(reader));
         if (!current()) return;
         let extra = '';
-        if (!ownPoint && !counts.childPoints && children.length) { // a unit above the facilities: theirs
+        if (!ownPoint && children.length) { // a unit above the facilities (an area): the points below it too
           const below = await descendants(unit, current);
           if (!current()) return;
-          for (const point of below.found) counts.descendants += draw(point, 'descendant', below.found.length <= LABELLED_POINTS)[1];
+          const shown = new Set(children.map((child) => child.id));
+          const points = below.found.filter((point) => !shown.has(point.id));
+          for (const point of points) counts.descendants += draw(point, 'descendant', points.length <= LABELLED_POINTS)[1];
           extra = `; ${below.found.length} points of the ${below.total} units below${below.partial ? ' (the first pages)' : ''}`;
         }
         show(extra);
