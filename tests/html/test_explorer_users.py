@@ -4,7 +4,6 @@ desk's "Forget token", links and Back, search inside names and by code, maps abo
 FHIR pages, and an axe-core audit of every screen."""
 from __future__ import annotations
 
-import base64
 import re
 import json
 import urllib.request
@@ -14,19 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import browser_missing, run_script
+from tests.support.browser import browser_missing, run_script, square_boundary
 from tests.support.live import live_server, run_cli
 
 SID = "https://example.org/sid/collines"
-BOUNDARY = "http://hl7.org/fhir/StructureDefinition/location-boundary-geojson"
 EXT = "https://orgunit-fhir.example.org/fhir/StructureDefinition/"
-
-
-def _square(lat: float, lon: float, half: float) -> dict[str, Any]:
-    ring = [[lon - half, lat - half], [lon + half, lat - half], [lon + half, lat + half], [lon - half, lat + half],
-            [lon - half, lat - half]]
-    data = base64.b64encode(json.dumps({"type": "Polygon", "coordinates": [ring]}).encode()).decode()
-    return {"url": BOUNDARY, "valueAttachment": {"contentType": "application/geo+json", "data": data}}
 
 
 def _unit(uid: str, name: str, parent: str | None, lat: float | None = None, lon: float | None = None,
@@ -54,8 +45,8 @@ def users_bundle() -> dict[str, Any]:
               extension=[{"url": EXT + "closing-date", "valueDate": "2020-01-31"}]),
         _unit("ouahi", "District de Ouahigouya", "nord"),
         _unit("ouahi-1", "CSPS Ouahigouya Secteur 1", "ouahi", 13.58, -2.42),
-        _unit("sud", "Région Sud", "pays", extension=[_square(11.2, -1.1, 0.6)]),
-        _unit("po", "District de Pô", "sud", extension=[_square(11.2, -1.1, 0.3)]),
+        _unit("sud", "Région Sud", "pays", extension=[square_boundary(11.2, -1.1, 0.6)]),
+        _unit("po", "District de Pô", "sud", extension=[square_boundary(11.2, -1.1, 0.3)]),
         *(_unit(f"sud{n:02d}", f"CSPS Sud-Tiébélé {n:02d}", "po", 11.0 + n / 100, -1.2 + n / 100)
           for n in range(25, 0, -1)),
     ]}

@@ -2,10 +2,12 @@
 (installed at a pinned version into the git-ignored .cache/node by `make chromium`, or by `ensure_playwright`)."""
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_DIR = ROOT / ".cache" / "node"
@@ -45,3 +47,14 @@ def run_script(script: Path, env: dict[str, str], timeout: float = 240) -> dict:
     if done.returncode != 0 or not lines:
         raise AssertionError(f"{script.name} failed ({done.returncode}):\n{done.stdout[-6000:]}\n{done.stderr[-6000:]}")
     return dict(json.loads(lines[-1]))
+
+
+BOUNDARY = "http://hl7.org/fhir/StructureDefinition/location-boundary-geojson"
+
+
+def square_boundary(lat: float, lon: float, half: float) -> dict[str, Any]:
+    """A Location boundary extension: the square of `half` degrees around (lat, lon), for the explorer's maps."""
+    ring = [[lon - half, lat - half], [lon + half, lat - half], [lon + half, lat + half], [lon - half, lat + half],
+            [lon - half, lat - half]]
+    data = base64.b64encode(json.dumps({"type": "Polygon", "coordinates": [ring]}).encode()).decode()
+    return {"url": BOUNDARY, "valueAttachment": {"contentType": "application/geo+json", "data": data}}
