@@ -1,6 +1,6 @@
-"""The explorer for the people who use a registry (issue 26), in a real browser (Debian's chromium driven by
-playwright-core, tests/html/explorer_users.mjs, run once per backend): a district officer's subtree token, a shared
-desk's "Forget token", links and Back, search inside names and by code, maps above the facilities, the detail, the
+"""The explorer for the people who use a registry (issue 26), in a real browser (Debian"s chromium driven by
+playwright-core, tests/html/explorer_users.mjs, run once per backend): a district officer"s subtree token, a shared
+desk"s "Forget token", links and Back, search inside names and by code, maps above the facilities, the detail, the
 FHIR pages, and an axe-core audit of every screen."""
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def users_bundle() -> dict[str, Any]:
 
 
 def _ids(base: str, token: str) -> dict[str, str]:
-    """Bundle id (the source reference) -> the server's id."""
+    """Bundle id (the source reference) -> the server"s id."""
     request = urllib.request.Request(f"{base}/Location?_count=100&_elements=identifier",
                                      headers={"Authorization": f"Bearer {token}", "Accept": "application/fhir+json"})
     with urllib.request.urlopen(request, timeout=10) as response:
@@ -84,7 +84,14 @@ def found(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield result
 
 
+def _part(found: dict[str, Any], *names: str) -> None:
+    """The part of the script that plays the item ran through (else the step it stopped at)."""
+    failed = {name: found["failed"][name] for name in names if name in found["failed"]}
+    assert not failed, failed
+
+
 def test_1_a_subtree_token_sees_its_subtree_and_the_visible_part_of_a_chain(found: dict[str, Any]) -> None:
+    _part(found, "1")
     assert found["subtreeRoots"] == ["District de Kaya"], found
     assert found["subtreeChain"] == ["…", "District de Kaya", "CSPS Diakaba"], found  # hidden parents: "…"
     assert found["subtreeSelected"] == ["CSPS Diakaba"], found
@@ -92,6 +99,7 @@ def test_1_a_subtree_token_sees_its_subtree_and_the_visible_part_of_a_chain(foun
 
 
 def test_2_forgetting_the_token_clears_every_cache_and_screen(found: dict[str, Any]) -> None:
+    _part(found, "2")
     assert found["fullChain"] == ["Pays des Collines", "Région Nord", "District de Kaya", "CSPS Diakaba"], found
     assert found["afterForget"] == {"tree": 0, "detail": False, "results": 0, "paths": 0, "appHidden": True}, found
     assert found["rootsAfterNewToken"] == ["District de Kaya"], found
@@ -100,16 +108,18 @@ def test_2_forgetting_the_token_clears_every_cache_and_screen(found: dict[str, A
 
 
 def test_3_the_selected_unit_and_the_search_are_in_the_url(found: dict[str, Any]) -> None:
+    _part(found, "3")
     ids = found["ids"]
     assert found["selectedHash"] == f"#unit={ids['diak01']}", found
     assert found["backShows"] == "District de Kaya", found
     assert found["reloadSelected"] == ["CSPS Diakaba"], found  # restored and revealed in the tree
     assert found["ctrlClickHash"] == f"#unit={ids['kaya-cma']}" and found["ctrlClickShows"] == "CMA de Kaya", found
     assert found["stayedOn"] == "CSPS Diakaba", found  # the Ctrl+click opened a tab, not this one
-    assert f"q=diakaba" in found["searchHash"] and f"unit={ids['diak01']}" in found["searchHash"], found
+    assert "q=diakaba" in found["searchHash"] and f"unit={ids['diak01']}" in found["searchHash"], found
 
 
 def test_4_search_inside_names_sorted_paged_with_paths_codes_and_ids(found: dict[str, Any]) -> None:
+    _part(found, "4")
     assert found["containsFound"] == ["CSPS Diakaba"], found  # "diakaba" inside "CSPS Diakaba"
     assert found["containsPath"] == "Pays des Collines › Région Nord › District de Kaya", found
     assert found["firstPage"] == 20 and "25 by name" in found["pageNote"], found
@@ -120,13 +130,15 @@ def test_4_search_inside_names_sorted_paged_with_paths_codes_and_ids(found: dict
 
 
 def test_5_maps_above_the_facilities_with_labels_and_a_legend(found: dict[str, Any]) -> None:
-    assert found["regionPoints"] == 4, found  # a region without geometry: its facilities' points
+    _part(found, "5")
+    assert found["regionPoints"] == 4, found  # a region without geometry: its facilities" points
     assert "facilities below it (points) (4)" in found["regionLegend"], found
     assert "CSPS Diakaba" in found["regionLabels"], found
     assert "District de Pô" in found["sudLabels"] and "areas of its children (1)" in found["sudLegend"], found
 
 
 def test_6_the_detail_and_the_tree_read_as_people_expect(found: dict[str, Any]) -> None:
+    _part(found, "6-tree", "3", "6-expiry")
     assert found["identifiers"] == ["collines diak01 (official)"], found  # labelled by system, not the raw URL
     assert found["openingDate"] == "5 Mar 2021", found
     assert re.fullmatch(r"1 \(\d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d UTC\)", found["version"]), found  # not ISO
@@ -139,10 +151,12 @@ def test_6_the_detail_and_the_tree_read_as_people_expect(found: dict[str, Any]) 
 
 
 def test_7_fhir_pages_show_warnings_first_and_a_table_of_entries(found: dict[str, Any]) -> None:
+    _part(found, "7")
     assert found["warningFirst"] and found["entriesRows"] == 3, found  # two matches and the warning
 
 
 def test_8_every_screen_passes_axe_and_fits_a_phone(found: dict[str, Any]) -> None:
+    _part(found, "8-login", "3", "4", "7", "8-phone")
     assert found["audited"] == ["login", "tree", "detail", "search", "history", "fhir-page", "phone"], found
     assert found["violations"] == [], found["violations"]
     assert found["favicon"] and set(found["favicon"]) <= {200, 304}, found

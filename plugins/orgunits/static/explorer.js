@@ -164,7 +164,7 @@
       ...flags(unit).map((flag) => el('span', { class: `flag ${flag}`, text: flag })));
     const gone = closed(unit) || unit.status === 'inactive';
     const item = el('li', { role: 'treeitem', 'aria-level': level, 'aria-expanded': 'false', 'aria-selected': 'false',
-      tabindex: '-1', 'data-id': unit.id, class: gone ? 'gone' : null }, row);
+      tabindex: '-1', 'data-id': unit.id, class: `unknown${gone ? ' gone' : ''}` }, row); // unknown: children not known yet
     row.addEventListener('click', (event) => {
       if (event.ctrlKey || event.metaKey || event.shiftKey || event.button) return; // a new tab: the link's own
       event.preventDefault();
@@ -189,19 +189,24 @@
     const items = found.map((unit) => treeItem(unit, level));
     const next = nextPage(bundle, page[0]);
     if (next) items.push(moreItem(group, next, level));
-    await markLeaves(items.filter((item) => item.dataset.id)); // before they are shown: no arrow comes and goes
     if (placeholder) placeholder.replaceWith(...items); else group.append(...items);
+    markLeaves(items.filter((item) => item.dataset.id)).catch(() => {}); // their arrows, once known
     return found.length;
   }
 
-  // the units of a page without children: no expand arrow (one search for the page: who is someone's parent)
+  // the units of a page without children: no expand arrow (one search for the page: who is someone's parent); the
+  // arrows show once it answers (none before: an arrow on a facility would come and go)
   async function markLeaves(items) {
     if (!items.length) return;
     const bundle = await fhir('/Location', [['_id', items.map((item) => item.dataset.id).join(',')],
       ['_has:Location:partof:partof:missing', 'false'], ['_elements', 'id'], ['_count', String(items.length)]]);
     const parents = new Set((bundle.entry || []).map((entry) => entry.resource && entry.resource.id));
     for (const item of items) {
-      if (!parents.has(item.dataset.id)) { item.removeAttribute('aria-expanded'); item.classList.add('leaf'); }
+      item.classList.remove('unknown');
+      if (!parents.has(item.dataset.id) && item.getAttribute('aria-expanded') === 'false') {
+        item.removeAttribute('aria-expanded');
+        item.classList.add('leaf');
+      }
     }
   }
 
