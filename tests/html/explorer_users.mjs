@@ -180,6 +180,10 @@ try {
     found.sudLabels = await page.locator('#map .map-label').allTextContents();
     found.sudLegend = await page.locator('#legend').textContent();
     await page.screenshot({ path: path.join(SHOTS, 'explorer-map.png') });
+    await page.goto(`${ROOT}/#unit=${IDS.diak01}`);
+    await unitName(page, 'CSPS Diakaba');
+    await page.waitForFunction(() => document.querySelectorAll('#map path.sibling-point').length >= 2);
+    found.facilityLegend = await page.locator('#legend').textContent();
   });
   await part('7', async () => {
     await page.goto(`${API}/Location/${IDS.diak01}/_history`);

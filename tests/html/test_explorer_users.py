@@ -135,6 +135,7 @@ def test_5_maps_above_the_facilities_with_labels_and_a_legend(found: dict[str, A
     assert "facilities below it (points) (4)" in found["regionLegend"], found
     assert "CSPS Diakaba" in found["regionLabels"], found
     assert "District de Pô" in found["sudLabels"] and "areas of its children (1)" in found["sudLegend"], found
+    assert "the other units of its parent (points) (2)" in found["facilityLegend"], found  # a facility's neighbours
 
 
 def test_6_the_detail_and_the_tree_read_as_people_expect(found: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 'use strict';
 // The explorer's map pane (Leaflet): the selected unit, its children's boundaries and points, and, when the unit
 // has no point of its own (a region, a district), the points of the units below its children (its facilities);
-// labels on the areas (and on the points when few), and a legend with what was drawn.
+// for a facility, the other units of its parent; labels on the areas (and on the points when few), and a legend.
 (function () {
   const LABELLED_POINTS = 25; // points labelled when no more are drawn
   const LABELLED_AREAS = 60;
@@ -32,6 +32,7 @@
       return [];
     }
 
+    const parentOf = (unit) => (unit.partOf && /^Location\/[^/]+$/.test(unit.partOf.reference || '') ? unit.partOf.reference.slice(9) : null);
     const hasPoint = (unit) => unit.position && Number.isFinite(unit.position.latitude) && Number.isFinite(unit.position.longitude);
 
     function tip(layer, unit, permanent) {
@@ -66,7 +67,8 @@
         item('selected', 'selected unit', counts.selected),
         item('child-boundary', 'areas of its children', counts.childAreas),
         item('child-point', 'its children (points)', counts.childPoints),
-        item('descendant-point', 'facilities below it (points)', counts.descendants)));
+        item('descendant-point', 'facilities below it (points)', counts.descendants),
+        item('sibling-point', 'the other units of its parent (points)', counts.siblings)));
       $('map-note').textContent = note;
     }
 
@@ -105,7 +107,7 @@
           drawn = L.featureGroup().addTo(map);
         }
         drawn.clearLayers();
-        const counts = { selected: 0, childAreas: 0, childPoints: 0, descendants: 0 };
+        const counts = { selected: 0, childAreas: 0, childPoints: 0, descendants: 0, siblings: 0 };
         const [ownArea, ownPoint] = draw(unit, 'selected', false);
         counts.selected = ownArea || ownPoint;
         const labels = children.length <= LABELLED_AREAS;
@@ -133,6 +135,14 @@
           const points = below.found.filter((point) => !shown.has(point.id));
           for (const point of points) counts.descendants += draw(point, 'descendant', points.length <= LABELLED_POINTS)[1];
           extra = `; ${below.found.length} points of the ${below.total} units below${below.partial ? ' (the first pages)' : ''}`;
+        }
+        if (ownPoint && !children.length && parentOf(unit)) { // a facility: its neighbours, for context
+          const bundle = await api.fhir(`/Location/${encodeURIComponent(parentOf(unit))}/$children`, [['_count', '100']]).catch(() => ({}));
+          if (!current()) return;
+          const others = (bundle.entry || []).map((e) => e.resource).filter((r) => r && r.id !== unit.id);
+          for (const other of others) counts.siblings += draw(other, 'sibling', false)[1];
+          drawn.eachLayer((layer) => { if (/selected-/.test(layer.options.className || '')) layer.bringToFront(); });
+          extra = counts.siblings ? `; ${counts.siblings} other units of its parent` : '';
         }
         show(extra);
         fit();
