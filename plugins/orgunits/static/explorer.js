@@ -85,7 +85,7 @@
   const formatInstant = (text) => (text && !Number.isNaN(Date.parse(text)) ? `${instantFormat.format(new Date(text))} UTC` : text);
 
   // the map pane (map.js): drawn from the same API helpers
-  const mapView = window.OrgunitMap({ fhir, read, entries, nextPage, el, pick, Refused, MAX_POINTS, BOUNDARY, TILES });
+  const mapView = window.OrgunitMap({ fhir, read, nextPage, el, pick, MAX_POINTS, BOUNDARY, TILES });
 
   // ------------------------------------------------------------------ the URL: #unit=..&q=..&type=..&status=..
 
