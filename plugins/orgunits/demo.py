@@ -84,7 +84,9 @@ def generate_demo(engine: Engine, size: int = 2000, seed: int = 42,
         source_id = ensure_data_source(conn, DATA_SOURCE, slug=DATA_SOURCE_SLUG, now=epoch)
         version_id = ensure_source_version(conn, source_id, SOURCE_VERSION, now=epoch)
         ensure_types(conn, DEMO_TYPES, now=epoch)
-        pyramid = lambda: _Pyramid(random.Random(seed), epoch).records(counts)  # noqa: E731 (twice, the same)
+        def pyramid() -> Iterator[UnitRecord]:  # the same records each time (the same seed)
+            return _Pyramid(random.Random(seed), epoch).records(counts)
+
         upper = frozenset(kind.short_name for kind in (COUNTRY, REGION, DISTRICT))
         records = with_boundaries(pyramid(), outlines(pyramid(), upper))  # the upper levels' boundaries
         report = write_units(conn, records, version_id, now=epoch + timedelta(days=4 * 365), progress=progress)
