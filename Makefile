@@ -48,8 +48,10 @@ nginx:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >/dev/null; }
 	@PATH="$$PATH:/usr/sbin" command -v nginx >/dev/null 2>&1 || { echo "nginx could not be installed (run as root on Debian)"; exit 1; }
 
-# tests/html/test_browser.py drives Debian's chromium with playwright-core (npm, pinned, in the git-ignored .cache/node)
+# tests/html/test_browser.py drives Debian's chromium with playwright-core and audits every screen with axe-core
+# (npm, pinned, in the git-ignored .cache/node)
 PLAYWRIGHT := playwright-core@1.65.1
+AXE := axe-core@4.14.1
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing chromium (Debian package) for tests/html/test_browser.py"; \
@@ -59,6 +61,8 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
 	@grep -qs '"version": "$(lastword $(subst @, ,$(PLAYWRIGHT)))"' .cache/node/node_modules/playwright-core/package.json || \
 	  npm install --prefix .cache/node --no-audit --no-fund --silent $(PLAYWRIGHT)
+	@grep -qs '"version": "$(lastword $(subst @, ,$(AXE)))"' .cache/node/node_modules/axe-core/package.json || \
+	  npm install --prefix .cache/node --no-audit --no-fund --silent $(AXE)
 
 test: $(STAMP) postgres nginx authserver chromium
 	$(BIN)/pytest -q $(ARGS)

@@ -33,6 +33,7 @@ from server.errors import (
     ServiceUnavailable,
 )
 from server.hookspecs import hookimpl
+from server.html.web import WebAssets, WebPage
 from server.ops.progress import Progress
 from server.search.param import SearchParam
 from server.search.types.base import Through, text_index_expression
@@ -52,7 +53,7 @@ __all__ = [
     "Operation", "OperationCall", "Prerendered", "Principal", "Progress", "ReferenceTarget", "ResourceNotFound",
     "ResourceProvider",
     "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",
-    "Through", "TokenTarget", "Versioning", "Via", "add_common_options", "as_utc", "begin_writing", "hookimpl",
-    "instant",
+    "Through", "TokenTarget", "Versioning", "Via", "WebAssets", "WebPage", "add_common_options", "as_utc",
+    "begin_writing", "hookimpl", "instant",
     "normalize", "software_version", "reading_engine", "writing_engine", "text_index_expression",
 ]

@@ -58,7 +58,7 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
             max_age=600,
         ))
     pages = html_routes(lambda request: base_url(request.scope, request.headers, settings),
-                        settings.server.explorer_tile_url)
+                        settings.server.explorer_tile_url, ctx.extensions.web)
     app = Starlette(routes=[*ops_routes(), *fhir_routes(), *pages], middleware=middleware, lifespan=lifespan,
                     exception_handlers={HTTPException: http_exception})
     app.router.redirect_slashes = False

@@ -1,5 +1,5 @@
 """What the enabled plugins add besides providers, collected once: migration chains (the schema), commands,
-load formats and demo data."""
+load formats, demo data and browser pages."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -9,6 +9,7 @@ import pluggy
 
 from server.cli.extensions import Command, DemoData, LoadFormat
 from server.errors import ConfigError
+from server.html.web import WebAssets, WebPage
 from server.declared import declared
 from server.plugins import get_plugin_manager
 from server.settings import Settings
@@ -32,6 +33,7 @@ class Extensions:
     commands: Mapping[str, Command]
     load_formats: Mapping[str, LoadFormat]
     demos: tuple[DemoData, ...]
+    web: tuple[tuple[str, WebPage | WebAssets], ...] = ()  # (plugin, page or assets), checked by html_routes
 
     @classmethod
     def collect(cls, pm: pluggy.PluginManager, settings: Settings) -> Extensions:
@@ -41,7 +43,8 @@ class Extensions:
         formats = _unique("load format", [(p, f.name, f) for p, f in
                                           declared(pm, "register_load_formats", settings, LoadFormat)])
         demos = tuple(d for _, d in declared(pm, "register_demo_data", settings, DemoData))
-        return cls(Schema.of(chains), commands, formats, demos)  # type: ignore[arg-type]
+        web = tuple(declared(pm, "register_web_pages", settings, (WebPage, WebAssets)))
+        return cls(Schema.of(chains), commands, formats, demos, web)  # type: ignore[arg-type]
 
 
 def load_extensions(settings: Settings) -> Extensions:

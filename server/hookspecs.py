@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from server.errors import FhirError
     from server.engine.interaction import Interaction
     from server.engine.provider import ResourceProvider
+    from server.html.web import WebAssets, WebPage
     from server.access.scope import AccessScope
     from server.settings import Settings
     from server.storage.migrate import Migrations
@@ -45,6 +46,12 @@ def register_load_formats(settings: Settings) -> list[LoadFormat] | None:
 @hookspec
 def register_demo_data(settings: Settings) -> list[DemoData] | None:
     """Return synthetic data this plugin writes for `orgunit-fhir demo` and an empty embedded database."""
+
+
+@hookspec
+def register_web_pages(settings: Settings) -> list[WebPage | WebAssets] | None:
+    """Return browser pages (a path and its HTML shell) and static assets (a directory served under
+    /static/{name}/) this plugin serves beside the FHIR API."""
 
 
 @hookspec

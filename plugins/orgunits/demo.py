@@ -11,6 +11,7 @@ from datetime import date, datetime, timedelta, timezone
 
 from sqlalchemy import Engine
 
+from plugins.orgunits.demo_boundaries import outlines, with_boundaries
 from plugins.orgunits.importers.transaction import import_units
 from plugins.orgunits.records import TypeRecord, UnitRecord
 from server import LoadError, normalize
@@ -75,9 +76,15 @@ def generate_demo(engine: Engine, size: int = 2000, seed: int = 42,
     (a new version each, seen by counts and `_history?_since=`). Returns the number of units written."""
     counts = level_counts(size)
     epoch = datetime(2018, 1, 1, tzinfo=timezone.utc) + timedelta(days=seed % 1000)  # the units' own dates only
+
+    def pyramid() -> Iterator[UnitRecord]:  # the same records each time (the same seed)
+        return _Pyramid(random.Random(seed), epoch).records(counts)
+
+    upper = frozenset(kind.short_name for kind in (COUNTRY, REGION, DISTRICT))
+    records = with_boundaries(pyramid(), outlines(pyramid(), upper))  # the upper levels' boundaries
     try:
         report = import_units(engine, data_source=DATA_SOURCE, version=SOURCE_VERSION, types=DEMO_TYPES,
-                              records=_Pyramid(random.Random(seed), epoch).records(counts), progress=progress,
+                              records=records, progress=progress,
                               fmt="demo", allow_reparent=True)  # another size or seed reshapes the pyramid
     except LoadError as exc:
         raise LoadError(f"demo (ids 1..{size:,}): {exc.message}; nothing written: write the demo into its own "

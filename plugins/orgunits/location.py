@@ -223,8 +223,8 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
                     "Org unit type short name (code) or system|code; :not, :missing, :text (type name starts with, "
                     "ignoring case)", HL7_SP + "type"),
         SearchParam("partof", "reference", (ReferenceTarget(org_unit.c.parent_id, "Location", path=org_unit.c.path),),
-                    "The parent Location: id, Location/id or absolute URL; :missing=true gives the roots, :below every "
-                    "descendant, :above every ancestor", HL7_SP + "partof"),
+                    "The parent Location: id, Location/id or absolute URL; :missing=true gives the roots (the "
+                    "subtree roots of a token limited to subtrees), :below every descendant, :above every ancestor", HL7_SP + "partof"),
         SearchParam("organization", "reference", (ReferenceTarget(source_version.c.data_source_id, "Organization"),),
                     "The managing Organization (the data source): id, Organization/id or absolute URL",
                     HL7_SP + "organization"),

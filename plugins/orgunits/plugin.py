@@ -1,4 +1,5 @@
-"""The org-unit domain's tables, migration chain, commands, load formats and demo data (entry point `orgunits`).
+"""The org-unit domain's tables, migration chain, commands, load formats, demo data and explorer (entry point
+`orgunits`).
 Its providers are the plugins `location`, `organization` and `canonical`; each names this chain too, so that
 any one of them enabled alone still has its tables."""
 from __future__ import annotations
@@ -7,6 +8,7 @@ from typing import Any
 
 from plugins.orgunits.admin_commands import ACCOUNTS, DATA_SOURCES
 from plugins.orgunits.commands import DEMO, LOAD_FORMATS, VERSIONS
+from plugins.orgunits.explorer import explorer_pages
 from plugins.orgunits.tables import MIGRATIONS
 from server import (
     Command,
@@ -14,6 +16,8 @@ from server import (
     LoadFormat,
     Migrations,
     Settings,
+    WebAssets,
+    WebPage,
     hookimpl,
 )
 
@@ -38,6 +42,11 @@ def register_load_formats(settings: Settings) -> list[LoadFormat]:
 @hookimpl
 def register_demo_data(settings: Settings) -> list[DemoData]:
     return [DEMO]
+
+
+@hookimpl
+def register_web_pages(settings: Settings) -> list[WebPage | WebAssets]:
+    return explorer_pages(settings)
 
 
 @hookimpl

@@ -22,6 +22,7 @@ from server.engine.reads import Resource, capabilities as capability_statement, 
 from server.engine.rendered import Rendered
 from server.search.ids import coerce_id, stored_id
 from server.search.request import SearchRequest, bind_operation, parse_subset
+from server.search.types.reference import SCOPE_ROOTS
 from server.search.sql import (
     AFTER,
     SORT_BELOW,
@@ -163,7 +164,7 @@ async def _page(ctx: ServerContext, caller: Caller, base: str, provider: Resourc
             None if request.after is not None else request.skip, tuple(k.raw for k in request.sort))
     page = hot.pages.get((*seen, _bucket(total))) if total is not None or not request.counts else None
     if (request.counts and total is None) or (request.count and page is None):  # else nothing to build or count
-        found = await _look_up(ctx, hot, provider, request, visibility.clause)
+        found = {**await _look_up(ctx, hot, provider, request, visibility.clause), SCOPE_ROOTS: visibility.paths}
         where = where_clause(provider, request, found, visibility.clause)
         if request.counts and total is None:  # kept as the thread keeps it (server.engine.reads.count)
             total = int((await _rows(ctx, hot, count_query(provider, request, where=where)))[0][0])

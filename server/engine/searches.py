@@ -25,6 +25,7 @@ from server.engine.static import search_static
 from server.errors import ResourceNotFound, operation_outcome
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, fetch_included
 from server.search.request import SearchRequest, bind_operation
+from server.search.types.reference import SCOPE_ROOTS
 from server.search.sql import (
     MEASURE,
     WALK,
@@ -61,7 +62,8 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
         vis = visibility(ctx, conn, provider, caller)
         splice = not request.includes and ctx.freshness.splices(conn, provider)
         sync = synced(ctx.freshness.snapshot(conn), provider)  # taken before the page is read
-        found = {**look_up(conn, provider, request, vis.clause), **joined_conditions(ctx, conn, caller, request)}
+        found = {**look_up(conn, provider, request, vis.clause), **joined_conditions(ctx, conn, caller, request),
+                 SCOPE_ROOTS: vis.paths}
         where = where_clause(provider, request, found, vis.clause)
         total = counted(ctx, conn, provider, caller, request, (request.key, vis.key),
                         lambda: count_query(provider, request, where=where)) if request.counts else None

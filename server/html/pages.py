@@ -26,20 +26,24 @@ def root_path(base: str) -> str:
     return path.removesuffix("/fhir")
 
 
-def html_page(body: dict[str, Any], status: int, base: str) -> bytes:
+def html_page(body: dict[str, Any], status: int, base: str, namespace: str = "") -> bytes:
+    """`namespace`: the server's canonical URL namespace (fhir.extension_namespace): its `{namespace}/fhir/Type/id`
+    URLs (extensions, code systems) link to this server's copies."""
     root = root_path(base)
+    links = _Links(base, namespace)
     title = _title(body, status)
     parts = [
         '<!doctype html><html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title>",
+        f'<link rel="icon" href="{escape(root)}/static/favicon.svg" type="image/svg+xml">',
         f'<link rel="stylesheet" href="{escape(root)}/static/fhir.css">',
         f'<script src="{escape(root)}/static/token.js" defer></script>',
         f'<script src="{escape(root)}/static/page.js" defer></script>',
         f'</head><body data-api="{escape(root)}/fhir" data-status="{status}">',
-        '<header class="bar"><a class="brand" href="', escape(root or "/"), '">orgunit-fhir explorer</a>',
+        '<header class="bar"><a class="brand" href="', escape(root or "/"), '">orgunit-fhir</a>',
         '<span id="token-state"></span></header>',
-        '<main id="fhir">', *_content(body, status, base), "</main></body></html>",
+        '<main id="fhir">', *_content(body, status, links), "</main></body></html>",
     ]
     return "".join(parts).encode("utf-8")
 
@@ -60,9 +64,21 @@ def _reason(status: int) -> str:
         return ""
 
 
-def _content(body: dict[str, Any], status: int, base: str) -> Iterator[str]:
+def _outcomes(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The OperationOutcomes of the answer: itself, or a Bundle's outcome entries (an ignored parameter...)."""
+    if body.get("resourceType") == "OperationOutcome":
+        return [body]
+    entries = [e["resource"] for e in body.get("entry") or [] if isinstance(e, dict) and isinstance(e.get("resource"), dict)]
+    return [r for r in entries if r.get("resourceType") == "OperationOutcome"]
+
+
+def _content(body: dict[str, Any], status: int, links: _Links) -> Iterator[str]:
     state = "ok" if status < 400 else "error"
-    yield f'<p class="status {state}">HTTP {status} {escape(_reason(status))}</p>'
+    outcomes = _outcomes(body)
+    warned = sum(len(o.get("issue") or []) for o in outcomes) if status < 400 else 0
+    state += " warned" if warned else ""
+    also = f" · {warned} warning{'s' if warned > 1 else ''}" if warned else ""
+    yield f'<p class="status {state}">HTTP {status} {escape(_reason(status))}{also}</p>'
     yield f"<h1>{escape(_title(body, status))}</h1>"
     if status == 401:
         yield ('<form id="token-form" class="token-form" autocomplete="off">'
@@ -70,17 +86,18 @@ def _content(body: dict[str, Any], status: int, base: str) -> Iterator[str]:
                "(sessionStorage) and is sent as <code>Authorization: Bearer</code>, never in a URL or a cookie."
                '</label><textarea id="token-input" rows="3" spellcheck="false"></textarea>'
                '<button type="submit">Use token</button><p id="token-error" class="error" hidden></p></form>')
-    if body.get("resourceType") == "OperationOutcome":
-        yield from _outcome(body)
-    elif body.get("resourceType") == "Bundle":
-        yield from _paging(body, base)
+    for outcome in outcomes:
+        yield from _outcome(outcome)
+    if body.get("resourceType") == "Bundle":
+        yield from _paging(body, links)
+        yield from _entries(body, links)
     div = (body.get("text") or {}).get("div") if isinstance(body.get("text"), dict) else None
     if isinstance(div, str) and div:
         yield f'<section class="narrative"><h2>Narrative</h2>{sanitize(div)}</section>'
     yield ('<p class="formats"><a href="#" id="raw-json" data-format="json">raw JSON</a> · '
            '<a href="#" id="raw-xml" data-format="xml">raw XML</a></p>')
     yield '<pre class="json">'
-    yield from _json(body, base, 0, None)
+    yield from _json(body, links, 0, None)
     yield "</pre>"
 
 
@@ -94,30 +111,62 @@ def _outcome(body: dict[str, Any]) -> Iterator[str]:
     yield "</tbody></table>"
 
 
-def _paging(body: dict[str, Any], base: str) -> Iterator[str]:
-    links = [link for link in body.get("link") or [] if isinstance(link, dict) and link.get("relation") != "self"]
-    if links:
-        yield '<nav class="paging">'
-        for link in links:
-            href = _href(str(link.get("url", "")), base, "url")
+def _paging(body: dict[str, Any], links: _Links) -> Iterator[str]:
+    paging = [link for link in body.get("link") or [] if isinstance(link, dict) and link.get("relation") != "self"]
+    if paging:
+        yield '<nav class="paging" aria-label="Pages">'
+        for link in paging:
+            href = links.href(str(link.get("url", "")), "url")
             if href:
                 yield f'<a href="{escape(href)}">{escape(str(link.get("relation", "")))}</a> '
         yield "</nav>"
 
 
-def _href(value: str, base: str, key: str | None) -> str | None:
-    """Where a string value links to: an http(s) URL under [base] (any of the link keys: any http(s) URL), or a
-    relative reference Type/id resolved against [base]."""
-    if value.startswith(base + "/") or value == base:
-        return value
-    if key in _LINK_KEYS and value.lower().startswith(("http://", "https://")):
-        return value
-    if key == "reference" and _REFERENCE.fullmatch(value):
-        return f"{base}/{value}"
-    return None
+def _entries(body: dict[str, Any], links: _Links) -> Iterator[str]:
+    """The Bundle's entries as a table: the resource (linked), its name, version and search mode or request."""
+    rows = [e for e in body.get("entry") or [] if isinstance(e, dict) and isinstance(e.get("resource"), dict)]
+    if not rows:
+        return
+    yield ('<table class="entries"><caption>Entries</caption><thead><tr><th scope="col">#</th>'
+           '<th scope="col">resource</th><th scope="col">name</th><th scope="col">version</th>'
+           '<th scope="col">mode</th></tr></thead><tbody>')
+    for index, entry in enumerate(rows, 1):
+        resource, search, request = entry["resource"], entry.get("search"), entry.get("request")
+        label = f"{resource.get('resourceType', '')}/{resource.get('id', '')}".rstrip("/")
+        href = links.href(str(entry.get("fullUrl", "")), "fullUrl")
+        name = resource.get("name") if isinstance(resource.get("name"), str) else resource.get("title", "")
+        meta = resource.get("meta") if isinstance(resource.get("meta"), dict) else {}
+        mode = search.get("mode", "") if isinstance(search, dict) else \
+            request.get("method", "") if isinstance(request, dict) else ""
+        cell = f'<a href="{escape(href)}">{escape(label)}</a>' if href else escape(label)
+        yield (f"<tr><td>{index}</td><td>{cell}</td><td>{escape(str(name or ''))}</td>"
+               f"<td>{escape(str(meta.get('versionId', '')))}</td><td>{escape(str(mode))}</td></tr>")
+    yield "</tbody></table>"
 
 
-def _json(value: Any, base: str, depth: int, key: str | None) -> Iterator[str]:
+class _Links:
+    """Where a string value links to: an http(s) URL under [base] (any of the link keys: any http(s) URL), a
+    relative reference Type/id resolved against [base], or a canonical URL of the server's own namespace
+    ({namespace}/fhir/Type/id) to this server's Type/id."""
+
+    def __init__(self, base: str, namespace: str) -> None:
+        self.base = base
+        self.canonical = f"{namespace}/fhir/" if namespace else None
+
+    def href(self, value: str, key: str | None) -> str | None:
+        base = self.base
+        if value.startswith(base + "/") or value == base:
+            return value
+        if self.canonical and value.startswith(self.canonical) and _REFERENCE.fullmatch(value[len(self.canonical):]):
+            return f"{base}/{value[len(self.canonical):]}"
+        if key in _LINK_KEYS and value.lower().startswith(("http://", "https://")):
+            return value
+        if key == "reference" and _REFERENCE.fullmatch(value):
+            return f"{base}/{value}"
+        return None
+
+
+def _json(value: Any, links: _Links, depth: int, key: str | None) -> Iterator[str]:
     pad = "  " * (depth + 1)
     if isinstance(value, dict):
         if not value:
@@ -126,7 +175,7 @@ def _json(value: Any, base: str, depth: int, key: str | None) -> Iterator[str]:
         yield "{\n"
         for index, (name, item) in enumerate(value.items()):
             yield f'{pad}<span class="k">{escape(orjson.dumps(str(name)).decode())}</span>: '
-            yield from _json(item, base, depth + 1, str(name))
+            yield from _json(item, links, depth + 1, str(name))
             yield ",\n" if index < len(value) - 1 else "\n"
         yield "  " * depth + "}"
     elif isinstance(value, list):
@@ -136,12 +185,12 @@ def _json(value: Any, base: str, depth: int, key: str | None) -> Iterator[str]:
         yield "[\n"
         for index, item in enumerate(value):
             yield pad
-            yield from _json(item, base, depth + 1, key)
+            yield from _json(item, links, depth + 1, key)
             yield ",\n" if index < len(value) - 1 else "\n"
         yield "  " * depth + "]"
     elif isinstance(value, str):
         text = escape(orjson.dumps(value).decode())
-        href = _href(value, base, key)
+        href = links.href(value, key)
         yield f'<a class="s" href="{escape(href)}">{text}</a>' if href else f'<span class="s">{text}</span>'
     elif isinstance(value, bool) or value is None:
         yield f'<span class="b">{orjson.dumps(value).decode()}</span>'

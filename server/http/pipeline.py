@@ -195,7 +195,8 @@ class Pipeline:
 
     @staticmethod
     def _render(request: Request, fhir: FhirRequest, body: Resource) -> Response:
-        content = render(body, fhir.format, fhir.base)
+        namespace = request.app.state.ctx.settings.fhir.extension_namespace  # its canonical URLs link here
+        content = render(body, fhir.format, fhir.base, namespace=namespace)
         etag, last_modified = validators(body, content, page=fhir.format.html)
         headers = {**headers_for(etag, last_modified), **PRIVATE}
         if not_modified(request.headers, etag, last_modified):

@@ -46,9 +46,10 @@ def base_url(scope: Scope, headers: Any, settings: Settings) -> str:
     return f"{scheme}://{host}{quote(prefix, safe='/')}/fhir"
 
 
-def render(body: dict[str, Any] | Rendered, fmt: Format, base: str = "", status: int = 200) -> bytes:
-    if fmt.html:  # a browser: the same answer as a page (the links resolved against [base])
-        return html_page(materialized(body), status, base)
+def render(body: dict[str, Any] | Rendered, fmt: Format, base: str = "", status: int = 200,
+           namespace: str = "") -> bytes:
+    if fmt.html:  # a browser: the same answer as a page (the links resolved against [base] and the namespace)
+        return html_page(materialized(body), status, base, namespace)
     if isinstance(body, Rendered) and not (fmt.xml or fmt.pretty):
         return body.raw
     if fmt.xml or fmt.pretty:
@@ -80,6 +81,7 @@ def error_response(ctx: ServerContext, exc: BaseException, interaction: Interact
                   exc_info=exc if not isinstance(exc, FhirError) else None)
         error.diagnostics = f"{error.diagnostics} (request id {request_id})"
     if fmt.html:
-        page = html_page(error.outcome(), error.status, base_url(scope, Headers(scope=scope), ctx.settings))
+        page = html_page(error.outcome(), error.status, base_url(scope, Headers(scope=scope), ctx.settings),
+                         ctx.settings.fhir.extension_namespace)
         return fhir_response(page, fmt, error.status, error.headers)
     return fhir_response(error.outcome(), fmt, error.status, error.headers)

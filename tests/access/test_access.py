@@ -135,6 +135,14 @@ def test_history_of_the_type_holds_only_visible_units(app_client: TestClient, ct
     pytest.param("alpha", "name=Sierra", set(), id="name-of-other-account"),
     pytest.param("beta", "name=Bo", {202, 203}, id="name-served-version-only"),
     pytest.param("alpha", "_id=201,30", {30}, id="id-of-other-account"),
+    # the roots a caller sees: its subtree roots when it is limited to subtrees (an explorer's first level)
+    pytest.param("alpha", "partof:missing=true", {1}, id="roots-unscoped"),
+    pytest.param("alpha-subtree-10", "partof:missing=true", {10}, id="roots-of-subtree"),
+    pytest.param("alpha-subtree-10", "partof:missing=false", {20, 30, 31, 32}, id="not-roots-of-subtree"),
+    pytest.param("alpha-two-roots-nested", "partof:missing=true", {10, 3}, id="roots-outermost-only"),
+    pytest.param("alpha-two-roots-nested", "partof:missing=true&name=Bo", set(), id="roots-and-other-params"),
+    pytest.param("alpha-no-roots", "partof:missing=true", set(), id="roots-of-empty-scope"),
+    pytest.param("beta", "partof:missing=true", {201}, id="roots-other-account"),
 ])
 def test_search_features_stay_in_scope(app_client: TestClient, ctx: ServerContext, caller: str, query: str,
                                        expected: set[int]) -> None:

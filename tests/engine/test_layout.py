@@ -124,3 +124,16 @@ def test_the_public_surface_exports_what_it_imports() -> None:
     assert sorted(server.__all__) == sorted(n for n in vars(server) if not n.startswith("_") and n not in
                                             {"access", "cli", "engine", "errors", "hookspecs", "ops", "settings",
                                              "storage", "annotations"} and not isinstance(getattr(server, n), type(ast)))
+
+
+ORG_UNIT_WORDS = ("Location", "partof", "$children", "org-unit", "orgunits", "explorer.js", "leaflet")
+
+
+def test_no_org_unit_knowledge_in_the_engines_html() -> None:
+    """The engine's pages are generic FHIR pages and the token page; the explorer lives with the org-unit plugin
+    (plugins/orgunits/explorer.py and static/, served through the register_web_pages hook)."""
+    html = ROOT / "server" / "html"
+    for path in sorted(p for p in html.rglob("*") if p.is_file() and p.suffix in (".py", ".js", ".css", ".svg")):
+        text = path.read_text(encoding="utf-8")
+        found = [word for word in ORG_UNIT_WORDS if word in text]
+        assert not found, f"{path.relative_to(ROOT)} knows the org-unit domain: {found}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 
-import base64
 import json
 import urllib.request
 from collections.abc import Iterator
@@ -15,26 +14,17 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import ROOT, browser_missing, run_script
+from tests.support.browser import ROOT, browser_missing, run_script, square_boundary
 from tests.support.live import LiveServer, live_server, run_cli
 
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
 XSS = "<img src=x onerror=alert(1)>"
-BOUNDARY = "http://hl7.org/fhir/StructureDefinition/location-boundary-geojson"
 @pytest.fixture(autouse=True)
 def browser() -> None:
     """A browser test that cannot run fails (`make test` installs what it needs), as the nginx tests do."""
     missing = browser_missing()
     if missing is not None:
         pytest.fail(f"the browser tests cannot run: {missing}")
-
-
-def _square(lat: float, lon: float, half: float) -> dict[str, Any]:
-    ring = [[lon - half, lat - half], [lon + half, lat - half], [lon + half, lat + half], [lon - half, lat + half],
-            [lon - half, lat - half]]
-    geometry = {"type": "Polygon", "coordinates": [ring]}
-    return {"url": BOUNDARY, "valueAttachment": {"contentType": "application/geo+json",
-                                                 "data": base64.b64encode(json.dumps(geometry).encode()).decode()}}
 
 
 def _unit(uid: str, name: str, parent: str | None, **extra: Any) -> dict[str, Any]:
@@ -49,10 +39,10 @@ def explorer_bundle(peni_alias: str) -> dict[str, Any]:
     like an XSS attempt, one inactive)."""
     point = lambda lat, lon: {"latitude": lat, "longitude": lon}
     return {"resourceType": "Bundle", "type": "collection", "entry": [
-        _unit("country", "République du Kénédougou", None, extension=[_square(12.0, -2.0, 3.0)]),
-        _unit("hauts-bassins", "Région des Hauts-Bassins", "country", extension=[_square(11.5, -4.0, 1.0)]),
-        _unit("centre", "Région du Centre", "country", extension=[_square(12.4, -1.5, 0.8)]),
-        _unit("dande", "District de Dandé", "hauts-bassins", extension=[_square(11.4, -4.1, 0.3)]),
+        _unit("country", "République du Kénédougou", None, extension=[square_boundary(12.0, -2.0, 3.0)]),
+        _unit("hauts-bassins", "Région des Hauts-Bassins", "country", extension=[square_boundary(11.5, -4.0, 1.0)]),
+        _unit("centre", "Région du Centre", "country", extension=[square_boundary(12.4, -1.5, 0.8)]),
+        _unit("dande", "District de Dandé", "hauts-bassins", extension=[square_boundary(11.4, -4.1, 0.3)]),
         _unit("peni", "CSPS Péni", "dande", position=point(11.45, -4.2), alias=[peni_alias]),
         _unit("sindou", "CSPS Sindou", "dande", position=point(11.30, -4.05)),
         _unit("karangasso", "Dispensaire de Karangasso", "dande", position=point(11.50, -3.95)),

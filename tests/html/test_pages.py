@@ -55,7 +55,7 @@ def test_html_page_links_and_headers(client: TestClient, auth: dict[str, str]) -
     page = response.text
     assert '<a class="s" href="http://testserver/fhir/Location/' in page  # fullUrl
     assert 'href="http://testserver/fhir/Organization/1"' in page  # a relative reference, resolved
-    assert '<nav class="paging"><a href="http://testserver/fhir/Location?name=s' in page  # paging
+    assert '<nav class="paging" aria-label="Pages"><a href="http://testserver/fhir/Location?name=s' in page  # paging
     assert "<script>" not in page and " style=" not in page and "onerror" not in page
     csp = response.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "default-src 'none'" in csp
@@ -117,14 +117,14 @@ def test_root_path(base: str, root: str) -> None:
 def test_explorer_shell(client: TestClient) -> None:
     response = client.get("/")
     assert response.status_code == 200 and response.headers["content-type"] == "text/html; charset=utf-8"
-    assert 'data-api="/fhir"' in response.text and '<script src="/static/explorer.js" defer>' in response.text
+    assert 'data-api="/fhir"' in response.text and '<script src="/static/orgunits/explorer.js" defer>' in response.text
     assert "<script>" not in response.text and " style=" not in response.text and "data-tiles" not in response.text
     assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
 
 
 def test_explorer_under_a_path_prefix(prefixed: TestClient, auth: dict[str, str]) -> None:
     page = prefixed.get("/").text
-    assert 'data-api="/registry/fhir"' in page and 'src="/registry/static/leaflet/leaflet.js"' in page
+    assert 'data-api="/registry/fhir"' in page and 'src="/registry/static/orgunits/leaflet/leaflet.js"' in page
     assert 'data-tiles="https://{s}.tiles.example.org/{z}/{x}/{y}.png"' in page
     assert "img-src 'self' data: https://*.tiles.example.org;" in prefixed.get("/").headers["content-security-policy"]
     fhir_page = prefixed.get("/fhir/Location/30", headers={**auth, "Accept": BROWSER}).text
@@ -133,9 +133,13 @@ def test_explorer_under_a_path_prefix(prefixed: TestClient, auth: dict[str, str]
 
 
 @pytest.mark.parametrize("path, status, media", [
-    pytest.param("/static/explorer.js", 200, "text/javascript; charset=utf-8", id="script"),
-    pytest.param("/static/leaflet/leaflet.css", 200, "text/css; charset=utf-8", id="vendored-css"),
-    pytest.param("/static/leaflet/LICENSE", 200, "text/plain; charset=utf-8", id="license"),
+    pytest.param("/static/page.js", 200, "text/javascript; charset=utf-8", id="engine-script"),
+    pytest.param("/static/favicon.svg", 200, "image/svg+xml; charset=utf-8", id="icon"),
+    pytest.param("/favicon.ico", 200, "image/svg+xml; charset=utf-8", id="favicon-ico"),
+    pytest.param("/static/orgunits/explorer.js", 200, "text/javascript; charset=utf-8", id="plugin-script"),
+    pytest.param("/static/orgunits/leaflet/leaflet.css", 200, "text/css; charset=utf-8", id="vendored-css"),
+    pytest.param("/static/orgunits/leaflet/LICENSE", 200, "text/plain; charset=utf-8", id="license"),
+    pytest.param("/static/explorer.js", 404, "text/plain; charset=utf-8", id="plugin-asset-outside-its-folder"),
     pytest.param("/static/../app.py", 404, None, id="traversal"),
     pytest.param("/static/%2e%2e/settings.py", 404, "text/plain; charset=utf-8", id="encoded-traversal"),
     pytest.param("/static/nope.js", 404, "text/plain; charset=utf-8", id="missing"),
@@ -148,7 +152,7 @@ def test_static_files(client: TestClient, path: str, status: int, media: str | N
 
 
 def test_static_files_are_vendored() -> None:
-    static = Path(__file__).resolve().parents[2] / "server" / "html" / "static"
+    static = Path(__file__).resolve().parents[2] / "plugins" / "orgunits" / "static"
     assert (static / "leaflet" / "leaflet.js").read_text().startswith("/* @preserve\n * Leaflet 1.9.4")
 
 
@@ -161,3 +165,29 @@ def test_an_html_page_is_not_revalidated_into_the_json_of_the_same_version(clien
                                                     "If-None-Match": json_tag}).status_code == 200
     assert client.get("/fhir/Location/30", headers={**auth, "Accept": BROWSER,
                                                     "If-None-Match": page.headers["etag"]}).status_code == 304
+
+
+def test_a_searchs_warning_is_on_top_of_its_page(client: TestClient, auth: dict[str, str]) -> None:
+    """An ignored parameter (a misspelt `nme=`): the warning under the status line, before the JSON."""
+    page = client.get("/fhir/Location?nme=dine", headers={**auth, "Accept": BROWSER}).text
+    status = page.index('<p class="status ok warned">HTTP 200 OK · 1 warning</p>')
+    warning = page.index('<tr class="warning"><td>warning</td><td>not-supported</td><td>unknown search parameter nme')
+    assert status < warning < page.index('<table class="entries">') < page.index('<pre class="json">')
+
+
+def test_a_bundles_entries_are_a_table(client: TestClient, auth: dict[str, str]) -> None:
+    page = client.get("/fhir/Location?_id=30&_include=Location:partof", headers={**auth, "Accept": BROWSER}).text
+    table = page[page.index('<table class="entries">'):page.index("</table>", page.index('<table class="entries">'))]
+    assert table.count("<tr><td>") == 2
+    assert '<td>1</td><td><a href="http://testserver/fhir/Location/30">Location/30</a></td>' in table
+    assert "<td>match</td>" in table and "<td>include</td>" in table
+
+
+def test_the_servers_own_canonical_urls_link_to_its_copies(client: TestClient, auth: dict[str, str]) -> None:
+    """Extensions and code systems of the server's namespace open here; others' (HL7) stay as they are."""
+    page = client.get("/fhir/Location/30", headers={**auth, "Accept": BROWSER}).text
+    assert 'href="http://testserver/fhir/StructureDefinition/org-unit-validation-status"' in page
+    assert 'href="https://orgunit-fhir.example.org/fhir/StructureDefinition/' not in page
+    page = client.get("/fhir/CodeSystem/org-unit-type", headers={**auth, "Accept": BROWSER}).text
+    assert 'href="http://testserver/fhir/CodeSystem/org-unit-type"' in page
+    assert 'href="http://testserver/fhir/sid/' not in page  # an identifier system names no resource

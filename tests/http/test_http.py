@@ -131,7 +131,7 @@ def test_pretty(client: TestClient) -> None:
 # ------------------------------------------------------------------ authentication and authorization
 
 def _claims(**extra: Any) -> dict[str, Any]:
-    return {"sub": "t", "exp": int(time.time()) + 600, "permissions": ["service_org_units"], **extra}
+    return {"sub": "t", "exp": int(time.time()) + 3600, "permissions": ["service_org_units"], **extra}
 
 
 def sign(claims: dict[str, Any], key: str = SECRET, alg: str = "HS256", headers: dict[str, Any] | None = None) -> str:

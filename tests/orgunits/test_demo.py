@@ -144,6 +144,27 @@ def test_facility_types_and_coordinates(engine: Engine) -> None:
     assert all(unit.latitude is None for unit in units if unit.category in ("COUNTRY", "REGION", "DISTRICT"))
 
 
+def test_upper_levels_have_boundaries_around_their_facilities(engine: Engine) -> None:
+    """Country, regions and districts are drawn as areas (a map of a region shows its districts); facilities and
+    areas are points only; each district's outline holds its facilities' bounding box, within its padding."""
+    generate_demo(engine, size=2000)
+    with engine.connect() as conn:
+        query = select(org_unit.c.id, org_unit.c.parent_id, org_unit.c.path, org_unit.c.geometry, org_unit.c.latitude,
+                       org_unit.c.longitude, org_unit_type.c.category).join(
+            org_unit_type, org_unit.c.org_unit_type_id == org_unit_type.c.id)
+        units = conn.execute(query).all()
+    shaped = Counter(unit.category for unit in units if unit.geometry is not None)
+    assert shaped == dict(zip(("COUNTRY", "REGION", "DISTRICT"), level_counts(2000)[:3]))
+    for district in (unit for unit in units if unit.category == "DISTRICT"):
+        ring = district.geometry["coordinates"][0]
+        assert district.geometry["type"] == "Polygon" and ring[0] == ring[-1] and len(ring) >= 4
+        inside = [u for u in units if u.category == "HF" and u.path.startswith(district.path)]
+        assert inside
+        lons, lats = [p[0] for p in ring], [p[1] for p in ring]
+        assert min(lons) <= min(u.longitude for u in inside) and max(u.longitude for u in inside) <= max(lons)
+        assert min(lats) <= min(u.latitude for u in inside) and max(u.latitude for u in inside) <= max(lats)
+
+
 def test_every_non_root_has_a_parent_one_level_up(engine: Engine) -> None:
     generate_demo(engine, size=2000)
     parent, parent_type = aliased(org_unit), aliased(org_unit_type)

@@ -2,14 +2,17 @@
 (installed at a pinned version into the git-ignored .cache/node by `make chromium`, or by `ensure_playwright`)."""
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_DIR = ROOT / ".cache" / "node"
 PLAYWRIGHT = "playwright-core@1.65.1"
+AXE = "axe-core@4.14.1"  # the accessibility audit injected into every screen (tests/html/audit.mjs)
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -23,13 +26,14 @@ def browser_missing() -> str | None:
 
 
 def ensure_playwright() -> Path:
-    """.cache/node with playwright-core at the pinned version (npm install once)."""
-    package = NODE_DIR / "node_modules" / "playwright-core" / "package.json"
-    wanted = PLAYWRIGHT.split("@")[1]
-    if not package.exists() or json.loads(package.read_text())["version"] != wanted:
-        NODE_DIR.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["npm", "install", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund", "--silent",
-                        PLAYWRIGHT], check=True, capture_output=True, timeout=600)
+    """.cache/node with playwright-core and axe-core at the pinned versions (npm install once)."""
+    for pinned in (PLAYWRIGHT, AXE):
+        name, _, wanted = pinned.rpartition("@")
+        package = NODE_DIR / "node_modules" / name / "package.json"
+        if not package.exists() or json.loads(package.read_text())["version"] != wanted:
+            NODE_DIR.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["npm", "install", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund", "--silent",
+                            pinned], check=True, capture_output=True, timeout=600)
     return NODE_DIR / "node_modules"
 
 
@@ -43,3 +47,14 @@ def run_script(script: Path, env: dict[str, str], timeout: float = 240) -> dict:
     if done.returncode != 0 or not lines:
         raise AssertionError(f"{script.name} failed ({done.returncode}):\n{done.stdout[-6000:]}\n{done.stderr[-6000:]}")
     return dict(json.loads(lines[-1]))
+
+
+BOUNDARY = "http://hl7.org/fhir/StructureDefinition/location-boundary-geojson"
+
+
+def square_boundary(lat: float, lon: float, half: float) -> dict[str, Any]:
+    """A Location boundary extension: the square of `half` degrees around (lat, lon), for the explorer's maps."""
+    ring = [[lon - half, lat - half], [lon + half, lat - half], [lon + half, lat + half], [lon - half, lat + half],
+            [lon - half, lat - half]]
+    data = base64.b64encode(json.dumps({"type": "Polygon", "coordinates": [ring]}).encode()).decode()
+    return {"url": BOUNDARY, "valueAttachment": {"contentType": "application/geo+json", "data": data}}

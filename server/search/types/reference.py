@@ -8,7 +8,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement, Select, false, select
+from sqlalchemy import ColumnElement, Select, false, select, true
 
 from server.errors import ConfigError, InvalidValue
 from server.search.ids import FHIR_ID, coerce_id
@@ -16,6 +16,10 @@ from server.search.paths import ancestors, subtree
 from server.search.types.base import CompileContext, Match, Through, via
 
 HIERARCHY = ("below", "above")
+# found[SCOPE_ROOTS]: the paths of the subtree roots of a caller limited to subtrees (Visibility.paths), set by the
+# search: to such a caller a root's parent is hidden, so `:missing=true` on a hierarchical reference (one with a
+# path) gives its roots, as it gives the whole tree's roots to the others
+SCOPE_ROOTS = "scope-roots"
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,9 @@ class ReferenceType:
         return false() if stored is None else via(target.through, target.column == stored)
 
     def present(self, target: ReferenceTarget, at: CompileContext) -> Match:
+        roots = at.found.get(SCOPE_ROOTS)
+        if roots is not None and target.path is not None:  # a caller limited to subtrees: below its roots
+            return target.path.not_in(roots) if roots else true()
         return via(target.through, target.column.is_not(None))
 
 
