@@ -58,13 +58,15 @@ def exportable(ctx: ServerContext) -> list[str]:
 
 
 class BulkService:
-    """Per worker: the database engine of the jobs (the primary: they are written; no statement timeout: an export
-    reads for long) and the threads of the jobs this worker runs."""
+    """Per worker: two engines on the primary (the jobs are written there): the exports' own (no statement timeout:
+    an export reads for long) and the requests' (kick-off, status, files: every wait bounded as a read's is, so a
+    silent database answers 503), and the threads of the jobs this worker runs."""
 
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
         self.settings = ctx.settings
         self._engine: Engine | None = None
+        self._requests_engine: Engine | None = None
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.stopping = threading.Event()
@@ -77,16 +79,25 @@ class BulkService:
             return self._engine
 
     @property
+    def requests_engine(self) -> Engine:
+        with self._lock:
+            if self._requests_engine is None:
+                self._requests_engine = create_db_engine(self.settings, writing=True, bounded=True)
+            return self._requests_engine
+
+    @property
     def store(self) -> JobStore:
-        return JobStore(self.engine)
+        """The jobs as a request reads and writes them (bounded waits)."""
+        return JobStore(self.requests_engine)
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop the jobs of this worker (each is marked failed) and release the engine."""
         self.stopping.set()
         for thread in list(self._threads):
             thread.join(timeout_s)
-        if self._engine is not None:
-            self._engine.dispose()
+        for engine in (self._engine, self._requests_engine):
+            if engine is not None:
+                engine.dispose()
 
     def join(self, timeout_s: float = 60.0) -> None:
         """Wait for the jobs this worker runs (tests)."""
@@ -146,14 +157,14 @@ class BulkService:
         started = now()
         store = self.store
         bulk = self.settings.bulk
-        with self.engine.connect() as conn:  # every version at or before it is committed, and any write still
+        with self.requests_engine.connect() as conn:  # every version at or before it is committed, any write still
             at = complete_through(synced_now(conn, self.ctx.registry))  # open stamps later (server.storage.writes)
         job = Job(uuid.uuid4().hex, owner, url, request.to_json(), at, "running", "exporting", 0, None, started,
                   started, started + timedelta(seconds=bulk.expire_seconds))
         if not store.create(job, bulk.max_running):
             raise TooManyRequests(f"{bulk.max_running} exports are running; try again later",
                                   headers={"Retry-After": "10"})
-        runner = Runner(self.ctx, self.engine, store, Plan(job, caller, request, ()), self.stopping)
+        runner = Runner(self.ctx, self.engine, JobStore(self.engine), Plan(job, caller, request, ()), self.stopping)
         thread = threading.Thread(target=runner.run, name=f"bulk-{job.id[:8]}", daemon=True)
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]

@@ -22,9 +22,10 @@ def normalize_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def create_db_engine(settings: Settings, *, writing: bool = False) -> Engine:
+def create_db_engine(settings: Settings, *, writing: bool = False, bounded: bool = False) -> Engine:
     """The serving engine has the per-statement timeout and reads from `database.read_urls` when there are
-    any; a writing one (migrate, load, demo) has no timeout and always uses the primary, `database.url`."""
+    any; a writing one (migrate, load, demo) has no timeout and always uses the primary, `database.url`; a
+    `bounded` writing one (the writes a request waits on) has the statement timeout and the watchdog of serving."""
     url = normalize_url(settings.database_url)
     if url.startswith("sqlite"):
         path = make_url(url).database
@@ -44,9 +45,16 @@ def create_db_engine(settings: Settings, *, writing: bool = False) -> Engine:
             install_sqlite_timeout(engine, settings.database.statement_timeout_ms)
         return engine
     database = settings.database
-    if writing:
+    if writing and not bounded:
         return create_engine(url, pool_pre_ping=True, connect_args={
             "options": "-c statement_timeout=0", "connect_timeout": database.connect_timeout_seconds, **DEAD_PEER})
+    if writing:  # the primary, for short writes a request waits on (Bulk Data's jobs): bounded as a read is
+        engine = create_engine(url, pool_size=database.pool_size, max_overflow=MAX_OVERFLOW,
+                               pool_timeout=wait_bound_s(settings), hide_parameters=True, connect_args={
+                                   "options": f"-c statement_timeout={database.statement_timeout_ms}",
+                                   "connect_timeout": database.connect_timeout_seconds, **DEAD_PEER})
+        watch(engine, answer_bound_s(settings))
+        return engine
     # serving: a connection is not pinged at checkout (a round trip per request): a dropped one fails its
     # request once, which the endpoint repeats (reads are safe to repeat) on a fresh connection
     connect_args = {"options": f"-c statement_timeout={database.statement_timeout_ms}",

@@ -22,6 +22,7 @@ from server.app import create_app
 from server.storage.db import wait_bound_s
 from server.storage.hot import PostgresOnLoop, hot_database
 from tests.support import pg
+from tests.support.bulk import ASYNC, kick_off, manifest
 from tests.support.contexts import SECRET, make_settings, pyramid_context
 from tests.support.proxy import Forwarder
 
@@ -113,3 +114,43 @@ def test_the_hot_paths_own_connections_give_up_on_a_silent_database(proxied: tup
 
     took = asyncio.run(scenario())
     assert len(took) == 2 and max(took) < 2 * wait_bound_s(settings), took
+
+
+def _bulk(client: TestClient, name: str, path: str, headers: dict[str, str],
+          answers: dict[str, tuple[int, Any, float]]) -> None:
+    started = time.monotonic()
+    answer = client.get(path, headers=headers)
+    body = answer.json()
+    code = body["issue"][0]["code"] if body.get("resourceType") == "OperationOutcome" else None
+    answers[name] = (answer.status_code, (code, answer.headers.get("retry-after")), time.monotonic() - started)
+
+
+def test_bulk_kick_off_and_status_answer_503_on_a_silent_database(proxied: tuple[Forwarder, str], tmp_path: Path,
+                                                                   closing_client: Any) -> None:
+    """The requests of Bulk Data (kick-off, status poll) wait on the primary's job table: bounded as reads are (the
+    exports' own long statements keep their engine without a statement timeout)."""
+    forwarder, url = proxied
+    settings = make_settings(url, tmp_path, auth={"secret": SECRET},
+                             database={"statement_timeout_ms": 1000, "connect_timeout_seconds": 1})
+    bound = wait_bound_s(settings)
+    client = closing_client(create_app(settings))
+    client.headers["Authorization"] = f"Bearer {mint_token(settings)}"
+    status = kick_off(client)
+    manifest(client, status)  # done: its status is a read of the job table
+    path = status.split("/fhir/", 1)[1]
+    forwarder.pause()
+    answers: dict[str, tuple[int, Any, float]] = {}
+    asks = [("kick-off", "/fhir/$export", ASYNC), ("status", f"/fhir/{path}", {})]
+    threads = [threading.Thread(target=_bulk, args=(client, *ask, answers), daemon=True) for ask in asks]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(4 * bound)
+        assert sorted(answers) == ["kick-off", "status"]
+        for name, (code, (issue, retry_after), took) in answers.items():
+            assert (code, issue) == (503, "transient") and retry_after, (name, code, issue)
+            assert took < 2 * bound, (name, took)
+    finally:
+        forwarder.resume()
+    assert client.get(f"/fhir/{path}").status_code == 200  # the dead connections dropped: fresh ones answer
