@@ -10,10 +10,11 @@ from typing import Any
 import orjson
 import pytest
 import yaml
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 from starlette.testclient import TestClient
 
 from plugins.orgunits.importers.mapped import load_mapped
+from plugins.orgunits.tables import org_unit_history
 from server.access.mint import mint_token
 from server.app import create_app
 from server.context import create_context
@@ -133,6 +134,12 @@ def test_a_reload_that_changes_a_levels_system_publishes_a_new_version(engine: E
         {"county-01", "county-02", "county-03"}
     assert {ref for ref, row in after.items() if row.identifier_system == COUNTY} == {"county-01", "county-02",
                                                                                      "county-03"}
+    county = after["county-01"].id
+    with engine.connect() as conn:  # each version renders with the system it was published under
+        published = {row.version_id: row.snapshot["source_system"] for row in conn.execute(
+            select(org_unit_history.c.version_id, org_unit_history.c.snapshot)
+            .where(org_unit_history.c.org_unit_id == county))}
+    assert published == {1: FACILITY, 2: COUNTY}
     assert counts(load_mapped(engine, LAKELAND, lakeland_mapping(tmp_path, county_system=COUNTY))) == \
         {"unchanged": 34}
 
