@@ -14,8 +14,7 @@ an optional root, in ONE transaction.
 - status: NEW/VALID/REJECTED or active/suspended/inactive, after the field's `map`; default VALID;
 - coordinates: numbers or strings ('034.92687', '-1,25'); dates: ISO, or `date_format` (strptime);
 - aliases and identifiers: published as Location.alias and alias identifiers; uuid as urn:uuid;
-- a level's `identifier_system`: the system its units' source references are published (and searched) under;
-  else the mapping's top-level one (the data source's);
+- a level's `identifier_system`: its units' source references are published under it (else the data source's);
 - fields a section does not map keep their stored values (another format may carry them).
 """
 from __future__ import annotations
@@ -68,7 +67,6 @@ class _Unit:
     opening: date | None = None
     closing: date | None = None
     kept: frozenset[str] = field(default=frozenset())
-    identifier_system: str | None = None  # its level's; None: the data source's (the mapping's top-level one)
 
 
 def load_mapped(engine: Engine, path: str | os.PathLike[str], mapping: str | os.PathLike[str],
@@ -123,7 +121,6 @@ def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
     return list(found.values())
 
 
-
 def _add(found: dict[str, _Unit], unit: _Unit | None, derived: bool = False) -> None:
     """Keep `unit` (None: nothing); a level read from the units' columns names each unit in many rows, alike."""
     if unit is None:
@@ -174,8 +171,7 @@ def _unit(spec: UnitMapping, section: Section, record: Record, parent: str | Non
                  _status(section.spec("status"), record, label), uuid, aliases(name, *names), latitude, longitude,
                  _number(section.spec("altitude"), record, label, math.inf),
                  _date(section.spec("opening_date"), record, label, spec.date_format),
-                 _date(section.spec("closing_date"), record, label, spec.date_format), section.kept,
-                 section.identifier_system)
+                 _date(section.spec("closing_date"), record, label, spec.date_format), section.kept)
 
 
 def _value(spec: FieldSpec | None, record: Record, label: str) -> Any:
@@ -290,7 +286,7 @@ class _Plan:
         return [UnitRecord(
             id=self.hierarchy.ids[unit.ref], name=unit.name, type_short_name=self.short_names[unit.ref],
             validation_status=unit.status, uuid=unit.uuid, source_ref=unit.ref,
-            identifier_system=unit.identifier_system, aliases=unit.aliases,
+            identifier_system=self.spec.identifier_system_of(unit.section), aliases=unit.aliases,
             parent_id=self.hierarchy.parent_ids[unit.ref], latitude=unit.latitude, longitude=unit.longitude,
             altitude=unit.altitude, opening_date=unit.opening, closing_date=unit.closing, kept=unit.kept,
         ) for unit in self.units]

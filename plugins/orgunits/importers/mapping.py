@@ -102,6 +102,11 @@ class UnitMapping:
     levels: tuple[Section, ...]
     units: Section
 
+    def identifier_system_of(self, section: str) -> str | None:
+        """The system of the source references of a section's units ("levels[0]"): its own; None: the data
+        source's (the top-level `identifier_system`, else the default)."""
+        return next((level.identifier_system for level in self.levels if level.key == section), None)
+
 
 def read_mapping(path: str | Path) -> UnitMapping:
     path = Path(path)
