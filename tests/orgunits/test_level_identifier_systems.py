@@ -31,9 +31,11 @@ FACILITY = "https://lakeland.example.org/mfl/facility-code"  # the mapping's top
 COUNTY = "https://lakeland.example.org/mfl/county-code"  # the county level's own
 
 
-def lakeland_mapping(tmp_path: Path, county_system: str | None = COUNTY, top: str | None = FACILITY) -> Path:
+def lakeland_mapping(tmp_path: Path, county_system: str | None = COUNTY, top: str | None = FACILITY,
+                     **county: Any) -> Path:
     """The worked example of README, its county level under `county_system` (None: none of its own)."""
     raw = yaml.safe_load((FIXTURES / "lakeland_facilities.mapping.yaml").read_text(encoding="utf-8"))
+    raw["levels"][0].update(county)
     if top is not None:
         raw["identifier_system"] = top
     if county_system is not None:
@@ -142,6 +144,12 @@ def test_a_reload_that_changes_a_levels_system_publishes_a_new_version(engine: E
     assert published == {1: FACILITY, 2: COUNTY}
     assert counts(load_mapped(engine, LAKELAND, lakeland_mapping(tmp_path, county_system=COUNTY))) == \
         {"unchanged": 34}
+
+
+def test_a_level_with_its_own_system_may_publish_the_bare_code(engine: Engine, tmp_path: Path) -> None:
+    assert counts(load_mapped(engine, LAKELAND, lakeland_mapping(tmp_path, prefix=""))) == {"inserted": 34}
+    published = {(row.source_ref, row.identifier_system) for row in units(engine).values()}
+    assert {("01", COUNTY), ("02", COUNTY), ("03", COUNTY), ("sub-county-0101", None)} <= published
 
 
 BAD_SYSTEMS = [
