@@ -32,7 +32,7 @@ from plugins.orgunits.tables import (
     org_unit_type,
     source_version,
 )
-from plugins.orgunits.views import FIRST_ACCOUNT, PUBLISHED_COLUMNS, PUBLISHED_FROM, VERSION_PARTITIONS
+from plugins.orgunits.views import FIRST_ACCOUNT, PUBLISHED_COLUMNS, PUBLISHED_FROM, SOURCE_SYSTEM, VERSION_PARTITIONS
 from server import (
     ConfigError,
     Migrations,
@@ -200,8 +200,7 @@ NO_BOUNDARY = or_(org_unit.c.geometry.is_(None), cast(org_unit.c.geometry, Strin
 def location_provider(config: LocationConfig) -> ResourceProvider:
     names = Through(org_unit_name, org_unit_name.c.org_unit_id)
     aliases = Through(org_unit_name, org_unit_name.c.org_unit_id, org_unit_name.c.position > 0)
-    source_system = func.coalesce(data_source.c.identifier_system,
-                                  literal(config.url("sid", "")) + data_source.c.slug)
+    source_system = func.coalesce(SOURCE_SYSTEM, literal(config.url("sid", "")) + data_source.c.slug)
     statuses = {code: tuple(s for s, c in config.status_map.items() if c == code)
                 for code in ("active", "suspended", "inactive")}
     params = (

@@ -29,6 +29,7 @@ class UnitRecord:
     validation_status: str = "NEW"
     uuid: str | None = None
     source_ref: str | None = None
+    identifier_system: str | None = None  # the system of source_ref; None: the data source's
     aliases: tuple[str, ...] = ()
     parent_id: int | None = None
     latitude: float | None = None

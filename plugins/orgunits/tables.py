@@ -74,6 +74,8 @@ class OrgUnit(SQLModel, table=True):
     name: str
     uuid: str | None = Field(default=None, index=True)
     source_ref: str | None = Field(default=None, index=True)
+    # the system source_ref is published under (a mapping's level `identifier_system`); NULL: the data source's
+    identifier_system: str | None = None
     aliases: list[str] | None = Field(default=None, sa_column=Column(JSON))
     validation_status: str = "NEW"
     org_unit_type_id: int = Field(foreign_key="org_unit_type.id")

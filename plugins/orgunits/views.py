@@ -15,6 +15,10 @@ from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source
 
 parent = aliased(org_unit, name="parent")
 
+# the system a unit's source reference is published under: its level's (a mapping's per-level identifier_system),
+# else its data source's; NULL: neither names one (the Location provider then derives it from the data source slug)
+SOURCE_SYSTEM: ColumnElement[Any] = func.coalesce(org_unit.c.identifier_system, data_source.c.identifier_system)
+
 PUBLISHED_COLUMNS: tuple[ColumnElement[Any], ...] = (
     org_unit.c.id, org_unit.c.name, org_unit.c.uuid, org_unit.c.source_ref, org_unit.c.aliases,
     org_unit.c.validation_status, org_unit.c.parent_id, org_unit.c.latitude, org_unit.c.longitude,
@@ -24,7 +28,7 @@ PUBLISHED_COLUMNS: tuple[ColumnElement[Any], ...] = (
     org_unit_type.c.category.label("type_category"), org_unit_type.c.depth.label("type_depth"),
     source_version.c.number.label("source_version"), source_version.c.data_source_id,
     data_source.c.name.label("source_name"), data_source.c.slug.label("source_slug"),
-    data_source.c.identifier_system.label("source_system"),
+    SOURCE_SYSTEM.label("source_system"),
     parent.c.name.label("parent_name"),
 )
 

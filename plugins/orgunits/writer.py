@@ -157,7 +157,7 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
 
 _COMPARED = ("name", "uuid", "source_ref", "aliases", "validation_status", "org_unit_type_id", "parent_id",
              "source_version_id", "latitude", "longitude", "altitude", "opening_date", "closing_date", "geometry",
-             "deleted")
+             "deleted", "identifier_system")
 
 
 class _BatchWriter:
@@ -232,6 +232,7 @@ class _BatchWriter:
             "name": record.name,
             "uuid": record.uuid,
             "source_ref": record.source_ref,
+            "identifier_system": record.identifier_system,
             "aliases": list(record.aliases) or None,
             "validation_status": record.validation_status,
             "org_unit_type_id": type_id,

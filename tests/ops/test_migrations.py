@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Column, Engine, MetaData, create_engine, text
+from sqlalchemy import Column, Engine, MetaData, create_engine, select, text
 from sqlalchemy.exc import IntegrityError
 
 from plugins.orgunits.tables import MIGRATIONS as ORGUNITS
+from plugins.orgunits.views import PUBLISHED_FROM, SOURCE_SYSTEM
 from server.extensions import load_extensions
 from server.settings import parse_settings
 from server.storage.db import normalize_url
@@ -127,5 +128,29 @@ def test_names_are_normalized_again_by_0006(database_url: str) -> None:
         with engine.connect() as conn:
             assert dict(conn.execute(text("SELECT name, name_norm FROM data_source")).all()) == \
                 {"ℌauts": "hauts", "Ségou": "segou"}
+    finally:
+        engine.dispose()
+
+
+def test_0010_gives_units_a_system_of_their_own_and_keeps_the_data_sources(database_url: str) -> None:
+    """A database at 0009 with units gains org_unit.identifier_system, NULL: they keep publishing their source
+    code under their data source's system (a mapping's level may name its own on the next load)."""
+    engine = create_engine(normalize_url(database_url))
+    try:
+        SCHEMA.upgrade(engine, {"orgunits": "0009"})
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO data_source (id, name, slug, identifier_system) "
+                              "VALUES (1, 'MFL', 'mfl', 'https://mfl.example.org/code')"))
+            conn.execute(text("INSERT INTO source_version (id, number, data_source_id) VALUES (1, 1, 1)"))
+            conn.execute(text("INSERT INTO org_unit_type (id, name, short_name, category) VALUES (1, 'F', 'f', 'HF')"))
+            conn.execute(text("INSERT INTO org_unit (id, name, source_ref, validation_status, org_unit_type_id, "
+                              "source_version_id, created_at, updated_at, version_id, deleted) VALUES "
+                              "(1, 'Clinic', '10231', 'VALID', 1, 1, '2026-01-01', '2026-01-01', 1, false)"))
+        SCHEMA.upgrade(engine)
+        with engine.connect() as conn:
+            assert ORGUNITS.current(conn) == "0010"
+            assert conn.execute(text("SELECT identifier_system FROM org_unit")).one() == (None,)
+            assert conn.execute(select(SOURCE_SYSTEM).select_from(PUBLISHED_FROM)).scalar_one() == \
+                "https://mfl.example.org/code"
     finally:
         engine.dispose()

@@ -14,6 +14,7 @@ an optional root, in ONE transaction.
 - status: NEW/VALID/REJECTED or active/suspended/inactive, after the field's `map`; default VALID;
 - coordinates: numbers or strings ('034.92687', '-1,25'); dates: ISO, or `date_format` (strptime);
 - aliases and identifiers: published as Location.alias and alias identifiers; uuid as urn:uuid;
+- a level's `identifier_system`: its units' source references are published under it (else the data source's);
 - fields a section does not map keep their stored values (another format may carry them).
 """
 from __future__ import annotations
@@ -118,7 +119,6 @@ def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
             parent = _parent_by_field(spec.units, lowest, record, top)
         _add(found, _unit(spec, spec.units, record, parent))
     return list(found.values())
-
 
 
 def _add(found: dict[str, _Unit], unit: _Unit | None, derived: bool = False) -> None:
@@ -285,7 +285,8 @@ class _Plan:
     def records(self, conn: Connection, source_id: int) -> list[UnitRecord]:
         return [UnitRecord(
             id=self.hierarchy.ids[unit.ref], name=unit.name, type_short_name=self.short_names[unit.ref],
-            validation_status=unit.status, uuid=unit.uuid, source_ref=unit.ref, aliases=unit.aliases,
+            validation_status=unit.status, uuid=unit.uuid, source_ref=unit.ref,
+            identifier_system=self.spec.identifier_system_of(unit.section), aliases=unit.aliases,
             parent_id=self.hierarchy.parent_ids[unit.ref], latitude=unit.latitude, longitude=unit.longitude,
             altitude=unit.altitude, opening_date=unit.opening, closing_date=unit.closing, kept=unit.kept,
         ) for unit in self.units]

@@ -4,6 +4,7 @@ file). Parsed and checked whole before any record is read; every error names the
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ SINGLE = ("id", "name", "type", "parent", "status", "uuid", "latitude", "longitu
 LISTS = ("aliases", "identifiers")
 READING = ("format", "records", "delimiter", "encoding")
 SECTION_KEYS = frozenset({*SINGLE, *LISTS, *READING, "category", "prefix"})
-LEVEL_KEYS = SECTION_KEYS | {"file"}
+LEVEL_KEYS = SECTION_KEYS | {"file", "identifier_system"}
 TOP_KEYS = frozenset({"data_source", "identifier_system", "date_format", "root", "levels", "units"})
 _CARRIES = {"status": "validation_status", "uuid": "uuid", "latitude": "latitude", "longitude": "longitude",
             "altitude": "altitude", "opening_date": "opening_date", "closing_date": "closing_date"}
@@ -69,6 +70,7 @@ class Section:
     prefix: str  # source reference = prefix + id
     category: str | None
     file: Path | None = None  # a level read from its own file; None: the units' file (a level from its columns)
+    identifier_system: str | None = None  # the system of this level's source references; None: the mapping's
 
     def spec(self, name: str) -> FieldSpec | None:
         return self.fields.get(name)
@@ -100,6 +102,11 @@ class UnitMapping:
     levels: tuple[Section, ...]
     units: Section
 
+    def identifier_system_of(self, section: str) -> str | None:
+        """The system of the source references of a section's units ("levels[0]"): its own; None: the data
+        source's (the top-level `identifier_system`, else the default)."""
+        return next((level.identifier_system for level in self.levels if level.key == section), None)
+
 
 def read_mapping(path: str | Path) -> UnitMapping:
     path = Path(path)
@@ -124,7 +131,7 @@ def parse_mapping(raw: Any, path: Path) -> UnitMapping:
     units = _section(top["units"], "units", where, path.parent, level=None)
     _check_chain(levels, units, where)
     return UnitMapping(path, _text(top.get("data_source"), "data_source", where) or path.stem,
-                       _text(top.get("identifier_system"), "identifier_system", where),
+                       _system(top.get("identifier_system"), "identifier_system", where),
                        _text(top.get("date_format"), "date_format", where), _root(top.get("root"), where),
                        levels, units)
 
@@ -177,7 +184,8 @@ def _section(raw: Any, key: str, where: str, base: Path, *, level: int | None) -
     return Section(key, specs, _list(fields.get("aliases"), f"{key}.aliases", where),
                    _list(fields.get("identifiers"), f"{key}.identifiers", where), source, str(prefix),
                    (_text(fields.get("category"), f"{key}.category", where) or "").upper() or None,
-                   (base / file_name) if file_name else None)
+                   (base / file_name) if file_name else None,
+                   _system(fields.get("identifier_system"), f"{key}.identifier_system", where))
 
 
 def _spec(raw: Any, key: str, where: str) -> FieldSpec:
@@ -211,6 +219,19 @@ def _mapping(raw: Any, where: str, known: frozenset[str]) -> dict[str, Any]:
     if unknown:
         raise LoadError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return raw
+
+
+# a URL with a host (https://registry.example.org/ward) or a URN (urn:oid:...), no blank: a bare host name or a
+# typo'd scheme would publish a system no consumer can resolve
+_ABSOLUTE_URI = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#]+|urn:[A-Za-z0-9][^\s]*:)[^\s]*")
+
+
+def _system(raw: Any, key: str, where: str) -> str | None:
+    """An identifier system: an absolute URI (`https://registry.example.org/ward`, `urn:oid:...`)."""
+    system = _text(raw, key, where)
+    if system is not None and not _ABSOLUTE_URI.fullmatch(system):
+        raise LoadError(f"{where}: {key}: expected an absolute URI (https://... or urn:...), got {system!r}")
+    return system
 
 
 def _text(raw: Any, key: str, where: str) -> str | None:
