@@ -45,40 +45,54 @@ def proxied(tmp_path: Path) -> Iterator[tuple[Forwarder, str]]:
             forwarder.close()
 
 
-def _ask(client: TestClient, path: str, answers: dict[str, tuple[int, Any, float]]) -> None:
+Answer = tuple[int, str | None, str | None, float]  # status, issue code (or probe status), Retry-After, seconds
+
+
+def _ask(client: TestClient, path: str, headers: dict[str, str], answers: dict[str, Answer]) -> None:
     started = time.monotonic()
-    answer = client.get(path)
+    answer = client.get(path, headers=headers)
     body = answer.json()
     code = body["issue"][0]["code"] if body.get("resourceType") == "OperationOutcome" else body.get("status")
-    answers[path] = (answer.status_code, (code, answer.headers.get("retry-after")), time.monotonic() - started)
+    answers[path] = (answer.status_code, code, answer.headers.get("retry-after"), time.monotonic() - started)
 
 
-def test_a_silent_database_answers_503_within_the_bound_and_recovers(proxied: tuple[Forwarder, str], tmp_path: Path,
-                                                                     closing_client: Any) -> None:
-    forwarder, url = proxied
-    settings = make_settings(url, tmp_path, auth={"secret": SECRET},
-                             database={"statement_timeout_ms": 1000, "connect_timeout_seconds": 1})
-    bound = wait_bound_s(settings)
-    client = closing_client(create_app(settings))
-    client.headers["Authorization"] = f"Bearer {mint_token(settings)}"
-    for path in CLIENTS:  # every kind of connection open and pooled
-        assert client.get(path).status_code == 200, path
+def _all_at_once(client: TestClient, asks: dict[str, dict[str, str]], forwarder: Forwarder,
+                 bound: float) -> dict[str, Answer]:
+    """Every path asked at once while the database is silent; each must have answered within 4 bounds."""
+    answers: dict[str, Answer] = {}
+    threads = [threading.Thread(target=_ask, args=(client, path, headers, answers), daemon=True)
+               for path, headers in asks.items()]
     forwarder.pause()
-    answers: dict[str, tuple[int, Any, float]] = {}
-    threads = [threading.Thread(target=_ask, args=(client, path, answers), daemon=True) for path in CLIENTS]
     try:
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join(4 * bound)
-        unanswered = [path for path in CLIENTS if path not in answers]
-        assert unanswered == []
-        for path, (status, (code, retry_after), took) in answers.items():
-            assert status == 503 and retry_after, (path, status, code)
-            assert code == ("unready" if path == "/readyz" else "transient"), path
-            assert took < 2 * bound, (path, took)  # the statement's bound, then a connection's (or a turn's)
     finally:
         forwarder.resume()
+    assert sorted(answers) == sorted(asks), "unanswered"
+    return answers
+
+
+def _silent_client(url: str, tmp_path: Path, closing_client: Any) -> tuple[TestClient, float]:
+    settings = make_settings(url, tmp_path, auth={"secret": SECRET},
+                             database={"statement_timeout_ms": 1000, "connect_timeout_seconds": 1})
+    client = closing_client(create_app(settings))
+    client.headers["Authorization"] = f"Bearer {mint_token(settings)}"
+    return client, wait_bound_s(settings)
+
+
+def test_a_silent_database_answers_503_within_the_bound_and_recovers(proxied: tuple[Forwarder, str], tmp_path: Path,
+                                                                     closing_client: Any) -> None:
+    forwarder, url = proxied
+    client, bound = _silent_client(url, tmp_path, closing_client)
+    for path in CLIENTS:  # every kind of connection open and pooled
+        assert client.get(path).status_code == 200, path
+    answers = _all_at_once(client, {path: {} for path in CLIENTS}, forwarder, bound)
+    for path, (status, code, retry_after, took) in answers.items():
+        assert status == 503 and retry_after, (path, status, code)
+        assert code == ("unready" if path == "/readyz" else "transient"), path
+        assert took < 2 * bound, (path, took)  # the statement's bound, then a connection's (or a turn's)
     for path in CLIENTS:  # the dead connections were dropped: fresh ones answer
         assert client.get(path).status_code == 200, path
 
@@ -116,41 +130,17 @@ def test_the_hot_paths_own_connections_give_up_on_a_silent_database(proxied: tup
     assert len(took) == 2 and max(took) < 2 * wait_bound_s(settings), took
 
 
-def _bulk(client: TestClient, name: str, path: str, headers: dict[str, str],
-          answers: dict[str, tuple[int, Any, float]]) -> None:
-    started = time.monotonic()
-    answer = client.get(path, headers=headers)
-    body = answer.json()
-    code = body["issue"][0]["code"] if body.get("resourceType") == "OperationOutcome" else None
-    answers[name] = (answer.status_code, (code, answer.headers.get("retry-after")), time.monotonic() - started)
-
-
 def test_bulk_kick_off_and_status_answer_503_on_a_silent_database(proxied: tuple[Forwarder, str], tmp_path: Path,
                                                                    closing_client: Any) -> None:
     """The requests of Bulk Data (kick-off, status poll) wait on the primary's job table: bounded as reads are (the
     exports' own long statements keep their engine without a statement timeout)."""
     forwarder, url = proxied
-    settings = make_settings(url, tmp_path, auth={"secret": SECRET},
-                             database={"statement_timeout_ms": 1000, "connect_timeout_seconds": 1})
-    bound = wait_bound_s(settings)
-    client = closing_client(create_app(settings))
-    client.headers["Authorization"] = f"Bearer {mint_token(settings)}"
+    client, bound = _silent_client(url, tmp_path, closing_client)
     status = kick_off(client)
     manifest(client, status)  # done: its status is a read of the job table
-    path = status.split("/fhir/", 1)[1]
-    forwarder.pause()
-    answers: dict[str, tuple[int, Any, float]] = {}
-    asks = [("kick-off", "/fhir/$export", ASYNC), ("status", f"/fhir/{path}", {})]
-    threads = [threading.Thread(target=_bulk, args=(client, *ask, answers), daemon=True) for ask in asks]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(4 * bound)
-        assert sorted(answers) == ["kick-off", "status"]
-        for name, (code, (issue, retry_after), took) in answers.items():
-            assert (code, issue) == (503, "transient") and retry_after, (name, code, issue)
-            assert took < 2 * bound, (name, took)
-    finally:
-        forwarder.resume()
-    assert client.get(f"/fhir/{path}").status_code == 200  # the dead connections dropped: fresh ones answer
+    status_path = "/fhir/" + status.split("/fhir/", 1)[1]
+    answers = _all_at_once(client, {"/fhir/$export": ASYNC, status_path: {}}, forwarder, bound)
+    for path, (code, issue, retry_after, took) in answers.items():
+        assert (code, issue) == (503, "transient") and retry_after, (path, code, issue)
+        assert took < 2 * bound, (path, took)
+    assert client.get(status_path).status_code == 200  # the dead connections dropped: fresh ones answer
