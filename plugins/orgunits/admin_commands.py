@@ -125,7 +125,8 @@ def _removed(engine: Engine, args: argparse.Namespace, remove: Callable[[Connect
     verb = "purge" if args.purge else "remove"
     done = f"would {verb}" if args.dry_run else f"{verb}d"
     of = f"{sources:,} data source{'s' if sources != 1 else ''}, " if args.command == "accounts" else ""
-    how = ("erased with every version (gone from reads, _history, search and $export)" if args.purge else
+    how = ("erased with every version (gone from reads, _history, search and any $export started afterwards; "
+           "files of exports already done stay until they expire)" if args.purge else
            "deleted (a deleted version each in _history)")
     _say(f"{done} {what}: {of}{deleted:,} unit{'s' if deleted != 1 else ''} {how}"
          f"{' (dry run: nothing changed)' if args.dry_run else ''}", command=f"{args.command} remove",

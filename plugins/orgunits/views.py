@@ -68,8 +68,9 @@ SOURCE_PARTITIONS: Select[Any] = select(data_source.c.id, data_source.c.account,
 
 
 # the account of the oldest data source not removed: what a token without an account claim sees among several
-FIRST_ACCOUNT: Select[Any] = (select(data_source.c.account).where(data_source.c.removed_at.is_(None))
-                              .order_by(data_source.c.id).limit(1))
+# removed data sources count too: removing the first account leaves tokens without an account claim with none
+# (403), never with the next tenant's data
+FIRST_ACCOUNT: Select[Any] = select(data_source.c.account).order_by(data_source.c.id).limit(1)
 
 
 def snapshot(row: Any) -> dict[str, Any]:

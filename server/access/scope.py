@@ -47,6 +47,9 @@ def caller_account(scope: AccessScope, accounts: Collection[str], first: str | N
         return None
     if scope.account is not None:
         return scope.account
+    if first is not None and first not in accounts:  # the first account was removed: never the next tenant's
+        raise Forbidden(f"the token names no account and account {first!r}, which such tokens saw, was removed: "
+                        "ask for a token with the account claim")
     if len(accounts) > 1:
         if first in accounts:
             return first

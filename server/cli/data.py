@@ -124,11 +124,12 @@ def cmd_load(args: argparse.Namespace, settings: Settings, extensions: Extension
         with tempfile.TemporaryDirectory(prefix="orgunit-fhir-dry-run-") as scratch:
             return _load(args, settings.with_database(f"sqlite:///{scratch}/dry-run.db"), extensions, dry_run,
                          created=False)
+    committed: list[bool] = []
     try:
-        return _load(args, settings, extensions, dry_run, created=True)
-    except InterruptedAfterCommit:
-        raise  # committed: the database holds the load
+        return _load(args, settings, extensions, dry_run, created=True, committed=committed)
     except BaseException:
+        if committed:  # the database holds the load: whatever failed afterwards (render, output) keeps it
+            raise
         path = Path(str(make_url(settings.database_url).database))
         for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
             leftover.unlink(missing_ok=True)
@@ -136,13 +137,16 @@ def cmd_load(args: argparse.Namespace, settings: Settings, extensions: Extension
 
 
 def _load(args: argparse.Namespace, settings: Settings, extensions: Extensions, dry_run: bool,
-          created: bool = False) -> int:
+          created: bool = False, committed: list[bool] | None = None) -> int:
+    """`committed` gets True once the load's transaction has committed."""
     fmt: LoadFormat = extensions.load_formats[args.format]
     ensure_schema(settings, extensions, announce=False)
     with writing_engine(settings) as engine:
         started = time.perf_counter()
         progress = Progress(f"load {fmt.name}")
         report = fmt.load(engine, args.path, args, progress)
+        if committed is not None and not dry_run:
+            committed.append(True)
         progress.close()
         if not dry_run:
             analyze(engine)

@@ -147,26 +147,25 @@ class Pipeline:
             parsed = self.parse(request, interaction, negotiator)
             fmt = parsed.format
             authorization = request.headers.get("authorization")
+
+            def admit() -> FhirRequest:  # token, scope, rate limit and authorize: once
+                nonlocal admitted, principal
+                principal = self.admission.authenticate(authorization, interaction)
+                caller, key = self.admission.caller(principal)
+                admitted = replace(parsed, caller=caller)
+                self.admission.allow(caller, key, interaction)
+                return admitted
+
+            if self.on_loop:  # the token check never waits for the network (no JWKS URL): on the loop
+                admit()
             costly = estimate and self.costly.costly(parsed.items)
+            if costly and admitted is None:  # a caller is admitted (401/403/429) before it takes a costly turn
+                await self._in_thread(request, admit)
             async with self.costly.turn() if costly else nullcontext():  # costly searches: their own share
-                if fast is not None and self.on_loop:  # token, scope, rate limit and authorize: no I/O, one pass
-                    principal = self.admission.authenticate(authorization, interaction)
-                    caller, key = self.admission.caller(principal)
-                    admitted = replace(parsed, caller=caller)
-                    self.admission.allow(caller, key, interaction)
+                if fast is not None and admitted is not None:
                     body = await fast(self.ctx, admitted)
-
-                def work() -> Any:  # in a worker thread: the token check may fetch the IdP's keys (JWKS)
-                    nonlocal admitted, principal
-                    if admitted is None:
-                        principal = self.admission.authenticate(authorization, interaction)
-                        caller, key = self.admission.caller(principal)
-                        admitted = replace(parsed, caller=caller)
-                        self.admission.allow(caller, key, interaction)
-                    return run(self.ctx, admitted)
-
-                if body is None:
-                    body = await self._in_thread(request, work)
+                if body is None:  # in a worker thread (with the token check when it may fetch the IdP's keys)
+                    body = await self._in_thread(request, lambda: run(self.ctx, admitted or admit()))
             assert admitted is not None
             response = body if isinstance(body, Response) else self._render(request, admitted, body)
         except Exception as exc:  # every failure becomes an OperationOutcome in one place

@@ -40,12 +40,11 @@ class Watchdog:
         while True:
             time.sleep(TICK_S)
             now = time.monotonic()
-            with self._lock:
+            with self._lock:  # cut under the lock: a connection that answered meanwhile is not cut in its next use
                 late = [conn for due, conn in self._due.values() if due < now]
                 for conn in late:
                     del self._due[id(conn)]
-            for conn in late:
-                cut(conn, self.limit_s)
+                    cut(conn, self.limit_s)
 
 
 def cut(dbapi_connection: Any, waited_s: float) -> None:

@@ -250,6 +250,9 @@ def test_a_second_account_keeps_what_a_token_without_account_sees(operator: Oper
         assert client.get("/fhir/Location/1").status_code == 200
         assert client.get("/fhir/Location", params={"_summary": "count"}).json()["total"] == 20
         assert client.get("/fhir/Location/21").status_code == 404  # sierra-leone's
+        operator.ok("data-sources", "remove", "Demo", "--account", "default", "--force")
+        client.app.state.ctx.freshness.expire()
+        assert client.get("/fhir/Location/21").status_code in (403, 404)  # never the next tenant's units
 
 
 def test_the_first_load_says_what_it_created(operator: Operator) -> None:

@@ -81,6 +81,10 @@ def test_reads_and_cheap_searches_keep_their_latency_while_8_costly_searches_run
             started = time.monotonic()
             assert client.get(path).status_code == 200, path
             took[path] = time.monotonic() - started
+        started = time.monotonic()  # a costly search without a token: refused at once, it takes no turn
+        refused = client.get("/fhir/Location", params=COSTLY, headers={"Authorization": "Bearer forged"})
+        took["costly-without-a-token"] = time.monotonic() - started
+        assert refused.status_code == 401, refused.text
         for thread in threads:
             thread.join(30)
     assert max(took.values()) < 0.5, took
