@@ -9,7 +9,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from tests.support.bulkclient import deleted, run_export
 from tests.support.live import live_server, run_cli

@@ -8,15 +8,12 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from plugins.orgunits.records import UnitRecord
 from plugins.orgunits.writer import write_units
 from server.access.mint import mint_token
 from server.app import create_app
