@@ -30,10 +30,10 @@ from server.engine import reads, searches  # noqa: E402
 from server.engine.caller import TRUSTED, Caller, caller_of  # noqa: E402
 from server.access.mint import mint_token  # noqa: E402
 from server.access.tokens import Authenticator, Principal  # noqa: E402
-from server.context import ServerContext, create_context  # noqa: E402
+from server.engine.context import ServerContext, create_context  # noqa: E402
 from server.errors import FhirError  # noqa: E402
 from server.storage.prerender import refresh  # noqa: E402
-from server.engine.rendered import materialized  # noqa: E402
+from server.declare.rendered import materialized  # noqa: E402
 from server.settings import parse_settings  # noqa: E402
 from server.extensions import load_extensions  # noqa: E402
 from server.storage.db import analyze, create_db_engine  # noqa: E402

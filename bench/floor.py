@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import text
 
 from bench.datasets import Dataset
-from server.context import create_context
+from server.engine.context import create_context
 from server.search.request import parse_search
 from server.search.sql import body_page_query
 from server.settings import load_settings

@@ -6,11 +6,11 @@ does the rest (parsing, SQL, paging, bundles, errors, capabilities, access contr
 from server.access.scope import AccessScope
 from server.access.tokens import Principal
 from server.cli.common import add_common as add_common_options
-from server.cli.extensions import Command, DemoData, LoadFormat, LoadReport
+from server.declare.extensions import Command, DemoData, LoadFormat, LoadReport
 from server.engine.capabilities import software_version
-from server.engine.instants import as_utc, instant
-from server.engine.interaction import Interaction
-from server.engine.provider import (
+from server.declare.instants import as_utc, instant
+from server.declare.interaction import Interaction
+from server.declare.provider import (
     Operation,
     OperationCall,
     Prerendered,
@@ -21,7 +21,7 @@ from server.engine.provider import (
     Versioning,
     Via,
 )
-from server.engine.text import normalize
+from server.params.text import normalize
 from server.errors import (
     ConfigError,
     FhirError,
@@ -34,14 +34,14 @@ from server.errors import (
 )
 from server.hookspecs import hookimpl
 from server.html.web import WebAssets, WebPage
-from server.ops.progress import Progress
-from server.search.param import SearchParam
-from server.search.types.base import Through, text_index_expression
-from server.search.types.date import DateTarget
-from server.search.types.near import NearTarget
-from server.search.types.reference import ReferenceTarget
-from server.search.types.string import StringTarget
-from server.search.types.token import TokenTarget
+from server.declare.progress import Progress
+from server.params.param import SearchParam
+from server.params.types.base import Through, text_index_expression
+from server.params.types.date import DateTarget
+from server.params.types.near import NearTarget
+from server.params.types.reference import ReferenceTarget
+from server.params.types.string import StringTarget
+from server.params.types.token import TokenTarget
 from server.settings import Settings
 from server.storage.db import reading_engine, writing_engine
 from server.storage.migrate import Migrations

@@ -12,7 +12,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
 from server.bulk.service import BulkService
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.html import html_routes
 from server.http.observe import RequestObserver
 from server.http.pipeline import Pipeline
@@ -20,7 +20,7 @@ from server.http.responses import base_url
 from server.http.routes import fhir_routes, http_exception
 from server.ops.checks import validate
 from server.ops.health import Readiness, ops_routes
-from server.ops.metrics import Metrics
+from server.telemetry.metrics import Metrics
 from server.settings import Settings
 
 

@@ -10,7 +10,7 @@ from server.access.claims import MISSING, claim
 from server.access.roots import MAX_ROOTS
 from server.access.scope import AccessScope
 from server.access.tokens import Principal
-from server.engine.interaction import Interaction
+from server.declare.interaction import Interaction
 from server.errors import FhirError, Forbidden, InternalError, ServiceUnavailable, TooCostly
 from server.hookspecs import hookimpl
 from server.settings import Settings

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import pluggy
 
-from server.cli.extensions import Command, DemoData, LoadFormat
+from server.declare.extensions import Command, DemoData, LoadFormat
 from server.errors import ConfigError
 from server.html.web import WebAssets, WebPage
-from server.declared import declared
+from server.declare.declared import declared
 from server.plugins import get_plugin_manager
 from server.settings import Settings
 from server.storage.migrate import Migrations, Schema

@@ -7,10 +7,10 @@ import pluggy
 
 if TYPE_CHECKING:
     from server.access.tokens import Principal
-    from server.cli.extensions import Command, DemoData, LoadFormat
+    from server.declare.extensions import Command, DemoData, LoadFormat
     from server.errors import FhirError
-    from server.engine.interaction import Interaction
-    from server.engine.provider import ResourceProvider
+    from server.declare.interaction import Interaction
+    from server.declare.provider import ResourceProvider
     from server.html.web import WebAssets, WebPage
     from server.access.scope import AccessScope
     from server.settings import Settings

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from server.app import create_app
 from server.access.mint import mint_token
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.settings import Settings, parse_settings
 from server.storage.db import create_db_engine
 from tests.support import pg

@@ -12,7 +12,7 @@ from server import Migrations, text_index_expression
 
 VALIDATION_STATUSES = ("NEW", "VALID", "REJECTED")
 PATH_TYPE = String().with_variant(String(collation="C"), "postgresql")  # byte order for prefix ranges
-NORM_TYPE = PATH_TYPE  # search-normalized text: a name prefix is a range of it (server.search.types.string)
+NORM_TYPE = PATH_TYPE  # search-normalized text: a name prefix is a range of it (server.params.types.string)
 
 
 DEFAULT_ACCOUNT = "default"
@@ -33,7 +33,7 @@ class DataSource(SQLModel, table=True):
     default_version_id: int | None = None
     identifier_system: str | None = None
     updated_at: datetime | None = None  # last change of the data source itself or a new source version
-    # server.engine.text.normalize(name), for name search
+    # server.params.text.normalize(name), for name search
     name_norm: str | None = Field(default=None, sa_column=Column(NORM_TYPE))
     # `orgunit-fhir data-sources remove`: its units are deleted versions, it is no longer published
     removed_at: datetime | None = None

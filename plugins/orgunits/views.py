@@ -57,7 +57,7 @@ _live = data_source.alias("live")
 LIVE_ACCOUNT: ColumnElement[bool] = exists().where(_live.c.account == data_source.c.account,
                                                    _live.c.removed_at.is_(None))
 
-# (partition, account, served) of every source version: the partitions of org units (server.engine.provider.Tenancy);
+# (partition, account, served) of every source version: the partitions of org units (server.declare.provider.Tenancy);
 # a removed data source's versions stay served, so its account's consumers see the deletions in _history
 VERSION_PARTITIONS: Select[Any] = select(source_version.c.id, data_source.c.account, SERVED).select_from(
     source_version.join(data_source, source_version.c.data_source_id == data_source.c.id)).where(LIVE_ACCOUNT)

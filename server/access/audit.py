@@ -1,4 +1,4 @@
-"""The audit line: one JSON object per FHIR request on the `orgunit_fhir.audit` logger (server.ops.logs formats
+"""The audit line: one JSON object per FHIR request on the `orgunit_fhir.audit` logger (server.telemetry.logs formats
 it; server.http.observe writes it with the access line and the metrics). Who asked (subject, and the access scope
 that was applied: account and subtree roots, as the `access_scope` hook gave them, and the SMART scopes granted),
 what (interaction, type, ids), what they got (status, number returned) and how long it took. Tokens never appear:
@@ -13,7 +13,7 @@ from starlette.types import Scope
 
 from server.access.scope import AccessScope
 from server.access.tokens import Principal
-from server.engine.interaction import Interaction
+from server.declare.interaction import Interaction
 
 MAX_QUERY = 1000
 SECRET_WORDS = ("token", "secret", "password", "key")

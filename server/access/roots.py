@@ -10,17 +10,17 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, or_, select
 
-from server.engine.provider import (
+from server.declare.provider import (
     RESOURCE_TYPE_RE,
     AnyProvider,
     ResourceProvider,
     Subtree,
 )
 from server.errors import FhirError, Forbidden
-from server.search.ids import FHIR_ID, stored_id
+from server.params.ids import FHIR_ID, stored_id
 from server.search.request import Clause, SearchRequest
 from server.search.sql import where_clause
-from server.search.values import parse_value
+from server.params.values import parse_value
 
 MAX_ROOTS = 100  # roots in one token
 MAX_ROOT_UNITS = 1000  # rows the roots may match (an identifier can name several)

@@ -18,10 +18,10 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, and_, bindparam, false, literal, or_, select, true
 
 from server.access.roots import bare_root_type, parse_roots, root_paths
-from server.engine.provider import ResourceProvider, Tenancy, Via
+from server.declare.provider import ResourceProvider, Tenancy, Via
 from server.errors import Forbidden
-from server.search.paths import in_subtree, outermost, subtree
-from server.search.types.reference import ReferenceTarget, referring
+from server.params.paths import in_subtree, outermost, subtree
+from server.params.types.reference import ReferenceTarget, referring
 from server.storage.freshness import Freshness, Snapshot, database_of
 
 MAX_CACHED = 4096

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.engine.registry import Registry
+from server.declare.registry import Registry
 from server.settings import Settings
 
 BULK_DATA = "http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data"

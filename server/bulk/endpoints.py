@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from server.bulk.parameters import OUTPUT_FORMATS
 from server.bulk.service import FILE_PATH, STATUS_PATH, BulkService
-from server.engine.interaction import Interaction
+from server.declare.interaction import Interaction
 from server.errors import NotAcceptable
 from server.http.negotiation import Format, negotiate
 from server.http.pipeline import Pipeline

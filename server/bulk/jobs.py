@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, false, func, insert, select, text, update
 
-from server.engine.instants import as_utc
+from server.declare.instants import as_utc
 from server.storage.tables import bulk_job
 
 RUNNING, DONE, FAILED = "running", "done", "failed"

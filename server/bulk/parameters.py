@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from server.errors import InvalidRequest, UnsupportedParameter
-from server.search.dates import parse_since
+from server.params.dates import parse_since
 
 NDJSON = "application/fhir+ndjson"
 OUTPUT_FORMATS = frozenset({NDJSON, "application/ndjson", "ndjson"})

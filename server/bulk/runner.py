@@ -18,10 +18,10 @@ from server.bulk.files import NdjsonFiles, Written, job_directory, remove_job
 from server.bulk.jobs import Job, JobStore
 from server.bulk.parameters import ExportRequest
 from server.bulk.snapshot import AsOf, deletions, resources
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine.caller import Caller
-from server.engine.instants import instant
-from server.engine.provider import ResourceProvider
+from server.declare.instants import instant
+from server.declare.provider import ResourceProvider
 from server.engine.reads import visibility
 from server.errors import operation_outcome
 

@@ -23,7 +23,7 @@ from server.bulk.jobs import DONE, FAILED, Job, JobStore, Owner, now
 from server.bulk.parameters import NDJSON, parse_export
 from server.bulk.ranges import byte_ranges
 from server.bulk.runner import Plan, Runner, manifest
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine.caller import Caller
 from server.errors import Forbidden, InternalError, ResourceNotFound, TooManyRequests
 from server.storage.db import create_db_engine

@@ -19,8 +19,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Select, and_, case, func, null, select, true, type_coerce
 
-from server.engine.provider import ResourceProvider, Versioning
-from server.engine.rendered import json_bytes
+from server.declare.provider import ResourceProvider, Versioning
+from server.declare.rendered import json_bytes
 
 BATCH = 2000  # rows fetched at a time
 

@@ -6,7 +6,7 @@ import argparse
 import logging
 from typing import Any
 
-from server.ops.logs import log_fields
+from server.telemetry.logs import log_fields
 from server.settings import DATABASE_ENV, SETTINGS_ENV, Settings, load_settings
 
 CLI = logging.getLogger("orgunit_fhir.cli")

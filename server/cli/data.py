@@ -13,17 +13,17 @@ import orjson
 from sqlalchemy.engine import make_url
 
 from server.cli.common import say
-from server.cli.extensions import LoadFormat, LoadReport
+from server.declare.extensions import LoadFormat, LoadReport
 from server.errors import ConfigError, InterruptedAfterCommit
 from server.ops.checks import embedded_database_missing, embedded_path
 from server.extensions import Extensions
-from server.ops.progress import Progress
+from server.declare.progress import Progress
 from server.plugins import get_plugin_manager
 from server.settings import Settings
 from server.storage.db import analyze, writing_engine
 from server.storage.migrate import describe
 from server.storage.prerender import refresh
-from server.engine.registry import Registry
+from server.declare.registry import Registry
 
 SAMPLE = 5  # ids shown in a report
 

@@ -19,7 +19,7 @@ from server.cli.common import common_parser, say, settings_of
 from server.errors import ConfigError, InterruptedAfterCommit, LoadError
 from server.extensions import Extensions, load_extensions
 from server.ops.checks import database_url_problem, embedded_database_missing, missing_database
-from server.ops.logs import configure_logging
+from server.telemetry.logs import configure_logging
 from server.settings import Settings
 
 Run = Callable[[argparse.Namespace, Settings, Extensions], int]

@@ -18,10 +18,10 @@ from sqlalchemy import Engine
 from server.access.mint import mint_token
 from server.app import create_app
 from server.cli.data import ensure_schema, render, write_demo
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.errors import ConfigError
 from server.extensions import Extensions
-from server.http.asgi import ACCESS_LOG_ENV
+from server.asgi import ACCESS_LOG_ENV
 from server.cli.common import say
 from server.http.protocol import open_files_needed
 from server.ops.checks import (
@@ -32,8 +32,8 @@ from server.ops.checks import (
     no_schema,
     validate,
 )
-from server.ops.logs import configure_logging
-from server.ops.metrics import MULTIPROC_ENV
+from server.telemetry.logs import configure_logging
+from server.telemetry.metrics import MULTIPROC_ENV
 from server.settings import DATABASE_ENV, SETTINGS_ENV, Settings
 
 log = logging.getLogger("orgunit_fhir")
@@ -186,7 +186,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensio
         _allow_open_files(open_files_needed(settings))  # the workers inherit it
         previous = signal.signal(signal.SIGTERM, lambda *_: None)
         try:
-            uvicorn.run("server.http.asgi:create", factory=True, host=host, port=port, workers=workers,
+            uvicorn.run("server.asgi:create", factory=True, host=host, port=port, workers=workers,
                         loop="uvloop", http=HTTP_PROTOCOL, log_level="info", proxy_headers=False,
                         access_log=False,  # the request middleware writes the access log, with the request id
                         log_config=log_config, timeout_graceful_shutdown=settings.server.shutdown_grace_seconds)

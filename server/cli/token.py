@@ -9,7 +9,7 @@ from typing import Any
 from server.access.mint import mint_token
 from server.cli.common import say
 from server.cli.serve import accounts, first_account
-from server.context import create_context
+from server.engine.context import create_context
 from server.errors import ConfigError
 from server.extensions import Extensions
 from server.ops.checks import embedded_database_missing

@@ -5,8 +5,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from server.engine.instants import instant
-from server.engine.rendered import Rendered
+from server.declare.instants import instant
+from server.declare.rendered import Rendered
 
 
 class Pageable(Protocol):

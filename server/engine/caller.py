@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from server.access.scope import EVERYTHING, AccessScope
 from server.access.tokens import Principal
-from server.context import ServerContext
-from server.engine.interaction import Interaction
+from server.engine.context import ServerContext
+from server.declare.interaction import Interaction
 from server.errors import Forbidden
 
 

@@ -10,8 +10,8 @@ import pluggy
 
 from server.access.smart import security
 from server.bulk.capability import add_bulk
-from server.engine.provider import ResourceProvider, StaticProvider
-from server.engine.registry import Registry
+from server.declare.provider import ResourceProvider, StaticProvider
+from server.declare.registry import Registry
 from server.search.chains import HAS, chain_documentation, has_documentation
 from server.settings import Settings
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Select
 
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine.caller import Caller
-from server.engine.provider import ResourceProvider
+from server.declare.provider import ResourceProvider
 from server.engine.reads import count, visibility
 from server.search.chains import Chained, parse_request
 from server.search.hops import compile_chained, crossed

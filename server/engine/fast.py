@@ -12,17 +12,17 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Select
 
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine.bundle import search_entry, searchset
 from server.engine.caller import Caller
 from server.engine.chaining import parse
-from server.engine.instants import as_utc
-from server.engine.provider import ResourceProvider
+from server.declare.instants import as_utc
+from server.declare.provider import ResourceProvider
 from server.engine.reads import Resource, capabilities as capability_statement, gone, not_found, subset_of
-from server.engine.rendered import Rendered
-from server.search.ids import coerce_id, stored_id
+from server.declare.rendered import Rendered
+from server.params.ids import coerce_id, stored_id
 from server.search.request import SearchRequest, bind_operation, parse_subset
-from server.search.types.reference import SCOPE_ROOTS
+from server.params.types.reference import SCOPE_ROOTS
 from server.search.sql import (
     AFTER,
     SORT_BELOW,

@@ -8,12 +8,12 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine.caller import Caller
-from server.engine.provider import Operation, OperationCall, ResourceProvider
+from server.declare.provider import Operation, OperationCall, ResourceProvider
 from server.engine.reads import fetch, visibility
 from server.errors import InternalError, ResourceNotFound
-from server.search.ids import stored_id
+from server.params.ids import stored_id
 from server.search.paging import FORMAT_PARAMS
 
 

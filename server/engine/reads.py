@@ -11,16 +11,16 @@ from typing import Any
 from sqlalchemy import Connection, Select
 
 from server.access.scope import NOTHING, Visibility, sees
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine.caller import Caller
 from server.engine.capabilities import for_base
-from server.engine.instants import as_utc
-from server.engine.provider import ResourceProvider, StaticProvider
-from server.engine.rendered import Rendered
+from server.declare.instants import as_utc
+from server.declare.provider import ResourceProvider, StaticProvider
+from server.declare.rendered import Rendered
 from server.engine.static import read_static
 from server.engine.subset import subset
 from server.errors import ResourceGone, ResourceNotFound
-from server.search.ids import stored_id
+from server.params.ids import stored_id
 from server.search.request import parse_subset
 from server.search.sql import read_query
 from server.storage.freshness import database_of

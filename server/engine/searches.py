@@ -6,12 +6,12 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine.bundle import search_entry, searchset
 from server.engine.caller import Caller
 from server.engine.chaining import joined_conditions, parse, total as counted
 from server.engine.operations import call_handler
-from server.engine.provider import ResourceProvider, StaticProvider
+from server.declare.provider import ResourceProvider, StaticProvider
 from server.engine.reads import (
     Resource,
     fetch,
@@ -20,12 +20,12 @@ from server.engine.reads import (
     subset_of,
     visibility,
 )
-from server.engine.rendered import Rendered
+from server.declare.rendered import Rendered
 from server.engine.static import search_static
 from server.errors import ResourceNotFound, operation_outcome
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, fetch_included
 from server.search.request import SearchRequest, bind_operation
-from server.search.types.reference import SCOPE_ROOTS
+from server.params.types.reference import SCOPE_ROOTS
 from server.search.sql import (
     MEASURE,
     WALK,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server.engine.bundle import search_entry, searchset
-from server.engine.provider import StaticProvider
+from server.declare.provider import StaticProvider
 from server.engine.subset import subset
 from server.errors import ResourceNotFound, UnsupportedParameter
 from server.search.paging import Paged, Paging, parse_paging

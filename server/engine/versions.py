@@ -6,10 +6,10 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine.bundle import history, history_entry
 from server.engine.caller import Caller
-from server.engine.provider import ResourceProvider, Versioning
+from server.declare.provider import ResourceProvider, Versioning
 from server.engine.reads import (
     Resource,
     count,
@@ -19,7 +19,7 @@ from server.engine.reads import (
     visibility,
     visible,
 )
-from server.engine.rendered import Rendered
+from server.declare.rendered import Rendered
 from server.errors import ResourceGone, ResourceNotFound
 from server.search.history import (
     HistoryRequest,
@@ -29,7 +29,7 @@ from server.search.history import (
     version_query,
     write_cursor,
 )
-from server.search.ids import stored_id
+from server.params.ids import stored_id
 from server.search.request import parse_subset
 from server.search.sql import within
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from starlette.datastructures import Headers
 
-from server.engine.instants import as_utc, http_date
-from server.engine.rendered import Rendered
+from server.declare.instants import as_utc, http_date
+from server.declare.rendered import Rendered
 
 
 def validators(body: dict[str, Any] | Rendered, content: bytes, page: bool = False) -> tuple[str, datetime | None]:

@@ -17,8 +17,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.access.audit import SERVED, Served, audit_fields
 from server.errors import InternalError
-from server.ops.logs import ACCESS, AUDIT, REQUEST_ID, accept_request_id, log_fields
-from server.ops.metrics import Metrics
+from server.telemetry.logs import ACCESS, AUDIT, REQUEST_ID, accept_request_id, log_fields
+from server.telemetry.metrics import Metrics
 
 log = logging.getLogger("orgunit_fhir")
 OPS_PATHS = {"/healthz": "healthz", "/readyz": "readyz", "/metrics": "metrics"}

@@ -23,9 +23,9 @@ from starlette.responses import Response
 from server.access.audit import SERVED, Served, returned
 from server.access.ratelimit import caller_key
 from server.access.tokens import Principal
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine.caller import ANONYMOUS, Caller, authorize, caller_of
-from server.engine.interaction import Interaction
+from server.declare.interaction import Interaction
 from server.engine.reads import Resource
 from server.errors import FhirError, InvalidRequest, UriTooLong
 from server.http.conditional import headers_for, not_modified, validators

@@ -14,7 +14,7 @@ would answer by itself.
   anything else), and past that room the connection that has waited longest without a request in progress (idle,
   or still sending its headers) is closed to make room.
 
-Under another server: `uvicorn --factory server.http.asgi:create --http server.http.protocol:FhirHttpToolsProtocol`.
+Under another server: `uvicorn --factory server.asgi:create --http server.http.protocol:FhirHttpToolsProtocol`.
 """
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Scope
 
-from server.context import ServerContext
-from server.engine.interaction import Interaction
-from server.engine.rendered import Rendered, json_bytes, materialized
+from server.engine.context import ServerContext
+from server.declare.interaction import Interaction
+from server.declare.rendered import Rendered, json_bytes, materialized
 from server.errors import FhirError, InternalError
 from server.html import HTML_HEADERS, html_page
 from server.http.negotiation import FHIR_JSON, Format

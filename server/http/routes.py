@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from server.bulk.endpoints import bulk_routes
 from server.engine import fast, reads, searches, versions
-from server.engine.interaction import Interaction
+from server.declare.interaction import Interaction
 from server.errors import (
     FhirError,
     InternalError,

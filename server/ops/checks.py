@@ -15,7 +15,7 @@ from sqlalchemy.pool import NullPool
 
 from server.errors import ConfigError
 from server.http.protocol import open_files_needed
-from server.ops.logs import LOG_FORMATS
+from server.telemetry.logs import LOG_FORMATS
 from server.settings import Settings
 from server.storage.db import normalize_url
 from server.storage.migrate import Schema, describe

@@ -18,10 +18,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from server.bulk.files import directory_problem
-from server.context import ServerContext
-from server.engine.instants import as_utc
-from server.ops.metrics import Metrics
-from server.engine.provider import ResourceProvider
+from server.engine.context import ServerContext
+from server.declare.instants import as_utc
+from server.telemetry.metrics import Metrics
+from server.declare.provider import ResourceProvider
 from server.storage.migrate import describe
 from server.storage.replicas import PRIMARY, read_router
 

@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from server.engine.provider import ResourceProvider
+from server.declare.provider import ResourceProvider
 from server.errors import InvalidRequest, UnsupportedParameter
-from server.search.param import SearchParam
+from server.params.param import SearchParam
 from server.search.request import MAX_CLAUSES, Clause, SearchRequest, _clause, parse_search
-from server.search.types.reference import ReferenceTarget
+from server.params.types.reference import ReferenceTarget
 
 MAX_HOPS = 3  # references crossed by one parameter, chained and _has together
 HAS = "_has"

@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Select, exists, func, null, select, tuple_
 
-from server.engine.instants import exact_instant, instant
+from server.declare.instants import exact_instant, instant
 from server.errors import InvalidValue, UnsupportedParameter
-from server.engine.provider import Versioning
-from server.search.dates import DateRange, parse_instant, parse_range, parse_since
+from server.declare.provider import Versioning
+from server.params.dates import DateRange, parse_instant, parse_range, parse_since
 from server.search.paging import Paged, Paging, parse_paging
 
 Cursor = tuple[datetime, int, str]  # the last entry served: its instant, version and id
@@ -73,7 +73,7 @@ def read_cursor(raw: str) -> Cursor:
 
 def parse_history(items: Sequence[tuple[str, str]], *, default_count: int, max_count: int,
                   strict: bool = False) -> HistoryRequest:
-    """`_since` as server.search.dates.parse_since takes it; `_till` and `_after` come from next links."""
+    """`_since` as server.params.dates.parse_since takes it; `_till` and `_after` come from next links."""
     paging, rest = parse_paging(items, default_count=default_count, max_count=max_count)
     request = HistoryRequest(paging=paging, since=parse_since(rest))
     for key, raw in rest:

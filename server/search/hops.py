@@ -36,12 +36,12 @@ from sqlalchemy import (
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.visitors import InternalTraversal
 
-from server.engine.provider import ResourceProvider
+from server.declare.provider import ResourceProvider
 from server.search.chains import Chained, Hop
 from server.search.referred import foreign_key, referred, referred_keys, tables_of
 from server.search.request import SearchRequest
 from server.search.sql import look_up, where_clause
-from server.search.types.reference import ReferenceTarget, targets_to
+from server.params.types.reference import ReferenceTarget, targets_to
 
 Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller's scope on a provider's rows
 

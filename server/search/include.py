@@ -8,13 +8,13 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection
 from sqlalchemy.engine import RowMapping
 
-from server.engine.provider import ResourceProvider
-from server.engine.registry import Registry
-from server.search.ids import coerce_id
+from server.declare.provider import ResourceProvider
+from server.declare.registry import Registry
+from server.params.ids import coerce_id
 from server.search.referred import referred_keys
 from server.search.request import Include
 from server.search.sql import read_query, referring_query
-from server.search.types.reference import ReferenceTarget, held, targets_to
+from server.params.types.reference import ReferenceTarget, held, targets_to
 
 MAX_ITERATE_DEPTH = 10
 MAX_INCLUDED = 1000

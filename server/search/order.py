@@ -7,9 +7,9 @@ from typing import Any, cast
 from sqlalchemy import ColumnElement, FunctionElement
 from sqlalchemy.ext.compiler import compiles
 
-from server.engine.provider import ResourceProvider
+from server.declare.provider import ResourceProvider
 from server.search.request import SearchRequest
-from server.search.types.base import Ranks
+from server.params.types.base import Ranks
 
 MEASURE = "_measure"  # the label of a ranked search's measure (near: the distance in km) in page rows
 

@@ -8,13 +8,13 @@ from functools import cached_property
 from typing import Any, Literal, Protocol, cast
 
 from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
-from server.engine.provider import ResourceProvider
-from server.search.ids import stored_id
+from server.declare.provider import ResourceProvider
+from server.params.ids import stored_id
 from server.search.paging import Paged, Paging, parse_paging
-from server.search.param import SearchParam
-from server.search.types.base import Ranks, implements
-from server.search.types.reference import ReferenceTarget
-from server.search.values import SearchValue, parse_value
+from server.params.param import SearchParam
+from server.params.types.base import Ranks, implements
+from server.params.types.reference import ReferenceTarget
+from server.params.values import SearchValue, parse_value
 
 MAX_VALUES = 100  # OR-ed values in one parameter
 MAX_CLAUSES = 40  # parameters in one search

@@ -1,5 +1,5 @@
 """A SearchRequest -> SQL: its clauses as one condition on the provider's rows (each value compiled by its
-parameter's type, server.search.types: values OR-ed within a clause, clauses AND-ed), then the queries of searches
+parameter's type, server.params.types: values OR-ed within a clause, clauses AND-ed), then the queries of searches
 and reads: a page (of columns or of stored bodies), a count, rows by id, the resources referring to a page, a read
 from the history (compiled once: server.storage.prepared)."""
 from __future__ import annotations
@@ -30,10 +30,10 @@ from sqlalchemy import (
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import AsBoolean, False_
 
-from server.engine.provider import ResourceProvider
-from server.search.ids import coerce_id
+from server.declare.provider import ResourceProvider
+from server.params.ids import coerce_id
 from server.search.request import Clause, SearchRequest
-from server.search.types.base import (
+from server.params.types.base import (
     CompileContext,
     LooksUp,
     Match,
@@ -42,7 +42,7 @@ from server.search.types.base import (
 )
 from server.search.order import MEASURE, SORT_BELOW, measure_column, order_of, ordered, sort_keys, sorted_matches
 from server.search.referred import keys_query, kept_keys, referred, tables_of
-from server.search.types.reference import ReferenceTarget, referring
+from server.params.types.reference import ReferenceTarget, referring
 
 Found = Mapping[Hashable, Any]  # what LooksUp types looked up before the search, by their own keys
 

@@ -17,8 +17,8 @@ from sqlalchemy import Connection, select
 
 from server.storage.prerender import usable
 from server.storage.writes import sync_point
-from server.engine.provider import ResourceProvider
-from server.engine.registry import Registry
+from server.declare.provider import ResourceProvider
+from server.declare.registry import Registry
 
 MAX_COUNTS = 10_000
 

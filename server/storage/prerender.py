@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, and_, bindparam, delete, insert, select, tuple_, update
 
-from server.engine.provider import Prerendered, ResourceProvider
-from server.engine.registry import Registry
+from server.declare.provider import Prerendered, ResourceProvider
+from server.declare.registry import Registry
 from server.storage.tables import render_state
 
 BATCH_SIZE = 2000

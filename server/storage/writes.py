@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Select, text
 
-from server.engine.instants import as_utc
+from server.declare.instants import as_utc
 
 WRITER_LOCK = 0x6F72_6775_6E69  # pg_advisory_xact_lock's key: "orguni"
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)  # the sync point of a database without versions yet

@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 
 from server.app import create_app
 from server.access.mint import mint_token
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.errors import LoadError
 from server.settings import Settings
 from plugins.orgunits.versions import list_versions, set_default_version

@@ -22,7 +22,7 @@ from starlette.testclient import TestClient
 from server.app import create_app
 from server.access.tokens import Authenticator
 from server.cli.main import main
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.errors import AuthenticationFailed, ConfigError, FhirError, ServiceUnavailable
 from server.settings import Settings, parse_settings
 from tests.support.contexts import SECRET, make_settings

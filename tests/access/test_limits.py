@@ -18,8 +18,8 @@ from server.engine import searches
 from server.engine.caller import TRUSTED
 from server.app import create_app
 from server.access.mint import mint_token
-from server.context import ServerContext, create_context
-from server.ops.logs import JsonFormatter
+from server.engine.context import ServerContext, create_context
+from server.telemetry.logs import JsonFormatter
 from server.access.ratelimit import RateLimiter
 from server.errors import TooManyRequests
 from tests.support.contexts import SECRET, make_settings

@@ -18,7 +18,7 @@ from server.access.mint import mint_token
 from server.access.roots import IdentifierRoot, IdRoot, Root, parse_root
 from server.access.scope import AccessScope, caller_account
 from server.app import create_app
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.engine import searches
 from server.engine.caller import TRUSTED
 from server.errors import ConfigError, Forbidden

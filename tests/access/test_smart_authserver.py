@@ -15,7 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.storage.prerender import refresh
 from tests.support.authserver import AuthServer, ClientKey, Registration, TokenRefused, authorization_server
 from tests.support.contexts import make_settings

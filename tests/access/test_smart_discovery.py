@@ -14,7 +14,7 @@ from server.access.mint import mint_token
 from server.access.smart import OAUTH_URIS
 from server.app import create_app
 from server.cli.main import main
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.errors import ConfigError
 from server.settings import parse_settings
 from tests.support.contexts import SECRET, make_settings, pyramid_context

@@ -19,7 +19,7 @@ from jwt.algorithms import RSAAlgorithm
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.settings import parse_settings
 from tests.support.contexts import pyramid_context
 from tests.support.jwks_server import JwksServer

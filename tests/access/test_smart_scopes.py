@@ -14,7 +14,7 @@ from server.access.mint import mint_token
 from server.access.claims import claim_tokens, permissions_of
 from server.access.scopes import READ, SEARCH, Grant, ScopeRefused, SmartScopes, parse_scopes
 from server.app import create_app
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.settings import Settings
 from tests.support.contexts import SECRET, make_settings, pyramid_context
 

@@ -20,7 +20,7 @@ from server.app import create_app
 from server.bulk import runner as bulk_runner
 from server.bulk.files import directory
 from server.bulk.jobs import now
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.settings import BulkSettings
 from server.storage.db import writing_engine
 from tests.support.bulk import ASYNC, NDJSON, deleted_ids, export, kick_off, lines, manifest, versions

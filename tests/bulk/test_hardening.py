@@ -19,7 +19,7 @@ from server.bulk import files as bulk_files
 from server.bulk import runner as bulk_runner
 from server.bulk.files import directory
 from server.cli.main import main
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.settings import BulkSettings
 from tests.support.bulk import ASYNC, NDJSON, kick_off, manifest
 from tests.support.contexts import pyramid_context

@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 
 from server.access.mint import mint_token
 from server.app import create_app
-from server.context import ServerContext
-from server.engine.provider import ResourceProvider
+from server.engine.context import ServerContext
+from server.declare.provider import ResourceProvider
 from server.settings import BulkSettings
 from tests.orgunits.contract_samples import SUBJECT as ORGUNITS
 from tests.proof.contract_samples import SUBJECT as PROOF

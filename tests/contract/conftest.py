@@ -7,7 +7,7 @@ from starlette.testclient import TestClient
 
 from server.access.mint import mint_token
 from server.app import create_app
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from tests.support.contract import contract_context, subjects
 
 

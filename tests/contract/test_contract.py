@@ -8,8 +8,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from server.access.mint import mint_token
-from server.context import ServerContext
-from server.engine.provider import ReferenceTarget, ResourceProvider
+from server.engine.context import ServerContext
+from server.declare.provider import ReferenceTarget, ResourceProvider
 from tests.support.contract import (
     Samples,
     Scope,

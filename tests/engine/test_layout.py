@@ -83,6 +83,85 @@ def test_no_import_cycle() -> None:
             visit(module)
 
 
+# The layers of `server`, bottom first: a package (or top module) imports only from its own layer or below. The
+# public surface `server` (server/__init__.py) sits above them all: it is what plugins import.
+LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(f"server.{n}" for n in layer.split()) for layer in (
+    "errors settings",                      # what everything may raise or read
+    "params html",                          # search-parameter types; the HTML shell of pages
+    "declare",                              # what a provider (and any plugin) declares, and the registry
+    "storage",                              # tables, connections, freshness, writes
+    "search telemetry",                     # a search parsed into SQL; logs and metrics
+    "access",                               # tokens, SMART scopes, tenancy
+    "hookspecs defaults plugins extensions",  # the plugin manager and the core defaults
+    "engine",                               # interactions, the server context
+    "http",                                 # the request pipeline, routes, responses
+    "bulk",                                 # Bulk Data: a core plugin on the engine's public hooks
+    "ops",                                  # health, readiness, start-up checks
+    "app asgi",                             # the assembly
+    "cli",                                  # the command line
+))
+
+
+def _package(module: str) -> str | None:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "server" and len(parts) > 1 else None
+
+
+def _package_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, deps in _graph().items():
+        source = _package(module)
+        if source is not None:
+            graph.setdefault(source, set()).update(d for dep in deps if (d := _package(dep)) and d != source)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                return stack[stack.index(dep):] + [dep]
+            if dep not in state and (found := visit(dep)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    return next((c for node in sorted(graph) if node not in state and (c := visit(node))), None)
+
+
+def test_no_package_level_import_cycle() -> None:
+    cycle = _cycle(_package_graph())
+    assert cycle is None, "package-level import cycle: " + " -> ".join(cycle or ())
+
+
+def test_every_package_of_the_server_is_in_a_layer() -> None:
+    layered = set().union(*LAYERS)
+    assert set(_package_graph()) - layered == set()
+    assert layered - set(_package_graph()) == set(), "a layer names a package that no longer exists"
+
+
+def test_each_package_imports_only_its_layer_or_below() -> None:
+    level = {package: i for i, layer in enumerate(LAYERS) for package in layer}
+    upward = sorted(f"{source} -> {dep}" for source, deps in _package_graph().items() for dep in deps
+                    if level.get(dep, -1) > level.get(source, -1))
+    assert not upward, f"imports of a higher layer: {upward}"
+
+
+@pytest.mark.parametrize("graph, cycle", [
+    pytest.param({"a": {"b"}, "b": {"c"}, "c": set()}, None, id="a-chain"),
+    pytest.param({"a": {"b"}, "b": {"a"}}, ["a", "b", "a"], id="two-packages"),
+    pytest.param({"a": {"b"}, "b": {"c"}, "c": {"b"}}, ["b", "c", "b"], id="below-the-first"),
+])
+def test_the_cycle_finder_itself(graph: dict[str, set[str]], cycle: list[str] | None) -> None:
+    assert _cycle(graph) == cycle
+
+
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_no_project_import_inside_a_function(name: str) -> None:
     path, tree = SOURCES[name]

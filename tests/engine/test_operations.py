@@ -13,7 +13,7 @@ from plugins.orgunits.tables import data_source
 from server import ConfigError, Operation, OperationCall, ResourceProvider, hookimpl
 from server.access.mint import mint_token
 from server.app import create_app
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from tests.support.contexts import SECRET, make_settings
 
 DEFINITION = "https://example.org/OperationDefinition/"

@@ -13,9 +13,9 @@ from server import ConfigError, ResourceProvider, SearchParam, StringTarget, hoo
 from server.app import create_app
 from server.access.mint import mint_token
 from server.access.tokens import Principal
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.errors import FhirError
-from server.engine.interaction import Interaction
+from server.declare.interaction import Interaction
 from server.plugins import available_plugins, get_plugin_manager
 from server.access.scope import AccessScope
 from server.settings import Settings

@@ -12,12 +12,12 @@ from sqlalchemy import func, select
 
 from server.engine import reads, searches, versions
 from server.engine.caller import TRUSTED
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.storage.freshness import Freshness
 from server.http.responses import render
 from server.http.negotiation import FHIR_XML, Format
 from server.storage.prerender import refresh, usable
-from server.engine.rendered import Rendered
+from server.declare.rendered import Rendered
 from plugins.orgunits.tables import org_unit_history
 from server.storage.tables import render_state
 from plugins.orgunits.writer import write_units

@@ -9,7 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.html.narrative import sanitize
 from server.html.pages import html_page, root_path
 from tests.support.contexts import make_settings, token_for

@@ -52,8 +52,8 @@ from starlette.testclient import TestClient
 
 from server.app import create_app
 from server.access.mint import mint_token
-from server.context import ServerContext
-from server.engine.text import normalize
+from server.engine.context import ServerContext
+from server.params.text import normalize
 from tests.support import fuzz_strategies as fs
 from tests.support.contexts import SECRET, make_settings
 

@@ -13,7 +13,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.storage.hot import OverBudget, SqliteOnLoop
 from tests.support.contexts import token_for
 from tests.support.plans import Statement, captured

@@ -23,12 +23,12 @@ from server.app import create_app
 from server.access.mint import mint_token
 from server.ops.checks import check_serving_databases
 from server.cli.main import main
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.errors import ConfigError
 from server.extensions import load_extensions
 from server.settings import parse_settings
-from server.engine.instants import as_utc
-from server.ops.logs import TEXT_FORMAT, JsonFormatter, RequestIdFilter
+from server.declare.instants import as_utc
+from server.telemetry.logs import TEXT_FORMAT, JsonFormatter, RequestIdFilter
 from plugins.orgunits.tables import org_unit_history
 from tests.support import pg
 from tests.support.contexts import SECRET, make_settings
@@ -459,7 +459,7 @@ def test_a_worker_killed_without_shutdown_leaves_no_live_gauges(tmp_path: Path) 
 
     def worker(code: str) -> str:
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
-        return subprocess.run([sys.executable, "-c", "from server.ops.metrics import Metrics\n"
+        return subprocess.run([sys.executable, "-c", "from server.telemetry.metrics import Metrics\n"
                                f"m = Metrics.create({str(tmp_path)!r}); m.pool_size.set(4)\n" + code],
                               check=True, cwd=Path(__file__).resolve().parents[2], env=env,
                               capture_output=True, text=True).stdout
@@ -471,7 +471,7 @@ def test_a_worker_killed_without_shutdown_leaves_no_live_gauges(tmp_path: Path) 
 
 
 def test_text_logs_escape_control_characters_from_requests() -> None:
-    from server.ops.logs import TextFormatter
+    from server.telemetry.logs import TextFormatter
 
     record = logging.LogRecord("orgunit_fhir.access", logging.INFO, __file__, 1,
                                "GET /fhir/a\nERROR orgunit_fhir.audit forged 200", None, None)

@@ -18,7 +18,7 @@ from server.app import create_app
 from server.access.mint import mint_token
 from server.plugins import get_plugin_manager
 from server.storage.prerender import refresh
-from server.engine.registry import Registry
+from server.declare.registry import Registry
 from server.settings import Settings
 from server.storage.db import create_db_engine
 from plugins.orgunits.tables import org_unit

@@ -20,7 +20,7 @@ from plugins.orgunits.tables import (
     org_unit_type,
     source_version,
 )
-from server.engine.text import normalize
+from server.params.text import normalize
 from tests.support.store_snapshot import count, rows, snapshot, without_write_times
 
 UID = re.compile(r"[A-Za-z][A-Za-z0-9]{10}")

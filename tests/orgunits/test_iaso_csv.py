@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
-from server.engine.instants import as_utc
+from server.declare.instants import as_utc
 from server.errors import LoadError
 from plugins.orgunits.importers.iaso_csv import load_iaso_csv
 from plugins.orgunits.tables import data_source, org_unit, org_unit_name, org_unit_type

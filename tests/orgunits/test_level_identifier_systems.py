@@ -17,7 +17,7 @@ from plugins.orgunits.importers.mapped import load_mapped
 from plugins.orgunits.tables import org_unit_history
 from server.access.mint import mint_token
 from server.app import create_app
-from server.context import create_context
+from server.engine.context import create_context
 from server.errors import LoadError
 from server.storage.prerender import refresh
 from tests.support.bulk import export, lines

@@ -9,7 +9,7 @@ from starlette.testclient import TestClient
 
 from server.app import create_app
 from server.access.mint import mint_token
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from tests.support.contexts import SECRET, make_settings
 from tests.support.validators import assert_valid
 

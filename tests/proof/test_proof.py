@@ -18,10 +18,10 @@ from starlette.testclient import TestClient
 import server
 from server.access.mint import mint_token
 from server.app import create_app
-from server.context import ServerContext
-from server.engine.registry import Registry
+from server.engine.context import ServerContext
+from server.declare.registry import Registry
 from server.extensions import load_extensions
-from server.ops.progress import Progress
+from server.declare.progress import Progress
 from server.plugins import available_plugins, get_plugin_manager
 from server.settings import parse_settings
 from tests.orgunits.contract_samples import SUBJECT as ORGUNITS

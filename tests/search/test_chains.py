@@ -12,10 +12,10 @@ from starlette.testclient import TestClient
 
 from server.access.mint import mint_token
 from server.app import create_app
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine import searches
 from server.engine.caller import TRUSTED, Caller
-from server.engine.rendered import materialized
+from server.declare.rendered import materialized
 from server.errors import FhirError, UnsupportedParameter
 from tests.support.chained import (
     BASE,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import text
 
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine.caller import TRUSTED
 from tests.support.chained import DHIS2, ids, named, subtree
 from tests.support.query_plans import plan_context, scanned, statements

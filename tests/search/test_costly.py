@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from server.access.mint import mint_token
 from server.app import create_app
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine import fast, searches
 from server.search.cost import search_cost
 

@@ -211,7 +211,7 @@ def test_last_updated_prefixes_and_precision(client: tuple[TestClient, Engine], 
 
 
 def test_instants_in_history_are_utc_with_seconds() -> None:
-    from server.engine.instants import instant
+    from server.declare.instants import instant
 
     assert instant(datetime(2025, 3, 4, 10, 20, 30, tzinfo=timezone(timedelta(hours=2)))) == "2025-03-04T08:20:30Z"
     assert instant("2025-03-04T10:20:30.123456+00:00") == "2025-03-04T10:20:30.123Z"

@@ -10,7 +10,7 @@ from server.errors import InvalidValue
 from server.search.history import parse_history
 from server.search.paging import Paging, parse_paging, query_string
 from server.engine.static import parse_static
-from server.engine.provider import StaticProvider
+from server.declare.provider import StaticProvider
 
 STATIC = StaticProvider("CodeSystem", lambda conn: [])
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Column, Engine, MetaData, String, Table, create_engine, select
 
-from server.search.paths import ancestors, in_subtree, outermost, subtree
+from server.params.paths import ancestors, in_subtree, outermost, subtree
 
 PATHS = ["/1/", "/1/2/", "/1/2/3/", "/1/20/", "/1/29/", "/10/", "/1/2/30/"]
 nodes = Table("nodes", MetaData(), Column("path", String))

@@ -13,11 +13,11 @@ from sqlalchemy import Engine, func, select
 
 from plugins.orgunits.tables import org_unit, org_unit_name, org_unit_type
 from server.access.mint import mint_token
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.engine.caller import Caller, caller_of
-from server.engine.rendered import Rendered
+from server.declare.rendered import Rendered
 from server.engine.searches import run_operation, search_type
-from server.engine.text import normalize
+from server.params.text import normalize
 from server.storage.prerender import refresh
 from tests.support.contexts import SECRET, make_settings
 from tests.support.plans import SECOND_SOURCE_UNITS, captured, full_scans, plan_dataset

@@ -8,8 +8,8 @@ import pytest
 
 from server.engine import reads, searches
 from server.engine.caller import TRUSTED
-from server.context import ServerContext
-from server.engine.rendered import materialized
+from server.engine.context import ServerContext
+from server.declare.rendered import materialized
 from server.errors import (
     FhirError,
     InvalidValue,

@@ -10,8 +10,8 @@ from sqlalchemy.sql.util import find_tables
 
 from server.engine import reads, searches
 from server.engine.caller import TRUSTED
-from server.context import ServerContext
-from server.engine.rendered import materialized
+from server.engine.context import ServerContext
+from server.declare.rendered import materialized
 from server.errors import FhirError, InvalidRequest, InvalidValue, UnsupportedParameter
 from server.search.request import parse_search
 from server.search.sql import body_page_query, count_query

@@ -20,8 +20,8 @@ from starlette.testclient import TestClient
 from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from server.access.mint import mint_token
 from server.app import create_app
-from server.context import ServerContext
-from server.engine.instants import as_utc
+from server.engine.context import ServerContext
+from server.declare.instants import as_utc
 from server.storage.db import create_db_engine
 from tests.support.contexts import IASO_CSV, SECRET, make_settings
 from tests.support.data import UNITS, load_small_pyramid

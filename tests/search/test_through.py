@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import Column, ForeignKey, Integer, MetaData, String, Table
 
 from server import ConfigError, ReferenceTarget, ResourceProvider, SearchParam, Settings, Through, hookimpl
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.engine import searches
 from server.engine.caller import TRUSTED
-from server.engine.rendered import materialized
+from server.declare.rendered import materialized
 from server.errors import InvalidValue, UnsupportedParameter
 from tests.support.contexts import SECRET, make_settings
 

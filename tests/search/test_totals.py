@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine.caller import TRUSTED
 from server.engine.searches import search_type
 from server.storage.freshness import CountCache

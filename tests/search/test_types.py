@@ -22,13 +22,13 @@ from server import (
     TokenTarget,
     hookimpl,
 )
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.engine import searches
 from server.engine.caller import TRUSTED
-from server.engine.rendered import materialized
+from server.declare.rendered import materialized
 from server.errors import UnsupportedParameter
-from server.search import types
-from server.search.types.base import CompileContext, Match, ParamType
+from server.params import types
+from server.params.types.base import CompileContext, Match, ParamType
 from tests.support.contexts import SECRET, make_settings
 
 BASE = "http://fhir.test/fhir"
@@ -148,6 +148,6 @@ def test_a_new_type_decodes_before_any_sql(ctx: ServerContext, query: str, error
 
 
 def test_the_protocol_is_small() -> None:
-    """parse, compile, present, modifiers; optional LooksUp and Ranks (see server.search.types.base)."""
+    """parse, compile, present, modifiers; optional LooksUp and Ranks (see server.params.types.base)."""
     methods = {n for n, v in inspect.getmembers(ParamType, inspect.isfunction) if not n.startswith("_")}
     assert methods == {"modifiers", "parse", "compile", "present"}

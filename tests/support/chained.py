@@ -13,10 +13,10 @@ from sqlalchemy import Engine
 
 from plugins.orgunits.importers.formats import load_file
 from server.access.scope import AccessScope
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.engine import searches
 from server.engine.caller import TRUSTED, Caller
-from server.engine.rendered import materialized
+from server.declare.rendered import materialized
 from server.storage.prerender import refresh
 from tests.support.contexts import IASO_CSV, REAL_DATA, SECRET, make_settings
 

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from server.access.mint import mint_token
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.extensions import load_extensions
 from server.settings import Settings, parse_settings
 from server.storage.prerender import refresh

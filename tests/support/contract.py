@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.settings import Settings
 from server.storage.prerender import refresh
 from tests.support.contexts import SECRET, make_settings

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from server.extensions import load_extensions
-from server.ops.progress import Progress
+from server.declare.progress import Progress
 from server.settings import Settings
 from server.storage.db import writing_engine
 

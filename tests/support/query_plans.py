@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from plugins.orgunits.demo import generate_demo
-from server.context import ServerContext
+from server.engine.context import ServerContext
 from server.engine.caller import TRUSTED, Caller
 from server.engine.chaining import forget
 from tests.support.chained import real_context, search

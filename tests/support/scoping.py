@@ -17,7 +17,7 @@ from plugins.orgunits.history import delete_missing
 from plugins.orgunits.records import TypeRecord, UnitRecord
 from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
 from server import ReferenceTarget, ResourceProvider, SearchParam, Settings, Tenancy, Through, Via, hookimpl
-from server.context import ServerContext, create_context
+from server.engine.context import ServerContext, create_context
 from server.storage.prerender import refresh
 from tests.support.contexts import SECRET, make_settings
 from tests.support.data import NOW, UNITS, load_small_pyramid

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Engine, Table, func, select
 
-from server.engine.instants import as_utc
+from server.declare.instants import as_utc
 from plugins.orgunits.tables import (
     data_source,
     org_unit,

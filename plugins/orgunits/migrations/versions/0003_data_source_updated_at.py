@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from server.engine.text import normalize
+from server.params.text import normalize
 
 revision = "0003"
 down_revision = "0002"

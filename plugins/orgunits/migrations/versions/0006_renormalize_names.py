@@ -1,5 +1,5 @@
 """Search-normalized names again: compatibility characters (fullwidth letters, 'ℌ'...) are now case-folded after
-their decomposition, so every backend finds them alike (server.engine.text.normalize)
+their decomposition, so every backend finds them alike (server.params.text.normalize)
 
 Revision ID: 0006
 Revises: 0005
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from server.engine.text import normalize
+from server.params.text import normalize
 
 revision = "0006"
 down_revision = "0005"

@@ -13,8 +13,8 @@ from server.engine.capabilities import build_capability_statement
 from server.extensions import Extensions
 from server.storage.freshness import CountCache, Freshness
 from server.plugins import get_plugin_manager
-from server.engine.provider import ResourceProvider
-from server.engine.registry import Registry
+from server.declare.provider import ResourceProvider
+from server.declare.registry import Registry
 from server.access.ratelimit import RateLimiter
 from server.access.scope import Scoper
 from server.search.sql import body_query

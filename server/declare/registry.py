@@ -12,15 +12,15 @@ from typing import Any
 import orjson
 import pluggy
 
-from server.engine import instants
+from server.declare import instants
 from server.errors import ConfigError, ResourceTypeNotSupported
-from server.engine.provider import (
+from server.declare.provider import (
     AnyProvider,
     ReferenceTarget,
     ResourceProvider,
     StaticProvider,
 )
-from server.declared import declared
+from server.declare.declared import declared
 from server.settings import Settings
 
 

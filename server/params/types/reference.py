@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 from sqlalchemy import ColumnElement, Select, false, select, true
 
 from server.errors import ConfigError, InvalidValue
-from server.search.ids import FHIR_ID, coerce_id
-from server.search.paths import ancestors, subtree
-from server.search.types.base import CompileContext, Match, Through, via
+from server.params.ids import FHIR_ID, coerce_id
+from server.params.paths import ancestors, subtree
+from server.params.types.base import CompileContext, Match, Through, via
 
 HIERARCHY = ("below", "above")
 # found[SCOPE_ROOTS]: the paths of the subtree roots of a caller limited to subtrees (Visibility.paths), set by the

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from server.ops.progress import Progress
+from server.declare.progress import Progress
 from server.settings import Settings
 
 

@@ -1,6 +1,6 @@
 """ASGI entry for uvicorn (one per worker): settings from $ORGUNIT_FHIR_SETTINGS / $ORGUNIT_FHIR_DATABASE_URL.
 
-`orgunit-fhir serve` sets those; run under another server (`uvicorn --factory server.http.asgi:create`), the app
+`orgunit-fhir serve` sets those; run under another server (`uvicorn --factory server.asgi:create`), the app
 configures its own logging from the settings, and $ORGUNIT_FHIR_ACCESS_LOG=0 turns the access log off."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 from starlette.applications import Starlette
 
 from server.app import create_app
-from server.ops.logs import configure_logging
+from server.telemetry.logs import configure_logging
 from server.settings import load_settings
 
 ACCESS_LOG_ENV = "ORGUNIT_FHIR_ACCESS_LOG"

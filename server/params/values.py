@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from server.errors import InvalidValue
-from server.search.param import SearchParam
-from server.search.types.base import MissingValue
+from server.params.param import SearchParam
+from server.params.types.base import MissingValue
 
 SearchValue = Any  # MissingValue, or the value class of the parameter's type (StringValue, DateRange, NearValue...)
 

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 from sqlalchemy import ColumnElement, and_, false, literal, true
 
 from server.errors import InvalidValue
-from server.search.ids import coerce_id
-from server.search.types.base import CompileContext, Match, Through, lower_prefix, via
+from server.params.ids import coerce_id
+from server.params.types.base import CompileContext, Match, Through, lower_prefix, via
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from sqlalchemy import ColumnElement, Connection, FromClause, Select
 from sqlalchemy.engine import RowMapping
 
 from server.errors import ConfigError
-from server.search.param import SearchParam
-from server.search.types.date import DateTarget
-from server.search.types.reference import ReferenceTarget
-from server.search.types.token import TokenTarget
+from server.params.param import SearchParam
+from server.params.types.date import DateTarget
+from server.params.types.reference import ReferenceTarget
+from server.params.types.token import TokenTarget
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 RESOURCE_TYPE_RE = re.compile(r"^[A-Z][A-Za-z]+$")

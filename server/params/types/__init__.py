@@ -1,11 +1,11 @@
-"""The search-parameter types, one module each behind one protocol (server.search.types.base.ParamType).
+"""The search-parameter types, one module each behind one protocol (server.params.types.base.ParamType).
 Adding a type: a module with its target class and its ParamType, and one line in PARAM_TYPES."""
 from __future__ import annotations
 
 from typing import Any
 
-from server.search.types import date, near, reference, string, token
-from server.search.types.base import ParamType
+from server.params.types import date, near, reference, string, token
+from server.params.types.base import ParamType
 
 PARAM_TYPES: tuple[ParamType[Any, Any], ...] = (
     string.TYPE,

@@ -1,5 +1,5 @@
 """`date` parameters: a FHIR date, dateTime or instant with a prefix (eq ne gt lt ge le sa eb) against an instant
-column; the value denotes a half-open range (server.search.dates)."""
+column; the value denotes a half-open range (server.params.dates)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement, and_, or_
 
-from server.search.dates import DateRange, parse_range
-from server.search.types.base import CompileContext, Match
+from server.params.dates import DateRange, parse_range
+from server.params.types.base import CompileContext, Match
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from sqlalchemy import ColumnElement, and_, case, func, literal
 
 from server.errors import InvalidValue
-from server.search.types.base import CompileContext, Match
+from server.params.types.base import CompileContext, Match
 
 EARTH_RADIUS_KM = 6371.0088
 KM_PER_UNIT = {"km": 1.0, "m": 0.001, "mi": 1.609344, "[mi_i]": 1.609344}

@@ -6,8 +6,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement
 
-from server.search.types import type_of
-from server.search.types.base import ParamType
+from server.params.types import type_of
+from server.params.types.base import ParamType
 
 
 @dataclass(frozen=True)

@@ -82,13 +82,13 @@ def logging_config(settings: Settings, *, access_log: bool = True, level: str = 
     fmt = settings.server.log_format
     if fmt not in LOG_FORMATS:
         raise ConfigError(f"server.log_format: expected one of {', '.join(LOG_FORMATS)}, got {fmt!r}")
-    formatter: dict[str, Any] = ({"()": "server.ops.logs.JsonFormatter"} if fmt == "json"
-                                 else {"()": "server.ops.logs.TextFormatter", "format": TEXT_FORMAT})
+    formatter: dict[str, Any] = ({"()": "server.telemetry.logs.JsonFormatter"} if fmt == "json"
+                                 else {"()": "server.telemetry.logs.TextFormatter", "format": TEXT_FORMAT})
     quiet = {"level": "WARNING", "handlers": [], "propagate": True}
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"request_id": {"()": "server.ops.logs.RequestIdFilter"}},
+        "filters": {"request_id": {"()": "server.telemetry.logs.RequestIdFilter"}},
         "formatters": {"default": formatter},
         "handlers": {"default": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr",
                                  "formatter": "default", "filters": ["request_id"]}},

@@ -3,7 +3,7 @@
 Starts-with is a range of the normalized column, `normalized >= prefix AND normalized < successor(prefix)`, which an
 ordinary index serves on every backend (a case-insensitive LIKE cannot use one on SQLite). The range holds exactly
 the values starting with the prefix when the column compares in code-point order: SQLite's default (BINARY), and
-on PostgreSQL a column declared with COLLATE "C" (as the materialized paths of server.search.paths)."""
+on PostgreSQL a column declared with COLLATE "C" (as the materialized paths of server.params.paths)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -12,12 +12,12 @@ from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement
 
-from server.engine.text import normalize
-from server.search.types.base import CompileContext, Match, Through, like_escape, prefix_range, via
+from server.params.text import normalize
+from server.params.types.base import CompileContext, Match, Through, like_escape, prefix_range, via
 
 @dataclass(frozen=True)
 class StringTarget:
-    normalized: ColumnElement[Any]  # holds server.engine.text.normalize(text), in code-point order (see above)
+    normalized: ColumnElement[Any]  # holds server.params.text.normalize(text), in code-point order (see above)
     exact: ColumnElement[Any]
     through: Through | None = None
 
