@@ -34,7 +34,6 @@ from server.access.scope import AccessScope  # noqa: E402
 from server.engine.context import ServerContext, create_context  # noqa: E402
 from server.engine import searches  # noqa: E402
 from server.engine.caller import TRUSTED, Caller  # noqa: E402
-from server.engine.chaining import forget  # noqa: E402
 from server.settings import parse_settings  # noqa: E402
 from server.storage.prerender import refresh  # noqa: E402
 
@@ -129,7 +128,7 @@ def _medians_ms(pairs: list[tuple[Callable[[], object], Callable[[], object]]], 
         for run, out in zip(rng.choice(pairs), times):
             if cold is not None:  # as the first request after a load: no count, no condition kept
                 cold.counts.clear()
-                forget(cold)
+                cold.conditions.clear()
             start = time.perf_counter()
             run()
             out.append((time.perf_counter() - start) * 1000)

@@ -99,6 +99,7 @@ class FhirSettings:
     extension_namespace: str = "https://orgunit-fhir.example.org"
     default_count: int = 20
     max_count: int = 100
+    total_threshold: int = 10_000  # searches count their matches exactly up to this many (else Bundle.total is left out)
     software_name: str = "orgunit-fhir"
     publisher: str | None = None
 
@@ -225,6 +226,8 @@ def parse_settings(raw: Mapping[str, Any] | None, source: str | None = None) -> 
     )
     if settings.fhir.max_count < 1 or not 0 < settings.fhir.default_count <= settings.fhir.max_count:
         raise ConfigError("fhir: default_count must be between 1 and max_count")
+    if settings.fhir.total_threshold < 1:
+        raise ConfigError("fhir.total_threshold must be at least 1 (searches count their matches up to it)")
     if settings.fhir.extension_namespace.endswith("/") or "://" not in settings.fhir.extension_namespace:
         raise ConfigError("fhir.extension_namespace must be an absolute URL without a trailing slash")
     if settings.server.base_url and "://" not in settings.server.base_url:

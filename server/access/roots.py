@@ -19,6 +19,7 @@ from server.declare.provider import (
 from server.errors import FhirError, Forbidden
 from server.params.ids import FHIR_ID, stored_id
 from server.search.request import Clause, SearchRequest
+from server.search.seen import seen
 from server.search.sql import where_clause
 from server.params.values import parse_value
 
@@ -95,11 +96,10 @@ def root_paths(conn: Connection, provider: ResourceProvider, subtree: Subtree, r
     tenancy = provider.tenancy
     if not matches or tenancy is None:
         return []
-    live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
-    inside = [tenancy.partition.in_(sorted(partitions, key=str))] \
-        if partitions is not None and tenancy.partition is not None else []
+    inside = tenancy.partition.in_(sorted(partitions, key=str)) \
+        if partitions is not None and tenancy.partition is not None else None
     query = (select(subtree.path).select_from(provider.source)
-             .where(or_(*matches), subtree.path.is_not(None), *live, *inside)
+             .where(or_(*matches), subtree.path.is_not(None), *seen(provider, inside))
              .order_by(subtree.path).limit(MAX_ROOT_UNITS + 1))
     paths = list(conn.execute(query).scalars())
     if len(paths) > MAX_ROOT_UNITS:

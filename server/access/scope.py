@@ -5,7 +5,7 @@ Each provider's tenancy says how a scope applies to it: its own subtree (a mater
 to another scoped provider, or its account only. A scope the provider cannot apply matches nothing: subtree roots
 on an account-only provider, roots of another type, of a type not served or malformed, a reference to a type not
 served. A caller never learns what lies outside its scope: rows out of it are left out of every answer, and an
-out-of-scope id is answered exactly as an unknown one (`sees` runs the same query for both)."""
+out-of-scope id is answered exactly as an unknown one (server.engine.reads.sees runs the same query for both)."""
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +15,7 @@ from collections.abc import Collection, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, false, literal, or_, select, true
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, false, or_, select, true
 
 from server.access.roots import bare_root_type, parse_roots, root_paths
 from server.declare.provider import ResourceProvider, Tenancy, Via
@@ -70,10 +70,6 @@ class Visibility:
     paths: tuple[str, ...] | None = None
     by_row: bool = True
 
-    @property
-    def restricted(self) -> bool:
-        return self.clause is not None
-
     def admits(self, partition: Any, path: str | None) -> bool:
         if self.partitions is not None and partition not in self.partitions:
             return False
@@ -82,18 +78,6 @@ class Visibility:
 
 UNRESTRICTED = Visibility(key="all")
 NOTHING = Visibility(false(), "nothing", frozenset(), ())
-
-
-def sees(conn: Connection, provider: ResourceProvider, visibility: Visibility, stored: Any,
-         row: tuple[Any, Any] | None = None) -> bool:
-    """Whether the caller sees the row `stored` of the provider (False when there is none): from its
-    (partition, path) when given and enough, else with one query, the same for an unknown id."""
-    if visibility.clause is None:
-        return True
-    if row is not None and visibility.by_row:
-        return visibility.admits(*row)
-    query = select(literal(1)).select_from(provider.table).where(provider.id_column == stored, visibility.clause)
-    return conn.execute(query).first() is not None
 
 
 def _digest(*parts: Any) -> str:

@@ -21,6 +21,7 @@ from sqlalchemy import ColumnElement, Connection, Select, and_, case, func, null
 
 from server.declare.provider import ResourceProvider, Versioning
 from server.declare.rendered import json_bytes
+from server.search.seen import seen
 
 BATCH = 2000  # rows fetched at a time
 
@@ -38,8 +39,12 @@ class AsOf:
     bodies: bool = False  # the stored bodies may be spliced
 
 
-def _scope(view: AsOf) -> list[ColumnElement[bool]]:
-    return [view.visible] if view.visible is not None else []
+def _seen(provider: ResourceProvider, view: AsOf, flag: ColumnElement[Any], deleted: bool) -> list[ColumnElement[bool]]:
+    """What the caller may see of the versions at the view's instant whose deletion `flag` is `deleted`: the live
+    ones (server.search.seen), or the deletions within the caller's scope."""
+    if deleted:
+        return [flag.is_(True), *seen(provider, view.visible, live=False)]
+    return seen(provider, view.visible, deleted=flag)
 
 
 def _versions(v: Versioning) -> tuple[Any, Any, Any, Any, Any]:
@@ -59,7 +64,7 @@ def unchanged(provider: ResourceProvider, view: AsOf, *, deleted: bool = False,
     assert v is not None
     hid, _, updated, is_deleted, snapshot = _versions(v)
     since = [updated > view.since] if view.since is not None else []
-    where = [updated <= view.at, is_deleted.is_(deleted), *since, *_scope(view)]
+    where = [updated <= view.at, *_seen(provider, view, is_deleted, deleted), *since]
     if deleted:
         return select(hid).select_from(_current_join(provider, v)).where(*where).order_by(hid)
     body = provider.prerendered.body if view.bodies and provider.prerendered is not None else null()
@@ -84,7 +89,7 @@ def changed(provider: ResourceProvider, view: AsOf, *, deleted: bool = False) ->
     source = _current_join(provider, v).join(at_t, and_(at_t.c[hid.key] == provider.id_column,
                                                        at_t.c[hversion.key] == version_at_t))
     since = [at_t.c[updated.key] > view.since] if view.since is not None else []
-    where = [updated > view.at, at_t.c[v.history_deleted.key].is_(deleted), *since, *_scope(view)]
+    where = [updated > view.at, *_seen(provider, view, at_t.c[v.history_deleted.key], deleted), *since]
     if deleted:
         return select(provider.id_column).select_from(source).where(*where).order_by(provider.id_column)
     body = at_t.c[provider.prerendered.body.key] if view.bodies and provider.prerendered is not None else null()
@@ -96,7 +101,7 @@ def current(provider: ResourceProvider, view: AsOf) -> Select[Any]:
     """A provider without versions: its rows as they are (`_since` on its last_updated when declared)."""
     since = [provider.last_updated > view.since] if view.since is not None and provider.last_updated is not None \
         else []
-    return (select(*provider.columns).select_from(provider.source).where(true(), *since, *_scope(view))
+    return (select(*provider.columns).select_from(provider.source).where(true(), *since, *seen(provider, view.visible))
             .order_by(provider.id_column))
 
 

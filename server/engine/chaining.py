@@ -1,82 +1,76 @@
 """What a search's chained and _has parameters need of the server: each hop's scope for this caller (compiled into
 the search's one condition, server.search.hops), the conditions kept while the data they were compiled against
-stands, and the totals' cache key extended with what the other types crossed hold."""
+stands, and the totals' cache key extended with what the other types crossed hold. Steps (server.engine.steps):
+a condition kept is at hand; one to compile is built in a thread (its look-ups run on the connection it holds)."""
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Callable, Hashable, Sequence
-from functools import partial
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Select
+from sqlalchemy import ColumnElement, Select
 
-from server.engine.context import ServerContext
-from server.engine.caller import Caller
+from server.access.scope import Visibility
 from server.declare.provider import ResourceProvider
-from server.engine.reads import count, visibility
+from server.engine.caller import Caller
+from server.engine.context import ServerContext
+from server.engine.reads import count, seen_by
+from server.engine.steps import Steps, blocking, database, scalar
 from server.search.chains import Chained, parse_request
 from server.search.hops import compile_chained, crossed
 from server.search.request import SearchRequest
 from server.search.sql import JOINED
-from server.storage.freshness import Freshness, Kept, database_of
-
-MAX_CONDITIONS = 2048
+from server.storage.freshness import Snapshot
 
 
-# compiled conditions by (database, what it holds, the caller's scope on each type crossed, the parameter): a chain's
-# look-ups and SQL are built once per data generation and scope; one store per server context
-_KEPT: weakref.WeakKeyDictionary[Freshness, Kept[ColumnElement[bool]]] = weakref.WeakKeyDictionary()
-_KEPT_LOCK = threading.Lock()
+def _seen(ctx: ServerContext, caller: Caller, snapshot: Snapshot,
+          providers: Sequence[ResourceProvider]) -> Steps[dict[str, Visibility]]:
+    seen: dict[str, Visibility] = {}
+    for provider in providers:
+        seen[provider.resource_type] = yield from seen_by(ctx, provider, caller, snapshot)
+    return seen
 
 
-def _kept(ctx: ServerContext) -> Kept[ColumnElement[bool]]:
-    with _KEPT_LOCK:
-        return _KEPT.setdefault(ctx.freshness, Kept(MAX_CONDITIONS))
-
-
-def forget(ctx: ServerContext) -> None:
-    """Drop the conditions kept for this context (benchmarks of a first request)."""
-    with _KEPT_LOCK:
-        _KEPT.pop(ctx.freshness, None)
-
-
-def joined_conditions(ctx: ServerContext, conn: Connection, caller: Caller, request: SearchRequest) -> dict[Any, Any]:
+def joined_conditions(ctx: ServerContext, caller: Caller, request: SearchRequest,
+                      snapshot: Snapshot) -> Steps[dict[Any, Any]]:
     """The conditions of the request's chained and _has parameters, for where_clause's `found`. Kept when every
     type crossed keeps versions (the data generations then say when they no longer hold); else built each time."""
-    if not request.joined:
-        return {}
-    providers = ctx.registry.providers
-
-    def clause(provider: ResourceProvider) -> ColumnElement[bool] | None:
-        return visibility(ctx, conn, provider, caller).clause
-
     found: dict[Any, Any] = {}
+    if not request.joined:
+        return found
+    providers = ctx.registry.providers
+    name = yield from database()
     for joined in request.joined:
         assert isinstance(joined, Chained)
         crossing = [providers[t] for t in joined.types[1:]]
-        build = partial(compile_chained, conn, providers, joined, clause)
+        seen = yield from _seen(ctx, caller, snapshot, crossing)
+
+        def build(conn: Any, joined: Chained = joined, seen: dict[str, Visibility] = seen) -> ColumnElement[bool]:
+            return compile_chained(conn, providers, joined, lambda p: seen[p.resource_type].clause)
+
         if any(p.versioning is None for p in crossing):
-            found[(JOINED, joined.key, joined.raw)] = build()
+            found[(JOINED, joined.key, joined.raw)] = yield from blocking(build)
             continue
-        key = (database_of(conn), ctx.freshness.snapshot(conn).stamp, request.resource_type, joined.key, joined.raw,
-               tuple(visibility(ctx, conn, p, caller).key for p in crossing))
-        found[(JOINED, joined.key, joined.raw)] = _kept(ctx).get(key, build)
+        key = (name, snapshot.stamp, request.resource_type, joined.key, joined.raw,
+               tuple(seen[p.resource_type].key for p in crossing))
+        found[(JOINED, joined.key, joined.raw)] = yield from blocking(
+            lambda conn, key=key, build=build: ctx.conditions.get(key, lambda: build(conn)),
+            lambda _: ctx.conditions.peek(key))
     return found
 
 
-def total(ctx: ServerContext, conn: Connection, provider: ResourceProvider, caller: Caller, request: SearchRequest,
-          key: Hashable, query: Callable[[], Select[Any]]) -> int:
+def total(ctx: ServerContext, provider: ResourceProvider, caller: Caller, request: SearchRequest,
+          snapshot: Snapshot, key: Hashable, query: Callable[[], Steps[Select[Any]]]) -> Steps[int]:
     """The search's count, cached as any count (server.engine.reads.count) with, for each other type a chain
     crosses, what the caller sees of it and its data generation; counted every time when one of them keeps no
     versions (its changes would go unseen)."""
     others = crossed(ctx.registry.providers, request)
     if any(p.versioning is None for p in others):
-        return int(conn.execute(query()).scalar_one())
+        return int((yield from scalar(ctx, (yield from query()), bounded=False)))
     if others:
-        key = (key, tuple((p.resource_type, visibility(ctx, conn, p, caller).key, ctx.freshness.generation(conn, p))
+        seen = yield from _seen(ctx, caller, snapshot, others)
+        key = (key, tuple((p.resource_type, seen[p.resource_type].key, snapshot.generations.get(p.resource_type))
                           for p in others))
-    return count(ctx, conn, provider, key, query)
+    return (yield from count(ctx, provider, snapshot, key, query))
 
 
 def parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]],

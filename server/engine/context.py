@@ -1,27 +1,33 @@
 """Everything built once at start-up: settings, plugins, providers, database, auth, capabilities."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, MutableMapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
 from sqlalchemy import Engine
+from sqlalchemy.util import LRUCache
 
 from server.access.tokens import Authenticator
 from server.engine.capabilities import build_capability_statement
 from server.extensions import Extensions
-from server.storage.freshness import CountCache, Freshness
+from server.storage.freshness import CountCache, Freshness, Kept
 from server.plugins import get_plugin_manager
 from server.declare.provider import ResourceProvider
 from server.declare.registry import Registry
 from server.access.ratelimit import RateLimiter
 from server.access.scope import Scoper
-from server.search.sql import body_query
+from server.search.bodies import body_query
 from server.settings import Settings
 from server.storage.db import create_db_engine
 from server.storage.hot import HotDatabase, hot_database
 from server.storage.prepared import Prepared
+
+
+MAX_STATEMENTS = 1000  # compiled shapes of statements
+MAX_PAGES = 4096  # page statements of the searches seen last, as sent
+MAX_CONDITIONS = 2048  # compiled conditions of chained and _has parameters
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,14 @@ class ServerContext:
     scoper: Scoper
     extensions: Extensions  # migration chains (the schema), commands, load formats, demo data
     rate_limiter: RateLimiter | None = None  # per subject, when server.rate_limit_per_minute is set
-    hot: HotDatabase | None = None  # the driver's own connection on the event loop (server.engine.fast)
+    hot: HotDatabase | None = None  # the driver's own connection on the event loop (server.engine.drivers)
+    # statements compiled once per shape (server.storage.prepared.driver_sql), their values apart
+    statements: MutableMapping[Any, Any] = field(default_factory=lambda: LRUCache(MAX_STATEMENTS))
+    # the page statements of the searches seen, as sent (server.engine.searches): another position of the same
+    # search binds its new position only
+    pages: Kept[Any] = field(default_factory=lambda: Kept(MAX_PAGES))
+    # the conditions of chained and _has parameters, by data generation and scope (server.engine.chaining)
+    conditions: Kept[Any] = field(default_factory=lambda: Kept(MAX_CONDITIONS))
 
 
 def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = (),

@@ -11,6 +11,7 @@ from sqlalchemy import Connection
 from server.engine.context import ServerContext
 from server.engine.caller import Caller
 from server.declare.provider import Operation, OperationCall, ResourceProvider
+from server.engine.drivers import in_thread
 from server.engine.reads import fetch, visibility
 from server.errors import InternalError, ResourceNotFound
 from server.params.ids import stored_id
@@ -41,7 +42,7 @@ def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: Resour
         raise ResourceNotFound(f"${op.name} is answered at [base]/{at} only")
     stored = None
     if rid is not None:
-        fetch(ctx, provider, rid, caller)  # the instance must exist and be visible: 404 (or 410) otherwise
+        in_thread(ctx, fetch(ctx, provider, rid, caller))  # it must exist and be visible: 404 (or 410) otherwise
         stored = stored_id(provider, rid)
     parameters = tuple((k, v) for k, v in items if k not in FORMAT_PARAMS)
     with ctx.db.connect() as conn, read_only(conn) as reading:

@@ -1,87 +1,130 @@
-"""Searches: search-type and operations (a search bound to one instance), as searchset Bundles."""
+"""Searches: search-type and operations (a search bound to one instance, or an operation's own handler), as
+searchset Bundles. Each is written once, as steps (server.engine.steps) that either driver runs: the look-ups, the
+count (unless kept), the page and the includes are statements; a chain's condition or a visibility not built yet
+is built in a thread. `search_type` and `run_operation` run one in the calling thread (in-process callers)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import ColumnElement, Select
 
-from server.engine.context import ServerContext
+from server.access.scope import Visibility
+from server.declare.provider import ResourceProvider, StaticProvider
+from server.declare.rendered import Rendered
 from server.engine.bundle import search_entry, searchset
 from server.engine.caller import Caller
 from server.engine.chaining import joined_conditions, parse, total as counted
+from server.engine.context import ServerContext
+from server.engine.drivers import in_thread
 from server.engine.operations import call_handler
-from server.declare.provider import ResourceProvider, StaticProvider
-from server.engine.reads import (
-    Resource,
-    fetch,
-    resource_provider,
-    static_account,
-    subset_of,
-    visibility,
-)
-from server.declare.rendered import Rendered
+from server.engine.reads import Resource, fetch, fresh, resource_provider, seen_by, splices, static_account, subset_of
 from server.engine.static import search_static
+from server.engine.steps import Query, Steps, asked, blocking, database, rows
 from server.errors import ResourceNotFound, operation_outcome
-from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, fetch_included
-from server.search.request import SearchRequest, bind_operation
+from server.params.ids import coerce_id
 from server.params.types.reference import SCOPE_ROOTS
-from server.search.sql import (
-    MEASURE,
-    WALK,
-    WALK_ABOVE,
-    body_page_query,
-    count_query,
-    look_up,
-    page_query,
-    read_query,
-    where_clause,
-)
-from server.storage.freshness import synced
-
-
-
-
+from server.search.bodies import PageEntry, body_page_query
+from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, fetch_included
+from server.search.order import MEASURE, SORT_BELOW
+from server.search.request import SearchRequest, bind_operation
+from server.search.sql import AFTER, WALK, WALK_ABOVE, count_query, lookups, page_query, read_query, where_clause
+from server.storage.freshness import Snapshot, synced
+from server.storage.prepared import driver_sql
 
 Match = tuple[str, Resource, Any]  # id, resource, measure (SearchRequest.ranked: near's distance)
 
 
-def _rendered_page(conn: Connection, provider: ResourceProvider, rows: Sequence[Any], ranked: bool) -> list[Match]:
+def _shape(total: int | None) -> str:
+    """What of the total a page's SQL depends on (server.search.sql: few matches sorted, many walked)."""
+    if total is None:
+        return "unknown"
+    return "few" if total <= SORT_BELOW else "many" if total > WALK_ABOVE else "some"
+
+
+class _Condition:
+    """The search's one condition, built on first need (a kept count and a kept page need none): its look-ups and
+    its chains' conditions first."""
+
+    def __init__(self, ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest,
+                 snapshot: Snapshot, vis: Visibility) -> None:
+        self.ctx, self.caller, self.provider, self.request, self.snapshot, self.vis = \
+            ctx, caller, provider, request, snapshot, vis
+        self.found: dict[Any, Any] | None = None
+
+    def where(self, walk: bool = False) -> Steps[ColumnElement[bool]]:
+        if self.found is None:
+            looked_up = yield from asked(self.ctx, lookups(self.provider, self.request, self.vis.clause))
+            joined = yield from joined_conditions(self.ctx, self.caller, self.request, self.snapshot)
+            self.found = {**looked_up, **joined, SCOPE_ROOTS: self.vis.paths}
+        return where_clause(self.provider, self.request, {**self.found, WALK: True} if walk else self.found,
+                            self.vis.clause)
+
+    def count(self, up_to: int | None) -> Steps[Select[Any]]:
+        return count_query(self.provider, self.request, where=(yield from self.where()), up_to=up_to)
+
+
+def _rendered(ctx: ServerContext, provider: ResourceProvider, entries: Sequence[PageEntry]) -> Steps[list[Match]]:
     """Stored bodies as they are; the rows without one (rendered per request) fetched in one query."""
-    missing = [row[0] for row in rows if row[1] is None]
-    rendered = {row[provider.id_column.key]: provider.to_resource(row) for row in
-                conn.execute(read_query(provider, missing, search=True)).mappings()} if missing else {}
-    return [(str(row[0]), Rendered(bytes(row[1])) if row[1] is not None else rendered[row[0]],
-             row[2] if ranked else None) for row in rows]
+    missing = [entry.id for entry in entries if entry.body is None]
+    found = (yield from rows(ctx, read_query(provider, missing, search=True), mappings=True)) if missing else []
+    rendered = {row[provider.id_column.key]: provider.to_resource(row) for row in found}
+    return [(str(e.id), Rendered(e.body) if e.body is not None else rendered[e.id], e.measure) for e in entries]
 
 
-def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest, base: str, path: str,
-                caller: Caller) -> dict[str, Any]:
-    page, ranked = request.count, request.ranked is not None
-    with ctx.db.connect() as conn:
-        vis = visibility(ctx, conn, provider, caller)
-        splice = not request.includes and ctx.freshness.splices(conn, provider)
-        sync = synced(ctx.freshness.snapshot(conn), provider)  # taken before the page is read
-        found = {**look_up(conn, provider, request, vis.clause), **joined_conditions(ctx, conn, caller, request),
-                 SCOPE_ROOTS: vis.paths}
-        where = where_clause(provider, request, found, vis.clause)
-        total = counted(ctx, conn, provider, caller, request, (request.key, vis.key),
-                        lambda: count_query(provider, request, where=where)) if request.counts else None
-        if total is not None and total > WALK_ABOVE and not request.sort and request.ranked is None:
-            where = where_clause(provider, request, {**found, WALK: True}, vis.clause)
+def _included_visibility(ctx: ServerContext, caller: Caller, request: SearchRequest,
+                         snapshot: Snapshot) -> Steps[Callable[[ResourceProvider], ColumnElement[bool] | None]]:
+    seen: dict[str, ColumnElement[bool] | None] = {}
+    for include in request.includes:
+        other = ctx.registry.providers.get(include.source if include.reverse else include.target)
+        if isinstance(other, ResourceProvider) and other.resource_type not in seen:
+            seen[other.resource_type] = (yield from seen_by(ctx, other, caller, snapshot)).clause
+    return lambda p: seen[p.resource_type]
+
+
+def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest, base: str,
+            path: str) -> Steps[dict[str, Any]]:
+    count, ranked = request.count, request.ranked is not None
+    snapshot = yield from fresh(ctx)  # taken before the page is read: its sync point holds for the answer
+    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    splice = not request.includes and splices(provider, snapshot)
+    condition = _Condition(ctx, caller, provider, request, snapshot, vis)
+    # counted up to the threshold: past it a count would grow with the data (Bundle.total is then left out, and
+    # the `last` link with it), unless an exact one is asked for (_total=accurate, _summary=count)
+    up_to = ctx.settings.fhir.total_threshold
+    matched = (yield from counted(ctx, provider, caller, request, snapshot, (request.key, vis.key, up_to),
+                                  lambda: condition.count(up_to))) if request.counts else None
+    over = matched is not None and matched > up_to
+    if over and (request.total == "accurate" or request.summary == "count"):
+        matched = yield from counted(ctx, provider, caller, request, snapshot, (request.key, vis.key, None),
+                                     lambda: condition.count(None))
+        over = False
+    total = None if over else matched
+    # the page of the same search seen before (another position, another _elements or format): its SQL as sent
+    seen = (path, request.key, vis.key, (yield from database()), snapshot.stamp, splice, count,
+            request.after is not None, None if request.after is not None else request.skip,
+            tuple(k.raw for k in request.sort), "many" if over else _shape(matched))
+    page = ctx.pages.peek(seen) if count else None
+    if page is not None and request.after is not None:
+        page = page.replace(AFTER, coerce_id(provider.id_column, request.after))
+    elif page is None and count:
+        walk = matched is not None and (over or matched > WALK_ABOVE) and not request.sort and not ranked
+        where = yield from condition.where(walk)
         query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where, total=total)
-        rows: Sequence[Any] = (conn.execute(query).all() if splice else conn.execute(query).mappings().all()) \
-            if page else []
-        has_next = len(rows) > page
-        rows = rows[:page]
-        if splice:
-            matches = _rendered_page(conn, provider, rows, ranked)
-        else:
-            id_key = provider.id_column.key
-            matches = [(str(r[id_key]), provider.to_resource(r), r[MEASURE] if ranked else None) for r in rows]
-        included = fetch_included(
-            conn, ctx.registry, provider, request.includes, rows,
-            lambda p: visibility(ctx, conn, p, caller).clause) if rows and not splice else None
+        page = driver_sql(query, ctx.db.dialect, ctx.statements)
+        ctx.pages.put(seen, page)
+    found: Sequence[Any] = (yield Query(page, mappings=not splice, bounded=False)) if page is not None else []
+    has_next = len(found) > count
+    found = found[:count]
+    if splice:
+        matches = yield from _rendered(ctx, provider, [PageEntry.of(row) for row in found])
+    else:
+        id_key = provider.id_column.key
+        matches = [(str(r[id_key]), provider.to_resource(r), r[MEASURE] if ranked else None) for r in found]
+    included = None
+    if found and request.includes:
+        visible = yield from _included_visibility(ctx, caller, request, snapshot)
+        included = yield from asked(ctx, fetch_included(ctx.registry, provider, request.includes, found, visible))
     rtype = provider.resource_type
     entries = [search_entry(base, rtype, rid, subset_of(resource, request.summary, request.elements), "match",
                             request.entry_search(measure)) for rid, resource, measure in matches]
@@ -99,7 +142,8 @@ def _run_search(ctx: ServerContext, provider: ResourceProvider, request: SearchR
     if request.ignored:
         entries.append({"resource": _ignored(provider, request.ignored), "search": {"mode": "outcome"}})
     last_id = matches[-1][0] if matches else None
-    return searchset(base, path, request, entries, total, has_next and bool(page), last_id, sync)
+    return searchset(base, path, request, entries, total, has_next and bool(count), last_id,
+                     synced(snapshot, provider))
 
 
 def _ignored(provider: ResourceProvider, names: Sequence[str]) -> dict[str, Any]:
@@ -112,31 +156,42 @@ def _ignored(provider: ResourceProvider, names: Sequence[str]) -> dict[str, Any]
         "and the result parameters (send Prefer: handling=strict to have it refused)")
 
 
-def search_type(ctx: ServerContext, caller: Caller, base: str, resource_type: str,
-                items: Sequence[tuple[str, str]], *, strict: bool = False) -> dict[str, Any]:
+def search_type_steps(ctx: ServerContext, caller: Caller, base: str, resource_type: str,
+                      items: Sequence[tuple[str, str]], *, strict: bool = False) -> Steps[dict[str, Any]]:
     provider = ctx.registry.get(resource_type)
     if isinstance(provider, StaticProvider):
-        with ctx.db.connect() as conn:
-            return search_static(provider, conn, base, items, default_count=ctx.settings.fhir.default_count,
-                                 max_count=ctx.settings.fhir.max_count, strict=strict,
-                                 account=static_account(ctx, conn, provider, caller))
+        settings = ctx.settings.fhir
+        return (yield from blocking(lambda conn: search_static(
+            provider, conn, base, items, default_count=settings.default_count, max_count=settings.max_count,
+            strict=strict, account=static_account(ctx, conn, provider, caller))))
     request = parse(ctx, provider, items, strict)
-    return _run_search(ctx, provider, request, base, resource_type, caller)
+    return (yield from _search(ctx, caller, provider, request, base, resource_type))
 
 
-def run_operation(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str | None,
-                  operation: str, items: Sequence[tuple[str, str]], *, strict: bool = False) -> dict[str, Any]:
+def search_type(ctx: ServerContext, caller: Caller, base: str, resource_type: str,
+                items: Sequence[tuple[str, str]], *, strict: bool = False) -> dict[str, Any]:
+    return in_thread(ctx, search_type_steps(ctx, caller, base, resource_type, items, strict=strict))
+
+
+def run_operation_steps(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str | None,
+                        operation: str, items: Sequence[tuple[str, str]], *,
+                        strict: bool = False) -> Steps[dict[str, Any]]:
     """`[type]/[id]/$name`, or `[type]/$name` (rid None): a named search, or the operation's own handler."""
     provider = resource_provider(ctx, resource_type, f"${operation}")
     op = provider.operations_by_name.get(operation)
     if op is None:
         raise ResourceNotFound(f"{resource_type} has no operation {operation!r}; "
                                f"available: {', '.join('$' + n for n in provider.operations_by_name) or 'none'}")
-    if op.handler is not None:
-        return call_handler(ctx, caller, base, provider, op, rid, items, strict)
+    if op.handler is not None:  # the plugin's own code, on a read-only connection: in a thread
+        return (yield from blocking(lambda conn: call_handler(ctx, caller, base, provider, op, rid, items, strict)))
     if rid is None:
         raise ResourceNotFound(f"${operation} is answered at [base]/{resource_type}/[id]/${operation} only")
     request = parse(ctx, provider, items, strict)
-    fetch(ctx, provider, rid, caller)  # the instance must exist and be visible: 404 (or 410) otherwise
+    yield from fetch(ctx, provider, rid, caller)  # the instance must exist and be visible: 404 (or 410) otherwise
     request = bind_operation(provider, request, operation, rid)
-    return _run_search(ctx, provider, request, base, f"{resource_type}/{rid}/${operation}", caller)
+    return (yield from _search(ctx, caller, provider, request, base, f"{resource_type}/{rid}/${operation}"))
+
+
+def run_operation(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str | None,
+                  operation: str, items: Sequence[tuple[str, str]], *, strict: bool = False) -> dict[str, Any]:
+    return in_thread(ctx, run_operation_steps(ctx, caller, base, resource_type, rid, operation, items, strict=strict))

@@ -1,26 +1,30 @@
-"""The interactions over a versioned provider's kept versions: vread, history-instance, history-type."""
+"""The interactions over a versioned provider's kept versions: vread, history-instance, history-type, as steps
+(server.engine.steps) that either driver runs; `vread` and the like run one in the calling thread."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection
-
-from server.engine.context import ServerContext
+from server.declare.provider import ResourceProvider, Versioning
+from server.declare.rendered import Rendered
 from server.engine.bundle import history, history_entry
 from server.engine.caller import Caller
-from server.declare.provider import ResourceProvider, Versioning
+from server.engine.context import ServerContext
+from server.engine.drivers import in_thread
 from server.engine.reads import (
     Resource,
     count,
+    fresh,
     not_found,
     resource_provider,
+    sees,
+    seen_by,
+    splices,
     subset_of,
-    visibility,
-    visible,
 )
-from server.declare.rendered import Rendered
+from server.engine.steps import Steps, rows, scalar
 from server.errors import ResourceGone, ResourceNotFound
+from server.params.ids import stored_id
 from server.search.history import (
     HistoryRequest,
     history_count,
@@ -29,9 +33,9 @@ from server.search.history import (
     version_query,
     write_cursor,
 )
-from server.params.ids import stored_id
 from server.search.request import parse_subset
 from server.search.sql import within
+from server.storage.freshness import Snapshot
 
 
 def _versioned(provider: ResourceProvider) -> Versioning:
@@ -40,57 +44,60 @@ def _versioned(provider: ResourceProvider) -> Versioning:
     return provider.versioning
 
 
-def _bodies(ctx: ServerContext, conn: Connection, provider: ResourceProvider) -> Any | None:
+def _bodies(provider: ResourceProvider, snapshot: Snapshot) -> Any | None:
     """The stored-body column when the bodies may be spliced, else None."""
-    spliced = ctx.freshness.splices(conn, provider)  # never for a provider without prerendered bodies
-    return provider.prerendered.body if spliced and provider.prerendered else None
+    return provider.prerendered.body if splices(provider, snapshot) and provider.prerendered else None
 
 
 def _version(provider: ResourceProvider, snapshot: Any, body: bytes | None) -> Resource:
     return Rendered(bytes(body)) if body is not None else provider.to_resource(snapshot)
 
 
-def vread(ctx: ServerContext, caller: Caller, resource_type: str, rid: str, vid: str,
-          items: Sequence[tuple[str, str]] = ()) -> Resource:
+def vread_steps(ctx: ServerContext, caller: Caller, resource_type: str, rid: str, vid: str,
+                items: Sequence[tuple[str, str]] = ()) -> Steps[Resource]:
     provider = resource_provider(ctx, resource_type, "_history")
     versioning = _versioned(provider)
     stored = stored_id(provider, rid)
     if stored is None or not vid.isdigit() or len(vid) > 9:
         raise ResourceNotFound(f"{resource_type}/{rid}/_history/{vid} is not known")
-    with ctx.db.connect() as conn:
-        row = conn.execute(version_query(versioning, stored, int(vid), _bodies(ctx, conn, provider))).first() \
-            if visible(ctx, conn, provider, stored, caller) else None
-    if row is None:
+    snapshot = yield from fresh(ctx)
+    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    found = (yield from rows(ctx, version_query(versioning, stored, int(vid), _bodies(provider, snapshot)))) \
+        if (yield from sees(ctx, provider, vis, stored)) else []
+    if not found:
         raise ResourceNotFound(f"{resource_type}/{rid} has no version {vid}")
-    deleted, snapshot, body = row
+    deleted, content, body = found[0]
     if deleted:
         raise ResourceGone(f"version {vid} of {resource_type}/{rid} is its deletion")
-    return subset_of(_version(provider, snapshot, body), *parse_subset(items))
+    return subset_of(_version(provider, content, body), *parse_subset(items))
 
 
 def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryRequest, base: str, path: str,
-             stored: Any | None, caller: Caller) -> dict[str, Any]:
+             stored: Any | None, caller: Caller, snapshot: Snapshot) -> Steps[dict[str, Any]]:
     versioning = _versioned(provider)
-    with ctx.db.connect() as conn:
-        vis = visibility(ctx, conn, provider, caller)
-        clause = vis.clause
-        # one resource's history: its visibility was checked by the caller
-        scoped = within(provider, versioning.history_id, clause) if clause is not None and stored is None else None
-        synced = ctx.freshness.snapshot(conn).synced  # every version before it is committed: a fixed set
-        request = request.bounded(synced)
-        total = count(ctx, conn, provider, (path, request.key, vis.key),
-                      lambda: history_count(versioning, request, stored, scoped))
-        body = _bodies(ctx, conn, provider)
-        rows = conn.execute(history_page(versioning, request, stored, body, scoped, extra_row=1)).all() \
-            if request.count else []
-    has_next = len(rows) > request.count
-    rows = rows[:request.count]
+    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    clause = vis.clause
+    # one resource's history: its visibility was checked by the caller
+    scoped = within(provider, versioning.history_id, clause) if clause is not None and stored is None else None
+    synced = snapshot.synced  # every version before it is committed: a fixed set
+    request = request.bounded(synced)
+
+    def counted() -> Steps[Any]:
+        return history_count(versioning, request, stored, scoped)
+        yield  # no look-up first
+
+    total = yield from count(ctx, provider, snapshot, (path, request.key, vis.key), counted)
+    body = _bodies(provider, snapshot)
+    found = (yield from rows(ctx, history_page(versioning, request, stored, body, scoped, extra_row=1),
+                             bounded=False)) if request.count else []
+    has_next = len(found) > request.count
+    found = found[:request.count]
     entries = [
         history_entry(base, provider.resource_type, str(rid), version, updated,
-                      None if deleted else _version(provider, snapshot, stored_body))
-        for rid, version, updated, deleted, snapshot, stored_body in rows
+                      None if deleted else _version(provider, content, stored_body))
+        for rid, version, updated, deleted, content, stored_body in found
     ]
-    last = write_cursor((rows[-1][2], rows[-1][1], str(rows[-1][0]))) if rows else None
+    last = write_cursor((found[-1][2], found[-1][1], str(found[-1][0]))) if found else None
     return history(base, path, request, entries, total, has_next, last, request.till or synced)
 
 
@@ -99,24 +106,42 @@ def _parse_history(ctx: ServerContext, items: Sequence[tuple[str, str]], strict:
                          max_count=ctx.settings.fhir.max_count, strict=strict)
 
 
-def history_instance(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str,
-                     items: Sequence[tuple[str, str]], *, strict: bool = False) -> dict[str, Any]:
+def history_instance_steps(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str,
+                           items: Sequence[tuple[str, str]], *, strict: bool = False) -> Steps[dict[str, Any]]:
     provider = resource_provider(ctx, resource_type, "_history")
     versioning = _versioned(provider)
     request = _parse_history(ctx, items, strict)
     stored = stored_id(provider, rid)
     if stored is None:
         raise not_found(resource_type, rid)
-    with ctx.db.connect() as conn:
-        known = visible(ctx, conn, provider, stored, caller) and \
-            conn.execute(history_count(versioning, HistoryRequest(), stored)).scalar_one()
+    snapshot = yield from fresh(ctx)
+    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    known = (yield from sees(ctx, provider, vis, stored)) and \
+        (yield from scalar(ctx, history_count(versioning, HistoryRequest(), stored)))
     if not known:
         raise not_found(resource_type, rid)
-    return _history(ctx, provider, request, base, f"{resource_type}/{rid}/_history", stored, caller)
+    return (yield from _history(ctx, provider, request, base, f"{resource_type}/{rid}/_history", stored, caller,
+                                snapshot))
+
+
+def history_type_steps(ctx: ServerContext, caller: Caller, base: str, resource_type: str,
+                       items: Sequence[tuple[str, str]], *, strict: bool = False) -> Steps[dict[str, Any]]:
+    provider = resource_provider(ctx, resource_type, "_history")
+    request = _parse_history(ctx, items, strict)
+    snapshot = yield from fresh(ctx)
+    return (yield from _history(ctx, provider, request, base, f"{resource_type}/_history", None, caller, snapshot))
+
+
+def vread(ctx: ServerContext, caller: Caller, resource_type: str, rid: str, vid: str,
+          items: Sequence[tuple[str, str]] = ()) -> Resource:
+    return in_thread(ctx, vread_steps(ctx, caller, resource_type, rid, vid, items))
+
+
+def history_instance(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str,
+                     items: Sequence[tuple[str, str]], *, strict: bool = False) -> dict[str, Any]:
+    return in_thread(ctx, history_instance_steps(ctx, caller, base, resource_type, rid, items, strict=strict))
 
 
 def history_type(ctx: ServerContext, caller: Caller, base: str, resource_type: str,
                  items: Sequence[tuple[str, str]], *, strict: bool = False) -> dict[str, Any]:
-    provider = resource_provider(ctx, resource_type, "_history")
-    request = _parse_history(ctx, items, strict)
-    return _history(ctx, provider, request, base, f"{resource_type}/_history", None, caller)
+    return in_thread(ctx, history_type_steps(ctx, caller, base, resource_type, items, strict=strict))

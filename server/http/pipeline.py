@@ -9,7 +9,7 @@ number returned) is left in the ASGI scope for server.http.observe, which record
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,6 +25,8 @@ from server.access.ratelimit import caller_key
 from server.access.tokens import Principal
 from server.engine.context import ServerContext
 from server.engine.caller import ANONYMOUS, Caller, authorize, caller_of
+from server.engine.drivers import in_thread, on_loop
+from server.engine.steps import Steps
 from server.declare.interaction import Interaction
 from server.engine.reads import Resource
 from server.errors import FhirError, InvalidRequest, UriTooLong
@@ -58,7 +60,7 @@ class FhirRequest:
 
 
 Run = Callable[[ServerContext, FhirRequest], Resource | Response]
-Fast = Callable[[ServerContext, FhirRequest], Awaitable[Resource | None]]  # None: not at hand, `run` answers
+Interact = Callable[[ServerContext, FhirRequest], Steps[Any]]  # an interaction's steps (server.engine.steps)
 Negotiator = Callable[[str | None, str | None, str | None], Format]  # (_format, Accept, _pretty) -> format
 
 
@@ -133,12 +135,14 @@ class Pipeline:
                            scope["state"][REQUEST_ID_STATE], items,
                            "handling=strict" in headers.get("prefer", "").replace(" ", "").lower())
 
-    async def serve(self, request: Request, interaction: Interaction, run: Run,
-                    negotiator: Negotiator = negotiate, fast: Fast | None = None, estimate: bool = False) -> Response:
-        """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome. `run` may
-        answer a Response of its own (Bulk Data: 202s, files), sent as it is. `fast`: the same interaction on the
-        event loop (server.engine.fast), tried first when the admission needs no I/O; None from it: `run`.
-        `estimate`: a search, whose cost is estimated first (server.search.cost): a costly one waits for its turn."""
+    async def serve(self, request: Request, interaction: Interaction, run: Run | None = None,
+                    negotiator: Negotiator = negotiate, steps: Interact | None = None,
+                    estimate: bool = False) -> Response:
+        """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome. `steps`: the
+        interaction (server.engine.steps), run by the event loop's driver (or, without one, in a worker thread);
+        `run`: work done in a worker thread, which may answer a Response of its own (Bulk Data: 202s, files), sent
+        as it is. `estimate`: a search, whose cost is estimated first (server.search.cost): a costly one waits
+        for its turn."""
         admitted: FhirRequest | None = None
         principal: Principal | None = None  # known before the caller: a refused scope still names its subject
         body: Any = None
@@ -162,9 +166,11 @@ class Pipeline:
             if costly and admitted is None:  # a caller is admitted (401/403/429) before it takes a costly turn
                 await self._in_thread(request, admit)
             async with self.costly.turn() if costly else nullcontext():  # costly searches: their own share
-                if fast is not None and admitted is not None:
-                    body = await fast(self.ctx, admitted)
-                if body is None:  # in a worker thread (with the token check when it may fetch the IdP's keys)
+                if steps is not None:
+                    caller = admitted if admitted is not None else await self._in_thread(request, admit)
+                    body = await self._drive(request, steps(self.ctx, caller))
+                else:  # in a worker thread (with the token check when it may fetch the IdP's keys)
+                    assert run is not None
                     body = await self._in_thread(request, lambda: run(self.ctx, admitted or admit()))
             assert admitted is not None
             response = body if isinstance(body, Response) else self._render(request, admitted, body)
@@ -181,6 +187,14 @@ class Pipeline:
         request.scope["state"][SERVED] = Served(interaction)
         return error_response(self.ctx, error, interaction, ERROR_FORMAT, request.scope["state"][REQUEST_ID_STATE],
                               request.scope)
+
+    async def _drive(self, request: Request, interaction: Steps[Any]) -> Any:
+        """The interaction on the event loop's driver; in a worker thread where there is none (read replicas, a
+        database in memory)."""
+        limiter = getattr(request.app.state, "limiter", None)
+        if self.ctx.hot is not None:
+            return await on_loop(self.ctx, interaction, limiter)
+        return await self._in_thread(request, lambda: in_thread(self.ctx, interaction))
 
     @staticmethod
     async def _in_thread(request: Request, work: Callable[[], Any]) -> Any:

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from server.bulk.endpoints import bulk_routes
-from server.engine import fast, reads, searches, versions
+from server.engine import reads, searches, versions
 from server.declare.interaction import Interaction
 from server.errors import (
     FhirError,
@@ -39,47 +39,46 @@ async def metadata(request: Request) -> Response:
     if rtype is not None and rtype not in request.app.state.ctx.registry.providers:
         return _pipeline(request).unserved(
             request, ResourceTypeNotSupported(f"resource type {rtype!r} is not supported"), interaction)
-    return await _pipeline(request).serve(request, interaction, lambda ctx, r: reads.capabilities(ctx, r.base),
-                                          fast=lambda ctx, r: fast.capabilities(ctx, r.base))
+    return await _pipeline(request).serve(request, interaction, steps=lambda ctx, r: (
+        reads.capabilities_steps(ctx, r.base)))
 
 
 async def search(request: Request) -> Response:
     rtype = request.path_params["rtype"]
-    return await _pipeline(request).serve(request, Interaction("search-type", rtype), lambda ctx, r: (
-        searches.search_type(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)), fast=lambda ctx, r: (
-        fast.search(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)), estimate=True)
+    return await _pipeline(request).serve(request, Interaction("search-type", rtype), steps=lambda ctx, r: (
+        searches.search_type_steps(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)), estimate=True)
 
 
 async def read(request: Request) -> Response:
     rtype, rid = request.path_params["rtype"], request.path_params["rid"]
-    return await _pipeline(request).serve(request, Interaction("read", rtype, rid), lambda ctx, r: (
-        reads.read(ctx, r.caller, rtype, rid, r.items)), fast=lambda ctx, r: fast.read(ctx, r.caller, rtype, rid, r.items))
+    return await _pipeline(request).serve(request, Interaction("read", rtype, rid), steps=lambda ctx, r: (
+        reads.read_steps(ctx, r.caller, rtype, rid, r.items)))
 
 
 async def operation(request: Request) -> Response:
     rtype, rid = request.path_params["rtype"], request.path_params.get("rid")  # no rid: [type]/$name
     name = request.path_params["op"].removeprefix("$")
-    return await _pipeline(request).serve(request, Interaction("operation", rtype, rid, name), lambda ctx, r: (
-        searches.run_operation(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)), fast=lambda ctx, r: (
-        fast.operation(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)), estimate=True)
+    return await _pipeline(request).serve(request, Interaction("operation", rtype, rid, name), steps=lambda ctx, r: (
+        searches.run_operation_steps(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)),
+        estimate=True)
 
 
 async def vread(request: Request) -> Response:
     rtype, rid, vid = (request.path_params[k] for k in ("rtype", "rid", "vid"))
-    return await _pipeline(request).serve(request, Interaction("vread", rtype, rid), lambda ctx, r: (
-        versions.vread(ctx, r.caller, rtype, rid, vid, r.items)))
+    return await _pipeline(request).serve(request, Interaction("vread", rtype, rid), steps=lambda ctx, r: (
+        versions.vread_steps(ctx, r.caller, rtype, rid, vid, r.items)))
 
 
 async def history_instance(request: Request) -> Response:
     rtype, rid = request.path_params["rtype"], request.path_params["rid"]
-    return await _pipeline(request).serve(request, Interaction("history-instance", rtype, rid), lambda ctx, r: (
-        versions.history_instance(ctx, r.caller, r.base, rtype, rid, r.items, strict=r.strict)))
+    return await _pipeline(request).serve(request, Interaction("history-instance", rtype, rid), steps=lambda ctx, r: (
+        versions.history_instance_steps(ctx, r.caller, r.base, rtype, rid, r.items, strict=r.strict)))
 
 
 async def history_type(request: Request) -> Response:
     rtype = request.path_params["rtype"]
-    return await _pipeline(request).serve(request, Interaction("history-type", rtype), lambda ctx, r: (
-        versions.history_type(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)))
+    return await _pipeline(request).serve(request, Interaction("history-type", rtype), steps=lambda ctx, r: (
+        versions.history_type_steps(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)))
 
 
 async def base(request: Request) -> Response:

@@ -39,6 +39,7 @@ from sqlalchemy.sql.visitors import InternalTraversal
 from server.declare.provider import ResourceProvider
 from server.search.chains import Chained, Hop
 from server.search.referred import foreign_key, referred, referred_keys, tables_of
+from server.search.seen import seen
 from server.search.request import SearchRequest
 from server.search.sql import look_up, where_clause
 from server.params.types.reference import ReferenceTarget, targets_to
@@ -135,8 +136,7 @@ def _reverse(searched: ResourceProvider, hop: Hop, source: ResourceProvider,
 
 def _own(provider: ResourceProvider, visible: ColumnElement[bool] | None) -> list[ColumnElement[bool]]:
     """What every hop applies on its type: live rows (when versioned), the caller's scope."""
-    live = [provider.versioning.deleted.is_(False)] if provider.versioning is not None else []
-    return [*live, *([visible] if visible is not None else [])]
+    return seen(provider, visible)
 
 
 def compile_chained(conn: Connection, providers: Mapping[str, Any], chained: Chained,

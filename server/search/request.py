@@ -89,7 +89,7 @@ class SearchRequest(Paged):
     paging: Paging = field(default_factory=Paging)
     fixed: tuple[Clause, ...] = ()  # bound by the path (an operation), not shown in the query
     sort: tuple[SortKey, ...] = ()
-    total: Total = "accurate"
+    total: Total = "estimate"  # the default: exact up to the server's threshold (server.engine.searches)
     summary: Summary | None = None
     elements: tuple[str, ...] | None = None
     includes: tuple[Include, ...] = ()
@@ -147,7 +147,7 @@ class SearchRequest(Paged):
         if self.sort:
             pairs.append(("_sort", ",".join(k.raw for k in self.sort)))
         pairs += [(i.key, i.raw) for i in self.includes]
-        if self.total != "accurate":
+        if self.total != "estimate":
             pairs.append(("_total", self.total))
         if self.summary:
             pairs.append(("_summary", self.summary))

@@ -4,7 +4,7 @@ and reads: a page (of columns or of stored bodies), a count, rows by id, the res
 from the history (compiled once: server.storage.prepared)."""
 from __future__ import annotations
 
-from collections.abc import Generator, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -14,14 +14,11 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
-    case,
     exists,
     false,
     func,
     literal,
-    literal_column,
     not_,
-    null,
     or_,
     select,
     true,
@@ -32,7 +29,9 @@ from sqlalchemy.sql.elements import AsBoolean, False_
 
 from server.declare.provider import ResourceProvider
 from server.params.ids import coerce_id
+from server.search.asks import Asks, run_on
 from server.search.request import Clause, SearchRequest
+from server.search.seen import seen
 from server.params.types.base import (
     CompileContext,
     LooksUp,
@@ -40,7 +39,7 @@ from server.params.types.base import (
     MissingValue,
     implements,
 )
-from server.search.order import MEASURE, SORT_BELOW, measure_column, order_of, ordered, sort_keys, sorted_matches
+from server.search.order import SORT_BELOW, measure_column, order_of, sorted_matches
 from server.search.referred import keys_query, kept_keys, referred, tables_of
 from server.params.types.reference import ReferenceTarget, referring
 
@@ -111,21 +110,17 @@ def where_clause(provider: ResourceProvider, request: SearchRequest, found: Foun
                  visible: ColumnElement[bool] | None = None) -> ColumnElement[bool]:
     """`found`: look_up's result (and the conditions of the request's chained parameters, compiled before);
     `visible`: the caller's scope (server.access.scope.Visibility.clause)."""
-    live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
-    scope = [visible] if visible is not None else []
     joined = [(found or {})[(JOINED, j.key, j.raw)] for j in request.joined]  # KeyError: not compiled
-    return and_(true(), *live, *scope, *(_clause(provider, c, found or {}) for c in request.all_clauses), *joined)
+    return and_(true(), *seen(provider, visible), *(_clause(provider, c, found or {}) for c in request.all_clauses), *joined)
 
 
-Lookups = Generator[tuple[Select[Any], bool], Any, dict[Hashable, Any]]
 
 
-def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnElement[bool] | None = None) -> Lookups:
-    """What the search looks up before its query, one query at a time: yields (query, many) and is sent the first
-    column of its first row (None when none), or of every row (`many`); returns what look_up returns. So a thread
-    (look_up) and the event loop (server.engine.fast) run the same look-ups."""
-    live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
-    scope = [visible] if visible is not None else []
+def lookups(provider: ResourceProvider, request: SearchRequest,
+            visible: ColumnElement[bool] | None = None) -> Asks[dict[Hashable, Any]]:
+    """What the search looks up before its query, one query at a time (server.search.asks): what the request's
+    LooksUp types need (the path of a :below value...), among the live rows the caller may see (`visible`): what it
+    may not see is unknown; and the keys of conditions on referred tables (server.search.referred)."""
     found: dict[Hashable, Any] = {}
     for clause in request.all_clauses:
         if not implements(type(clause.param.kind), LooksUp):
@@ -135,37 +130,28 @@ def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnE
         for target in clause.param.targets:
             for value in clause.values:
                 for key, query in kind.lookups(target, clause.modifier, value, at):
-                    found[key] = yield query.where(*live, *scope).limit(1), False
+                    found[key] = yield query.where(*seen(provider, visible)).limit(1), "scalar"
     for clause in request.all_clauses:  # then the keys of conditions on referred tables (their rows' scope is
         if clause.modifier == "missing":  # the provider's, applied by the search itself)
             continue
         matches = found[(MATCHES, clause.key, clause.raw)] = _matches(provider, clause, _context(provider, clause, found))
         for i, match in enumerate(matches):
             query = None if isinstance(match, Select) else keys_query(provider.table, match)
-            if query is not None and (keys := kept_keys((yield query, True))) is not None:
+            if query is not None and (keys := kept_keys((yield query, "scalars"))) is not None:
                 found[(REFERRED, clause.key, clause.raw, i)] = keys
     return found
 
 
 def look_up(conn: Connection, provider: ResourceProvider, request: SearchRequest,
             visible: ColumnElement[bool] | None = None) -> dict[Hashable, Any]:
-    """What the request's LooksUp types need (the path of a :below value...), looked up before the search query
-    among the live rows the caller may see (`visible`): what it may not see is unknown; and the keys of conditions
-    on referred tables (server.search.referred)."""
-    run = lookups(provider, request, visible)
-    try:
-        query, many = next(run)
-        while True:
-            result = conn.execute(query)
-            query, many = run.send(result.scalars().all() if many else result.scalar())
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+    """`lookups` run on a connection at hand."""
+    return run_on(conn, lookups(provider, request, visible))
 
 
 AFTER = "_after"  # the bind of a keyset page's position: a compiled page serves every position
 
 
-def _paged(provider: ResourceProvider, request: SearchRequest, query: Select[Any], where: ColumnElement[bool],
+def paged(provider: ResourceProvider, request: SearchRequest, query: Select[Any], where: ColumnElement[bool],
            extra_row: int, total: int | None = None) -> Select[Any]:
     """`total`: the search's exact total, when counted: few matches are read by the condition's index and sorted."""
     order = order_of(provider, request)
@@ -186,13 +172,13 @@ def page_query(provider: ResourceProvider, request: SearchRequest, found: Found 
     """`where`: the request's where_clause, when the caller has it already; `total`: its count, when known."""
     columns = [*(provider.search_columns or provider.columns), *measure_column(request)]
     where = where if where is not None else where_clause(provider, request, found)
-    return _paged(provider, request, select(*columns).select_from(provider.source), where, extra_row, total)
+    return paged(provider, request, select(*columns).select_from(provider.source), where, extra_row, total)
 
 
 _LAST_WHERE: list[tuple[Any, bool]] = [(None, False)]  # (the last condition _from saw, whether it joins)
 
 
-def _from(provider: ResourceProvider, where: ColumnElement[bool], *elements: Any) -> FromClause:
+def table_for(provider: ResourceProvider, where: ColumnElement[bool], *elements: Any) -> FromClause:
     """The provider's table alone when that is all the elements use: fewer joins to plan. (A search's count and
     page share their condition: what it uses is found once; the pair is replaced whole, threads may share it.)"""
     last, joins = _LAST_WHERE[0]
@@ -202,99 +188,36 @@ def _from(provider: ResourceProvider, where: ColumnElement[bool], *elements: Any
     return provider.source if joins or not tables_of(*elements) <= {provider.table} else provider.table
 
 
-def body_page_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-                    extra_row: int = 0, where: ColumnElement[bool] | None = None,
-                    total: int | None = None) -> Select[Any]:
-    """Ids and stored bodies (NULL where the body cannot serve this page) instead of the columns. The page is
-    chosen first (its ids, versions and sort keys: what the condition's indexes and rows give), then the bodies of
-    its rows only are looked up: a sort of many matches never carries their bodies."""
-    v, spec = provider.versioning, provider.prerendered
-    assert v is not None and spec is not None
-    where = where if where is not None else where_clause(provider, request, found)
-    keys = sort_keys(provider, request)
-    flags = [spec.in_search.label("_in_search")] if spec.in_search is not None else []
-    sorting = [e.label(f"_key{i}") for i, (e, _) in enumerate(keys[:-1])]
-    inner = select(provider.id_column, v.version.label("_version"), *flags, *sorting, *measure_column(request))
-    inner = inner.select_from(_from(provider, where, *(e for e, _ in keys[:-1]), *flags, *measure_column(request)))
-    page = _paged(provider, request, inner, where, extra_row, total).subquery(PAGE)
-    page_id, body = _bodies(provider)
-    measure = [literal_column(f"{PAGE}.{MEASURE}")] if request.ranked is not None else []
-    order = ordered([*((literal_column(f"{PAGE}._key{i}"), d) for i, (_, d) in enumerate(keys[:-1])), (page_id, None)])
-    return select(page_id, body, *measure).select_from(page).order_by(*order)
-
-
-PAGE = "page"  # the page's subquery, whose columns the bodies' query names
-_BODIES: dict[int, tuple[ResourceProvider, ColumnElement[Any], ColumnElement[Any]]] = {}
-
-
-def _bodies(provider: ResourceProvider) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
-    """The page's id and its stored body (NULL where it cannot serve a search), as columns of the page's subquery,
-    built once per provider."""
-    kept = _BODIES.get(id(provider))
-    if kept is None or kept[0] is not provider:
-        v, spec = provider.versioning, provider.prerendered
-        assert v is not None and spec is not None
-        page_id = literal_column(f"{PAGE}.{provider.id_column.key}", provider.id_column.type)
-        stored = (select(spec.body).where(v.history_id == page_id,
-                                          v.history_version == literal_column(f"{PAGE}._version"))
-                  .scalar_subquery())
-        body = stored if spec.in_search is None else case((literal_column(f"{PAGE}._in_search"), stored), else_=None)
-        kept = _BODIES[id(provider)] = (provider, page_id, body.label("_body"))
-    return kept[1], kept[2]
-
-
-def body_query(provider: ResourceProvider, scoped: bool = False) -> Select[Any]:
-    """A read from the history alone: the newest version's deletion flag, number, instant and stored body
-    (NULL: render it), for the id bound as `id`. The writer records every version in the history as it
-    writes it, so the newest one is the current one. `scoped`: also the row's partition and path (tenancy),
-    for the caller's scope to be checked."""
-    v, spec = provider.versioning, provider.prerendered
-    assert v is not None and spec is not None
-    query = (select(v.history_deleted, v.history_version, v.history_updated, spec.body)
-             .where(v.history_id == bindparam("id", type_=provider.id_column.type))
-             .order_by(v.history_version.desc()).limit(1))
-    tenancy = provider.tenancy
-    if not scoped or tenancy is None:
-        return query
-    partition = tenancy.partition if tenancy.partition is not None else null()  # none: scoped via a reference
-    path = tenancy.path if tenancy.path is not None else null()
-    return query.add_columns(partition, path).join(provider.table, provider.id_column == v.history_id)
-
-
-def scope_query(provider: ResourceProvider, stored_id: Any) -> Select[Any]:
-    """The partition and path of one row (live or deleted), to check a caller's scope."""
-    tenancy = provider.tenancy
-    assert tenancy is not None
-    path = tenancy.path if tenancy.path is not None else null()
-    return select(tenancy.partition, path).select_from(provider.table).where(provider.id_column == stored_id)
-
-
 def within(provider: ResourceProvider, key: ColumnElement[Any], visible: ColumnElement[bool]) -> ColumnElement[bool]:
     """`key` (an id of the provider held elsewhere: a history row's) names a row the caller may see."""
     return exists().where(provider.id_column == key, visible)
 
 
 def count_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-                where: ColumnElement[bool] | None = None) -> Select[Any]:
+                where: ColumnElement[bool] | None = None, up_to: int | None = None) -> Select[Any]:
+    """The number of matches; `up_to`: counted up to one past it (what a page's index range reads, at most),
+    whatever the number of matches."""
     where = where if where is not None else where_clause(provider, request, found)
-    return select(func.count()).select_from(_from(provider, where)).where(where)
+    if up_to is None:
+        return select(func.count()).select_from(table_for(provider, where)).where(where)
+    some = select(literal(1).label("one")).select_from(table_for(provider, where)).where(where)
+    return select(func.count()).select_from(some.limit(literal(up_to + 1, literal_execute=True)).subquery("matches"))
 
 
 def read_query(provider: ResourceProvider, stored_ids: list[Any], *, search: bool = False,
-               visible: ColumnElement[bool] | None = None) -> Select[Any]:
-    """Rows to render: all columns, or those of search pages (`search`); `visible`: the caller's scope."""
+               visible: ColumnElement[bool] | None = None, live: bool = False) -> Select[Any]:
+    """Rows to render: all columns, or those of search pages (`search`); `visible`: the caller's scope; `live`:
+    the live ones only (else deleted ones too: a read answers 410 for them)."""
     columns = provider.search_columns or provider.columns if search else provider.columns
-    scope = [visible] if visible is not None else []
-    return select(*columns).select_from(provider.source).where(provider.id_column.in_(stored_ids), *scope)
+    return select(*columns).select_from(provider.source).where(provider.id_column.in_(stored_ids),
+                                                               *seen(provider, visible, live=live))
 
 
 def referring_query(provider: ResourceProvider, target: ReferenceTarget, stored_ids: list[Any], limit: int,
                     visible: ColumnElement[bool] | None = None, keys: Any = None) -> Select[Any]:
     """Live resources of `provider` whose reference `target` points at one of `stored_ids` (_revinclude); `keys`:
     for a reference held in a referred table, the keys of its rows, looked up before (server.search.include)."""
-    live = [provider.versioning.deleted.is_(False)] if provider.versioning else []
-    scope = [visible] if visible is not None else []
     cond = referring(target, provider.id_column, stored_ids)
     return (select(*(provider.search_columns or provider.columns)).select_from(provider.source)
-            .where(cond if keys is None else referred(provider.table, cond, keys), *live, *scope)  # type: ignore
+            .where(cond if keys is None else referred(provider.table, cond, keys), *seen(provider, visible))  # type: ignore
             .order_by(provider.id_column).limit(limit))

@@ -1,4 +1,4 @@
-"""The driver's own connection on the event loop, for the statements of the hot path (server.engine.fast): no
+"""The driver's own connection on the event loop, for the statements of interactions (server.engine.drivers): no
 thread hop, no pool checkout, no SQLAlchemy execution machinery. SQLite: one sqlite3 connection, used by the loop
 only, for statements bounded by a primary key or an index range (a read, a page); PostgreSQL: psycopg's async
 connections (as many as database.pool_size), the loop waiting on the socket.
@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import psycopg
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.util import LRUCache
 
 from server.settings import Settings
 from server.storage.db import DEAD_PEER, answer_bound_s, normalize_url, wait_bound_s
@@ -26,14 +25,10 @@ from server.storage.watchdog import cut
 from server.storage.timeouts import CHECK_EVERY
 
 Row = tuple[Any, ...]
-MAX_STATEMENTS = 1000  # compiled shapes of search statements
-MAX_PAGES = 4096  # page statements of the searches seen last, as sent
 
 
 class HotDatabase(Protocol):
     database: str  # what server.storage.freshness.database_of names it
-    compiled: MutableMapping[Any, Any]  # compiled statements by shape (server.storage.prepared.driver_sql)
-    pages: MutableMapping[Any, Any]  # the page statements of searches seen, as sent (server.engine.fast)
 
     async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any], budget_s: float | None = None) -> list[Row]:
         """The statement's rows; `budget_s`: a driver that blocks the loop gives up after that long (OverBudget)."""
@@ -75,8 +70,6 @@ class SqliteOnLoop:
     database = "primary"
 
     def __init__(self, path: str, timeout_ms: int) -> None:
-        self.compiled: MutableMapping[Any, Any] = LRUCache(MAX_STATEMENTS)
-        self.pages: MutableMapping[Any, Any] = LRUCache(MAX_PAGES)
         self.path = path
         self.timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
         self._conn: sqlite3.Connection | None = None
@@ -116,12 +109,11 @@ class PostgresOnLoop:
 
     def __init__(self, conninfo: str, size: int, timeout_ms: int, connect_timeout_s: int, answer_s: float,
                  bound_s: float) -> None:
-        self.compiled: MutableMapping[Any, Any] = LRUCache(MAX_STATEMENTS)
-        self.pages: MutableMapping[Any, Any] = LRUCache(MAX_PAGES)
         self.conninfo = conninfo
         self.size = max(1, size)
         # statements prepared once per connection, planned for each one's values (a name prefix, a subtree: what
-        # they select decides the plan, which a generic plan would not know)
+        # they select decides the plan, which a generic plan would not know); results in binary format (a page of
+        # stored bodies comes as bytes, not hex text to decode)
         self.answer_s = answer_s  # a statement unanswered this long: the database is deemed silent
         self.bound_s = bound_s  # the longest wait for a connection (behind others, then connecting)
         self.kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": connect_timeout_s, **DEAD_PEER,
@@ -186,7 +178,7 @@ class PostgresOnLoop:
             silent_after = asyncio.get_running_loop().call_later(
                 self.answer_s, lambda c=conn: silent.append(True) or cut(c, self.answer_s))
             try:
-                cursor = await conn.execute(sql, params, prepare=True)
+                cursor = await conn.execute(sql, params, prepare=True, binary=True)
                 found = await cursor.fetchall()
             except psycopg.Error as exc:
                 if conn.closed or conn.broken:

@@ -4,7 +4,7 @@ machinery per request. `params` gives the driver's parameters (a tuple for posit
 built per request (a search's) goes through `driver_sql`: compiled once per shape, its values bound each time."""
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,22 +12,67 @@ from sqlalchemy import Connection, CursorResult, Dialect
 from sqlalchemy.sql import ClauseElement
 
 
+Processor = Callable[[Any], Any] | None
+
+
+@dataclass(frozen=True)
+class Results:
+    """What a statement's rows hold, as SQLAlchemy would give them: each column's name and the processor of its
+    type for this dialect (SQLite's text instants to datetimes, JSON text to values...), applied to the driver's
+    plain rows by `decode`, whichever connection ran the statement."""
+
+    keys: tuple[str, ...]
+    processors: tuple[Processor, ...]
+
+    @classmethod
+    def of(cls, compiled: Any, dialect: Dialect) -> Results:
+        """Found once per compiled statement (kept on it: a compiled shape serves many requests)."""
+        found = compiled.__dict__.get("_row_results")
+        if found is None:
+            columns = getattr(compiled, "_result_columns", None) or ()
+            found = compiled.__dict__["_row_results"] = cls(
+                tuple(c.keyname for c in columns), tuple(_processor(c.type, dialect) for c in columns))
+        return found  # type: ignore[no-any-return]
+
+    def decode(self, rows: Sequence[Sequence[Any]], mappings: bool = False) -> list[Any]:
+        """The rows as tuples (or dicts by column name), their values processed."""
+        processors = self.processors
+        if any(p is not None for p in processors):
+            rows = [tuple(v if p is None or v is None else p(v) for p, v in zip(processors, row)) for row in rows]
+        if mappings:
+            return [dict(zip(self.keys, row)) for row in rows]
+        return rows if isinstance(rows, list) else list(rows)
+
+
+def _processor(type_: Any, dialect: Dialect) -> Processor:
+    """The type's result processor when it does not depend on the column's type in the database (psycopg's numerics
+    ask for it: a double precision column comes as a float already, which is what they would convert to)."""
+    try:
+        return type_._cached_result_processor(dialect, None)  # type: ignore[no-any-return]
+    except TypeError:
+        return None
+
+
 @dataclass(frozen=True)
 class Prepared:
     sql: str
     defaults: Mapping[str, Any]  # the statement's own values (limits, constants...)
     positions: tuple[str, ...] | None  # bind names in order, for positional paramstyles
+    results: Results = Results((), ())
 
     @classmethod
     def compile(cls, statement: ClauseElement, dialect: Dialect) -> Prepared:
         """Values marked literal_execute and expanding IN lists rendered into the SQL once, here."""
         compiled = statement.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
         positions = tuple(compiled.positiontup) if compiled.positional and compiled.positiontup else None
-        return cls(compiled.string, dict(compiled.params), positions)
+        return cls(compiled.string, dict(compiled.params), positions, Results.of(compiled, dialect))
 
     def params(self, **values: Any) -> tuple[Any, ...] | dict[str, Any]:
         merged = {**self.defaults, **values} if values else self.defaults
         return tuple(merged[n] for n in self.positions) if self.positions is not None else dict(merged)
+
+    def bind(self, **values: Any) -> Bound:
+        return Bound(self.sql, self.params(**values), self.positions, self.results)
 
     def run(self, conn: Connection, **values: Any) -> CursorResult[Any]:
         return conn.exec_driver_sql(self.sql, self.params(**values))
@@ -41,13 +86,14 @@ class Bound:
     sql: str
     params: tuple[Any, ...] | dict[str, Any]
     names: tuple[str, ...] | None
+    results: Results = Results((), ())
 
     def replace(self, name: str, value: Any) -> Bound:
         """The same statement with one parameter bound to another value (a page's position)."""
         if self.names is None:
-            return Bound(self.sql, {**self.params, name: value}, None)  # type: ignore[dict-item]
+            return Bound(self.sql, {**self.params, name: value}, None, self.results)  # type: ignore[dict-item]
         index = self.names.index(name)
-        return Bound(self.sql, (*self.params[:index], value, *self.params[index + 1:]), self.names)
+        return Bound(self.sql, (*self.params[:index], value, *self.params[index + 1:]), self.names, self.results)
 
 
 def driver_sql(statement: ClauseElement, dialect: Dialect, cache: MutableMapping[Any, Any]) -> Bound:
@@ -64,8 +110,10 @@ def driver_sql(statement: ClauseElement, dialect: Dialect, cache: MutableMapping
         expanded = compiled._process_parameters_for_postcompile(params)
         sql, params, positions = expanded.statement, expanded.parameters, expanded.positiontup
         processors = {**processors, **expanded.processors}
+    results = Results.of(compiled, dialect)
     if positions is not None:
         return Bound(sql, tuple(processors[k](params[k]) if k in processors else params[k] for k in positions),
-                     tuple(positions))
+                     tuple(positions), results)
     escaped = compiled.escaped_bind_names
-    return Bound(sql, {escaped.get(k, k): processors[k](v) if k in processors else v for k, v in params.items()}, None)
+    return Bound(sql, {escaped.get(k, k): processors[k](v) if k in processors else v for k, v in params.items()},
+                 None, results)

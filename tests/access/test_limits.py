@@ -15,6 +15,7 @@ from sqlalchemy import text
 from starlette.testclient import TestClient
 
 from server.engine import searches
+from server.engine.steps import Blocking, rows
 from server.engine.caller import TRUSTED
 from server.app import create_app
 from server.access.mint import mint_token
@@ -67,16 +68,21 @@ def timeout_ctx(migrated_url: str, tmp_path: Path) -> Iterator[ServerContext]:
     ctx.db.dispose()
 
 
-def test_a_query_past_the_statement_timeout_answers_503_too_costly(timeout_ctx: ServerContext,
+@pytest.mark.parametrize("on", ["a-statement-step", "blocking-work"])
+def test_a_query_past_the_statement_timeout_answers_503_too_costly(timeout_ctx: ServerContext, on: str,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    slow = SLOW_SQL[timeout_ctx.db.dialect.name]
+    """Whichever driver runs it: a statement of the interaction's own (on the loop's connection, or in a thread
+    past its time budget), or blocking work in a thread on a pooled connection."""
+    slow = text(SLOW_SQL[timeout_ctx.db.dialect.name])
 
-    def costly(ctx: ServerContext, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        with ctx.db.connect() as conn:
-            conn.execute(text(slow)).all()
+    def costly(ctx: ServerContext, *args: Any, **kwargs: Any) -> Any:
+        if on == "a-statement-step":
+            yield from rows(ctx, slow, bounded=False)
+        else:
+            yield Blocking(lambda conn: conn.execute(slow).all())
         raise AssertionError("the statement timeout did not interrupt the query")
 
-    monkeypatch.setattr(searches, "search_type", costly)
+    monkeypatch.setattr(searches, "search_type_steps", costly)
     with TestClient(create_app(timeout_ctx.settings, context=timeout_ctx)) as c:
         response = c.get("/fhir/Location", headers={"Authorization": f"Bearer {mint_token(timeout_ctx.settings)}"})
     outcome(response, 503, "too-costly")

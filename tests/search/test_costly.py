@@ -15,7 +15,8 @@ from starlette.testclient import TestClient
 from server.access.mint import mint_token
 from server.app import create_app
 from server.engine.context import ServerContext
-from server.engine import fast, searches
+from server.engine import searches
+from server.engine.steps import Blocking
 from server.search.cost import search_cost
 
 COSTLY = [("name:contains", ",".join(f"v{i}" for i in range(100)))] + [("name:contains", "a")] * 30
@@ -41,21 +42,15 @@ def test_the_cost_is_estimated_from_the_query(items: list[tuple[str, str]], cost
 
 @pytest.fixture
 def slow_costly(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A costly search takes RUN_S in its worker thread (a name:contains over a large table would)."""
-    search_type, fast_search = searches.search_type, fast.search
+    """A costly search holds a worker thread RUN_S first (a name:contains over a large table would)."""
+    search_type_steps = searches.search_type_steps
 
     def slow(ctx: ServerContext, caller: Any, base: str, rtype: str, items: Any, **kwargs: Any) -> Any:
         if any(k == "name:contains" for k, _ in items):
-            time.sleep(RUN_S)
-        return search_type(ctx, caller, base, rtype, items, **kwargs)
+            yield Blocking(lambda conn: time.sleep(RUN_S))
+        return (yield from search_type_steps(ctx, caller, base, rtype, items, **kwargs))
 
-    async def on_thread(ctx: ServerContext, caller: Any, base: str, rtype: str, items: Any, **kwargs: Any) -> Any:
-        if any(k == "name:contains" for k, _ in items):
-            return None
-        return await fast_search(ctx, caller, base, rtype, items, **kwargs)
-
-    monkeypatch.setattr(searches, "search_type", slow)
-    monkeypatch.setattr(fast, "search", on_thread)
+    monkeypatch.setattr(searches, "search_type_steps", slow)
 
 
 def test_reads_and_cheap_searches_keep_their_latency_while_8_costly_searches_run(

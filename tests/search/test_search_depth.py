@@ -14,7 +14,8 @@ from server.engine.context import ServerContext
 from server.declare.rendered import materialized
 from server.errors import FhirError, InvalidRequest, InvalidValue, UnsupportedParameter
 from server.search.request import parse_search
-from server.search.sql import body_page_query, count_query
+from server.search.bodies import body_page_query
+from server.search.sql import count_query
 from tests.support.validators import assert_valid
 
 BASE = "http://fhir.test/fhir"

@@ -3,7 +3,7 @@ _sort, _elements, _summary, _format) never counts again; another filter, another
 does."""
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import replace
 from typing import Any
 
@@ -24,11 +24,9 @@ class CountingCache(CountCache):
         super().__init__()
         self.counted: list[Hashable] = []
 
-    def get(self, key: Hashable, compute: Callable[[], int]) -> int:
-        def counting() -> int:
-            self.counted.append(key)
-            return compute()
-        return super().get(key, counting)
+    def put(self, key: Hashable, value: int) -> None:
+        self.counted.append(key)
+        super().put(key, value)
 
 
 def _search(ctx: ServerContext, query: str) -> dict[str, Any]:
@@ -74,3 +72,50 @@ def test_no_total_counts_nothing(small_ctx: ServerContext) -> None:
     ctx = replace(small_ctx, counts=CountingCache())
     assert "total" not in _search(ctx, "status=active&_total=none")
     assert ctx.counts.counted == []  # type: ignore[attr-defined]
+
+
+def _with_threshold(ctx: ServerContext, threshold: int) -> ServerContext:
+    fhir = replace(ctx.settings.fhir, total_threshold=threshold)
+    return replace(ctx, settings=replace(ctx.settings, fhir=fhir), counts=CountingCache())
+
+
+def _relations(bundle: dict[str, Any]) -> list[str]:
+    return [link["relation"] for link in bundle["link"]]
+
+
+# status=active matches 6 units of the small pyramid; the threshold is 3 (counted up to 4)
+THRESHOLD = [
+    pytest.param("status=active&_count=2", None, ["self", "first", "next"], 1, id="past-it-no-total-no-last"),
+    pytest.param("status=active&_count=2&_total=estimate", None, ["self", "first", "next"], 1, id="estimate"),
+    pytest.param("status=active&_count=2&_total=accurate", 6, ["self", "first", "next", "last"], 2,
+                 id="accurate-counts-all"),
+    pytest.param("status=active&_summary=count", 6, ["self"], 2, id="summary-count-counts-all"),
+    pytest.param("_id=10,20,30", 3, ["self", "first", "last"], 1, id="at-it-exact"),
+    pytest.param("_id=10,20,30&_total=accurate", 3, ["self", "first", "last"], 1,
+                 id="accurate-under-it-counted-once"),
+    pytest.param("status=active&_count=2&_total=none", None, ["self", "first", "next"], 0, id="none"),
+]
+
+
+@pytest.mark.parametrize("query, total, relations, counts", THRESHOLD)
+def test_a_total_past_the_threshold_is_left_out(small_ctx: ServerContext, query: str, total: int | None,
+                                                relations: list[str], counts: int) -> None:
+    ctx = _with_threshold(small_ctx, 3)
+    bundle = _search(ctx, query)
+    assert bundle.get("total") == total
+    assert _relations(bundle) == relations
+    assert len(ctx.counts.counted) == counts  # type: ignore[attr-defined]
+
+
+def test_every_match_is_reached_past_the_threshold(small_ctx: ServerContext) -> None:
+    """Without a total, `next` links still lead through every match, once each."""
+    ctx = _with_threshold(small_ctx, 3)
+    seen: list[str] = []
+    query = "status=active&_count=2"
+    while query:
+        bundle = _search(ctx, query)
+        assert "total" not in bundle
+        seen += [e["fullUrl"].rsplit("/", 1)[1] for e in bundle.get("entry", [])]
+        following = next((link["url"] for link in bundle["link"] if link["relation"] == "next"), None)
+        query = following.split("?", 1)[1] if following else ""
+    assert len(seen) == len(set(seen)) == 6

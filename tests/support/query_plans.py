@@ -8,7 +8,6 @@ from pathlib import Path
 from plugins.orgunits.demo import generate_demo
 from server.engine.context import ServerContext
 from server.engine.caller import TRUSTED, Caller
-from server.engine.chaining import forget
 from tests.support.chained import real_context, search
 from tests.support.plans import Statement, captured, full_scans
 
@@ -34,7 +33,7 @@ def statements(ctx: ServerContext, rtype: str, query: str, caller: Caller = TRUS
     if counted:
         ctx.counts.clear()
     if cold:
-        forget(ctx)
+        ctx.conditions.clear()
     with captured(ctx.db) as seen:
         search(ctx, rtype, query, caller)
     return list(seen)

@@ -1,0 +1,98 @@
+"""The drivers that run an interaction's steps (server.engine.steps): the I/O, and nothing else.
+
+- `on_loop`: on the event loop, on the driver's own connection (server.storage.hot: sqlite3 for statements bounded
+  by a key or an index range, psycopg async): a statement that is not bounded runs within a time budget on a driver
+  that blocks the loop, and in a worker thread past it; `Blocking` work runs in a worker thread, on a pooled
+  connection.
+- `in_thread`: in the calling thread, on one SQLAlchemy connection for the whole interaction (read replicas, a
+  database in memory, Bulk Data's exports, the command line, tests).
+
+Both send the same values back (rows decoded as SQLAlchemy would give them): an interaction answers the same bytes
+on either."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+
+from server.engine.context import ServerContext
+from server.engine.steps import Blocking, Query, Steps, Which
+from server.storage.freshness import database_of
+from server.storage.hot import OverBudget
+
+T = TypeVar("T")
+LOOP_BUDGET_S = 0.02  # an unbounded statement longer than this on a driver that blocks the loop goes to a thread
+
+
+def _on(conn: Connection, step: Query) -> list[Any]:
+    found = conn.exec_driver_sql(step.bound.sql, step.bound.params).all()
+    return step.bound.results.decode(found, step.mappings)
+
+
+def _blocking(ctx: ServerContext, work: Callable[[Connection], T]) -> T:
+    """`work` on a pooled connection; once more on a new one when the first was found dead."""
+    for attempt in (1, 2):
+        try:
+            with ctx.db.connect() as conn:
+                return work(conn)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+async def on_loop(ctx: ServerContext, interaction: Steps[T], limiter: anyio.CapacityLimiter | None = None) -> T:
+    hot = ctx.hot
+    assert hot is not None
+    name = hot.database
+    sent: Any = None
+    try:
+        while True:
+            step = interaction.send(sent)
+            if isinstance(step, Query):
+                bound = step.bound
+                try:
+                    found = await hot.rows(bound.sql, bound.params, None if step.bounded else LOOP_BUDGET_S)
+                    sent = bound.results.decode(found, step.mappings)
+                except OverBudget:  # too long to hold the loop: a thread runs it
+                    sent = await anyio.to_thread.run_sync(_blocking, ctx, lambda c, s=step: _on(c, s),
+                                                          limiter=limiter)
+            elif isinstance(step, Blocking):
+                known = step.at_hand(name) if step.at_hand is not None else None
+                sent = known if known is not None else \
+                    await anyio.to_thread.run_sync(_blocking, ctx, step.work, limiter=limiter)
+            else:
+                assert isinstance(step, Which)
+                sent = name
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        interaction.close()
+
+
+def in_thread(ctx: ServerContext, interaction: Steps[T], conn: Connection | None = None) -> T:
+    """The interaction on `conn`, or on a connection of its own (released when it ends)."""
+    if conn is None:
+        with ctx.db.connect() as own:
+            return in_thread(ctx, interaction, own)
+    name = database_of(conn)
+    sent: Any = None
+    try:
+        while True:
+            step = interaction.send(sent)
+            if isinstance(step, Query):
+                sent = _on(conn, step)
+            elif isinstance(step, Blocking):
+                known = step.at_hand(name) if step.at_hand is not None else None
+                sent = known if known is not None else step.work(conn)
+            else:
+                assert isinstance(step, Which)
+                sent = name
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        interaction.close()

@@ -1,0 +1,103 @@
+"""The queries of stored bodies (server.declare.provider.Prerendered) and, beside each, the decoder of its rows:
+a column is named once, here, and read by name everywhere else (the event loop's driver gives plain tuples).
+
+- `body_query`: a read from the history alone (the newest version of one id);
+- `body_page_query`: a search page of ids and stored bodies."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, bindparam, case, literal_column, null, select
+
+from server.declare.provider import ResourceProvider
+from server.search.order import MEASURE, measure_column, ordered, sort_keys
+from server.search.request import SearchRequest
+from server.search.sql import Found, paged, table_for, where_clause
+
+
+@dataclass(frozen=True, slots=True)
+class StoredVersion:
+    """A row of body_query: the newest version of one resource; `partition` and `path` when scoped."""
+
+    deleted: bool
+    version: Any
+    updated: Any
+    body: bytes | None
+    partition: Any = None
+    path: str | None = None
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> StoredVersion:
+        deleted, version, updated, body, *scope = row
+        return cls(bool(deleted), version, updated, None if body is None else bytes(body), *scope)
+
+
+def body_query(provider: ResourceProvider, scoped: bool = False) -> Select[Any]:
+    """A read from the history alone: the newest version's deletion flag, number, instant and stored body
+    (NULL: render it), for the id bound as `id` (rows: StoredVersion). The writer records every version in the
+    history as it writes it, so the newest one is the current one. `scoped`: also the row's partition and path
+    (tenancy), for the caller's scope to be checked."""
+    v, spec = provider.versioning, provider.prerendered
+    assert v is not None and spec is not None
+    query = (select(v.history_deleted.label("deleted"), v.history_version.label("version"),
+                    v.history_updated.label("updated"), spec.body.label("body"))
+             .where(v.history_id == bindparam("id", type_=provider.id_column.type))
+             .order_by(v.history_version.desc()).limit(1))
+    tenancy = provider.tenancy
+    if not scoped or tenancy is None:
+        return query
+    partition = tenancy.partition if tenancy.partition is not None else null()  # none: scoped via a reference
+    path = tenancy.path if tenancy.path is not None else null()
+    return (query.add_columns(partition.label("partition"), path.label("path"))
+            .join(provider.table, provider.id_column == v.history_id))
+
+
+@dataclass(frozen=True, slots=True)
+class PageEntry:
+    """A row of body_page_query: an id, its stored body (None: render it), the ranked search's measure."""
+
+    id: Any
+    body: bytes | None
+    measure: Any = None
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> PageEntry:
+        return cls(row[0], None if row[1] is None else bytes(row[1]), row[2] if len(row) > 2 else None)
+
+
+PAGE = "page"  # the page's subquery, whose columns the bodies' query names
+
+
+def body_page_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
+                    extra_row: int = 0, where: ColumnElement[bool] | None = None,
+                    total: int | None = None) -> Select[Any]:
+    """Ids and stored bodies (NULL where the body cannot serve this page) instead of the columns (rows:
+    PageEntry). The page is chosen first (its ids, versions and sort keys: what the condition's indexes and rows
+    give), then the bodies of its rows only are looked up: a sort of many matches never carries their bodies."""
+    v, spec = provider.versioning, provider.prerendered
+    assert v is not None and spec is not None
+    where = where if where is not None else where_clause(provider, request, found)
+    keys = sort_keys(provider, request)
+    flags = [spec.in_search.label("_in_search")] if spec.in_search is not None else []
+    sorting = [e.label(f"_key{i}") for i, (e, _) in enumerate(keys[:-1])]
+    inner = select(provider.id_column, v.version.label("_version"), *flags, *sorting, *measure_column(request))
+    inner = inner.select_from(table_for(provider, where, *(e for e, _ in keys[:-1]), *flags, *measure_column(request)))
+    page = paged(provider, request, inner, where, extra_row, total).subquery(PAGE)
+    page_id, body = _bodies(provider)
+    measure = [literal_column(f"{PAGE}.{MEASURE}").label("measure")] if request.ranked is not None else []
+    order = ordered([*((literal_column(f"{PAGE}._key{i}"), d) for i, (_, d) in enumerate(keys[:-1])), (page_id, None)])
+    return select(page_id.label("id"), body, *measure).select_from(page).order_by(*order)
+
+
+def _bodies(provider: ResourceProvider) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+    """The page's id and its stored body (NULL where it cannot serve a search), as columns of the page's
+    subquery."""
+    v, spec = provider.versioning, provider.prerendered
+    assert v is not None and spec is not None
+    page_id = literal_column(f"{PAGE}.{provider.id_column.key}", provider.id_column.type)
+    stored = (select(spec.body).where(v.history_id == page_id, v.history_version == literal_column(f"{PAGE}._version"))
+              .scalar_subquery())
+    body = stored if spec.in_search is None else case((literal_column(f"{PAGE}._in_search"), stored), else_=None)
+    return page_id, body.label("body")

@@ -1,0 +1,25 @@
+"""What a caller may see of a provider's rows, decided here only: its live rows (a versioned provider's deleted
+ones are gone) within the caller's visibility (server.access.scope.Visibility.clause, SMART scopes applied). Every
+query that selects rows for a caller (a search, its look-ups, chains and _has hops, includes, subtree roots, reads,
+Bulk Data) takes its conditions from `seen`: a query that built its own could leak a deleted row or another
+tenant's."""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import ColumnElement
+
+from server.declare.provider import ResourceProvider
+
+
+def seen(provider: ResourceProvider, visible: ColumnElement[bool] | None, *, live: bool = True,
+         deleted: ColumnElement[Any] | None = None) -> list[ColumnElement[bool]]:
+    """The conditions (AND-ed) of the provider's rows the caller may see. `visible`: the caller's visibility clause (None:
+    every row); `live=False`: deleted rows too (a read, which answers 410 for them); `deleted`: the deletion flag
+    to test instead of the provider's own (a version in the history: Bulk Data's view at an instant)."""
+    conds: list[ColumnElement[bool]] = []
+    if live and provider.versioning is not None:
+        conds.append((deleted if deleted is not None else provider.versioning.deleted).is_(False))
+    if visible is not None:
+        conds.append(visible)
+    return conds

@@ -1,0 +1,95 @@
+"""Each decision in one place (issue 28): the rows a caller may see are decided by server.search.seen only, the
+caller's visibility of a provider (SMART scopes, then its access scope) by server.engine.reads only, and the rows
+of the stored-body queries are read through the decoder written beside each query, by the names it selects."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from server.declare.provider import ResourceProvider
+from server.declare.registry import Registry
+from server.plugins import get_plugin_manager
+from server.search.bodies import PageEntry, StoredVersion, body_page_query, body_query
+from server.search.request import SearchRequest, parse_search
+from server.settings import parse_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = sorted((ROOT / "server").rglob("*.py"))
+# who may test a deletion flag: the one condition, and the writer's pre-rendering (no caller: every live version)
+DELETION_TESTED_BY = {"server/search/seen.py", "server/storage/prerender.py"}
+DELETION_FLAGS = {"deleted", "history_deleted"}
+
+
+def _calls(path: Path) -> list[ast.Call]:
+    return [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Call)]
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def test_only_seen_tests_whether_a_row_is_deleted() -> None:
+    tested = [f"{_name(path)}:{call.lineno}" for path in SERVER if _name(path) not in DELETION_TESTED_BY
+              for call in _calls(path)
+              if isinstance(call.func, ast.Attribute) and call.func.attr in ("is_", "is_not", "__eq__")
+              and isinstance(call.func.value, ast.Attribute) and call.func.value.attr in DELETION_FLAGS]
+    assert not tested, f"a deletion condition built outside server/search/seen.py: {tested}"
+
+
+def test_only_the_engine_asks_the_scoper_for_a_callers_visibility() -> None:
+    asked = [f"{_name(path)}:{call.lineno}" for path in SERVER if _name(path) != "server/engine/reads.py"
+             for call in _calls(path)
+             if isinstance(call.func, ast.Attribute) and call.func.attr in ("visibility", "peek")
+             and isinstance(call.func.value, ast.Attribute) and call.func.value.attr == "scoper"]
+    assert not asked, f"a caller's visibility decided outside server.engine.reads (SMART scopes skipped): {asked}"
+
+
+@pytest.fixture(scope="module")
+def location() -> ResourceProvider:
+    settings = parse_settings({})
+    provider = Registry.collect(get_plugin_manager(settings), settings).providers["Location"]
+    assert isinstance(provider, ResourceProvider)
+    return provider
+
+
+def _fields(decoder: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(decoder)]
+
+
+@pytest.mark.parametrize("scoped, names", [
+    pytest.param(False, ["deleted", "version", "updated", "body"], id="read"),
+    pytest.param(True, ["deleted", "version", "updated", "body", "partition", "path"], id="scoped-read"),
+])
+def test_a_read_of_a_stored_body_selects_what_its_decoder_names(location: ResourceProvider, scoped: bool,
+                                                                names: list[str]) -> None:
+    selected = [c.name for c in body_query(location, scoped=scoped).selected_columns]
+    assert selected == names == _fields(StoredVersion)[:len(names)]
+
+
+@pytest.mark.parametrize("items, names", [
+    pytest.param((), ["id", "body"], id="page"),
+    pytest.param((("near", "8.4|-13.2|10|km"),), ["id", "body", "measure"], id="ranked-page"),
+])
+def test_a_page_of_stored_bodies_selects_what_its_decoder_names(location: ResourceProvider,
+                                                                items: tuple[tuple[str, str], ...],
+                                                                names: list[str]) -> None:
+    request: SearchRequest = parse_search(location, items, default_count=20, max_count=100)
+    selected = [c.name for c in body_page_query(location, request).selected_columns]
+    assert selected == names == _fields(PageEntry)[:len(names)]
+
+
+@pytest.mark.parametrize("row, decoded", [
+    pytest.param((0, 3, "2026-01-01", b"{}"), StoredVersion(False, 3, "2026-01-01", b"{}"), id="read"),
+    pytest.param((1, 4, "2026-01-02", None, 7, "/1/"), StoredVersion(True, 4, "2026-01-02", None, 7, "/1/"),
+                 id="scoped-deleted"),
+    pytest.param((memoryview(b"x"), ), None, id="not-a-read-row"),
+])
+def test_the_read_decoder(row: tuple, decoded: StoredVersion | None) -> None:
+    if decoded is None:
+        with pytest.raises(ValueError):
+            StoredVersion.of(row)
+    else:
+        assert StoredVersion.of(row) == decoded
