@@ -36,6 +36,8 @@ from server.hookspecs import hookimpl
 from server.html.web import WebAssets, WebPage
 from server.ops.progress import Progress
 from server.search.param import SearchParam
+from server.search.paths import path_below, path_of
+from server.search.paths import subtree as path_subtree
 from server.search.types.base import Through, text_index_expression
 from server.search.types.date import DateTarget
 from server.search.types.near import NearTarget
@@ -55,5 +57,5 @@ __all__ = [
     "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",
     "Through", "TokenTarget", "Versioning", "Via", "WebAssets", "WebPage", "add_common_options", "as_utc",
     "begin_writing", "hookimpl", "instant",
-    "normalize", "software_version", "reading_engine", "writing_engine", "text_index_expression",
+    "normalize", "path_below", "path_of", "path_subtree", "software_version", "reading_engine", "writing_engine", "text_index_expression",
 ]

@@ -19,7 +19,6 @@ an optional root, in ONE transaction.
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from plugins.orgunits.coordinates import Axis, bounds, within
 from plugins.orgunits.importers.common import Hierarchy, level_category, resolve_hierarchy
 from plugins.orgunits.importers.mapping import (
     FieldSpec,
@@ -156,8 +156,8 @@ def _unit(spec: UnitMapping, section: Section, record: Record, parent: str | Non
     label = f"{record.label} ({section.key} {code})"
     name = _required(section.fields["name"], record, label)
     type_name = _required(section.fields["type"], record, label)
-    latitude = _number(section.spec("latitude"), record, label, 90.0)
-    longitude = _number(section.spec("longitude"), record, label, 180.0)
+    latitude = _number(section.spec("latitude"), record, label, "latitude")
+    longitude = _number(section.spec("longitude"), record, label, "longitude")
     if (latitude is None) != (longitude is None):
         raise LoadError(f"{label}: latitude and longitude must be given together")
     uuid = _value(section.spec("uuid"), record, label)
@@ -169,7 +169,7 @@ def _unit(spec: UnitMapping, section: Section, record: Record, parent: str | Non
     names = [item for spec_ in (*section.aliases, *section.identifiers) for item in _texts(spec_, record, label)]
     return _Unit(section.key, label, section.prefix + code, parent, name, type_name, section.category,
                  _status(section.spec("status"), record, label), uuid, aliases(name, *names), latitude, longitude,
-                 _number(section.spec("altitude"), record, label, math.inf),
+                 _number(section.spec("altitude"), record, label, "altitude"),
                  _date(section.spec("opening_date"), record, label, spec.date_format),
                  _date(section.spec("closing_date"), record, label, spec.date_format), section.kept)
 
@@ -221,7 +221,7 @@ def _status(spec: FieldSpec | None, record: Record, label: str) -> str:
                     f"{', '.join(FHIR_STATUSES)}; map it: {spec.key}: {{field: ..., map: {{{text}: VALID}}}}")
 
 
-def _number(spec: FieldSpec | None, record: Record, label: str, limit: float) -> float | None:
+def _number(spec: FieldSpec | None, record: Record, label: str, axis: Axis) -> float | None:
     value = _value(spec, record, label)
     if value is None:
         return None
@@ -233,8 +233,8 @@ def _number(spec: FieldSpec | None, record: Record, label: str, limit: float) ->
         number = parse_decimal(text)
     except ValueError:
         raise LoadError(f"{label}: {spec.key} {text!r} ({spec.describe()}) is not a number") from None
-    if not math.isfinite(number) or abs(number) > limit:
-        raise LoadError(f"{label}: {spec.key} {text!r} is outside -{limit:g}..{limit:g}")
+    if not within(axis, number):
+        raise LoadError(f"{label}: {spec.key} {text!r} is outside {bounds(axis)}")
     return number
 
 
