@@ -57,5 +57,6 @@ __all__ = [
     "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",
     "Through", "TokenTarget", "Versioning", "Via", "WebAssets", "WebPage", "add_common_options", "as_utc",
     "begin_writing", "hookimpl", "instant",
-    "normalize", "path_below", "path_of", "path_subtree", "software_version", "reading_engine", "writing_engine", "text_index_expression",
+    "normalize", "path_below", "path_of", "path_subtree", "software_version", "reading_engine", "writing_engine",
+    "text_index_expression",
 ]

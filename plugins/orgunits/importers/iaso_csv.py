@@ -13,6 +13,7 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine
 
 from plugins.orgunits.importers.common import stored_by
+from plugins.orgunits.importers.declaration import ImportFormat
 from plugins.orgunits.coordinates import Axis, bounds, within
 from plugins.orgunits.importers.parsers import parse_decimal, parse_iso_date, parse_timestamp, reading
 from plugins.orgunits.importers.transaction import Progress, import_units
@@ -60,14 +61,12 @@ class _Row:
         return f"line {self.line} (ID {self.id}, {self.name!r})"
 
 
-def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str | None = "Iaso",
-                  version: int = 1, *, delete_missing: bool = False, now: datetime | None = None,
-                  progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
-                  dry_run: bool = False,
-                  allow_reparent: bool = False) -> WriteReport:
+def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None, version: int = 1, *,
+                  delete_missing: bool = False, now: datetime | None = None, progress: Progress | None = None,
+                  account: str = DEFAULT_ACCOUNT, dry_run: bool = False, allow_reparent: bool = False) -> WriteReport:
     """Load the file into `data_source`/`version` in one transaction; raises LoadError and writes nothing
     if any row is wrong. What the CSV does not carry (boundaries, uuid, altitude: the GeoPackage's) is kept."""
-    source = data_source or "Iaso"
+    source = FORMAT.data_source(data_source)
     rows = read_rows(Path(path))
     types = _types(rows)
 
@@ -80,8 +79,7 @@ def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str
     return import_units(engine, data_source=source, version=version,
                         types=sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)),
                         records=records, delete_missing=delete_missing, now=now, progress=progress, account=account,
-                        fmt="iaso-csv", kept=KEPT, dry_run=dry_run,
-                        allow_reparent=allow_reparent)
+                        fmt=FORMAT.name, kept=KEPT, dry_run=dry_run, allow_reparent=allow_reparent)
 
 
 def read_rows(path: Path) -> list[_Row]:
@@ -291,3 +289,7 @@ def _record(row: _Row, parent_id: int | None) -> UnitRecord:
         updated_at=row.updated,
         kept=KEPT,
     )
+
+
+FORMAT = ImportFormat("iaso-csv", "Iaso's org-unit export CSV (ancestors by external ref and name; the type ends in "
+                      "its category code); boundaries loaded from the GeoPackage are kept", load_iaso_csv, "Iaso")
