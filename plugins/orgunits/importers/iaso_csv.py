@@ -12,9 +12,9 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine
 
+from plugins.orgunits.coordinates import Axis, bounds, within
 from plugins.orgunits.importers.common import stored_by
 from plugins.orgunits.importers.declaration import ImportFormat
-from plugins.orgunits.coordinates import Axis, bounds, within
 from plugins.orgunits.importers.parsers import parse_decimal, parse_iso_date, parse_timestamp, reading
 from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport, refuse_cycles
