@@ -36,6 +36,8 @@ from server.hookspecs import hookimpl
 from server.html.web import WebAssets, WebPage
 from server.declare.progress import Progress
 from server.params.param import SearchParam
+from server.params.paths import path_below, path_of
+from server.params.paths import subtree as path_subtree
 from server.params.types.base import Through, text_index_expression
 from server.params.types.date import DateTarget
 from server.params.types.near import NearTarget
@@ -55,5 +57,6 @@ __all__ = [
     "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",
     "Through", "TokenTarget", "Versioning", "Via", "WebAssets", "WebPage", "add_common_options", "as_utc",
     "begin_writing", "hookimpl", "instant",
-    "normalize", "software_version", "reading_engine", "writing_engine", "text_index_expression",
+    "normalize", "path_below", "path_of", "path_subtree", "software_version", "reading_engine", "writing_engine",
+    "text_index_expression",
 ]

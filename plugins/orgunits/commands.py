@@ -8,9 +8,8 @@ from collections.abc import Callable
 from sqlalchemy import Connection, Engine, select
 
 from plugins.orgunits.demo import generate_demo
-from plugins.orgunits.importers.formats import DEFAULT_DATA_SOURCES, load_file
-from plugins.orgunits.importers.mapped import load_mapped
-from plugins.orgunits.importers.mapping import read_mapping
+from plugins.orgunits.importers.declaration import ImportFormat
+from plugins.orgunits.importers.formats import DECLARED
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, org_unit
 from plugins.orgunits.versions import list_versions, set_default_version, unserved_units
 from plugins.orgunits.writer import transaction
@@ -26,18 +25,6 @@ from server import (
     add_common_options,
     writing_engine,
 )
-
-FORMAT_HELP = {
-    "iaso-csv": "Iaso's org-unit export CSV (ancestors by external ref and name; the type ends in its category code); "
-                "boundaries loaded from the GeoPackage are kept",
-    "iaso-gpkg": "Iaso's GeoPackage export (one layer per level; points for facilities, polygons for areas); the "
-                 "validation status and dates loaded from the CSV are kept",
-    "dhis2": "DHIS2 organisationUnits JSON (API or metadata export); ids allocated, the UID is the source reference",
-    "fhir-bundle": "a FHIR Bundle (any type) of Location resources; ids allocated, the Location id is the source "
-                   "reference",
-    "mapped": "any registry export (CSV, JSON, JSON lines) read through a mapping file (--mapping): id, name, "
-              "parent, type, status, coordinates, dates, levels; ids allocated, the id field is the source reference",
-}
 
 
 def _configure_load(parser: argparse.ArgumentParser) -> None:
@@ -55,22 +42,21 @@ def _configure_load(parser: argparse.ArgumentParser) -> None:
                              "parent (refused by default: a typo'd parent or id field flattens a pyramid that way)")
 
 
-def _configure_mapped(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mapping", required=True, metavar="FILE",
-                        help="the mapping file (YAML) naming the fields: see README, 'Any registry export'")
-    _configure_load(parser)
+def _configure(declared: ImportFormat) -> Callable[[argparse.ArgumentParser], None]:
+    def configure(parser: argparse.ArgumentParser) -> None:
+        declared.configure(parser)
+        _configure_load(parser)
+
+    return configure
 
 
-def _loader(fmt: str) -> Callable[[Engine, str, argparse.Namespace, Progress], LoadReport]:
+def _loader(declared: ImportFormat) -> Callable[[Engine, str, argparse.Namespace, Progress], LoadReport]:
     def load(engine: Engine, path: str, args: argparse.Namespace, progress: Progress) -> LoadReport:
-        options = {"version": args.version, "delete_missing": args.delete_missing, "progress": progress,
-                   "account": args.account, "dry_run": args.dry_run, "allow_reparent": args.allow_reparent}
-        if fmt == "mapped":
-            data_source = args.data_source or read_mapping(args.mapping).data_source
-            report = load_mapped(engine, path, args.mapping, data_source=data_source, **options)
-        else:
-            data_source = args.data_source or DEFAULT_DATA_SOURCES[fmt]
-            report = load_file(engine, fmt, path, data_source=data_source, **options)
+        own = {name: getattr(args, name) for name in declared.own_options}
+        data_source = declared.data_source(args.data_source, **own)
+        report = declared.loader(engine, path, data_source=data_source, version=args.version,
+                                 delete_missing=args.delete_missing, progress=progress, account=args.account,
+                                 dry_run=args.dry_run, allow_reparent=args.allow_reparent, **own)
         notes = report.notes
         if not args.dry_run:
             with engine.connect() as conn:
@@ -88,8 +74,9 @@ def _loader(fmt: str) -> Callable[[Engine, str, argparse.Namespace, Progress], L
     return load
 
 
-LOAD_FORMATS = tuple(LoadFormat(fmt, help_text, _loader(fmt), _configure_mapped if fmt == "mapped" else _configure_load,
-                                dry_run=True) for fmt, help_text in FORMAT_HELP.items())
+#: one `orgunit-fhir load` format per importer module's declaration
+LOAD_FORMATS = tuple(LoadFormat(declared.name, declared.help, _loader(declared), _configure(declared), dry_run=True)
+                     for declared in DECLARED)
 
 
 def _is_empty(conn: Connection) -> bool:

@@ -7,19 +7,16 @@ from datetime import datetime
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    String,
     bindparam,
-    cast,
     exists,
     insert,
-    literal,
     select,
     update,
 )
 
 from plugins.orgunits.tables import org_unit, org_unit_history, source_version
 from plugins.orgunits.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, snapshot
-from server import LoadError, as_utc
+from server import LoadError, as_utc, path_below, path_subtree
 
 BATCH_SIZE = 2000
 MAX_DEPTH = 256
@@ -36,16 +33,15 @@ def refresh_paths(conn: Connection, moved: list[int]) -> None:
         old = conn.execute(select(org_unit.c.path).where(org_unit.c.id.in_(moved[start:start + _ID_CHUNK]),
                                                          org_unit.c.path.is_not(None))).scalars().all()
         for path in old:
-            conn.execute(update(org_unit).where(org_unit.c.path.like(f"{path}%")).values(path=None))
-    as_text = cast(org_unit.c.id, String)
+            conn.execute(update(org_unit).where(path_subtree(org_unit.c.path, path)).values(path=None))
     conn.execute(update(org_unit).where(org_unit.c.path.is_(None), org_unit.c.parent_id.is_(None))
-                 .values(path=literal("/") + as_text + literal("/")))
+                 .values(path=path_below(None, org_unit.c.id)))
     parent = org_unit.alias("p")
     parent_path = select(parent.c.path).where(parent.c.id == org_unit.c.parent_id).scalar_subquery()
     ready = exists().where(parent.c.id == org_unit.c.parent_id, parent.c.path.is_not(None))
     for _ in range(MAX_DEPTH):
         done = conn.execute(update(org_unit).where(org_unit.c.path.is_(None), ready)
-                            .values(path=parent_path + as_text + literal("/")))
+                            .values(path=path_below(parent_path, org_unit.c.id)))
         if not done.rowcount:
             return
 

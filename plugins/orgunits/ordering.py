@@ -2,11 +2,11 @@
 stored in the same account), refusing duplicates, dangling parents and cycles."""
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator
 
 from sqlalchemy import Connection, select
 
+from plugins.orgunits.coordinates import Axis, bounds, within
 from plugins.orgunits.records import UnitRecord, describe, refuse_cycles
 from plugins.orgunits.tables import VALIDATION_STATUSES, data_source, org_unit, source_version
 from server import LoadError
@@ -22,10 +22,11 @@ def check(record: UnitRecord) -> None:
     if record.validation_status not in VALIDATION_STATUSES:
         raise LoadError(f"{describe(record)}: validation status {record.validation_status!r} "
                         f"is not one of {', '.join(VALIDATION_STATUSES)}")
-    for label, value, limit in (("latitude", record.latitude, 90.0), ("longitude", record.longitude, 180.0)):
-        if value is not None and not (math.isfinite(value) and -limit <= value <= limit):
-            raise LoadError(f"{describe(record)}: {label} {value} is outside -{limit:g}..{limit:g}")
-    if record.altitude is not None and not math.isfinite(record.altitude):
+    position: tuple[tuple[Axis, float | None], ...] = (("latitude", record.latitude), ("longitude", record.longitude))
+    for axis, value in position:
+        if value is not None and not within(axis, value):
+            raise LoadError(f"{describe(record)}: {axis} {value} is outside {bounds(axis)}")
+    if record.altitude is not None and not within("altitude", record.altitude):
         raise LoadError(f"{describe(record)}: altitude {record.altitude} is not a number")
     if any(not alias or not alias.strip() for alias in record.aliases):
         raise LoadError(f"{describe(record)}: empty alias")

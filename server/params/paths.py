@@ -1,12 +1,28 @@
 """Materialized paths ("/1/4/9/": every ancestor's id, each followed by "/"): a subtree is one range of them.
 
-The range `path >= p AND path < p[:-1] + "0"` holds every path that starts with `p` ("0" is the character right
+Their format is owned here: `path_of` builds one in Python, `path_below` in SQL (a plugin keeping a path column
+fills it with these, exported by `server`). The range `path >= p AND path < p[:-1] + "0"` holds every path that starts with `p` ("0" is the character right
 after "/"), so an ordinary index on the path column serves it; it is written here only."""
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, literal
+from collections.abc import Iterable
+
+from sqlalchemy import ColumnElement, String, and_, cast, literal
+
+SEPARATOR = "/"
+
+
+def path_of(ids: Iterable[int | str]) -> str:
+    """The path of the node whose ancestors and self are `ids`, outermost first ([1, 4, 9] -> "/1/4/9/")."""
+    return SEPARATOR + "".join(f"{node}{SEPARATOR}" for node in ids)
+
+
+def path_below(parent_path: ColumnElement[Any] | None, node_id: ColumnElement[Any]) -> ColumnElement[str]:
+    """`path_of` in SQL: the path of the node `node_id` under the node whose path is `parent_path` (None: a root)."""
+    above = literal(SEPARATOR) if parent_path is None else parent_path
+    return above + cast(node_id, String) + literal(SEPARATOR)
 
 
 def _bound(value: str, inline: bool) -> Any:

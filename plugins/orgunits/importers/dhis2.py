@@ -31,6 +31,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from plugins.orgunits.importers.common import Hierarchy, level_types, resolve_hierarchy
+from plugins.orgunits.importers.declaration import ImportFormat
 from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.importers.parsers import aliases, parse_date, parse_timestamp, read_json
 from plugins.orgunits.importers.geometry import (
@@ -43,7 +44,6 @@ from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport
 from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from server import LoadError
 
-DEFAULT_DATA_SOURCE = "DHIS2"
 KEPT = frozenset({"validation_status", "uuid"})  # DHIS2 has neither: a stored unit keeps them
 _LEGACY_TYPES = {"POINT", "SYMBOL", "POLYGON", "MULTI_POLYGON", "NONE"}
 
@@ -86,9 +86,9 @@ def import_dhis2(engine: Engine, document: Any, *, data_source: str | None = Non
                  allow_reparent: bool = False) -> WriteReport:
     """Load parsed DHIS2 JSON in one transaction; raises LoadError and writes nothing if any unit is wrong."""
     units, level_names = read_units(document)
-    plan = _Plan(units, level_names, data_source or DEFAULT_DATA_SOURCE)
+    plan = _Plan(units, level_names, FORMAT.data_source(data_source))
     return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
-                        delete_missing=delete_missing, now=now, progress=progress, account=account, fmt="dhis2",
+                        delete_missing=delete_missing, now=now, progress=progress, account=account, fmt=FORMAT.name,
                         kept=KEPT, dry_run=dry_run,
                         allow_reparent=allow_reparent)
 
@@ -275,3 +275,7 @@ class _Plan:
             geometry=unit.geometry,
             kept=KEPT,
         ) for unit in self.units]
+
+
+FORMAT = ImportFormat("dhis2", "DHIS2 organisationUnits JSON (API or metadata export); ids allocated, the UID is the "
+                      "source reference", load_dhis2, "DHIS2")

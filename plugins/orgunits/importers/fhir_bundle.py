@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from plugins.orgunits.importers.common import Hierarchy, level_types, resolve_hierarchy
+from plugins.orgunits.importers.declaration import ImportFormat
 from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.importers.parsers import FHIR_STATUSES, aliases, read_json
 from plugins.orgunits.importers.fhir_elements import (
@@ -46,7 +47,6 @@ from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport
 from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from server import LoadError
 
-DEFAULT_DATA_SOURCE = "FHIR"
 _ID = re.compile(r"[A-Za-z0-9\-.]{1,64}")
 
 
@@ -90,10 +90,10 @@ def import_fhir_bundle(engine: Engine, bundle: Any, *, data_source: str | None =
                        allow_reparent: bool = False) -> WriteReport:
     """Load a parsed Bundle in one transaction; raises LoadError and writes nothing if any Location is wrong."""
     locations = read_locations(bundle)
-    plan = _Plan(locations, data_source or DEFAULT_DATA_SOURCE)
+    plan = _Plan(locations, FORMAT.data_source(data_source))
     return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
                         delete_missing=delete_missing, identifier_system=identifier_system(locations), now=now,
-                        progress=progress, account=account, fmt="fhir-bundle", dry_run=dry_run,
+                        progress=progress, account=account, fmt=FORMAT.name, dry_run=dry_run,
                         allow_reparent=allow_reparent)
 
 
@@ -208,3 +208,7 @@ class _Plan:
             closing_date=location.closing,
             geometry=location.geometry,
         ) for location in self.locations]
+
+
+FORMAT = ImportFormat("fhir-bundle", "a FHIR Bundle (any type) of Location resources; ids allocated, the Location "
+                      "id is the source reference", load_fhir_bundle, "FHIR")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
 import re
 from datetime import date
 from typing import Any
 
+from plugins.orgunits.coordinates import Axis, bounds, within
 from plugins.orgunits.importers.parsers import parse_date
 from plugins.orgunits.importers.geometry import BOUNDARY_TYPES, check_geometry
 from plugins.orgunits.tables import VALIDATION_STATUSES
@@ -85,14 +85,14 @@ def position(raw: Any, label: str) -> tuple[float | None, float | None, float | 
     if not isinstance(raw, dict):
         raise LoadError(f"{label}: position is not an object")
     values: dict[str, float | None] = {}
-    for key, limit in (("latitude", 90.0), ("longitude", 180.0), ("altitude", math.inf)):
+    axes: tuple[Axis, ...] = ("latitude", "longitude", "altitude")
+    for key in axes:
         value = raw.get(key)
         if value is None and key == "altitude":
             values[key] = None
             continue
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
-                or not -limit <= value <= limit:
-            bound = "a number" if limit == math.inf else f"a number in -{limit:g}..{limit:g}"
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not within(key, value):
+            bound = "a number" if key == "altitude" else f"a number in {bounds(key)}"
             raise LoadError(f"{label}: position.{key} {value!r} is not {bound}")
         values[key] = float(value)
     return values["latitude"], values["longitude"], values["altitude"]

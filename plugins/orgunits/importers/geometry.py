@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from plugins.orgunits.coordinates import bounds, within
+
 WGS84 = 4326
 BOUNDARY_TYPES = ("Polygon", "MultiPolygon")
 
@@ -162,13 +164,13 @@ def position(value: Any, *, keep_altitude: bool = False) -> list[float]:
     if not isinstance(value, (list, tuple)) or not 2 <= len(value) <= 4 or not all(_is_number(v) for v in value):
         raise ValueError(f"position {_short(value)} is not [longitude, latitude]")
     longitude, latitude = float(value[0]), float(value[1])
-    if not (math.isfinite(longitude) and -180.0 <= longitude <= 180.0):
-        raise ValueError(f"longitude {value[0]} is outside -180..180")
-    if not (math.isfinite(latitude) and -90.0 <= latitude <= 90.0):
-        raise ValueError(f"latitude {value[1]} is outside -90..90")
+    if not within("longitude", longitude):
+        raise ValueError(f"longitude {value[0]} is outside {bounds('longitude')}")
+    if not within("latitude", latitude):
+        raise ValueError(f"latitude {value[1]} is outside {bounds('latitude')}")
     if keep_altitude and len(value) >= 3:
         altitude = float(value[2])
-        if not math.isfinite(altitude):
+        if not within("altitude", altitude):
             raise ValueError(f"altitude {value[2]} is not a number")
         return [longitude, latitude, altitude]
     return [longitude, latitude]

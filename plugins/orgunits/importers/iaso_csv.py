@@ -2,19 +2,20 @@
 from __future__ import annotations
 
 import csv
-import math
 import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine
 
+from plugins.orgunits.coordinates import Axis, bounds, within
 from plugins.orgunits.importers.common import stored_by
-from plugins.orgunits.importers.parsers import parse_decimal
+from plugins.orgunits.importers.declaration import ImportFormat
+from plugins.orgunits.importers.parsers import parse_decimal, parse_iso_date, parse_timestamp, reading
 from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport, refuse_cycles
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, VALIDATION_STATUSES, org_unit
@@ -60,14 +61,12 @@ class _Row:
         return f"line {self.line} (ID {self.id}, {self.name!r})"
 
 
-def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str | None = "Iaso",
-                  version: int = 1, *, delete_missing: bool = False, now: datetime | None = None,
-                  progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
-                  dry_run: bool = False,
-                  allow_reparent: bool = False) -> WriteReport:
+def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None, version: int = 1, *,
+                  delete_missing: bool = False, now: datetime | None = None, progress: Progress | None = None,
+                  account: str = DEFAULT_ACCOUNT, dry_run: bool = False, allow_reparent: bool = False) -> WriteReport:
     """Load the file into `data_source`/`version` in one transaction; raises LoadError and writes nothing
     if any row is wrong. What the CSV does not carry (boundaries, uuid, altitude: the GeoPackage's) is kept."""
-    source = data_source or "Iaso"
+    source = FORMAT.data_source(data_source)
     rows = read_rows(Path(path))
     types = _types(rows)
 
@@ -80,13 +79,12 @@ def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str
     return import_units(engine, data_source=source, version=version,
                         types=sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)),
                         records=records, delete_missing=delete_missing, now=now, progress=progress, account=account,
-                        fmt="iaso-csv", kept=KEPT, dry_run=dry_run,
-                        allow_reparent=allow_reparent)
+                        fmt=FORMAT.name, kept=KEPT, dry_run=dry_run, allow_reparent=allow_reparent)
 
 
 def read_rows(path: Path) -> list[_Row]:
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
+        with reading(path), path.open(encoding="utf-8-sig", newline="") as handle:
             reader = csv.reader(handle)
             header = next(reader, None)
             if header is None:
@@ -102,10 +100,6 @@ def read_rows(path: Path) -> list[_Row]:
                     raise LoadError(f"line {row.line}: ID {row.id} is already used on line {first_line[row.id]}")
                 first_line[row.id] = row.line
                 rows.append(row)
-    except OSError as exc:
-        raise LoadError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise LoadError(f"{path}: not UTF-8 text ({exc})") from None
     except csv.Error as exc:
         raise LoadError(f"{path}: not a readable CSV file ({exc})") from None
     return rows
@@ -158,8 +152,8 @@ class _Columns:
         if status not in VALIDATION_STATUSES:
             raise LoadError(f"line {line}: validation status {cell(STATUS)!r} (column {STATUS!r}) "
                             f"is not one of {', '.join(VALIDATION_STATUSES)}")
-        latitude = _coordinate(cell(LATITUDE), LATITUDE, 90.0, line)
-        longitude = _coordinate(cell(LONGITUDE), LONGITUDE, 180.0, line)
+        latitude = _coordinate(cell(LATITUDE), LATITUDE, "latitude", line)
+        longitude = _coordinate(cell(LONGITUDE), LONGITUDE, "longitude", line)
         if (latitude is None) != (longitude is None):
             raise LoadError(f"line {line}: latitude and longitude must be given together")
         names, refs = at(self.parent_names), at(self.parent_refs)
@@ -183,15 +177,15 @@ class _Columns:
         )
 
 
-def _coordinate(text: str, column: str, limit: float, line: int) -> float | None:
+def _coordinate(text: str, column: str, axis: Axis, line: int) -> float | None:
     if not text:
         return None
     try:
         value = parse_decimal(text)
     except ValueError:
         raise LoadError(f"line {line}: {column} {text!r} is not a number") from None
-    if not math.isfinite(value) or not -limit <= value <= limit:
-        raise LoadError(f"line {line}: {column} {text!r} is outside -{limit:g}..{limit:g}")
+    if not within(axis, value):
+        raise LoadError(f"line {line}: {column} {text!r} is outside {bounds(axis)}")
     return value
 
 
@@ -199,7 +193,7 @@ def _date(text: str, column: str, line: int) -> date | None:
     if not text:
         return None
     try:
-        return date.fromisoformat(text) if len(text) == 10 else datetime.fromisoformat(text).date()
+        return parse_iso_date(text)
     except ValueError:
         raise LoadError(f"line {line}: {column} {text!r} is not a date (expected YYYY-MM-DD)") from None
 
@@ -208,11 +202,10 @@ def _timestamp(text: str, column: str, line: int) -> datetime | None:
     if not text:
         return None
     try:
-        value = datetime.fromisoformat(text)
+        return parse_timestamp(text)
     except ValueError:
         raise LoadError(f"line {line}: {column} {text!r} is not a date and time (expected YYYY-MM-DD HH:MM)") \
             from None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 def _types(rows: Iterable[_Row]) -> dict[str, TypeRecord]:
@@ -296,3 +289,7 @@ def _record(row: _Row, parent_id: int | None) -> UnitRecord:
         updated_at=row.updated,
         kept=KEPT,
     )
+
+
+FORMAT = ImportFormat("iaso-csv", "Iaso's org-unit export CSV (ancestors by external ref and name; the type ends in "
+                      "its category code); boundaries loaded from the GeoPackage are kept", load_iaso_csv, "Iaso")

@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from plugins.orgunits.importers.common import stored_by
+from plugins.orgunits.importers.declaration import ImportFormat
 from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.importers.geometry import (
     WGS84,
@@ -42,7 +43,6 @@ from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport, refuse
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, org_unit
 from server import LoadError
 
-DEFAULT_DATA_SOURCE = "Iaso"
 REQUIRED = ("id", "name", "ref", "parent_ref")
 KEPT = frozenset({"validation_status", "aliases", "opening_date", "closing_date"})  # what only the CSV carries
 _POSITION = frozenset({"latitude", "longitude", "altitude"})
@@ -72,13 +72,11 @@ class _Feature:
 
 
 def load_iaso_gpkg(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None, version: int = 1,
-                   *, delete_missing: bool = False, now: datetime | None = None,
-                   progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
-                   dry_run: bool = False,
-                   allow_reparent: bool = False) -> WriteReport:
+                   *, delete_missing: bool = False, now: datetime | None = None, progress: Progress | None = None,
+                   account: str = DEFAULT_ACCOUNT, dry_run: bool = False, allow_reparent: bool = False) -> WriteReport:
     """Load the GeoPackage into `data_source` (default 'Iaso', like the CSV) / `version` in one transaction;
     raises LoadError and writes nothing if any feature is wrong."""
-    source = data_source or DEFAULT_DATA_SOURCE
+    source = FORMAT.data_source(data_source)
     features, types = read_features(Path(path))
 
     def records(conn: Connection, source_id: int) -> list[UnitRecord]:
@@ -91,8 +89,7 @@ def load_iaso_gpkg(engine: Engine, path: str | os.PathLike[str], data_source: st
     return import_units(engine, data_source=source, version=version,
                         types=sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)),
                         records=records, delete_missing=delete_missing, now=now, progress=progress, account=account,
-                        fmt="iaso-gpkg", kept=KEPT, dry_run=dry_run,
-                        allow_reparent=allow_reparent)
+                        fmt=FORMAT.name, kept=KEPT, dry_run=dry_run, allow_reparent=allow_reparent)
 
 
 def read_features(path: Path) -> tuple[list[_Feature], dict[str, TypeRecord]]:
@@ -295,3 +292,6 @@ def _record(feature: _Feature, parent_id: int | None) -> UnitRecord:
         | (_POSITION if feature.latitude is None else frozenset()),
     )
 
+
+FORMAT = ImportFormat("iaso-gpkg", "Iaso's GeoPackage export (one layer per level; points for facilities, polygons for "
+                      "areas); the validation status and dates loaded from the CSV are kept", load_iaso_gpkg, "Iaso")

@@ -19,31 +19,32 @@ an optional root, in ONE transaction.
 """
 from __future__ import annotations
 
-import math
+import argparse
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Connection, Engine
 
 from plugins.orgunits.importers.common import Hierarchy, level_category, resolve_hierarchy
-from plugins.orgunits.importers.mapping import (
-    FieldSpec,
-    Section,
-    UnitMapping,
-    Unmapped,
-    check_fields,
-    read_mapping,
+from plugins.orgunits.importers.declaration import ImportFormat
+from plugins.orgunits.importers.mapped_fields import (
+    code_of,
+    coordinate_of,
+    date_of,
+    required_text,
+    status_of,
+    texts_of,
+    value_of,
 )
-from plugins.orgunits.importers.parsers import FHIR_STATUSES, aliases, parse_date, parse_decimal
+from plugins.orgunits.importers.mapping import Section, UnitMapping, check_fields, read_mapping
+from plugins.orgunits.importers.parsers import aliases
 from plugins.orgunits.importers.tabular import Record, read_records
 from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.records import KEEPABLE, TypeRecord, UnitRecord, WriteReport, slugify
-from plugins.orgunits.tables import DEFAULT_ACCOUNT, VALIDATION_STATUSES
+from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from server import LoadError
 
 _UUID = re.compile(r"(?:urn:uuid:)?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})")
@@ -72,16 +73,15 @@ class _Unit:
 def load_mapped(engine: Engine, path: str | os.PathLike[str], mapping: str | os.PathLike[str],
                 data_source: str | None = None, version: int = 1, *, delete_missing: bool = False,
                 now: datetime | None = None, progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
-                dry_run: bool = False,
-                allow_reparent: bool = False) -> WriteReport:
+                dry_run: bool = False, allow_reparent: bool = False) -> WriteReport:
     """Load `path` as `mapping` says into `data_source` (default: the mapping's) / `version`."""
     spec = read_mapping(mapping)
     units = read_units(spec, Path(path))
-    plan = _Plan(units, data_source or spec.data_source, spec)
+    plan = _Plan(units, FORMAT.data_source(data_source, mapping=mapping), spec)
     return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
                         delete_missing=delete_missing, identifier_system=spec.identifier_system, now=now,
-                        progress=progress, account=account, fmt="mapped", kept=spec.units.kept, dry_run=dry_run,
-                        allow_reparent=allow_reparent)
+                        progress=progress, account=account, fmt=FORMAT.name, kept=spec.units.kept,
+                        dry_run=dry_run, allow_reparent=allow_reparent)
 
 
 def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
@@ -139,7 +139,7 @@ def _parent_by_field(section: Section, above: Section | None, record: Record, to
     spec = section.spec("parent")
     if spec is None:
         return top
-    code = _code(spec, record)
+    code = code_of(spec, record)
     if code is None:
         return top
     return (above.prefix if above is not None else section.prefix) + code
@@ -148,107 +148,30 @@ def _parent_by_field(section: Section, above: Section | None, record: Record, to
 def _unit(spec: UnitMapping, section: Section, record: Record, parent: str | None,
           derived: bool = False) -> _Unit | None:
     """The unit of `section` in `record` (None: a level read from the units' columns that this row leaves empty)."""
-    code = _code(section.fields["id"], record)
+    code = code_of(section.fields["id"], record)
     if code is None:
         if derived:
             return None  # no unit at this level in this row: the next one hangs from the level above
         raise LoadError(f"{record.label}: no {section.fields['id'].describe()} ({section.key}.id)")
     label = f"{record.label} ({section.key} {code})"
-    name = _required(section.fields["name"], record, label)
-    type_name = _required(section.fields["type"], record, label)
-    latitude = _number(section.spec("latitude"), record, label, 90.0)
-    longitude = _number(section.spec("longitude"), record, label, 180.0)
+    name = required_text(section.fields["name"], record, label)
+    type_name = required_text(section.fields["type"], record, label)
+    latitude = coordinate_of(section.spec("latitude"), record, label, "latitude")
+    longitude = coordinate_of(section.spec("longitude"), record, label, "longitude")
     if (latitude is None) != (longitude is None):
         raise LoadError(f"{label}: latitude and longitude must be given together")
-    uuid = _value(section.spec("uuid"), record, label)
+    uuid = value_of(section.spec("uuid"), record, label)
     if uuid is not None:
         match = _UUID.fullmatch(str(uuid).strip())
         if match is None:
             raise LoadError(f"{label}: uuid {uuid!r} ({section.fields['uuid'].describe()}) is not a UUID")
         uuid = match.group(1).lower()
-    names = [item for spec_ in (*section.aliases, *section.identifiers) for item in _texts(spec_, record, label)]
+    names = [item for spec_ in (*section.aliases, *section.identifiers) for item in texts_of(spec_, record, label)]
     return _Unit(section.key, label, section.prefix + code, parent, name, type_name, section.category,
-                 _status(section.spec("status"), record, label), uuid, aliases(name, *names), latitude, longitude,
-                 _number(section.spec("altitude"), record, label, math.inf),
-                 _date(section.spec("opening_date"), record, label, spec.date_format),
-                 _date(section.spec("closing_date"), record, label, spec.date_format), section.kept)
-
-
-def _value(spec: FieldSpec | None, record: Record, label: str) -> Any:
-    if spec is None:
-        return None
-    try:
-        return spec.get(record.fields)
-    except Unmapped as exc:
-        raise LoadError(f"{label}: {spec.key} {str(exc)!r} ({spec.describe()}) is not in {spec.key}.map "
-                        f"(it lists {', '.join(map(repr, spec.mapping or {}))}); add it") from None
-
-
-def _code(spec: FieldSpec, record: Record) -> str | None:
-    value = _value(spec, record, record.label)
-    if value is None:
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return str(value).strip() or None
-
-
-def _required(spec: FieldSpec, record: Record, label: str) -> str:
-    value = _value(spec, record, label)
-    if value is None or isinstance(value, (dict, list)) or not str(value).strip():
-        raise LoadError(f"{label}: no {spec.key.rpartition('.')[2]} ({spec.describe()}, {spec.key})")
-    return str(value).strip()
-
-
-def _texts(spec: FieldSpec, record: Record, label: str) -> Iterator[str]:
-    value = _value(spec, record, label)
-    for item in value if isinstance(value, list) else [value]:
-        if item is not None and not isinstance(item, (dict, list)) and str(item).strip():
-            yield str(item).strip()
-
-
-def _status(spec: FieldSpec | None, record: Record, label: str) -> str:
-    value = _value(spec, record, label)
-    if value is None:
-        return "VALID"
-    text = str(value).strip()
-    if text.upper() in VALIDATION_STATUSES:
-        return text.upper()
-    if text.lower() in FHIR_STATUSES:
-        return FHIR_STATUSES[text.lower()]
-    assert spec is not None
-    raise LoadError(f"{label}: status {text!r} ({spec.describe()}) is none of {', '.join(VALIDATION_STATUSES)} or "
-                    f"{', '.join(FHIR_STATUSES)}; map it: {spec.key}: {{field: ..., map: {{{text}: VALID}}}}")
-
-
-def _number(spec: FieldSpec | None, record: Record, label: str, limit: float) -> float | None:
-    value = _value(spec, record, label)
-    if value is None:
-        return None
-    assert spec is not None
-    text = str(value).strip()
-    if isinstance(value, bool):
-        raise LoadError(f"{label}: {spec.key} {value!r} is not a number")
-    try:
-        number = parse_decimal(text)
-    except ValueError:
-        raise LoadError(f"{label}: {spec.key} {text!r} ({spec.describe()}) is not a number") from None
-    if not math.isfinite(number) or abs(number) > limit:
-        raise LoadError(f"{label}: {spec.key} {text!r} is outside -{limit:g}..{limit:g}")
-    return number
-
-
-def _date(spec: FieldSpec | None, record: Record, label: str, date_format: str | None) -> date | None:
-    value = _value(spec, record, label)
-    if value is None:
-        return None
-    assert spec is not None
-    text = str(value).strip()
-    try:
-        return datetime.strptime(text, date_format).date() if date_format else parse_date(text)
-    except ValueError:
-        raise LoadError(f"{label}: {spec.key} {text!r} ({spec.describe()}) is not a date "
-                        f"({date_format or 'YYYY-MM-DD'}{'' if date_format else '; or set date_format'})") from None
+                 status_of(section.spec("status"), record, label), uuid, aliases(name, *names), latitude, longitude,
+                 coordinate_of(section.spec("altitude"), record, label, "altitude"),
+                 date_of(section.spec("opening_date"), record, label, spec.date_format),
+                 date_of(section.spec("closing_date"), record, label, spec.date_format), section.kept)
 
 
 class _Plan:
@@ -298,3 +221,14 @@ def _category(spec: UnitMapping, unit: _Unit, depth: int, deepest: int) -> str:
     if unit.section != "units":
         return level_category(depth, deepest + 1, unit.type_name)
     return "HF" if spec.levels or spec.root is not None else level_category(depth, deepest, unit.type_name)
+
+
+def _mapping_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mapping", required=True, metavar="FILE",
+                        help="the mapping file (YAML) naming the fields: see README, 'Any registry export'")
+
+
+FORMAT = ImportFormat("mapped", "any registry export (CSV, JSON, JSON lines) read through a mapping file (--mapping): "
+                      "id, name, parent, type, status, coordinates, dates, levels; ids allocated, the id field is the "
+                      "source reference", load_mapped, lambda own: read_mapping(own["mapping"]).data_source,
+                      _mapping_option, ("mapping",))

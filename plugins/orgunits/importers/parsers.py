@@ -1,9 +1,11 @@
-"""Small parsers every importer uses: dates, timestamps, decimals, FHIR statuses, JSON files, aliases."""
+"""Small parsers every importer uses: dates, timestamps, decimals, FHIR statuses, files, aliases."""
 from __future__ import annotations
 
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,11 @@ def parse_date(text: Any) -> date:
         return date(int(text), 1, 1)
     if re.fullmatch(r"\d{4}-\d{2}", text):
         return date(int(text[:4]), int(text[5:]), 1)
+    return parse_iso_date(text)
+
+
+def parse_iso_date(text: str) -> date:
+    """A date from 'YYYY-MM-DD' or an ISO date-time (its date). Raises ValueError."""
     return date.fromisoformat(text) if len(text) == 10 else datetime.fromisoformat(text).date()
 
 
@@ -40,14 +47,21 @@ def parse_timestamp(text: Any) -> datetime:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
-def read_json(path: str | os.PathLike[str]) -> Any:
+@contextmanager
+def reading(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turns the errors of reading the file `path` (missing, unreadable, not UTF-8) into LoadErrors naming it."""
     try:
-        with Path(path).open("rb") as handle:
-            return json.load(handle)
+        yield
     except OSError as exc:
         raise LoadError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise LoadError(f"{path}: not UTF-8 text ({exc})") from None
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    try:
+        with reading(path), Path(path).open("rb") as handle:
+            return json.load(handle)
     except json.JSONDecodeError as exc:
         raise LoadError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,19 +41,15 @@ def file_format(path: Path, source: Source) -> str:
 
 
 def read_records(path: Path, source: Source) -> list[Record]:
-    fmt = file_format(path, source)
+    read = _READERS[file_format(path, source)]
     try:
-        if fmt == "csv":
-            return list(_csv(path, source))
-        if fmt == "jsonl":
-            return list(_jsonl(path, source.encoding))
+        return list(read(path, source))
     except OSError as exc:
         raise LoadError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise LoadError(f"{path}: not {source.encoding} text ({exc})") from None
     except csv.Error as exc:
         raise LoadError(f"{path}: not a readable CSV file ({exc})") from None
-    return _json(path, source.records)
 
 
 def _csv(path: Path, source: Source) -> Iterator[Record]:
@@ -76,8 +72,8 @@ def _csv(path: Path, source: Source) -> Iterator[Record]:
             yield Record(f"{path.name} line {reader.line_num}", fields)
 
 
-def _jsonl(path: Path, encoding: str) -> Iterator[Record]:
-    with path.open(encoding=encoding) as handle:
+def _jsonl(path: Path, source: Source) -> Iterator[Record]:
+    with path.open(encoding=source.encoding) as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
@@ -90,7 +86,8 @@ def _jsonl(path: Path, encoding: str) -> Iterator[Record]:
             yield Record(f"{path.name} line {number}", value)
 
 
-def _json(path: Path, records: str | None) -> list[Record]:
+def _json(path: Path, source: Source) -> list[Record]:
+    records = source.records
     document = read_json(path)
     found = _select(document, records.split(".") if records else [], path.name)
     if not isinstance(found, list):
@@ -157,3 +154,6 @@ def _lookup(fields: Mapping[str, Any], path: str) -> Any:
         else:
             return _ABSENT
     return current
+
+
+_READERS: dict[str, Callable[[Path, Source], Iterable[Record]]] = {"csv": _csv, "json": _json, "jsonl": _jsonl}
