@@ -12,7 +12,7 @@ from sqlalchemy import Column, Engine, Integer, MetaData, String, Table, create_
 import server
 from plugins.orgunits.importers.iaso_csv import load_iaso_csv
 from plugins.orgunits.tables import org_unit
-from server.search import paths
+from server.params import paths
 from tests.support.contexts import IASO_CSV
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
