@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 from server.declare.rendered import materialized
 from server.engine import searches
@@ -24,3 +24,8 @@ def search(ctx: ServerContext, rtype: str, query: str, caller: Caller = TRUSTED,
 def matches(bundle: dict[str, Any]) -> list[int]:
     """The ids of the matches, in the bundle's order."""
     return [int(e["resource"]["id"]) for e in bundle.get("entry", []) if e["search"]["mode"] == "match"]
+
+
+def self_query(bundle: dict[str, Any]) -> list[tuple[str, str]]:
+    """The parameters the bundle's self link shows, but _count."""
+    return [p for p in parse_qsl(urlsplit(bundle["link"][0]["url"]).query) if p[0] != "_count"]
