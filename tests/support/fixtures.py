@@ -39,7 +39,7 @@ def context_fixture(build: Build) -> Any:
 def client_fixture(*, authorized: bool = False, context: str = "ctx") -> Any:
     """A module fixture: a client of the app over the module's `ctx` (or the context fixture named `context`).
     Without `authorized` it sends no token (each request brings its own: tests.support.contexts.bearer); with it,
-    a token of the configured permission that sees the whole default account."""
+    a token of the configured permission and no account or roots claim."""
     def app_client(**fixtures: ServerContext) -> Iterator[TestClient]:
         ctx = fixtures[context]
         with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as client:
