@@ -1,3 +1,4 @@
+"""`python -m server.cli`: the orgunit-fhir command line."""
 import sys
 
 from server.cli.main import main

@@ -1,3 +1,4 @@
+"""What a request asks of a resource type, as hooks (authorize, translate_exception) and scopes see it."""
 from __future__ import annotations
 
 from dataclasses import dataclass

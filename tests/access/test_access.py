@@ -4,7 +4,6 @@ any other id answers as an unknown id does. Typed roots and the other scoping mo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +11,13 @@ import pytest
 from starlette.testclient import TestClient
 
 from server.app import create_app
-from server.access.mint import mint_token
 from server.engine.context import ServerContext, create_context
 from server.errors import LoadError
-from server.settings import Settings
 from plugins.orgunits.versions import list_versions, set_default_version
 from plugins.orgunits.writer import ensure_data_source, ensure_source_version, write_units
 from plugins.orgunits.records import UnitRecord
-from tests.support.contexts import SECRET, make_settings, pyramid_context
+from tests.support.contexts import SECRET, bearer, make_settings, pyramid_context
+from tests.support.fixtures import client_fixture, context_fixture
 from tests.support.data import NOW
 from tests.support.scoping import ALPHA, BETA_V1, BETA_V2, DELETED, IDENTIFIER_3, NS, load_alpha, load_beta
 
@@ -28,21 +26,8 @@ SUBTREE_3 = {3}
 UNIVERSE = ALPHA | BETA_V1 | BETA_V2 | {DELETED, 999_999}
 
 
-@pytest.fixture(scope="module")
-def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    context = pyramid_context(backend_url, tmp_path_factory.mktemp("var"), load_alpha, load_beta)
-    yield context
-    context.db.dispose()
-
-
-@pytest.fixture(scope="module")
-def app_client(ctx: ServerContext) -> Iterator[TestClient]:
-    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as c:
-        yield c
-
-
-def token(settings: Settings, **claims: Any) -> dict[str, str]:
-    return {"Authorization": f"Bearer {mint_token(settings, extra=claims)}"}
+ctx = context_fixture(lambda url, var: pyramid_context(url, var, load_alpha, load_beta))
+app_client = client_fixture()
 
 
 CALLERS = {
@@ -79,7 +64,7 @@ def unknown_shape(response: Any, rid: int) -> tuple[int, str, Any]:
 def test_search_shows_exactly_the_callers_units_with_their_total(app_client: TestClient, ctx: ServerContext,
                                                                  caller: str) -> None:
     claims, visible = CALLERS[caller]
-    body = app_client.get("/fhir/Location?_count=100", headers=token(ctx.settings, **claims)).json()
+    body = app_client.get("/fhir/Location?_count=100", headers=bearer(ctx.settings, **claims)).json()
     assert ids_of(body) == visible
     assert body["total"] == len(visible)
 
@@ -91,7 +76,7 @@ def test_search_shows_exactly_the_callers_units_with_their_total(app_client: Tes
 def test_out_of_scope_ids_answer_exactly_as_unknown_ids(app_client: TestClient, ctx: ServerContext, caller: str,
                                                         path: str) -> None:
     claims, visible = CALLERS[caller]
-    headers = token(ctx.settings, **claims)
+    headers = bearer(ctx.settings, **claims)
     missing = unknown_shape(app_client.get(path.format(id=999_999), headers=headers), 999_999)
     assert missing[0] == 404
     deleted_here = {DELETED} if caller == "beta" else set()  # in its scope: 410 (read), its history (200)
@@ -103,10 +88,10 @@ def test_out_of_scope_ids_answer_exactly_as_unknown_ids(app_client: TestClient, 
 
 def test_deleted_unit_is_gone_for_its_account_and_unknown_for_others(app_client: TestClient,
                                                                      ctx: ServerContext) -> None:
-    beta = app_client.get(f"/fhir/Location/{DELETED}", headers=token(ctx.settings, account="beta"))
+    beta = app_client.get(f"/fhir/Location/{DELETED}", headers=bearer(ctx.settings, account="beta"))
     assert beta.status_code == 410
-    alpha = app_client.get(f"/fhir/Location/{DELETED}", headers=token(ctx.settings, account="alpha"))
-    missing = app_client.get("/fhir/Location/999999", headers=token(ctx.settings, account="alpha"))
+    alpha = app_client.get(f"/fhir/Location/{DELETED}", headers=bearer(ctx.settings, account="alpha"))
+    missing = app_client.get("/fhir/Location/999999", headers=bearer(ctx.settings, account="alpha"))
     assert unknown_shape(alpha, DELETED) == unknown_shape(missing, 999_999)
 
 
@@ -114,7 +99,7 @@ def test_deleted_unit_is_gone_for_its_account_and_unknown_for_others(app_client:
 def test_history_of_the_type_holds_only_visible_units(app_client: TestClient, ctx: ServerContext,
                                                       caller: str) -> None:
     claims, visible = CALLERS[caller]
-    body = app_client.get("/fhir/Location/_history?_count=100", headers=token(ctx.settings, **claims)).json()
+    body = app_client.get("/fhir/Location/_history?_count=100", headers=bearer(ctx.settings, **claims)).json()
     seen = {int(re.search(r"/Location/(\d+)", e["fullUrl"]).group(1)) for e in body.get("entry", [])}
     assert seen == visible | ({DELETED} if caller == "beta" else set())  # its deletion is in its history
     assert body["total"] == len(body.get("entry", []))
@@ -147,12 +132,12 @@ def test_history_of_the_type_holds_only_visible_units(app_client: TestClient, ct
 def test_search_features_stay_in_scope(app_client: TestClient, ctx: ServerContext, caller: str, query: str,
                                        expected: set[int]) -> None:
     claims, _ = CALLERS[caller]
-    body = app_client.get(f"/fhir/Location?{query}&_count=100", headers=token(ctx.settings, **claims)).json()
+    body = app_client.get(f"/fhir/Location?{query}&_count=100", headers=bearer(ctx.settings, **claims)).json()
     assert ids_of(body) | ids_of(body, "include") == expected
 
 
 def test_parents_outside_the_scope_stay_references(app_client: TestClient, ctx: ServerContext) -> None:
-    body = app_client.get("/fhir/Location/10", headers=token(ctx.settings, account="alpha", org_unit_roots=["10"]))
+    body = app_client.get("/fhir/Location/10", headers=bearer(ctx.settings, account="alpha", org_unit_roots=["10"]))
     assert body.json()["partOf"] == {"reference": "Location/2", "display": "Boucle du Mouhoun"}
 
 
@@ -163,7 +148,7 @@ def test_parents_outside_the_scope_stay_references(app_client: TestClient, ctx: 
 ])
 def test_organizations_are_the_accounts_data_sources(app_client: TestClient, ctx: ServerContext, account: str,
                                                      names: set[str]) -> None:
-    headers = token(ctx.settings, account=account)
+    headers = bearer(ctx.settings, account=account)
     body = app_client.get("/fhir/Organization", headers=headers).json()
     assert {e["resource"]["name"] for e in body.get("entry", [])} == names and body["total"] == len(names)
     missing = unknown_shape(app_client.get("/fhir/Organization/999999", headers=headers), 999_999)
@@ -175,7 +160,7 @@ def test_organizations_are_the_accounts_data_sources(app_client: TestClient, ctx
 
 def test_include_of_organization_is_scoped(app_client: TestClient, ctx: ServerContext) -> None:
     body = app_client.get("/fhir/Location?_id=30&_include=Location:organization",
-                          headers=token(ctx.settings, account="alpha")).json()
+                          headers=bearer(ctx.settings, account="alpha")).json()
     assert [e["resource"]["name"] for e in body["entry"] if e["search"]["mode"] == "include"] == \
         ["Ministère de la Santé"]
 
@@ -183,10 +168,10 @@ def test_include_of_organization_is_scoped(app_client: TestClient, ctx: ServerCo
 def test_a_token_without_account_sees_the_first_account_when_several_exist(app_client: TestClient,
                                                                            ctx: ServerContext) -> None:
     """Adding accounts never changes what a token without the claim sees: the first account loaded (issue 23)."""
-    unnamed = app_client.get("/fhir/Location?_count=100", headers=token(ctx.settings)).json()
-    first = app_client.get("/fhir/Location?_count=100", headers=token(ctx.settings, account="alpha")).json()
+    unnamed = app_client.get("/fhir/Location?_count=100", headers=bearer(ctx.settings)).json()
+    first = app_client.get("/fhir/Location?_count=100", headers=bearer(ctx.settings, account="alpha")).json()
     assert unnamed["total"] == first["total"] > 0 and ids_of(unnamed) == ids_of(first)  # alpha: the oldest
-    beta = app_client.get("/fhir/Location?_count=100", headers=token(ctx.settings, account="beta")).json()
+    beta = app_client.get("/fhir/Location?_count=100", headers=bearer(ctx.settings, account="beta")).json()
     assert not ids_of(unnamed) & ids_of(beta)
 
 
@@ -195,7 +180,7 @@ def test_default_account_serves_a_token_without_account(ctx: ServerContext, tmp_
     other = create_context(settings)
     try:
         with TestClient(create_app(settings, context=other)) as c:
-            body = c.get("/fhir/Location", headers=token(settings)).json()
+            body = c.get("/fhir/Location", headers=bearer(settings)).json()
         assert ids_of(body) == BETA_V2
     finally:
         other.db.dispose()
@@ -212,12 +197,12 @@ def test_default_account_serves_a_token_without_account(ctx: ServerContext, tmp_
 ])
 def test_malformed_scope_claims_are_forbidden(app_client: TestClient, ctx: ServerContext,
                                               claims: dict[str, Any]) -> None:
-    response = app_client.get("/fhir/Location", headers=token(ctx.settings, **claims))
+    response = app_client.get("/fhir/Location", headers=bearer(ctx.settings, **claims))
     assert response.status_code == 403 and response.json()["resourceType"] == "OperationOutcome"
 
 
 def test_served_version_switches_with_set_default(app_client: TestClient, ctx: ServerContext) -> None:
-    headers = token(ctx.settings, account="beta")
+    headers = bearer(ctx.settings, account="beta")
     with ctx.db.connect() as conn:
         assert [(v.number, v.units, v.served) for v in list_versions(conn, "beta")] == [(1, 3, False), (2, 3, True)]
     try:
@@ -247,11 +232,11 @@ def test_same_data_source_name_in_two_accounts(ctx: ServerContext) -> None:
 
 def test_each_account_has_its_own_types(app_client: TestClient, ctx: ServerContext) -> None:
     """beta's type COUNTRY is "Pays": loading it renamed nothing of alpha's."""
-    alpha = app_client.get("/fhir/Location/1", headers=token(ctx.settings, account="alpha")).json()
-    beta = app_client.get("/fhir/Location/201", headers=token(ctx.settings, account="beta")).json()
+    alpha = app_client.get("/fhir/Location/1", headers=bearer(ctx.settings, account="alpha")).json()
+    beta = app_client.get("/fhir/Location/201", headers=bearer(ctx.settings, account="beta")).json()
     assert (alpha["type"][0]["text"], beta["type"][0]["text"]) == ("Country", "Pays")
     assert alpha["meta"]["versionId"] == "1"
-    body = app_client.get("/fhir/Location?type=COUNTRY", headers=token(ctx.settings, account="beta")).json()
+    body = app_client.get("/fhir/Location?type=COUNTRY", headers=bearer(ctx.settings, account="beta")).json()
     assert ids_of(body) == {201}
 
 
@@ -263,7 +248,7 @@ def test_each_account_has_its_own_types(app_client: TestClient, ctx: ServerConte
 ])
 def test_type_code_system_lists_the_accounts_types(app_client: TestClient, ctx: ServerContext, account: str,
                                                    concepts: dict[str, str]) -> None:
-    headers = token(ctx.settings, account=account)
+    headers = bearer(ctx.settings, account=account)
     system = app_client.get("/fhir/CodeSystem/org-unit-type", headers=headers).json()
     assert {c["code"]: c["display"] for c in system.get("concept", [])} == concepts
     assert system["count"] == len(concepts)

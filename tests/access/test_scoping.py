@@ -5,7 +5,6 @@ reference and no partition; Schedule: several references, its own account), and 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ from sqlalchemy import Column, Integer, MetaData, Table, select
 from starlette.testclient import TestClient
 
 from server import ReferenceTarget, ResourceProvider, SearchParam, Subtree, Tenancy, Via
-from server.access.mint import mint_token
 from server.access.roots import IdentifierRoot, IdRoot, Root, parse_root
 from server.access.scope import AccessScope, caller_account
 from server.app import create_app
@@ -22,7 +20,8 @@ from server.engine.context import ServerContext, create_context
 from server.engine import searches
 from server.engine.caller import TRUSTED
 from server.errors import ConfigError, Forbidden
-from tests.support.contexts import SECRET, make_settings
+from tests.support.contexts import SECRET, bearer, make_settings
+from tests.support.fixtures import client_fixture, context_fixture
 from tests.support.scoping import (
     ALPHA,
     BETA_V2,
@@ -39,17 +38,8 @@ NOTHING: dict[str, frozenset[int]] = {"Location": frozenset(), "Organization": f
                                       "Schedule": frozenset()}
 
 
-@pytest.fixture(scope="module")
-def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    context = universe_context(backend_url, tmp_path_factory.mktemp("var"))
-    yield context
-    context.db.dispose()
-
-
-@pytest.fixture(scope="module")
-def app_client(ctx: ServerContext) -> Iterator[TestClient]:
-    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as c:
-        yield c
+ctx = context_fixture(universe_context)
+app_client = client_fixture()
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +48,8 @@ def orgs(ctx: ServerContext) -> dict[str, int]:
         return {acct: int(i) for acct, i in conn.exec_driver_sql("SELECT account, id FROM data_source")}
 
 
-def headers(ctx: ServerContext, **claims: Any) -> dict[str, str]:
-    return {"Authorization": f"Bearer {mint_token(ctx.settings, extra=claims)}"}
-
-
 def seen(app_client: TestClient, resource_type: str, claims: dict[str, Any], ctx: ServerContext) -> set[int]:
-    body = app_client.get(f"/fhir/{resource_type}?_count=100", headers=headers(ctx, **claims)).json()
+    body = app_client.get(f"/fhir/{resource_type}?_count=100", headers=bearer(ctx.settings, **claims)).json()
     found = {int(e["resource"]["id"]) for e in body.get("entry", [])}
     assert body["total"] == len(found)
     return found
@@ -177,7 +163,7 @@ def test_each_mode_shows_exactly_what_the_scope_allows(app_client: TestClient, c
 def test_out_of_scope_ids_answer_exactly_as_unknown_ids(app_client: TestClient, ctx: ServerContext,
                                                         orgs: dict[str, int], caller: str, resource_type: str) -> None:
     claims, visible = CALLERS[caller]
-    sent = headers(ctx, **claims)
+    sent = bearer(ctx.settings, **claims)
     missing = unknown_shape(app_client.get(f"/fhir/{resource_type}/999999", headers=sent), 999_999)
     assert missing[0] == 404
     expected = _expected(resource_type, visible[resource_type], orgs)
@@ -203,7 +189,7 @@ def test_out_of_scope_ids_answer_exactly_as_unknown_ids(app_client: TestClient, 
 ])
 def test_includes_and_searches_stay_in_scope(app_client: TestClient, ctx: ServerContext, orgs: dict[str, int],
                                             caller: str, query: str, expected: set[tuple[str, int]]) -> None:
-    body = app_client.get(f"/fhir/{query}", headers=headers(ctx, **CALLERS[caller][0])).json()
+    body = app_client.get(f"/fhir/{query}", headers=bearer(ctx.settings, **CALLERS[caller][0])).json()
     assert {(e["resource"]["resourceType"], int(e["resource"]["id"])) for e in body.get("entry", [])} == \
         {(t, orgs["alpha"] if i == -1 else i) for t, i in expected}
 
@@ -274,6 +260,6 @@ def test_a_reference_to_a_type_not_served_shows_nothing(ctx: ServerContext, tmp_
     with TestClient(create_app(settings, context=other)) as client:
         for resource_type, rows in (("Device", DEVICES), ("Schedule", SCHEDULES)):
             assert seen(client, resource_type, {"account": "alpha"}, other) == set()
-            assert client.get(f"/fhir/{resource_type}/1", headers=headers(other, account="alpha")).status_code == 404
+            assert client.get(f"/fhir/{resource_type}/1", headers=bearer(other.settings, account="alpha")).status_code == 404
             body = searches.search_type(other, TRUSTED, "http://x/fhir", resource_type, [("_count", "100")])
             assert {int(e["resource"]["id"]) for e in body["entry"]} == set(rows)

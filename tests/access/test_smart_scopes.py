@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from server.access.mint import mint_token
 from server.access.claims import claim_tokens, permissions_of
 from server.access.scopes import READ, SEARCH, Grant, ScopeRefused, SmartScopes, parse_scopes
 from server.app import create_app
 from server.engine.context import ServerContext, create_context
 from server.settings import Settings
-from tests.support.contexts import SECRET, make_settings, pyramid_context
+from tests.support.contexts import SECRET, bearer, make_settings, pyramid_context
+from tests.support.fixtures import client_fixture, context_fixture
 
 ALL = {"Location", "Organization", "CodeSystem"}
 
@@ -89,21 +89,8 @@ def test_the_denial_names_the_missing_scope() -> None:
 
 # ------------------------------------------------------------------ over HTTP, on both backends
 
-@pytest.fixture(scope="module")
-def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    context = pyramid_context(backend_url, tmp_path_factory.mktemp("var"))
-    yield context
-    context.db.dispose()
-
-
-@pytest.fixture(scope="module")
-def app_client(ctx: ServerContext) -> Iterator[TestClient]:
-    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as c:
-        yield c
-
-
-def bearer(settings: Settings, permissions: list[str] | None = None, **claims: Any) -> dict[str, str]:
-    return {"Authorization": f"Bearer {mint_token(settings, permissions=permissions, extra=claims)}"}
+ctx = context_fixture(pyramid_context)
+app_client = client_fixture()
 
 
 REQUESTS = {
@@ -167,7 +154,7 @@ def test_the_403_names_the_scope_it_lacks(app_client: TestClient, ctx: ServerCon
 ])
 def test_the_permission_is_still_required(app_client: TestClient, ctx: ServerContext, permissions: list[str],
                                           claims: dict[str, Any], status: int) -> None:
-    response = app_client.get("/fhir/Location", headers=bearer(ctx.settings, permissions, **claims))
+    response = app_client.get("/fhir/Location", headers=bearer(ctx.settings, permissions=permissions, **claims))
     assert response.status_code == status, response.text
     if status == 403:
         assert "lacks the permission 'service_org_units'" in response.text

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -15,7 +15,6 @@ import pytest
 from starlette.testclient import TestClient
 
 from plugins.orgunits.writer import write_units
-from server.access.mint import mint_token
 from server.app import create_app
 from server.bulk import runner as bulk_runner
 from server.bulk.files import directory
@@ -24,7 +23,8 @@ from server.engine.context import ServerContext
 from server.settings import BulkSettings
 from server.storage.db import writing_engine
 from tests.support.bulk import ASYNC, NDJSON, deleted_ids, export, kick_off, lines, manifest, versions
-from tests.support.contexts import pyramid_context
+from tests.support.contexts import bearer, pyramid_context
+from tests.support.fixtures import client_fixture, context_fixture
 from tests.support.data import UNITS
 from tests.support.scoping import ALPHA, BETA_V2, load_alpha, load_beta
 from tests.support.sync import paused_load
@@ -33,23 +33,15 @@ ALPHA_HEADERS = {"account": "alpha"}
 PER_FILE = 4
 
 
-@pytest.fixture(scope="module")
-def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    context = pyramid_context(backend_url, tmp_path_factory.mktemp("var"), load_alpha, load_beta)
+def exporting(url: str, var: Path) -> ServerContext:
+    """The two-account universe, exported in files of PER_FILE resources, without settling."""
+    context = pyramid_context(url, var, load_alpha, load_beta)
     bulk = BulkSettings(file_resources=PER_FILE, settle_seconds=0, settle_timeout_seconds=20, max_running=50)
-    context = replace(context, settings=replace(context.settings, bulk=bulk))
-    yield context
-    context.db.dispose()
+    return replace(context, settings=replace(context.settings, bulk=bulk))
 
 
-@pytest.fixture(scope="module")
-def api(ctx: ServerContext) -> Iterator[TestClient]:
-    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as client:
-        yield client
-
-
-def auth(ctx: ServerContext, **claims: Any) -> dict[str, str]:
-    return {"Authorization": f"Bearer {mint_token(ctx.settings, extra=claims or ALPHA_HEADERS)}"}
+ctx = context_fixture(exporting)
+api = client_fixture()
 
 
 def search_ids(api: TestClient, headers: dict[str, str], rtype: str) -> set[str]:
@@ -83,27 +75,27 @@ def search_ids(api: TestClient, headers: dict[str, str], rtype: str) -> set[str]
 def test_kick_off_refuses_what_it_cannot_honour(api: TestClient, ctx: ServerContext, path: str,
                                                 params: Any, headers: dict[str, str], status: int,
                                                 says: str) -> None:
-    answer = api.get(path, params=params, headers={**ASYNC, **auth(ctx), **headers})
+    answer = api.get(path, params=params, headers={**ASYNC, **bearer(ctx.settings, **ALPHA_HEADERS), **headers})
     assert answer.status_code == status, answer.text
     assert answer.json()["resourceType"] == "OperationOutcome" and says in answer.text
 
 
 @pytest.mark.parametrize("method", ["DELETE", "POST", "PUT"])
 def test_other_methods_are_not_allowed(api: TestClient, ctx: ServerContext, method: str) -> None:
-    status = kick_off(api, headers=auth(ctx))
+    status = kick_off(api, headers=bearer(ctx.settings, **ALPHA_HEADERS))
     for url in ("/fhir/$export", status):
-        answer = api.request(method, url, headers={**ASYNC, **auth(ctx)})
+        answer = api.request(method, url, headers={**ASYNC, **bearer(ctx.settings, **ALPHA_HEADERS)})
         assert answer.status_code == 405 and set(answer.headers["allow"].split(", ")) == {"GET", "HEAD"}, answer.text
 
 
 def test_lenient_handling_ignores_what_is_not_supported(api: TestClient, ctx: ServerContext) -> None:
-    found = export(api, headers={**auth(ctx), "Prefer": "respond-async, handling=lenient"},
+    found = export(api, headers={**bearer(ctx.settings, **ALPHA_HEADERS), "Prefer": "respond-async, handling=lenient"},
                    _type="Location,Patient", _typeFilter="Location?status=active")
     assert {o["type"] for o in found["output"]} == {"Location"}
 
 
 def test_system_export_is_every_resource_the_caller_reads_byte_for_byte(api: TestClient, ctx: ServerContext) -> None:
-    headers = auth(ctx)
+    headers = bearer(ctx.settings, **ALPHA_HEADERS)
     status = kick_off(api, headers=headers)
     assert status.startswith("http://testserver/fhir/$export-status/")
     found = manifest(api, status, headers)
@@ -129,7 +121,7 @@ def test_system_export_is_every_resource_the_caller_reads_byte_for_byte(api: Tes
 ])
 def test_an_export_holds_exactly_what_the_caller_may_read(api: TestClient, ctx: ServerContext,
                                                          claims: dict[str, Any], expected: set[int]) -> None:
-    headers = auth(ctx, **claims)
+    headers = bearer(ctx.settings, **claims)
     exported = lines(api, export(api, "/fhir/Location/$export", headers)["output"], headers)
     assert {int(i) for i in versions(exported.get("Location", []))} == expected
     assert {int(i) for i in search_ids(api, headers, "Location")} == expected
@@ -141,7 +133,7 @@ def test_an_export_holds_exactly_what_the_caller_may_read(api: TestClient, ctx: 
     pytest.param("system/Organization.rs", {"Organization"}, id="v2-organization"),
 ])
 def test_smart_scopes_narrow_the_types(api: TestClient, ctx: ServerContext, scope: str, types: set[str]) -> None:
-    headers = auth(ctx, account="alpha", scope=f"{scope} service_org_units")
+    headers = bearer(ctx.settings, account="alpha", scope=f"{scope} service_org_units")
     assert {o["type"] for o in export(api, headers=headers)["output"]} == types
     if "Location" not in types:
         answer = api.get("/fhir/$export", params={"_type": "Location"}, headers={**ASYNC, **headers})
@@ -156,7 +148,7 @@ def test_smart_scopes_narrow_the_types(api: TestClient, ctx: ServerContext, scop
 ])
 def test_a_type_level_export_needs_read_on_its_type(api: TestClient, ctx: ServerContext, scope: str,
                                                     status: int) -> None:
-    headers = auth(ctx, account="alpha", scope=f"{scope} service_org_units")
+    headers = bearer(ctx.settings, account="alpha", scope=f"{scope} service_org_units")
     answer = api.get("/fhir/Location/$export", headers={**ASYNC, **headers})
     assert answer.status_code == status, answer.text
     if status == 403:
@@ -164,18 +156,18 @@ def test_a_type_level_export_needs_read_on_its_type(api: TestClient, ctx: Server
 
 
 def test_a_job_is_its_callers_only(api: TestClient, ctx: ServerContext) -> None:
-    status = kick_off(api, headers=auth(ctx, account="alpha", sub="one"))
-    found = manifest(api, status, auth(ctx, account="alpha", sub="one"))
+    status = kick_off(api, headers=bearer(ctx.settings, account="alpha", sub="one"))
+    found = manifest(api, status, bearer(ctx.settings, account="alpha", sub="one"))
     file_url = found["output"][0]["url"]
     for other in ({"account": "beta", "sub": "one"}, {"account": "alpha", "sub": "two"},
                   {"account": "alpha", "sub": "one", "org_unit_roots": ["10"]},
                   {"account": "alpha", "sub": "one", "scope": "system/Organization.rs service_org_units"}):
         for url in (status, file_url):
-            answer = api.get(url, headers={**NDJSON, **auth(ctx, **other)})
+            answer = api.get(url, headers={**NDJSON, **bearer(ctx.settings, **other)})
             assert answer.status_code == 404, (other, url)
-    again = api.get(file_url, headers={**NDJSON, **auth(ctx, account="alpha", sub="one")})  # a new token, same caller
+    again = api.get(file_url, headers={**NDJSON, **bearer(ctx.settings, account="alpha", sub="one")})  # a new token, same caller
     assert again.status_code == 200
-    assert api.get(file_url.rsplit("/", 1)[0] + "/Location-9.ndjson", headers=auth(ctx, account="alpha", sub="one")
+    assert api.get(file_url.rsplit("/", 1)[0] + "/Location-9.ndjson", headers=bearer(ctx.settings, account="alpha", sub="one")
                    ).status_code == 404
     assert api.get(file_url).status_code == 401  # requiresAccessToken
 
@@ -190,7 +182,7 @@ def _rename(ctx: ServerContext, ids: set[int], suffix: str) -> None:
 
 def test_a_load_committed_during_the_export_is_in_none_of_its_files_and_since_returns_exactly_it(
         api: TestClient, ctx: ServerContext, monkeypatch: pytest.MonkeyPatch) -> None:
-    headers = auth(ctx)
+    headers = bearer(ctx.settings, **ALPHA_HEADERS)
     before = export(api, headers=headers)
     before_lines = lines(api, before["output"], headers)
     wait = bulk_runner.settle.wait
@@ -217,7 +209,7 @@ def test_a_load_committed_during_the_export_is_in_none_of_its_files_and_since_re
 
 
 def test_since_lists_the_deletions(api: TestClient, ctx: ServerContext) -> None:
-    headers = auth(ctx, account="beta")
+    headers = bearer(ctx.settings, account="beta")
     found = export(api, headers=headers, _since="2020-01-01T00:00:00Z")
     assert deleted_ids(api, found, headers) == {"Location/204"}
     assert [d["type"] for d in found["deleted"]] == ["Bundle"]
@@ -230,7 +222,7 @@ def test_a_load_open_at_the_kick_off_is_in_the_export_since_its_transaction_time
     """A load holding the writer lock at the kick-off (its versions stamped, not committed): transactionTime is
     the sync point, before its stamp, so the files hold the state without it, and the next export `_since` that
     transactionTime has it (SQLite: the kick-off's job row waits for the load's commit)."""
-    headers = auth(ctx)
+    headers = bearer(ctx.settings, **ALPHA_HEADERS)
     unit = replace(next(u for u in UNITS if u.id == 3), name="Hauts-Bassins (open)")
     with writing_engine(ctx.settings) as engine, \
             paused_load(engine, [unit], data_source="Ministère de la Santé", account="alpha", version=3) as load:
@@ -247,7 +239,7 @@ def test_a_load_open_at_the_kick_off_is_in_the_export_since_its_transaction_time
 
 def test_jobs_and_files_are_shared_by_the_workers(ctx: ServerContext) -> None:
     """Two apps (two workers) over one database and one directory: either answers the other's job."""
-    headers = auth(ctx)
+    headers = bearer(ctx.settings, **ALPHA_HEADERS)
     with TestClient(create_app(ctx.settings, context=ctx)) as one, TestClient(create_app(ctx.settings, context=ctx)) as two:
         status = kick_off(one, headers=headers)
         found = manifest(two, status, headers)
@@ -256,7 +248,7 @@ def test_jobs_and_files_are_shared_by_the_workers(ctx: ServerContext) -> None:
 
 def test_a_job_expires_with_its_files(ctx: ServerContext) -> None:
     settings = replace(ctx.settings, bulk=replace(ctx.settings.bulk, expire_seconds=1))
-    headers = auth(ctx)
+    headers = bearer(ctx.settings, **ALPHA_HEADERS)
     with TestClient(create_app(settings, context=replace(ctx, settings=settings))) as client:
         status = kick_off(client, headers=headers)
         manifest(client, status, headers)
@@ -268,13 +260,13 @@ def test_a_job_expires_with_its_files(ctx: ServerContext) -> None:
 
 
 def test_capabilities_instantiate_bulk_data_and_the_definition_is_served(api: TestClient, ctx: ServerContext) -> None:
-    statement = api.get("/fhir/metadata", headers=auth(ctx)).json()
+    statement = api.get("/fhir/metadata", headers=bearer(ctx.settings, **ALPHA_HEADERS)).json()
     assert "http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data" in statement["instantiates"]
     assert {"name": "export", "definition": "http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export"}.items() <= \
         statement["rest"][0]["operation"][0].items()
     location = next(r for r in statement["rest"][0]["resource"] if r["type"] == "Location")
     own = next(o["definition"] for o in location["operation"] if o["name"] == "export")
-    definition = api.get("/fhir/OperationDefinition", params={"url": own}, headers=auth(ctx)).json()
+    definition = api.get("/fhir/OperationDefinition", params={"url": own}, headers=bearer(ctx.settings, **ALPHA_HEADERS)).json()
     assert definition["entry"][0]["resource"]["code"] == "export"
 
 
@@ -282,7 +274,7 @@ def test_the_server_stopping_fails_its_running_jobs(ctx: ServerContext, monkeypa
     release = threading.Event()
     monkeypatch.setattr(bulk_runner.settle, "wait", lambda *a, **k: release.wait(5) or True)
     app = create_app(ctx.settings, context=ctx)
-    headers = auth(ctx)
+    headers = bearer(ctx.settings, **ALPHA_HEADERS)
     with TestClient(app) as client:
         status = kick_off(client, headers=headers)
         app.state.bulk.stopping.set()
@@ -297,7 +289,7 @@ def test_past_max_running_a_kick_off_answers_429(ctx: ServerContext, monkeypatch
     monkeypatch.setattr(bulk_runner.settle, "wait", lambda *a, **k: release.wait(10) or True)
     settings = replace(ctx.settings, bulk=replace(ctx.settings.bulk, max_running=1))
     app = create_app(settings, context=replace(ctx, settings=settings))
-    headers = auth(ctx)
+    headers = bearer(ctx.settings, **ALPHA_HEADERS)
     with TestClient(app) as client:
         status = kick_off(client, headers=headers)
         refused = client.get("/fhir/$export", headers={**ASYNC, **headers})

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from server.access.mint import mint_token
 from server.app import create_app
 from server.bulk import files as bulk_files
 from server.bulk import runner as bulk_runner
@@ -22,23 +21,22 @@ from server.cli.main import main
 from server.engine.context import ServerContext
 from server.settings import BulkSettings
 from tests.support.bulk import ASYNC, NDJSON, kick_off, manifest
-from tests.support.contexts import pyramid_context
+from tests.support.contexts import bearer, pyramid_context
+from tests.support.fixtures import context_fixture
 from tests.support.scoping import load_alpha, load_beta
 
 WORKERS, PER_WORKER, MAX_RUNNING = 4, 3, 2
 
 
-@pytest.fixture(scope="module")
-def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    context = pyramid_context(backend_url, tmp_path_factory.mktemp("var"), load_alpha, load_beta)
+def exporting(url: str, var: Path) -> ServerContext:
+    """The two-account universe, exported in files of 4 resources, without settling, MAX_RUNNING jobs at most."""
+    context = pyramid_context(url, var, load_alpha, load_beta)
     bulk = BulkSettings(file_resources=4, settle_seconds=0, settle_timeout_seconds=20, max_running=MAX_RUNNING)
-    context = replace(context, settings=replace(context.settings, bulk=bulk))
-    yield context
-    context.db.dispose()
+    return replace(context, settings=replace(context.settings, bulk=bulk))
 
 
-def auth(ctx: ServerContext, subject: str = "bulk-client") -> dict[str, str]:
-    return {"Authorization": f"Bearer {mint_token(ctx.settings, subject=subject, extra={'account': 'alpha'})}"}
+ctx = context_fixture(exporting)
+CLIENT = {"subject": "bulk-client", "account": "alpha"}  # the claims of the tokens these tests send
 
 
 def with_bulk(ctx: ServerContext, **bulk: Any) -> ServerContext:
@@ -64,7 +62,7 @@ def test_the_running_limit_holds_under_simultaneous_kick_offs(ctx: ServerContext
 
     def kick(client: TestClient, subject: str) -> None:
         start.wait(10)
-        statuses.append(client.get("/fhir/$export", headers={**ASYNC, **auth(ctx, subject)}).status_code)
+        statuses.append(client.get("/fhir/$export", headers={**ASYNC, **bearer(ctx.settings, subject=subject, account="alpha")}).status_code)
 
     clients = [TestClient(app) for app in apps]
     try:
@@ -99,14 +97,14 @@ def test_a_job_failing_on_a_full_disk_removes_its_files_at_once(ctx: ServerConte
     monkeypatch.setattr(bulk_files.NdjsonFiles, "write", fill_then_fail)
     app = create_app(ctx.settings, context=ctx)
     with TestClient(app) as client:
-        status = kick_off(client, headers=auth(ctx))
+        status = kick_off(client, headers=bearer(ctx.settings, **CLIENT))
         app.state.bulk.join()
         assert not _job_dir(ctx, status).exists()
-        failed = client.get(status, headers=auth(ctx))
+        failed = client.get(status, headers=bearer(ctx.settings, **CLIENT))
     assert failed.status_code == 500 and "OSError" in failed.text
     monkeypatch.setattr(bulk_files.NdjsonFiles, "write", written)
     with TestClient(create_app(ctx.settings, context=ctx)) as client:  # the next one is not failed by the first
-        assert manifest(client, kick_off(client, headers=auth(ctx)), auth(ctx))["output"]
+        assert manifest(client, kick_off(client, headers=bearer(ctx.settings, **CLIENT)), bearer(ctx.settings, **CLIENT))["output"]
 
 
 def test_a_job_interrupted_by_the_server_stopping_removes_its_files(ctx: ServerContext,
@@ -123,7 +121,7 @@ def test_a_job_interrupted_by_the_server_stopping_removes_its_files(ctx: ServerC
     monkeypatch.setattr(bulk_runner, "resources", slow)
     app = create_app(ctx.settings, context=ctx)
     with TestClient(app) as client:  # leaving it runs the lifespan's shutdown, as SIGTERM does
-        status = kick_off(client, headers=auth(ctx))
+        status = kick_off(client, headers=bearer(ctx.settings, **CLIENT))
         assert started.wait(10)
         job = _job_dir(ctx, status)
         assert any(job.iterdir())  # a partial file
@@ -155,8 +153,8 @@ def test_readyz_and_check_config_fail_when_the_directory_cannot_be_written(
 def one_file(ctx: ServerContext) -> Iterator[tuple[TestClient, str, bytes]]:
     """A TestClient, the URL of a finished job's first file and its bytes."""
     with TestClient(create_app(ctx.settings, context=ctx)) as client:
-        url = manifest(client, kick_off(client, headers=auth(ctx)), auth(ctx))["output"][0]["url"]
-        whole = client.get(url, headers={**NDJSON, **auth(ctx)})
+        url = manifest(client, kick_off(client, headers=bearer(ctx.settings, **CLIENT)), bearer(ctx.settings, **CLIENT))["output"][0]["url"]
+        whole = client.get(url, headers={**NDJSON, **bearer(ctx.settings, **CLIENT)})
         assert whole.status_code == 200
         yield client, url, whole.content
 
@@ -172,7 +170,7 @@ def one_file(ctx: ServerContext) -> Iterator[tuple[TestClient, str, bytes]]:
 def test_range_serves_what_rfc_9110_says(one_file: tuple[TestClient, str, bytes], ctx: ServerContext,
                                          range_header: str, status: int, part: Any) -> None:
     client, url, whole = one_file
-    answer = client.get(url, headers={**NDJSON, **auth(ctx), "Range": range_header})
+    answer = client.get(url, headers={**NDJSON, **bearer(ctx.settings, **CLIENT), "Range": range_header})
     assert answer.status_code == status and answer.content == part(whole)
     if status == 206:
         assert answer.headers["content-range"].endswith(f"/{len(whole)}")
@@ -190,7 +188,7 @@ def test_a_range_that_cannot_be_served_is_an_operation_outcome(one_file: tuple[T
                                                                ctx: ServerContext, range_header: str, status: int,
                                                                code: str) -> None:
     client, url, whole = one_file
-    answer = client.get(url, headers={**NDJSON, **auth(ctx), "Range": range_header})
+    answer = client.get(url, headers={**NDJSON, **bearer(ctx.settings, **CLIENT), "Range": range_header})
     outcome(answer, status, code)
     if status == 416:
         assert answer.headers["content-range"] == f"bytes */{len(whole)}"

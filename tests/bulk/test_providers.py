@@ -5,43 +5,44 @@ subtree token's export exactly what that token sees. On both backends."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 
 import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from server.access.mint import mint_token
-from server.app import create_app
 from server.engine.context import ServerContext
 from server.declare.provider import ResourceProvider
 from server.settings import BulkSettings
 from tests.orgunits.contract_samples import SUBJECT as ORGUNITS
 from tests.proof.contract_samples import SUBJECT as PROOF
 from tests.support.bulk import export, lines
+from tests.support.contexts import bearer
 from tests.support.contract import Samples, all_samples, contract_context
+from tests.support.fixtures import client_fixture, context_fixture
 
 SAMPLES = {s.resource_type: s for s in all_samples()}
 
 
-@pytest.fixture(scope="module")
-def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    with contract_context(backend_url, tmp_path_factory.mktemp("var"), (ORGUNITS, PROOF)) as context:
+@contextmanager
+def exporting(url: str, var: Path) -> Iterator[ServerContext]:
+    """Every contract subject's samples, exported in files of 3 resources, without settling."""
+    with contract_context(url, var, (ORGUNITS, PROOF)) as context:
         yield replace(context, settings=replace(context.settings, bulk=BulkSettings(settle_seconds=0,
                                                                                      file_resources=3)))
 
 
-@pytest.fixture(scope="module")
-def api(ctx: ServerContext) -> Iterator[TestClient]:
-    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as client:
-        yield client
+ctx = context_fixture(exporting)
+api = client_fixture()
 
 
 TABLE_BACKED = {"HealthcareService", "Location", "Organization"}  # the canonical resources are static: not exported
 
 
 def test_every_table_backed_provider_is_exported(api: TestClient, ctx: ServerContext) -> None:
-    headers = {"Authorization": f"Bearer {mint_token(ctx.settings)}"}
+    headers = bearer(ctx.settings)
     assert {o["type"] for o in export(api, headers=headers)["output"]} == TABLE_BACKED == {
         t for t in SAMPLES if isinstance(ctx.registry.providers.get(t), ResourceProvider)}
 
@@ -50,7 +51,7 @@ def test_every_table_backed_provider_is_exported(api: TestClient, ctx: ServerCon
                                      if s.resource_type in TABLE_BACKED])
 def test_each_type_exports_its_resources_as_reads_answer_them(api: TestClient, ctx: ServerContext,
                                                               samples: Samples) -> None:
-    headers = {"Authorization": f"Bearer {mint_token(ctx.settings, extra={'account': samples.account})}"}
+    headers = bearer(ctx.settings, account=samples.account)
     rtype = samples.resource_type
     found = export(api, f"/fhir/{rtype}/$export", headers)
     got = lines(api, found["output"], headers).get(rtype, [])
@@ -59,13 +60,13 @@ def test_each_type_exports_its_resources_as_reads_answer_them(api: TestClient, c
     for rid, line in zip(ids, got):
         assert api.get(f"/fhir/{rtype}/{rid}", headers=headers).content == line, rid
     for scope in samples.scopes:
-        scoped = {"Authorization": f"Bearer {mint_token(ctx.settings, extra={'account': samples.account, 'org_unit_roots': list(scope.roots)})}"}
+        scoped = bearer(ctx.settings, account=samples.account, org_unit_roots=list(scope.roots))
         got = lines(api, export(api, f"/fhir/{rtype}/$export", scoped)["output"], scoped).get(rtype, [])
         assert {orjson.loads(line)["id"] for line in got} == scope.sees - samples.deleted, scope.roots
 
 
 def test_since_covers_every_provider(api: TestClient, ctx: ServerContext) -> None:
-    headers = {"Authorization": f"Bearer {mint_token(ctx.settings)}"}
+    headers = bearer(ctx.settings)
     found = export(api, headers=headers, _since="1990-01-01T00:00:00Z")
     assert {o["type"] for o in found["output"]} == TABLE_BACKED
     deleted = {orjson.loads(b)["entry"][0]["request"]["url"] for b in lines(api, found["deleted"], headers).get(

@@ -1,15 +1,20 @@
 """The plugin registry: entry points, settings toggles, start-up failures and every hook."""
 from __future__ import annotations
 
+import importlib
+import inspect
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pluggy
 import pytest
 from sqlalchemy import Column, Integer, MetaData, String, Table
 from starlette.testclient import TestClient
 
 import plugins.orgunits.location
 from server import ConfigError, ResourceProvider, SearchParam, StringTarget, hookimpl
+from server import hookspecs
 from server.app import create_app
 from server.access.mint import mint_token
 from server.access.tokens import Principal
@@ -221,21 +226,50 @@ def test_blocked_extra_plugin_is_not_registered(small_ctx: ServerContext, tmp_pa
 
 # -- documentation and a plugin from outside this repository ---------------------------------------
 
-def test_every_hookspec_is_documented_and_exercised() -> None:
-    import inspect
+def _specified() -> pluggy.PluginManager:
+    """A plugin manager holding the hook specifications of server.hookspecs and nothing else."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    return pm
 
-    from server import hookspecs
 
+HOOKSPECS = sorted(name for name, caller in vars(_specified().hook).items()
+                   if isinstance(caller, pluggy.HookCaller) and caller.spec is not None)
+
+
+def _test_plugins() -> Iterator[tuple[str, object]]:
+    """Every module of the test packages, and every class defined in one (test plugins are either), by name."""
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted(root.rglob("*.py")):
+        if not all((folder / "__init__.py").is_file() for folder in path.parents if folder.is_relative_to(root)):
+            continue  # not in a package of the tests: a third-party distribution the tests install (tests/proof/site)
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        module = importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+        yield module.__name__, module
+        yield from ((f"{module.__name__}.{c.__qualname__}", c) for c in vars(module).values()
+                    if inspect.isclass(c) and c.__module__ == module.__name__)
+
+
+@pytest.fixture(scope="module")
+def implemented() -> dict[str, list[str]]:
+    """For each hook, the test plugins whose implementation pluggy accepts against its specification."""
+    pm = _specified()
+    for name, plugin in _test_plugins():
+        pm.register(plugin, name)  # a wrong signature raises here: pluggy checks it against the specification
+    return {hook: [impl.plugin_name for impl in getattr(pm.hook, hook).get_hookimpls()] for hook in HOOKSPECS}
+
+
+def test_the_hookspecs_are_found() -> None:
+    assert len(HOOKSPECS) >= 10 and "register_resource_providers" in HOOKSPECS and "access_scope" in HOOKSPECS
+
+
+@pytest.mark.parametrize("name", HOOKSPECS)
+def test_every_hookspec_is_documented_and_implemented_in_a_test(name: str, implemented: dict[str, list[str]]) -> None:
+    spec = getattr(_specified().hook, name).spec
+    assert spec is not None and inspect.getdoc(spec.function), f"the hookspec {name} has no docstring"
     readme = (Path(__file__).parents[2] / "plugins" / "README.md").read_text(encoding="utf-8")
-    tests = "".join(p.read_text(encoding="utf-8") for p in Path(__file__).parents[1].rglob("test_*.py"))
-    names = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction)
-             if hasattr(f, "orgunit_fhir_spec")]
-    assert set(names) == {"register_resource_providers", "register_migrations", "register_commands",
-                          "register_load_formats", "register_demo_data", "register_web_pages",
-                          "update_capability_statement", "authorize", "access_scope", "translate_exception"}
-    for name in names:
-        assert f"### {name}" in readme, f"plugins/README.md has no section for {name}"
-        assert f"def {name}(self" in tests, f"no test implements the hook {name}"
+    assert f"### {name}" in readme, f"plugins/README.md has no section for {name}"
+    assert implemented[name], f"no test plugin implements the hook {name}"
 
 
 THIRD_PARTY = '''

@@ -12,7 +12,7 @@ from server.app import create_app
 from server.engine.context import ServerContext
 from server.html.narrative import sanitize
 from server.html.pages import html_page, root_path
-from tests.support.contexts import make_settings, token_for
+from tests.support.contexts import bearer, make_settings
 
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 XSS = "<img src=x onerror=alert(1)>"
@@ -20,7 +20,7 @@ XSS = "<img src=x onerror=alert(1)>"
 
 @pytest.fixture(scope="module")
 def auth(small_ctx: ServerContext) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token_for(small_ctx.settings)}"}
+    return bearer(small_ctx.settings)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from server.app import create_app
 from server.engine.context import ServerContext
 from server.storage.hot import OverBudget, SqliteOnLoop
-from tests.support.contexts import token_for
+from tests.support.contexts import bearer
 from tests.support.plans import Statement, captured
 
 SAME = [
@@ -57,7 +57,7 @@ SAME = [
 @pytest.fixture(scope="module")
 def hot(small_ctx: ServerContext) -> Iterator[TestClient]:
     with TestClient(create_app(small_ctx.settings, context=small_ctx), base_url="http://testserver") as client:
-        client.headers["Authorization"] = f"Bearer {token_for(small_ctx.settings)}"
+        client.headers.update(bearer(small_ctx.settings))
         yield client
 
 
@@ -70,7 +70,7 @@ def threaded(small_ctx: ServerContext) -> Iterator[TestClient]:
     """The same server without the hot path: every interaction in a worker thread, through SQLAlchemy."""
     ctx = replace(small_ctx, hot=None)
     with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as client:
-        client.headers["Authorization"] = f"Bearer {token_for(small_ctx.settings)}"
+        client.headers.update(bearer(small_ctx.settings))
         yield client
 
 
@@ -98,7 +98,7 @@ def test_another_position_of_a_kept_search_runs_on_the_loop(small_ctx: ServerCon
 
 def test_a_scope_is_applied_on_the_loop(small_ctx: ServerContext, hot: TestClient) -> None:
     """A token limited to the subtree of district 10: a unit outside it is unknown, on the loop as in a thread."""
-    scoped = {"Authorization": f"Bearer {token_for(small_ctx.settings, roots=['Location/10'])}"}
+    scoped = bearer(small_ctx.settings, org_unit_roots=["Location/10"])
     for _ in range(2):  # the second time, on the loop
         assert hot.get("/fhir/Location/30", headers=scoped).status_code == 200
         assert hot.get("/fhir/Location/3", headers=scoped).status_code == 404

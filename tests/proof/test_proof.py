@@ -17,7 +17,6 @@ from starlette.testclient import TestClient
 
 import server
 from server.access.mint import mint_token
-from server.app import create_app
 from server.engine.context import ServerContext
 from server.declare.registry import Registry
 from server.extensions import load_extensions
@@ -27,6 +26,7 @@ from server.settings import parse_settings
 from tests.orgunits.contract_samples import SUBJECT as ORGUNITS
 from tests.proof.contract_samples import SUBJECT as PROOF
 from tests.support.contract import contract_context, entries, installed
+from tests.support.fixtures import client_fixture, context_fixture
 from tests.support.live import CLI, _env
 from tests.support.proof import PLUGINS, SERVICES, SERVICES_UPDATE, SITE
 
@@ -61,17 +61,8 @@ def test_found_through_its_entry_point_and_toggled_by_settings(tmp_path: Path) -
             assert ("services-json" in extensions.load_formats, "services" in extensions.commands) == (enabled, enabled)
 
 
-@pytest.fixture(scope="module")
-def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    with contract_context(backend_url, tmp_path_factory.mktemp("var"), (ORGUNITS, PROOF)) as context:
-        yield context
-
-
-@pytest.fixture(scope="module")
-def api(ctx: ServerContext) -> Iterator[TestClient]:
-    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as client:
-        client.headers["Authorization"] = f"Bearer {mint_token(ctx.settings)}"
-        yield client
+ctx = context_fixture(lambda url, var: contract_context(url, var, (ORGUNITS, PROOF)))
+api = client_fixture(authorized=True)
 
 
 def _get(api: TestClient, url: str, **params: Any) -> dict[str, Any]:

@@ -4,7 +4,6 @@ subtree, an account), _include/_revinclude across the reference parameters, what
 link, and the CapabilityStatement that declares it all. The tables of cases: tests.search.chain_cases."""
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ from server.engine.caller import TRUSTED, Caller
 from server.declare.rendered import materialized
 from server.errors import FhirError, UnsupportedParameter
 from tests.support.chained import (
-    BASE,
     DHIS2,
     all_pages,
     ids,
@@ -26,19 +24,16 @@ from tests.support.chained import (
     matched,
     named,
     real_context,
-    search,
     subtree,
 )
 from tests.search.chain_cases import CASES, INCLUDES, REFUSED, REFUSED_OVER_HTTP, SCOPED
+from tests.support.fixtures import client_fixture, context_fixture
+from tests.support.searching import BASE, search
 from tests.support.validators import assert_valid
 
 
 
-@pytest.fixture(scope="module")
-def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    context = real_context(backend_url, tmp_path_factory.mktemp("var"))
-    yield context
-    context.db.dispose()
+ctx = context_fixture(real_context)
 
 
 @pytest.fixture(scope="module")
@@ -156,11 +151,7 @@ def test_the_capability_statement_declares_chains_and_has(ctx: ServerContext) ->
     assert set(resources["Location"]["searchInclude"]) == {"Location:partof", "Location:organization"}
 
 
-@pytest.fixture(scope="module")
-def client(ctx: ServerContext) -> Iterator[TestClient]:
-    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as http:
-        http.headers["Authorization"] = f"Bearer {mint_token(ctx.settings)}"
-        yield http
+client = client_fixture(authorized=True)
 
 
 @pytest.mark.parametrize("prefer", ["handling=lenient", "handling=strict", None], ids=["lenient", "strict", "none"])

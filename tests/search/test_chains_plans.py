@@ -4,7 +4,6 @@ no large table read whole that the unchained search does not read whole, and non
 few rows. Database: a 3000-unit demo pyramid, Iaso and DHIS2 Sierra Leone, analyzed (tests.support.query_plans)."""
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import text
@@ -12,14 +11,11 @@ from sqlalchemy import text
 from server.engine.context import ServerContext
 from server.engine.caller import TRUSTED
 from tests.support.chained import DHIS2, ids, named, subtree
+from tests.support.fixtures import context_fixture
 from tests.support.query_plans import plan_context, scanned, statements
 
 
-@pytest.fixture(scope="module")
-def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    context = plan_context(backend_url, tmp_path_factory.mktemp("var"))
-    yield context
-    context.db.dispose()
+ctx = context_fixture(plan_context)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ small pyramid 1-32; beta: DHIS2 version 1 (101-103, not served) and 2 (201-203),
 conditions the server keeps follow the data."""
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from server.engine.caller import TRUSTED, Caller
 from tests.support.chained import matched, search
 from tests.support.contexts import pyramid_context
 from tests.support.data import NOW
+from tests.support.fixtures import context_fixture
 from tests.support.scoping import universe_context
 
 ALPHA = Caller(None, AccessScope(account="alpha"))
@@ -27,11 +27,7 @@ BETA = Caller(None, AccessScope(account="beta"))
 SUBTREE_10 = Caller(None, AccessScope(account="alpha", roots=("Location/10",)))  # 10, 20, 30, 31, 32
 
 
-@pytest.fixture(scope="module")
-def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    context = universe_context(backend_url, tmp_path_factory.mktemp("var"))
-    yield context
-    context.db.dispose()
+ctx = context_fixture(universe_context)
 
 
 CASES = [

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qsl
 
 import pytest
 from sqlalchemy import Column, ForeignKey, Integer, MetaData, String, Table
 
 from server import ConfigError, ReferenceTarget, ResourceProvider, SearchParam, Settings, Through, hookimpl
 from server.engine.context import ServerContext, create_context
-from server.engine import searches
-from server.engine.caller import TRUSTED
-from server.declare.rendered import materialized
 from server.errors import InvalidValue, UnsupportedParameter
 from tests.support.contexts import SECRET, make_settings
+from tests.support.searching import search
 
-BASE = "http://fhir.test/fhir"
 
 metadata = MetaData()
 groups = Table("through_test_group", metadata, Column("id", Integer, primary_key=True), Column("name", String))
@@ -74,11 +70,6 @@ def ctx(small_ctx: ServerContext, tmp_path_factory: pytest.TempPathFactory) -> I
         metadata.drop_all(conn)
 
 
-def search(ctx: ServerContext, resource_type: str, query: str) -> dict[str, Any]:
-    return materialized(searches.search_type(ctx, TRUSTED, BASE, resource_type,
-                                             parse_qsl(query, keep_blank_values=True), strict=True))
-
-
 def entries(bundle: dict[str, Any], mode: str) -> list[str]:
     return [f"{e['resource']['resourceType']}/{e['resource']['id']}" for e in bundle.get("entry", [])
             if e["search"]["mode"] == mode]
@@ -98,7 +89,7 @@ def entries(bundle: dict[str, Any], mode: str) -> list[str]:
     pytest.param("part:missing=true", ["Group/3"], id="part-missing"),
 ])
 def test_search_by_a_multi_valued_reference(ctx: ServerContext, query: str, expected: list[str]) -> None:
-    bundle = search(ctx, "Group", query)
+    bundle = search(ctx, "Group", query, strict=True)
     assert entries(bundle, "match") == expected and bundle["total"] == len(expected)
 
 
@@ -114,7 +105,7 @@ def test_search_by_a_multi_valued_reference(ctx: ServerContext, query: str, expe
                  id="iterate-self-reference"),
 ])
 def test_include_over_a_side_table(ctx: ServerContext, query: str, matches: list[str], included: list[str]) -> None:
-    bundle = search(ctx, "Group", query)
+    bundle = search(ctx, "Group", query, strict=True)
     assert entries(bundle, "match") == matches
     assert sorted(entries(bundle, "include")) == included
 
@@ -127,7 +118,7 @@ def test_include_over_a_side_table(ctx: ServerContext, query: str, matches: list
 ])
 def test_revinclude_over_a_side_table(ctx: ServerContext, query: str, matches: list[str],
                                       included: list[str]) -> None:
-    bundle = search(ctx, "Location", query)
+    bundle = search(ctx, "Location", query, strict=True)
     assert entries(bundle, "match") == matches
     assert sorted(entries(bundle, "include")) == included
 
@@ -139,7 +130,7 @@ def test_revinclude_over_a_side_table(ctx: ServerContext, query: str, matches: l
 ])
 def test_bad_values_of_a_multi_valued_reference(ctx: ServerContext, query: str, error: type[Exception]) -> None:
     with pytest.raises(error):
-        search(ctx, "Group", query)
+        search(ctx, "Group", query, strict=True)
 
 
 def test_hierarchy_needs_the_reference_in_the_own_rows() -> None:

@@ -4,23 +4,20 @@ Location with that source reference, `{org:iaso}`: the id of the Organization wi
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
 
 from sqlalchemy import Engine
 
 from plugins.orgunits.importers.formats import load_file
 from server.access.scope import AccessScope
 from server.engine.context import ServerContext, create_context
-from server.engine import searches
 from server.engine.caller import TRUSTED, Caller
-from server.declare.rendered import materialized
 from server.storage.prerender import refresh
 from tests.support.contexts import IASO_CSV, REAL_DATA, SECRET, make_settings
+from tests.support.searching import search
 
-BASE = "http://fhir.test/fhir"
 SL_BUNDLE = REAL_DATA / "dhis2_sierra_leone_fhir" / "orgUnits.bundle.json"
 DHIS2 = "https://play.dhis2.org/dev/api/organisationUnits"  # the Sierra Leone units' identifier system
 NS = "https://orgunit-fhir.example.org/fhir/sid"
@@ -55,12 +52,6 @@ def real_context(url: str, var: Path, *, plugins: dict[str, Any] | None = None,
 def subtree(*roots: str, account: str = ACCOUNT) -> Caller:
     """A token of `account` limited to the subtrees of `roots` (none: the whole account)."""
     return Caller(None, AccessScope(account=account, roots=roots or None))
-
-
-def search(ctx: ServerContext, rtype: str, query: str, caller: Caller = TRUSTED,
-           items: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-    pairs = [*parse_qsl(query, keep_blank_values=True), *items]
-    return materialized(searches.search_type(ctx, caller, BASE, rtype, pairs))
 
 
 def matched(bundle: dict[str, Any]) -> set[str]:

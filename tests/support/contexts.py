@@ -38,10 +38,11 @@ def pyramid_context(url: str, var: Path, *also: Callable[[Engine], None]) -> Ser
     return ctx
 
 
-def token_for(settings: Settings, **kwargs: Any) -> str:
-    return mint_token(settings, **kwargs)
-
-
+def bearer(settings: Settings, *, subject: str = "orgunit-fhir-cli", permissions: list[str] | None = None,
+           **claims: Any) -> dict[str, str]:
+    """The Authorization header of a token signed with these settings' secret, `claims` set last (`account`,
+    `org_unit_roots`, `scope`, `sub`...); the permission is the configured one unless `permissions` says."""
+    return {"Authorization": f"Bearer {mint_token(settings, subject, permissions, extra=claims)}"}
 
 
 def migrate(engine: Engine, settings: Settings | None = None) -> None:

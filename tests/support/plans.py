@@ -58,6 +58,22 @@ def full_scans(engine: Engine, statement: Statement, table: str) -> list[str]:
         raw.close()
 
 
+def tables_read(engine: Engine, statement: Statement) -> set[str]:
+    """The tables the plan of `statement` reads in any way (SQLite names an aliased table by its alias)."""
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        if engine.dialect.name == "sqlite":
+            cursor.execute("EXPLAIN QUERY PLAN " + statement.sql, statement.parameters)
+            return {m.group(1) for row in cursor.fetchall() if (m := re.match(r"(?:SCAN|SEARCH) (\w+)", row[3]))}
+        cursor.execute("EXPLAIN (FORMAT JSON) " + statement.sql, statement.parameters)
+        plan = cursor.fetchone()[0]
+        return {n["Relation Name"] for n in _nodes(plan if isinstance(plan, list) else json.loads(plan))
+                if "Relation Name" in n}
+    finally:
+        raw.close()
+
+
 def _nodes(plan: Any) -> Iterator[dict[str, Any]]:
     if isinstance(plan, list):
         for item in plan:
