@@ -1,35 +1,17 @@
-"""Records checked one by one and ordered parents first (each parent written before its children, or already
-stored in the same account), refusing duplicates, dangling parents and cycles."""
+"""Records ordered parents first (each parent written before its children, or already stored in the same
+account), refusing duplicates, dangling parents and cycles (each record is checked on its own by
+plugins.orgunits.validation)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
 from sqlalchemy import Connection, select
 
-from plugins.orgunits.coordinates import Axis, bounds, within
 from plugins.orgunits.records import UnitRecord, describe, refuse_cycles
-from plugins.orgunits.tables import VALIDATION_STATUSES, data_source, org_unit, source_version
+from plugins.orgunits.tables import data_source, org_unit, source_version
 from server import LoadError
 
 _ID_CHUNK = 2000
-
-
-def check(record: UnitRecord) -> None:
-    if not isinstance(record.id, int) or isinstance(record.id, bool):
-        raise LoadError(f"{describe(record)}: id must be an integer")
-    if not record.name or not record.name.strip():
-        raise LoadError(f"org unit {record.id}: name is empty")
-    if record.validation_status not in VALIDATION_STATUSES:
-        raise LoadError(f"{describe(record)}: validation status {record.validation_status!r} "
-                        f"is not one of {', '.join(VALIDATION_STATUSES)}")
-    position: tuple[tuple[Axis, float | None], ...] = (("latitude", record.latitude), ("longitude", record.longitude))
-    for axis, value in position:
-        if value is not None and not within(axis, value):
-            raise LoadError(f"{describe(record)}: {axis} {value} is outside {bounds(axis)}")
-    if record.altitude is not None and not within("altitude", record.altitude):
-        raise LoadError(f"{describe(record)}: altitude {record.altitude} is not a number")
-    if any(not alias or not alias.strip() for alias in record.aliases):
-        raise LoadError(f"{describe(record)}: empty alias")
 
 
 def parents_first(conn: Connection, records: Iterable[UnitRecord], check_every: int,

@@ -32,7 +32,8 @@ from plugins.orgunits.history import (
     record_history,
     refresh_paths,
 )
-from plugins.orgunits.ordering import check, parents_first
+from plugins.orgunits.ordering import parents_first
+from plugins.orgunits.validation import check
 from plugins.orgunits.records import (
     TypeRecord,
     UnitRecord,

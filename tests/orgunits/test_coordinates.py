@@ -17,7 +17,7 @@ from plugins.orgunits.importers.geometry import position
 from plugins.orgunits.importers.iaso_csv import read_rows
 from plugins.orgunits.importers.mapped import read_units as read_mapped
 from plugins.orgunits.importers.mapping import parse_mapping
-from plugins.orgunits.ordering import check
+from plugins.orgunits.validation import check
 from plugins.orgunits.records import UnitRecord
 from server import LoadError
 
