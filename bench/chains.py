@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from plugins.orgunits.demo import generate_demo  # noqa: E402
 from plugins.orgunits.importers.formats import load_file  # noqa: E402
-from server.access.scope import AccessScope  # noqa: E402
+from server.access.tenancy import AccessScope  # noqa: E402
 from server.engine.context import ServerContext, create_context  # noqa: E402
 from server.engine import searches  # noqa: E402
 from server.engine.caller import TRUSTED, Caller  # noqa: E402

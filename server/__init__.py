@@ -3,7 +3,7 @@
 This module is the whole public surface for plugins: a plugin imports from `server` and from nothing below it
 (a test checks that). Everything here is a declaration, a hook marker, an error or a small helper; the engine
 does the rest (parsing, SQL, paging, bundles, errors, capabilities, access control)."""
-from server.access.scope import AccessScope
+from server.access.tenancy import AccessScope
 from server.access.tokens import Principal
 from server.cli.common import add_common as add_common_options
 from server.declare.extensions import Command, DemoData, LoadFormat, LoadReport

@@ -8,7 +8,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from server.access.claims import MISSING, claim
 from server.access.roots import MAX_ROOTS
-from server.access.scope import AccessScope
+from server.access.tenancy import AccessScope
 from server.access.tokens import Principal
 from server.declare.interaction import Interaction
 from server.errors import FhirError, Forbidden, InternalError, ServiceUnavailable, TooCostly

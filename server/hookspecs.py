@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from server.declare.interaction import Interaction
     from server.declare.provider import ResourceProvider
     from server.html.web import WebAssets, WebPage
-    from server.access.scope import AccessScope
+    from server.access.tenancy import AccessScope
     from server.settings import Settings
     from server.storage.migrate import Migrations
 

@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from starlette.types import Scope
 
-from server.access.scope import AccessScope
+from server.access.tenancy import AccessScope
 from server.access.tokens import Principal
 from server.declare.interaction import Interaction
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from server.access.scopes import scopes_supported
+from server.access.smart_scopes import scopes_supported
 from server.settings import AuthSettings, Settings
 
 SECURITY_SERVICE = "http://terminology.hl7.org/CodeSystem/restful-security-service"

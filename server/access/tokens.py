@@ -19,7 +19,7 @@ import jwt
 
 from server.access.claims import permissions_of
 from server.access.jwks import RemoteJwks
-from server.access.scopes import ScopeRefused, SmartScopes, smart_scopes_of
+from server.access.smart_scopes import ScopeRefused, SmartScopes, smart_scopes_of
 from server.access.keys import (
     ASYMMETRIC_ALGORITHMS,
     HMAC_ALGORITHMS,
@@ -46,7 +46,7 @@ class Principal:
     subject: str | None
     permissions: frozenset[str]
     claims: Mapping[str, Any]
-    scopes: SmartScopes | None = None  # the token's SMART scopes (server.access.scopes); None: not narrowed
+    scopes: SmartScopes | None = None  # the token's SMART scopes (server.access.smart_scopes); None: not narrowed
 
 
 def invalid(why: str) -> AuthenticationFailed:

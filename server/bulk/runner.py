@@ -22,7 +22,7 @@ from server.engine.context import ServerContext
 from server.engine.caller import Caller
 from server.declare.instants import instant
 from server.declare.provider import ResourceProvider
-from server.engine.reads import visibility
+from server.engine.visibility import visibility
 from server.errors import operation_outcome
 
 log = logging.getLogger("orgunit_fhir")

@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from server.access.scopes import READ
+from server.access.smart_scopes import READ
 from server.bulk.files import JOB_ID, job_directory, remove_job
 from server.bulk.jobs import DONE, FAILED, Job, JobStore, Owner, now
 from server.bulk.parameters import NDJSON, parse_export

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.access.scope import EVERYTHING, AccessScope
+from server.access.tenancy import EVERYTHING, AccessScope
 from server.access.tokens import Principal
 from server.engine.context import ServerContext
 from server.declare.interaction import Interaction

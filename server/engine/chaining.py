@@ -9,13 +9,14 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Select
 
-from server.access.scope import Visibility
+from server.access.tenancy import Visibility
 from server.declare.provider import ResourceProvider
 from server.engine.caller import Caller
 from server.engine.context import ServerContext
-from server.engine.reads import count, seen_by
+from server.engine.counts import count
+from server.engine.visibility import seen_by
 from server.engine.steps import Steps, blocking, database, scalar
-from server.search.chains import Chained, parse_request
+from server.search.chains import Chained
 from server.search.hops import compile_chained, crossed
 from server.search.request import SearchRequest
 from server.search.sql import JOINED
@@ -60,7 +61,7 @@ def joined_conditions(ctx: ServerContext, caller: Caller, request: SearchRequest
 
 def total(ctx: ServerContext, provider: ResourceProvider, caller: Caller, request: SearchRequest,
           snapshot: Snapshot, key: Hashable, query: Callable[[], Steps[Select[Any]]]) -> Steps[int]:
-    """The search's count, cached as any count (server.engine.reads.count) with, for each other type a chain
+    """The search's count, cached as any count (server.engine.counts.count) with, for each other type a chain
     crosses, what the caller sees of it and its data generation; counted every time when one of them keeps no
     versions (its changes would go unseen)."""
     others = crossed(ctx.registry.providers, request)
@@ -71,10 +72,3 @@ def total(ctx: ServerContext, provider: ResourceProvider, caller: Caller, reques
         key = (key, tuple((p.resource_type, seen[p.resource_type].key, snapshot.generations.get(p.resource_type))
                           for p in others))
     return (yield from count(ctx, provider, snapshot, key, query))
-
-
-def parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]],
-          strict: bool) -> SearchRequest:
-    """The search as this server takes it: its limits, its chains over the types it serves."""
-    return parse_request(provider, items, default_count=ctx.settings.fhir.default_count,
-                         max_count=ctx.settings.fhir.max_count, strict=strict, providers=ctx.registry.providers)

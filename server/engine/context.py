@@ -17,7 +17,7 @@ from server.plugins import get_plugin_manager
 from server.declare.provider import ResourceProvider
 from server.declare.registry import Registry
 from server.access.ratelimit import RateLimiter
-from server.access.scope import Scoper
+from server.access.tenancy import Scoper
 from server.search.bodies import body_query
 from server.settings import Settings
 from server.storage.db import create_db_engine

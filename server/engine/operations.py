@@ -12,7 +12,8 @@ from server.engine.context import ServerContext
 from server.engine.caller import Caller
 from server.declare.provider import Operation, OperationCall, ResourceProvider
 from server.engine.drivers import in_thread
-from server.engine.reads import fetch, visibility
+from server.engine.instances import fetch
+from server.engine.visibility import visibility
 from server.errors import InternalError, ResourceNotFound
 from server.params.ids import stored_id
 from server.search.paging import FORMAT_PARAMS

@@ -9,16 +9,18 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Select
 
-from server.access.scope import Visibility
+from server.access.tenancy import Visibility
 from server.declare.provider import ResourceProvider, StaticProvider
 from server.declare.rendered import Rendered
 from server.engine.bundle import search_entry, searchset
 from server.engine.caller import Caller
-from server.engine.chaining import joined_conditions, parse, total as counted
+from server.engine.chaining import joined_conditions, total as counted
+from server.engine.parsing import parse
 from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.operations import call_handler
-from server.engine.reads import Resource, fetch, fresh, resource_provider, seen_by, splices, static_account, subset_of
+from server.engine.instances import Resource, fetch, fresh, resource_provider, splices, subset_of
+from server.engine.visibility import seen_by, static_account
 from server.engine.static import search_static
 from server.engine.steps import Query, Steps, asked, blocking, database, rows
 from server.errors import ResourceNotFound, operation_outcome

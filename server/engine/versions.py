@@ -11,17 +11,9 @@ from server.engine.bundle import history, history_entry
 from server.engine.caller import Caller
 from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
-from server.engine.reads import (
-    Resource,
-    count,
-    fresh,
-    not_found,
-    resource_provider,
-    sees,
-    seen_by,
-    splices,
-    subset_of,
-)
+from server.engine.counts import count
+from server.engine.instances import Resource, fresh, not_found, resource_provider, splices, subset_of
+from server.engine.visibility import sees, seen_by
 from server.engine.steps import Steps, rows, scalar
 from server.errors import ResourceGone, ResourceNotFound
 from server.params.ids import stored_id

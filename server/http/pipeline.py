@@ -28,7 +28,7 @@ from server.engine.caller import ANONYMOUS, Caller, authorize, caller_of
 from server.engine.drivers import in_thread, on_loop
 from server.engine.steps import Steps
 from server.declare.interaction import Interaction
-from server.engine.reads import Resource
+from server.engine.instances import Resource
 from server.errors import FhirError, InvalidRequest, UriTooLong
 from server.http.conditional import headers_for, not_modified, validators
 from server.http.negotiation import Format, negotiate

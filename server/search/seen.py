@@ -1,5 +1,5 @@
 """What a caller may see of a provider's rows, decided here only: its live rows (a versioned provider's deleted
-ones are gone) within the caller's visibility (server.access.scope.Visibility.clause, SMART scopes applied). Every
+ones are gone) within the caller's visibility (server.access.tenancy.Visibility.clause, SMART scopes applied). Every
 query that selects rows for a caller (a search, its look-ups, chains and _has hops, includes, subtree roots, reads,
 Bulk Data) takes its conditions from `seen`: a query that built its own could leak a deleted row or another
 tenant's."""

@@ -109,7 +109,7 @@ def _clause(provider: ResourceProvider, clause: Clause, found: Found) -> ColumnE
 def where_clause(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
                  visible: ColumnElement[bool] | None = None) -> ColumnElement[bool]:
     """`found`: look_up's result (and the conditions of the request's chained parameters, compiled before);
-    `visible`: the caller's scope (server.access.scope.Visibility.clause)."""
+    `visible`: the caller's scope (server.access.tenancy.Visibility.clause)."""
     joined = [(found or {})[(JOINED, j.key, j.raw)] for j in request.joined]  # KeyError: not compiled
     return and_(true(), *seen(provider, visible), *(_clause(provider, c, found or {}) for c in request.all_clauses), *joined)
 

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from server import ReferenceTarget, ResourceProvider, SearchParam, Subtree, Tenancy, Via
 from server.access.roots import IdentifierRoot, IdRoot, Root, parse_root
-from server.access.scope import AccessScope, caller_account
+from server.access.tenancy import AccessScope, caller_account
 from server.app import create_app
 from server.engine.context import ServerContext, create_context
 from server.engine import searches

@@ -11,7 +11,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from server.access.claims import claim_tokens, permissions_of
-from server.access.scopes import READ, SEARCH, Grant, ScopeRefused, SmartScopes, parse_scopes
+from server.access.smart_scopes import READ, SEARCH, Grant, ScopeRefused, SmartScopes, parse_scopes
 from server.app import create_app
 from server.engine.context import ServerContext, create_context
 from server.settings import Settings

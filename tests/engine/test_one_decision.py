@@ -1,5 +1,5 @@
 """Each decision in one place (issue 28): the rows a caller may see are decided by server.search.seen only, the
-caller's visibility of a provider (SMART scopes, then its access scope) by server.engine.reads only, and the rows
+caller's visibility of a provider (SMART scopes, then its access scope) by server.engine.visibility only, and the rows
 of the stored-body queries are read through the decoder written beside each query, by the names it selects."""
 from __future__ import annotations
 
@@ -40,11 +40,11 @@ def test_only_seen_tests_whether_a_row_is_deleted() -> None:
 
 
 def test_only_the_engine_asks_the_scoper_for_a_callers_visibility() -> None:
-    asked = [f"{_name(path)}:{call.lineno}" for path in SERVER if _name(path) != "server/engine/reads.py"
+    asked = [f"{_name(path)}:{call.lineno}" for path in SERVER if _name(path) != "server/engine/visibility.py"
              for call in _calls(path)
              if isinstance(call.func, ast.Attribute) and call.func.attr in ("visibility", "peek")
              and isinstance(call.func.value, ast.Attribute) and call.func.value.attr == "scoper"]
-    assert not asked, f"a caller's visibility decided outside server.engine.reads (SMART scopes skipped): {asked}"
+    assert not asked, f"a caller's visibility decided outside server.engine.visibility (SMART scopes skipped): {asked}"
 
 
 @pytest.fixture(scope="module")

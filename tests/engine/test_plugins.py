@@ -22,7 +22,7 @@ from server.engine.context import ServerContext, create_context
 from server.errors import FhirError
 from server.declare.interaction import Interaction
 from server.plugins import available_plugins, get_plugin_manager
-from server.access.scope import AccessScope
+from server.access.tenancy import AccessScope
 from server.settings import Settings
 from tests.support.contexts import SECRET, make_settings
 

@@ -13,7 +13,7 @@ import pytest
 from plugins.orgunits.records import TypeRecord, UnitRecord
 from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
 
-from server.access.scope import AccessScope
+from server.access.tenancy import AccessScope
 from server.engine.context import ServerContext
 from server.engine.caller import TRUSTED, Caller
 from tests.support.chained import matched, search

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from plugins.orgunits.importers.formats import load_file
-from server.access.scope import AccessScope
+from server.access.tenancy import AccessScope
 from server.engine.context import ServerContext, create_context
 from server.engine.caller import TRUSTED, Caller
 from server.storage.prerender import refresh

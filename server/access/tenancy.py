@@ -5,7 +5,7 @@ Each provider's tenancy says how a scope applies to it: its own subtree (a mater
 to another scoped provider, or its account only. A scope the provider cannot apply matches nothing: subtree roots
 on an account-only provider, roots of another type, of a type not served or malformed, a reference to a type not
 served. A caller never learns what lies outside its scope: rows out of it are left out of every answer, and an
-out-of-scope id is answered exactly as an unknown one (server.engine.reads.sees runs the same query for both)."""
+out-of-scope id is answered exactly as an unknown one (server.engine.visibility.sees runs the same query for both)."""
 from __future__ import annotations
 
 import hashlib

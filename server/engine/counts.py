@@ -1,0 +1,26 @@
+"""Counts, cached per data generation: a versioned provider's count is kept until it has a newer version."""
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from sqlalchemy import Select
+
+from server.declare.provider import ResourceProvider
+from server.engine.context import ServerContext
+from server.engine.steps import Steps, database, scalar
+from server.storage.freshness import Snapshot
+
+
+def count(ctx: ServerContext, provider: ResourceProvider, snapshot: Snapshot, key: Hashable,
+          query: Callable[[], Steps[Select[Any]]]) -> Steps[int]:
+    """A count; for a versioned provider, cached until it has a newer version (the query built on a miss)."""
+    if provider.versioning is None:
+        return int((yield from scalar(ctx, (yield from query()), bounded=False)))
+    # keyed by the database that counts and what it holds: a lagging replica's totals are its own
+    kept_as = ((yield from database()), snapshot.generations.get(provider.resource_type), key)
+    kept = ctx.counts.peek(kept_as)
+    if kept is None:
+        kept = int((yield from scalar(ctx, (yield from query()), bounded=False)))
+        ctx.counts.put(kept_as, kept)
+    return kept

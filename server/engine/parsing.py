@@ -1,0 +1,17 @@
+"""A search's query as this server takes it (server.search.chains.parse_request with the server's page limits and
+the types it serves, for chained and _has parameters): the typed SearchRequest every search interaction runs."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from server.declare.provider import ResourceProvider
+from server.engine.context import ServerContext
+from server.search.chains import parse_request
+from server.search.request import SearchRequest
+
+
+def parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]],
+          strict: bool) -> SearchRequest:
+    """The search as this server takes it: its limits, its chains over the types it serves."""
+    return parse_request(provider, items, default_count=ctx.settings.fhir.default_count,
+                         max_count=ctx.settings.fhir.max_count, strict=strict, providers=ctx.registry.providers)
