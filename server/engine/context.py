@@ -19,6 +19,7 @@ from server.access.ratelimit import RateLimiter
 from server.access.scope import Scoper
 from server.search.sql import body_query
 from server.settings import Settings
+from server.storage.backend import translate_errors
 from server.storage.db import create_db_engine
 from server.storage.hot import HotDatabase, hot_database
 from server.storage.prepared import Prepared
@@ -50,7 +51,7 @@ def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object
     db = db if db is not None else create_db_engine(settings)
     # every request's statement is a read on its own: no BEGIN/ROLLBACK round trips (the engine given keeps
     # its transactions for whoever writes with it)
-    db = db.execution_options(isolation_level="AUTOCOMMIT")
+    db = translate_errors(db.execution_options(isolation_level="AUTOCOMMIT"))  # storage errors, not the driver's
     prerendered = [p for p in registry if isinstance(p, ResourceProvider) and p.prerendered is not None]
     reads = {p.resource_type: Prepared.compile(body_query(p), db.dialect) for p in prerendered}
     scoped_reads = {p.resource_type: Prepared.compile(body_query(p, scoped=True), db.dialect) for p in prerendered}

@@ -16,7 +16,6 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from sqlalchemy.exc import DBAPIError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -27,7 +26,7 @@ from server.engine.context import ServerContext
 from server.engine.caller import ANONYMOUS, Caller, authorize, caller_of
 from server.declare.interaction import Interaction
 from server.engine.reads import Resource
-from server.errors import FhirError, InvalidRequest, UriTooLong
+from server.errors import FhirError, InvalidRequest, StorageUnavailable, UriTooLong
 from server.http.conditional import headers_for, not_modified, validators
 from server.http.negotiation import Format, negotiate
 from server.http.observe import REQUEST_ID_STATE
@@ -187,8 +186,8 @@ class Pipeline:
         limiter = getattr(request.app.state, "limiter", None)
         try:
             return await anyio.to_thread.run_sync(work, limiter=limiter)
-        except DBAPIError as exc:
-            if not exc.connection_invalidated:
+        except StorageUnavailable as exc:
+            if not exc.repeatable:
                 raise
             return await anyio.to_thread.run_sync(work, limiter=limiter)  # once, on a new connection
 

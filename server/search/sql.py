@@ -40,7 +40,8 @@ from server.params.types.base import (
     MissingValue,
     implements,
 )
-from server.search.order import MEASURE, SORT_BELOW, measure_column, order_of, ordered, sort_keys, sorted_matches
+from server.search.order import MEASURE, SORT_BELOW, measure_column, order_of, ordered, sort_keys
+from server.storage.dialects import sorted_matches
 from server.search.referred import keys_query, kept_keys, referred, tables_of
 from server.params.types.reference import ReferenceTarget, referring
 
@@ -189,17 +190,9 @@ def page_query(provider: ResourceProvider, request: SearchRequest, found: Found 
     return _paged(provider, request, select(*columns).select_from(provider.source), where, extra_row, total)
 
 
-_LAST_WHERE: list[tuple[Any, bool]] = [(None, False)]  # (the last condition _from saw, whether it joins)
-
-
 def _from(provider: ResourceProvider, where: ColumnElement[bool], *elements: Any) -> FromClause:
-    """The provider's table alone when that is all the elements use: fewer joins to plan. (A search's count and
-    page share their condition: what it uses is found once; the pair is replaced whole, threads may share it.)"""
-    last, joins = _LAST_WHERE[0]
-    if last is not where:
-        joins = not tables_of(where) <= {provider.table}
-        _LAST_WHERE[0] = (where, joins)
-    return provider.source if joins or not tables_of(*elements) <= {provider.table} else provider.table
+    """The provider's table alone when that is all the condition and the elements use: fewer joins to plan."""
+    return provider.table if tables_of(where, *elements) <= {provider.table} else provider.source
 
 
 def body_page_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
@@ -224,23 +217,18 @@ def body_page_query(provider: ResourceProvider, request: SearchRequest, found: F
 
 
 PAGE = "page"  # the page's subquery, whose columns the bodies' query names
-_BODIES: dict[int, tuple[ResourceProvider, ColumnElement[Any], ColumnElement[Any]]] = {}
 
 
 def _bodies(provider: ResourceProvider) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
-    """The page's id and its stored body (NULL where it cannot serve a search), as columns of the page's subquery,
-    built once per provider."""
-    kept = _BODIES.get(id(provider))
-    if kept is None or kept[0] is not provider:
-        v, spec = provider.versioning, provider.prerendered
-        assert v is not None and spec is not None
-        page_id = literal_column(f"{PAGE}.{provider.id_column.key}", provider.id_column.type)
-        stored = (select(spec.body).where(v.history_id == page_id,
-                                          v.history_version == literal_column(f"{PAGE}._version"))
-                  .scalar_subquery())
-        body = stored if spec.in_search is None else case((literal_column(f"{PAGE}._in_search"), stored), else_=None)
-        kept = _BODIES[id(provider)] = (provider, page_id, body.label("_body"))
-    return kept[1], kept[2]
+    """The page's id and its stored body (NULL where it cannot serve a search), as columns of the page's subquery
+    (built per statement: what compiles it once is its cache key, server.storage.prepared)."""
+    v, spec = provider.versioning, provider.prerendered
+    assert v is not None and spec is not None
+    page_id = literal_column(f"{PAGE}.{provider.id_column.key}", provider.id_column.type)
+    stored = (select(spec.body).where(v.history_id == page_id, v.history_version == literal_column(f"{PAGE}._version"))
+              .scalar_subquery())
+    body = stored if spec.in_search is None else case((literal_column(f"{PAGE}._in_search"), stored), else_=None)
+    return page_id, body.label("_body")
 
 
 def body_query(provider: ResourceProvider, scoped: bool = False) -> Select[Any]:

@@ -19,6 +19,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
 
+from server.storage.backend import BoundedPool
+
 log = logging.getLogger("orgunit_fhir")
 PRIMARY = "primary"
 Observer = Callable[[str, bool], None]  # (database name, connected?) for every connection attempt
@@ -118,7 +120,7 @@ def create_read_engine(replicas: Sequence[Target], fallback: Target | None, *, p
     router = ReadRouter(replicas, fallback, connect_args, retry_after_s)
     # connections are recycled after RECYCLE_S: the pool comes back to the replicas after falling back to the
     # primary (the router only chooses when a connection is made)
-    engine = create_engine(replicas[0].url, pool_size=pool_size, max_overflow=MAX_OVERFLOW, pool_recycle=RECYCLE_S,
+    engine = create_engine(replicas[0].url, poolclass=BoundedPool, pool_size=pool_size, max_overflow=MAX_OVERFLOW, pool_recycle=RECYCLE_S,
                            pool_timeout=pool_timeout, connect_args=dict(connect_args), hide_parameters=True)
     event.listen(engine, "do_connect", router.connect)
     _routers[engine.pool] = router
