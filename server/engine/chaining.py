@@ -3,8 +3,6 @@ the search's one condition, server.search.hops), the conditions kept while the d
 stands, and the totals' cache key extended with what the other types crossed hold."""
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from typing import Any
@@ -19,26 +17,11 @@ from server.search.chains import Chained, parse_request
 from server.search.hops import compile_chained, crossed
 from server.search.request import SearchRequest
 from server.search.sql import JOINED
-from server.storage.freshness import Freshness, Kept, database_of
-
-MAX_CONDITIONS = 2048
-
-
-# compiled conditions by (database, what it holds, the caller's scope on each type crossed, the parameter): a chain's
-# look-ups and SQL are built once per data generation and scope; one store per server context
-_KEPT: weakref.WeakKeyDictionary[Freshness, Kept[ColumnElement[bool]]] = weakref.WeakKeyDictionary()
-_KEPT_LOCK = threading.Lock()
-
-
-def _kept(ctx: ServerContext) -> Kept[ColumnElement[bool]]:
-    with _KEPT_LOCK:
-        return _KEPT.setdefault(ctx.freshness, Kept(MAX_CONDITIONS))
-
+from server.storage.freshness import database_of
 
 def forget(ctx: ServerContext) -> None:
     """Drop the conditions kept for this context (benchmarks of a first request)."""
-    with _KEPT_LOCK:
-        _KEPT.pop(ctx.freshness, None)
+    ctx.conditions.clear()
 
 
 def joined_conditions(ctx: ServerContext, conn: Connection, caller: Caller, request: SearchRequest) -> dict[Any, Any]:
@@ -61,7 +44,7 @@ def joined_conditions(ctx: ServerContext, conn: Connection, caller: Caller, requ
             continue
         key = (database_of(conn), ctx.freshness.snapshot(conn).stamp, request.resource_type, joined.key, joined.raw,
                tuple(visibility(ctx, conn, p, caller).key for p in crossing))
-        found[(JOINED, joined.key, joined.raw)] = _kept(ctx).get(key, build)
+        found[(JOINED, joined.key, joined.raw)] = ctx.conditions.get(key, build)
     return found
 
 

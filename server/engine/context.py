@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
@@ -20,9 +20,14 @@ from server.access.scope import Scoper
 from server.search.sql import body_query
 from server.settings import Settings
 from server.storage.backend import translate_errors
+from server.storage.cache import Bounded
 from server.storage.db import create_db_engine
 from server.storage.hot import HotDatabase, hot_database
 from server.storage.prepared import Prepared
+
+
+MAX_CONDITIONS = 2048  # chains' compiled conditions kept
+MAX_CALLERS = 4096  # verified tokens whose caller (scope, rate-limit key) is kept
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,12 @@ class ServerContext:
     extensions: Extensions  # migration chains (the schema), commands, load formats, demo data
     rate_limiter: RateLimiter | None = None  # per subject, when server.rate_limit_per_minute is set
     hot: HotDatabase | None = None  # the driver's own connection on the event loop (server.engine.fast)
+    # compiled conditions of chains by (database, what it holds, the caller's scope on each type crossed, the
+    # parameter): a chain's look-ups and SQL built once per data generation and scope (server.engine.chaining)
+    conditions: Bounded[Any] = field(default_factory=lambda: Bounded(MAX_CONDITIONS))
+    # callers by verified token (its Principal, the Caller, the rate-limit key): the access_scope hook runs once
+    # per token, not per request (server.http.pipeline's Admission)
+    callers: Bounded[Any] = field(default_factory=lambda: Bounded(MAX_CALLERS))
 
 
 def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = (),

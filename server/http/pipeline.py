@@ -8,7 +8,6 @@ scope of the `access_scope` hook: a Caller) and the interaction function runs wi
 number returned) is left in the ASGI scope for server.http.observe, which records the request in one pass."""
 from __future__ import annotations
 
-import threading
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -40,7 +39,6 @@ from server.http.responses import (
 )
 
 MAX_QUERY_PARAMS = 100  # query parameters of any kind in one request
-MAX_CALLERS = 4096  # verified tokens whose caller (scope, rate-limit key) is kept
 # answers depend on the caller's token (its account and subtree): no shared cache may serve them to another
 PRIVATE = {"Cache-Control": "private", "Vary": "Accept, Authorization"}
 
@@ -70,8 +68,7 @@ class Admission:
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
         self.public_metadata = ctx.settings.auth.public_metadata
-        self._known: dict[int, tuple[Principal, Caller, str]] = {}
-        self._lock = threading.Lock()
+        self._known = ctx.callers  # id(principal) -> (principal, caller, rate-limit key)
 
     def authenticate(self, authorization: str | None, interaction: Interaction) -> Principal | None:
         """The verified token (401 without a valid one); None for metadata when it is public."""
@@ -83,15 +80,12 @@ class Admission:
         """The caller and its rate-limit key (None: not counted); 403 for a scope the hook refuses."""
         if principal is None:
             return ANONYMOUS, None
-        known = self._known.get(id(principal))
+        known = self._known.peek(id(principal))
         if known is not None and known[0] is principal:
             return known[1], known[2]
         caller = caller_of(self.ctx, principal)
         key = caller_key(principal, caller.scope.account)
-        with self._lock:
-            if len(self._known) >= MAX_CALLERS:
-                self._known.clear()
-            self._known[id(principal)] = (principal, caller, key)  # the entry holds principal: its id stays its own
+        self._known.put(id(principal), (principal, caller, key))  # the entry holds principal: its id stays its own
         return caller, key
 
     def allow(self, caller: Caller, key: str | None, interaction: Interaction) -> None:

@@ -12,16 +12,16 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import psycopg
 from sqlalchemy.engine import make_url
-from sqlalchemy.util import LRUCache
 
 from server.errors import StorageError
 from server.settings import Settings
 from server.storage.backend import Postgres, Sqlite
+from server.storage.cache import Bounded
 from server.storage.db import answer_bound_s, normalize_url, wait_bound_s
 from server.storage.watchdog import cut
 from server.storage.timeouts import CHECK_EVERY
@@ -33,8 +33,8 @@ MAX_PAGES = 4096  # page statements of the searches seen last, as sent
 
 class HotDatabase(Protocol):
     database: str  # what server.storage.freshness.database_of names it
-    compiled: MutableMapping[Any, Any]  # compiled statements by shape (server.storage.prepared.driver_sql)
-    pages: MutableMapping[Any, Any]  # the page statements of searches seen, as sent (server.engine.fast)
+    compiled: Bounded[Any]  # compiled statements by shape (server.storage.prepared.driver_sql)
+    pages: Bounded[Any]  # the page statements of searches seen, as sent (server.engine.fast)
 
     async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any], budget_s: float | None = None) -> list[Row]:
         """The statement's rows; `budget_s`: a driver that blocks the loop gives up after that long (OverBudget)."""
@@ -77,8 +77,8 @@ class SqliteOnLoop:
     database = "primary"
 
     def __init__(self, path: str, timeout_ms: int) -> None:
-        self.compiled: MutableMapping[Any, Any] = LRUCache(MAX_STATEMENTS)
-        self.pages: MutableMapping[Any, Any] = LRUCache(MAX_PAGES)
+        self.compiled: Bounded[Any] = Bounded(MAX_STATEMENTS)
+        self.pages: Bounded[Any] = Bounded(MAX_PAGES)
         self.path = path
         self.timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
         self._conn: sqlite3.Connection | None = None
@@ -119,8 +119,8 @@ class PostgresOnLoop:
 
     def __init__(self, conninfo: str, size: int, timeout_ms: int, connect_timeout_s: int, answer_s: float,
                  bound_s: float) -> None:
-        self.compiled: MutableMapping[Any, Any] = LRUCache(MAX_STATEMENTS)
-        self.pages: MutableMapping[Any, Any] = LRUCache(MAX_PAGES)
+        self.compiled: Bounded[Any] = Bounded(MAX_STATEMENTS)
+        self.pages: Bounded[Any] = Bounded(MAX_PAGES)
         self.conninfo = conninfo
         self.size = max(1, size)
         # statements prepared once per connection, planned for each one's values (a name prefix, a subtree: what
