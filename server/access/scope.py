@@ -198,8 +198,7 @@ class Scoper:
         own = _own(tenancy, partitions, None)
         referenced = self.freshness.registry.providers.get(via.resource_type)
         param = provider.params_by_name.get(via.param)
-        targets = [t for t in (param.targets if param is not None else ()) if isinstance(t, ReferenceTarget)
-                   and t.resource_type == via.resource_type]
+        targets = param.targets_to(via.resource_type) if param is not None else []
         if not isinstance(referenced, ResourceProvider) or referenced.tenancy is None or not targets \
                 or via.resource_type in chain:
             # nothing to see through: a type not served (or without scope), or a cycle of references
