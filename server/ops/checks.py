@@ -17,7 +17,7 @@ from server.errors import ConfigError, StorageError
 from server.http.protocol import open_files_needed
 from server.telemetry.logs import LOG_FORMATS
 from server.settings import Settings
-from server.storage.backend import DRIVERS, backend_of, is_embedded, is_postgresql, translate_errors
+from server.storage.backend import backend_of, is_embedded, is_postgresql, translate_errors, unknown_driver
 from server.storage.db import normalize_url
 from server.storage.migrate import Schema, describe
 from server.storage.replicas import PRIMARY, Target, replica_targets
@@ -35,8 +35,9 @@ def database_url_problem(url: str, key: str = "database.url") -> str | None:
     except ArgumentError:
         return (f"{key} {_masked(url)!r}: not a database URL; {USABLE_URLS} (set {key}, --database or "
                 f"$ORGUNIT_FHIR_DATABASE_URL)")
-    if parsed.drivername not in DRIVERS:
-        return (f"{key} {_safe(url)!r}: {parsed.drivername} is not a database this server uses; {USABLE_URLS} "
+    unknown = unknown_driver(parsed)
+    if unknown is not None:
+        return (f"{key} {_safe(url)!r}: {unknown} is not a database this server uses; {USABLE_URLS} "
                 "(PostgreSQL through psycopg 3)")
     return None
 

@@ -142,6 +142,11 @@ def is_postgresql(url: str) -> bool:
     return _named(url) == Postgres.name
 
 
+def unknown_driver(url: URL) -> str | None:
+    """The URL's driver when this server does not use it (None: one it uses)."""
+    return None if url.drivername in DRIVERS else url.drivername
+
+
 def _named(url: str) -> str | None:
     try:
         return backend_of(url).name
