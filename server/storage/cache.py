@@ -13,8 +13,8 @@ _MISSING = object()
 
 
 class Bounded(Generic[V]):
-    """At most `size` values by key (0: none kept). A value is built outside the lock: two threads may build the same one, the
-    last kept. It also serves as SQLAlchemy's `compiled_cache` (`get(key)`, `store[key] = value`)."""
+    """At most `size` values by key (0: none kept). A value is built outside the lock: two threads may build the
+    same one, the last kept. It also serves as SQLAlchemy's `compiled_cache` (`get(key)`, `store[key] = value`)."""
 
     def __init__(self, size: int) -> None:
         self.size = size

@@ -6,7 +6,8 @@ connections (as many as database.pool_size), the loop waiting on the socket.
 Same semantics as the serving engine: autocommit reads, the per-statement timeout (PostgreSQL's statement_timeout,
 SQLite's progress handler), a dead connection dropped and the statement repeated once on a new one. The driver's
 errors are raised as the storage errors the serving engine raises (server.storage.backend), so they answer what
-the engine's would (503, TooCostly...). None with read replicas (database.read_urls): the serving engine routes those reads."""
+the engine's would (503, TooCostly...). None with read replicas (database.read_urls): the serving engine routes
+those reads."""
 from __future__ import annotations
 
 import asyncio

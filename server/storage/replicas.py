@@ -130,8 +130,9 @@ def create_read_engine(replicas: Sequence[Target], fallback: Target | None, *, p
     router = ReadRouter(replicas, fallback, connect_args, retry_after_s)
     # connections are recycled after RECYCLE_S: the pool comes back to the replicas after falling back to the
     # primary (the router only chooses when a connection is made)
-    engine = create_engine(replicas[0].url, poolclass=RoutedPool, pool_size=pool_size, max_overflow=MAX_OVERFLOW, pool_recycle=RECYCLE_S,
-                           pool_timeout=pool_timeout, connect_args=dict(connect_args), hide_parameters=True)
+    engine = create_engine(replicas[0].url, poolclass=RoutedPool, pool_size=pool_size, max_overflow=MAX_OVERFLOW,
+                           pool_recycle=RECYCLE_S, pool_timeout=pool_timeout, connect_args=dict(connect_args),
+                           hide_parameters=True)
     event.listen(engine, "do_connect", router.connect)
     assert isinstance(engine.pool, RoutedPool)
     engine.pool.router = router

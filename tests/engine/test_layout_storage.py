@@ -65,7 +65,8 @@ def module_state(tree: ast.Module) -> Iterator[str]:
             yield f"{node.func.value.id}.{node.func.attr}() (line {node.lineno})"
 
 
-@pytest.mark.parametrize("path", [p for p in SERVER if STORAGE not in p.parents], ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", [p for p in SERVER if STORAGE not in p.parents],
+                         ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_dialect_branch_outside_the_storage_package(path: Path) -> None:
     lines = sorted(set(dialect_branches(SERVER[path])))
     assert not lines, f"{path.relative_to(ROOT)} names a database at lines {lines}: ask server.storage.backend"
@@ -77,7 +78,8 @@ def test_no_module_level_state(path: Path) -> None:
     assert not found, f"{path.relative_to(ROOT)}: {found}; keep state in an object the server context owns"
 
 
-@pytest.mark.parametrize("path", [p for p in SERVER if p != STORAGE / "cache.py"], ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", [p for p in SERVER if p != STORAGE / "cache.py"],
+                         ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_cache_is_the_bounded_store(path: Path) -> None:
     """An LRU made by hand (an OrderedDict, SQLAlchemy's LRUCache) instead of server.storage.cache.Bounded."""
     used = sorted({n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(SERVER[path])

@@ -13,7 +13,14 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from server.defaults import translate_exception
-from server.errors import InternalError, ServiceUnavailable, StatementTimedOut, StorageError, StorageUnavailable, TooCostly
+from server.errors import (
+    InternalError,
+    ServiceUnavailable,
+    StatementTimedOut,
+    StorageError,
+    StorageUnavailable,
+    TooCostly,
+)
 from server.storage.backend import Postgres, Sqlite, backend_of, is_embedded, is_postgresql, storage_error
 from server.storage.db import create_db_engine, writing_engine
 from tests.support.contexts import make_settings
@@ -41,8 +48,8 @@ def _dropped(orig: Exception) -> DBAPIError:
                  StatementTimedOut, False, id="wrapped-by-sqlalchemy"),
     pytest.param(_dropped(psycopg.OperationalError("server closed the connection")), StorageUnavailable, True,
                  id="connection-dropped"),
-    pytest.param(IntegrityError("INSERT", None, sqlite3.IntegrityError("NOT NULL")), StorageError, False,  # type: ignore[arg-type]
-                 id="wrapped-refusal"),
+    pytest.param(IntegrityError("INSERT", None, sqlite3.IntegrityError("NOT NULL")),  # type: ignore[arg-type]
+                 StorageError, False, id="wrapped-refusal"),
     pytest.param(PoolTimeout("QueuePool limit reached"), StorageUnavailable, False, id="no-connection-free"),
 ])
 def test_driver_errors_become_storage_errors(raised: Exception, kind: type[StorageError], repeatable: bool) -> None:
