@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -39,8 +39,9 @@ class Backend(Protocol):
         """The driver's connect arguments: the statement timeout (None: the database's own; 0: none), options."""
         ...
 
-    def read_only(self, conn: Connection) -> Any:
-        """A context manager: one transaction on `conn` that refuses writes."""
+    def read_only(self, conn: Connection) -> AbstractContextManager[Connection]:
+        """One transaction on `conn` that refuses writes (PostgreSQL: READ ONLY, one snapshot; SQLite:
+        query_only)."""
         ...
 
     def exclusive(self, conn: Connection, key: int, table: Table) -> None:
