@@ -3,15 +3,20 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
-
 from server.access.claims import MISSING, claim
 from server.access.roots import MAX_ROOTS
 from server.access.tenancy import AccessScope
 from server.access.tokens import Principal
 from server.declare.interaction import Interaction
-from server.errors import FhirError, Forbidden, InternalError, ServiceUnavailable, TooCostly
+from server.errors import (
+    FhirError,
+    Forbidden,
+    InternalError,
+    ServiceUnavailable,
+    StatementTimedOut,
+    StorageUnavailable,
+    TooCostly,
+)
 from server.hookspecs import hookimpl
 from server.settings import Settings
 
@@ -55,22 +60,14 @@ def access_scope(principal: Principal, settings: Settings) -> AccessScope:
     return AccessScope(account=account, roots=tuple(str(r) for r in roots))
 
 
-def _timed_out(exception: BaseException) -> bool:
-    """PostgreSQL's statement_timeout (SQLSTATE 57014) or SQLite's (server.storage.timeouts) interrupting a query."""
-    if not isinstance(exception, OperationalError):
-        return False
-    orig = exception.orig
-    return getattr(orig, "sqlstate", None) == "57014" or "interrupted" in str(orig)
-
-
 @hookimpl(trylast=True)
 def translate_exception(exception: BaseException, interaction: Interaction | None) -> FhirError | None:
-    if _timed_out(exception):
+    """The one place a storage error (server.errors; raised by server.storage for whatever the driver said) gets
+    its HTTP answer: a statement timeout 503 too-costly, a database out of reach 503 transient, the rest 500."""
+    if isinstance(exception, StatementTimedOut):
         return TooCostly("the query took longer than the database statement timeout; narrow the search "
                          "(more parameters, a smaller _count, no _total) and try again", headers={"Retry-After": "5"})
-    if isinstance(exception, (OperationalError, PoolTimeout)) or (
-        isinstance(exception, DBAPIError) and exception.connection_invalidated
-    ):
+    if isinstance(exception, StorageUnavailable):
         return ServiceUnavailable("the database is unavailable or too slow; try again shortly",
                                   headers={"Retry-After": "5"})
     return InternalError("internal server error")

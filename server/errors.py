@@ -90,6 +90,26 @@ class TooCostly(ServiceUnavailable):
     code = "too-costly"
 
 
+class StorageError(Exception):
+    """A database failure as the storage layer names it (server.storage.backend translates the driver's and
+    SQLAlchemy's errors into these); what each answers over HTTP is decided in one place
+    (server.defaults.translate_exception). This base: the database refused the statement (a privilege, a
+    constraint, a bug)."""
+
+    def __init__(self, message: str, *, repeatable: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.repeatable = repeatable  # the connection was dropped: a read may run once more on a new one
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot be reached, went silent, dropped the connection or has no connection free in time."""
+
+
+class StatementTimedOut(StorageError):
+    """The database gave up on a statement (its statement timeout): a narrower one may succeed."""
+
+
 def operation_outcome(severity: str, code: str, diagnostics: str, expression: str | None = None) -> dict[str, Any]:
     issue: dict[str, Any] = {"severity": severity, "code": code, "diagnostics": diagnostics}
     if expression:

@@ -3,17 +3,17 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 
 import orjson
 
 from server.access.tokens import Principal
 from server.errors import TooManyRequests
+from server.storage.cache import Bounded
 
 MAX_SUBJECTS = 100_000
+Bucket = tuple[float, float, bool]  # (tokens left, when, whether the last request was admitted)
 
 
 def caller_key(principal: Principal, account: str | None) -> str:
@@ -32,19 +32,18 @@ class RateLimiter:
         self.rate = per_minute / 60.0
         self.burst = float(per_minute)
         self.clock = clock
-        self._lock = threading.Lock()
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # subject -> (tokens, at)
+        self._buckets: Bounded[Bucket] = Bounded(MAX_SUBJECTS)  # by subject
 
     def take(self, subject: str) -> None:
         now = self.clock()
-        with self._lock:
-            tokens, at = self._buckets.pop(subject, (self.burst, now))
+
+        def refill(bucket: Bucket | None) -> Bucket:
+            tokens, at, _ = bucket if bucket is not None else (self.burst, now, True)
             tokens = min(self.burst, tokens + (now - at) * self.rate)
-            if tokens < 1.0:
-                self._buckets[subject] = (tokens, now)
-                wait = math.ceil((1.0 - tokens) / self.rate)
-                raise TooManyRequests(f"too many requests: at most {int(self.burst)} a minute for each caller; "
-                                      f"retry in {wait} s", headers={"Retry-After": str(wait)})
-            self._buckets[subject] = (tokens - 1.0, now)
-            while len(self._buckets) > MAX_SUBJECTS:
-                self._buckets.popitem(last=False)
+            return (tokens - 1.0, now, True) if tokens >= 1.0 else (tokens, now, False)
+
+        tokens, _, admitted = self._buckets.change(subject, refill)
+        if not admitted:
+            wait = math.ceil((1.0 - tokens) / self.rate)
+            raise TooManyRequests(f"too many requests: at most {int(self.burst)} a minute for each caller; "
+                                  f"retry in {wait} s", headers={"Retry-After": str(wait)})

@@ -9,8 +9,6 @@ out-of-scope id is answered exactly as an unknown one (server.engine.visibility.
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Collection, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +20,7 @@ from server.declare.provider import ResourceProvider, Tenancy, Via
 from server.errors import Forbidden
 from server.params.paths import in_subtree, outermost, subtree
 from server.params.types.reference import ReferenceTarget, referring
+from server.storage.cache import Bounded
 from server.storage.freshness import Freshness, Snapshot, database_of
 
 MAX_CACHED = 4096
@@ -123,8 +122,7 @@ class Scoper:
 
     def __init__(self, freshness: Freshness) -> None:
         self.freshness = freshness
-        self._lock = threading.Lock()
-        self._cache: OrderedDict[Hashable, Visibility] = OrderedDict()
+        self._cache: Bounded[Visibility] = Bounded(MAX_CACHED)
 
     def visibility(self, conn: Connection, provider: ResourceProvider, scope: AccessScope) -> Visibility:
         return self._visibility(conn, provider, scope, ())
@@ -135,8 +133,7 @@ class Scoper:
         when it is not built yet (the caller then takes the path that builds it)."""
         if provider.tenancy is None:
             return UNRESTRICTED
-        with self._lock:
-            return self._cache.get((database, snapshot.stamp, provider.resource_type, scope))
+        return self._cache.peek((database, snapshot.stamp, provider.resource_type, scope))
 
     def account(self, conn: Connection, scope: AccessScope, snapshot: Snapshot | None = None) -> str | None:
         """The account the caller sees (caller_account over the accounts this database holds)."""
@@ -150,17 +147,8 @@ class Scoper:
             return UNRESTRICTED
         snapshot = self.freshness.snapshot(conn)
         key = (database_of(conn), snapshot.stamp, provider.resource_type, scope)
-        with self._lock:
-            found = self._cache.get(key)
-            if found is not None:
-                self._cache.move_to_end(key)
-                return found
-        built = self._build(conn, snapshot, provider, tenancy, scope, (*chain, provider.resource_type))
-        with self._lock:
-            self._cache[key] = built
-            while len(self._cache) > MAX_CACHED:
-                self._cache.popitem(last=False)
-        return built
+        return self._cache.get(key, lambda: self._build(conn, snapshot, provider, tenancy, scope,
+                                                        (*chain, provider.resource_type)))
 
     def _partitions(self, snapshot: Snapshot, provider: ResourceProvider, scope: AccessScope,
                     account: str | None) -> frozenset[Any] | None:
@@ -194,8 +182,7 @@ class Scoper:
         own = _own(tenancy, partitions, None)
         referenced = self.freshness.registry.providers.get(via.resource_type)
         param = provider.params_by_name.get(via.param)
-        targets = [t for t in (param.targets if param is not None else ()) if isinstance(t, ReferenceTarget)
-                   and t.resource_type == via.resource_type]
+        targets = param.targets_to(via.resource_type) if param is not None else []
         if not isinstance(referenced, ResourceProvider) or referenced.tenancy is None or not targets \
                 or via.resource_type in chain:
             # nothing to see through: a type not served (or without scope), or a cycle of references

@@ -8,9 +8,7 @@ import json
 import logging
 import math
 import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +29,7 @@ from server.access.keys import (
 from server.access.mint import secret_for
 from server.errors import AuthenticationFailed, ConfigError
 from server.settings import Settings
+from server.storage.cache import Bounded
 
 log = logging.getLogger("orgunit_fhir")
 MAX_TOKEN_BYTES = 8192      # default of auth.max_token_bytes
@@ -101,29 +100,22 @@ class TokenCache:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._entries: OrderedDict[bytes, tuple[Principal, float]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._entries: Bounded[tuple[Principal, float]] = Bounded(size)
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def get(self, key: bytes, now: float) -> Principal | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            if entry[1] <= now:
-                del self._entries[key]
-                return None
-            self._entries.move_to_end(key)
-            return entry[0]
+        entry = self._entries.peek(key)
+        if entry is None:
+            return None
+        if entry[1] <= now:
+            self._entries.discard(key, entry)
+            return None
+        return entry[0]
 
     def put(self, key: bytes, principal: Principal, expires: float) -> None:
-        with self._lock:
-            self._entries[key] = (principal, expires)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+        self._entries.put(key, (principal, expires))
 
 
 def _accepted_algorithms(configured: Sequence[str]) -> frozenset[str]:

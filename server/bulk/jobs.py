@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, false, func, insert, select, text, update
+from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
 from server.declare.instants import as_utc
+from server.storage.backend import backend_of
 from server.storage.tables import bulk_job
 
 RUNNING, DONE, FAILED = "running", "done", "failed"
@@ -71,12 +72,8 @@ KICKOFF_LOCK = 0x6275_6C6B  # PostgreSQL advisory lock of the kick-offs ("bulk")
 
 
 def _exclusive(conn: Connection) -> None:
-    """One kick-off at a time, across workers, until the transaction ends: PostgreSQL's advisory lock; SQLite's
-    write lock, taken by a write that changes nothing (the implicit BEGIN precedes it)."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": KICKOFF_LOCK})
-    else:
-        conn.execute(update(bulk_job).where(false()).values(status=bulk_job.c.status))
+    """One kick-off at a time, across workers, until the transaction ends (the backend's writers' lock)."""
+    backend_of(conn).exclusive(conn, KICKOFF_LOCK, bulk_job)
 
 
 def _running(conn: Connection, at: datetime) -> int:

@@ -11,7 +11,6 @@ from typing import Any
 
 import orjson
 from sqlalchemy import Engine
-from sqlalchemy.exc import DBAPIError
 
 from server.bulk import settle
 from server.bulk.files import NdjsonFiles, Written, job_directory, remove_job
@@ -23,7 +22,7 @@ from server.engine.caller import Caller
 from server.declare.instants import instant
 from server.declare.provider import ResourceProvider
 from server.engine.visibility import visibility
-from server.errors import operation_outcome
+from server.errors import StorageError, operation_outcome
 
 log = logging.getLogger("orgunit_fhir")
 HEARTBEAT_S = 1.0
@@ -61,7 +60,7 @@ class Runner:
             self._last = time.monotonic()
             try:
                 self.store.progress(self.plan.job.id, text, self.exported)
-            except DBAPIError:  # SQLite while a load holds the write lock: the next beat will tell
+            except StorageError:  # SQLite while a load holds the write lock: the next beat will tell
                 log.debug("bulk export %s: progress not recorded", self.plan.job.id, exc_info=True)
 
     def run(self) -> None:

@@ -22,6 +22,7 @@ from sqlalchemy import ColumnElement, Connection, Select, and_, case, func, null
 from server.declare.provider import ResourceProvider, Versioning
 from server.declare.rendered import json_bytes
 from server.search.seen import seen
+from server.storage.backend import backend_of
 
 BATCH = 2000  # rows fetched at a time
 
@@ -121,7 +122,7 @@ def resources(conn: Connection, provider: ResourceProvider, view: AsOf) -> Itera
         return
     to_resource = provider.to_resource
     queries = [unchanged(provider, view), changed(provider, view)]
-    if view.bodies and conn.dialect.name == "postgresql":  # most bodies by COPY, in binary: no hex, no parsing
+    if view.bodies and backend_of(conn).copies_binary:  # most bodies by COPY, in binary: no hex, no parsing
         yield from copied(conn, unchanged(provider, view, stored=True))
         queries[0] = unchanged(provider, view, stored=False)
     for query in queries:

@@ -19,6 +19,7 @@ from server.ops.checks import (
     serving_targets,
 )
 from server.settings import Settings
+from server.storage.backend import is_embedded
 
 
 def cmd_check_config(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
@@ -56,7 +57,7 @@ def cmd_check_config(args: argparse.Namespace, settings: Settings, extensions: E
     elif embedded_database_missing(settings):
         results.append((False, f"database primary ({settings.database_url}): {missing_database(settings)}"))
     else:
-        embedded = settings.database_url.startswith("sqlite")
+        embedded = is_embedded(settings.database_url)
         for target in serving_targets(settings):
             check = check_database(target, extensions.schema)
             results.append((check.current or (embedded and check.has_schema),

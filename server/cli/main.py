@@ -12,11 +12,10 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from server.cli import check, data, serve, token
 from server.cli.common import common_parser, say, settings_of
-from server.errors import ConfigError, InterruptedAfterCommit, LoadError
+from server.errors import ConfigError, InterruptedAfterCommit, LoadError, StorageError, StorageUnavailable
 from server.extensions import Extensions, load_extensions
 from server.ops.checks import database_url_problem, embedded_database_missing, missing_database
 from server.telemetry.logs import configure_logging
@@ -140,12 +139,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(name, f"configuration error: {exc}", 2)
     except LoadError as exc:
         return _fail(name, str(exc), 1)
-    except OperationalError as exc:  # the database cannot be opened or reached
+    except StorageUnavailable as exc:  # the database cannot be opened or reached
         return _fail(name, f"the database ({_safe_url(settings)}) cannot be opened or reached: "
-                           f"{_first_line(exc.orig or exc)}; check database.url (or --database) and that the "
+                           f"{_first_line(exc)}; check database.url (or --database) and that the "
                            "database server runs", 1)
-    except DBAPIError as exc:  # reached, but it refused (permissions, a constraint...)
-        return _fail(name, f"the database ({_safe_url(settings)}) refused: {_first_line(exc.orig or exc)}; "
+    except StorageError as exc:  # reached, but it refused (permissions, a constraint...)
+        return _fail(name, f"the database ({_safe_url(settings)}) refused: {_first_line(exc)}; "
                            "check the role's privileges (migrate, load and demo need the writer role)", 1)
     except InterruptedAfterCommit as exc:
         return _fail(name, exc.message, InterruptedAfterCommit.EXIT_STATUS)

@@ -35,6 +35,7 @@ from server.ops.checks import (
 from server.telemetry.logs import configure_logging
 from server.telemetry.metrics import MULTIPROC_ENV
 from server.settings import DATABASE_ENV, SETTINGS_ENV, Settings
+from server.storage.backend import is_embedded
 
 log = logging.getLogger("orgunit_fhir")
 # httptools, percent-encoding raw UTF-8 request targets and answering what it refuses with an OperationOutcome
@@ -98,7 +99,7 @@ def _has_schema(engine: Engine, extensions: Extensions) -> bool:
 def _prepare_databases(settings: Settings, extensions: Extensions, ctx: ServerContext, demo: bool) -> None:
     """The embedded database is migrated and its bodies rendered; it is created (with the demo) only when asked:
     a typo'd path or an empty file is refused, never served as an empty registry or as the demo."""
-    if settings.database_url.startswith("sqlite"):
+    if is_embedded(settings.database_url):
         missing = embedded_database_missing(settings)
         if missing or not _has_schema(ctx.db, extensions):
             if not demo:
@@ -132,7 +133,7 @@ def _refuse_busy_port(host: str, port: int) -> None:
 
 def _banner(settings: Settings, ctx: ServerContext, host: str, port: int) -> None:
     print(f"FHIR base: http://{host}:{port}/fhir", file=sys.stderr, flush=True)
-    if not settings.database_url.startswith("sqlite"):  # a production log gets no token
+    if not is_embedded(settings.database_url):  # a production log gets no token
         print("tokens: from your identity provider, or `orgunit-fhir token` with the HMAC secret",
               file=sys.stderr, flush=True)
         return

@@ -13,7 +13,7 @@ from sqlalchemy.engine import RowMapping
 from server.errors import ConfigError
 from server.params.param import SearchParam
 from server.params.types.date import DateTarget
-from server.params.types.reference import ReferenceTarget
+from server.params.types.reference import ReferenceTarget as ReferenceTarget  # re-exported
 from server.params.types.token import TokenTarget
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -196,7 +196,7 @@ class ResourceProvider:
                     (op.handler is None and op.levels != {"instance"}):
                 raise ConfigError(f"{where}: operation {op.name}: levels are instance and/or type (a handler's)")
             bound = self.params_by_name.get(op.param) if op.param is not None else None
-            if op.param is not None and (bound is None or bound.type != "reference"):
+            if op.param is not None and (bound is None or not bound.referenced_types):
                 raise ConfigError(f"{where}: operation {op.name} must bind a reference search parameter, not {op.param!r}")
 
     def _check_tenancy(self, tenancy: Tenancy, where: str) -> None:
@@ -212,8 +212,8 @@ class ResourceProvider:
         via = tenancy.via
         if via is not None:
             param = self.params_by_name.get(via.param)
-            if via.resource_type == self.resource_type or param is None or not any(
-                    isinstance(t, ReferenceTarget) and t.resource_type == via.resource_type for t in param.targets):
+            if via.resource_type == self.resource_type or param is None or \
+                    via.resource_type not in param.referenced_types:
                 raise ConfigError(f"{where}: tenancy.via must name a reference search parameter to another type "
                                   f"({via.param!r} to {via.resource_type!r})")
 

@@ -16,11 +16,11 @@ from server.declare import instants
 from server.errors import ConfigError, ResourceTypeNotSupported
 from server.declare.provider import (
     AnyProvider,
-    ReferenceTarget,
     ResourceProvider,
     StaticProvider,
 )
 from server.declare.declared import declared
+from server.params.param import SearchParam
 from server.settings import Settings
 
 
@@ -49,8 +49,7 @@ def _without_references(to_resource: Callable[[Any], dict[str, Any]],
 def _link(provider: ResourceProvider, served: frozenset[str]) -> ResourceProvider:
     """References to a type no provider serves are neither written nor searchable."""
     dangling = frozenset(e for e, rtype in provider.references.items() if rtype not in served)
-    params = tuple(p for p in provider.search_params if p.type != "reference" or any(
-        isinstance(t, ReferenceTarget) and t.resource_type in served for t in p.targets))
+    params = tuple(p for p in provider.search_params if not p.referenced_types or p.referenced_types & served)
     prerendered = provider.prerendered
     if prerendered is not None:  # the stored bodies must name what besides the provider made them
         prerendered = replace(prerendered, fingerprint=f"{prerendered.fingerprint};engine={_engine_rendering()};"
@@ -68,6 +67,19 @@ def _engine_rendering() -> str:
     for module in (instants, sys.modules[__name__]):
         digest.update(Path(module.__file__ or "").read_bytes())
     return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Referrer:
+    """A reference parameter, `name` of `provider`, that refers to a type (Registry.referrers)."""
+
+    provider: ResourceProvider
+    name: str
+    param: SearchParam
+
+    @property
+    def key(self) -> str:
+        return f"{self.provider.resource_type}:{self.name}"
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,20 @@ class Registry:
 
     def __iter__(self) -> Iterator[AnyProvider]:
         return iter(self.providers.values())
+
+    def referrers(self, resource_type: str) -> tuple[Referrer, ...]:
+        """Every reference parameter (of a provider searched by parameters) that refers to `resource_type`, in the
+        registry's order: what _revinclude and _has can walk back. Computed once for all types."""
+        return self._referrers.get(resource_type, ())
+
+    @functools.cached_property
+    def _referrers(self) -> Mapping[str, tuple[Referrer, ...]]:
+        found: dict[str, list[Referrer]] = {}
+        for provider in self.table_backed:
+            for name, param in provider.params_by_name.items():
+                for rtype in sorted(param.referenced_types):
+                    found.setdefault(rtype, []).append(Referrer(provider, name, param))
+        return {rtype: tuple(referrers) for rtype, referrers in found.items()}
 
     @functools.cached_property
     def table_backed(self) -> tuple[ResourceProvider, ...]:

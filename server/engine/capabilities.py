@@ -10,7 +10,7 @@ import pluggy
 
 from server.access.smart import security
 from server.bulk.capability import add_bulk
-from server.declare.provider import ResourceProvider, StaticProvider
+from server.declare.provider import StaticProvider
 from server.declare.registry import Registry
 from server.search.chains import HAS, chain_documentation, has_documentation
 from server.settings import Settings
@@ -57,11 +57,8 @@ def _interactions(rtype: str, versioned: bool) -> list[dict[str, str]]:
 
 
 def _includes(provider: Any, registry: Registry) -> tuple[list[str], list[str]]:
-    forward = [f"{provider.resource_type}:{p.name}" for p in provider.params_by_name.values() if p.type == "reference"]
-    reverse = [f"{other.resource_type}:{p.name}" for other in registry if isinstance(other, ResourceProvider)
-               for p in other.params_by_name.values()
-               if p.type == "reference" and any(getattr(t, "resource_type", None) == provider.resource_type
-                                                for t in p.targets)]
+    forward = [f"{provider.resource_type}:{p.name}" for p in provider.params_by_name.values() if p.referenced_types]
+    reverse = [r.key for r in registry.referrers(provider.resource_type)]
     return forward, reverse
 
 
@@ -86,7 +83,7 @@ def _static_resource(provider: StaticProvider) -> dict[str, Any]:
 
 def _documentation(param: Any, registry: Registry) -> str | None:
     """A parameter's documentation; a reference parameter's also lists its chains (R4 has no element for them)."""
-    chains = chain_documentation(registry.providers, param) if param.type == "reference" else None
+    chains = chain_documentation(registry.providers, param) if param.referenced_types else None
     if not chains:
         return param.documentation or None
     return f"{param.documentation.rstrip('. ')}. {chains}" if param.documentation else chains
@@ -114,7 +111,7 @@ def _resource(provider: Any, settings: Settings, registry: Registry) -> dict[str
                            "documentation": _documentation(p, registry)}.items() if v}
         for p in provider.params_by_name.values()
     ]
-    reverse_chaining = has_documentation(registry.providers, provider.resource_type)
+    reverse_chaining = has_documentation(registry, provider.resource_type)
     if reverse_chaining:
         params.append({"name": HAS, "type": "special", "documentation": reverse_chaining})
     params += [

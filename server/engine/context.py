@@ -1,18 +1,17 @@
 """Everything built once at start-up: settings, plugins, providers, database, auth, capabilities."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
 from sqlalchemy import Engine
-from sqlalchemy.util import LRUCache
 
 from server.access.tokens import Authenticator
 from server.engine.capabilities import build_capability_statement
 from server.extensions import Extensions
-from server.storage.freshness import CountCache, Freshness, Kept
+from server.storage.freshness import CountCache, Freshness
 from server.plugins import get_plugin_manager
 from server.declare.provider import ResourceProvider
 from server.declare.registry import Registry
@@ -20,6 +19,8 @@ from server.access.ratelimit import RateLimiter
 from server.access.tenancy import Scoper
 from server.search.bodies import body_query
 from server.settings import Settings
+from server.storage.backend import translate_errors
+from server.storage.cache import Bounded
 from server.storage.db import create_db_engine
 from server.storage.hot import HotDatabase, hot_database
 from server.storage.prepared import Prepared
@@ -28,6 +29,7 @@ from server.storage.prepared import Prepared
 MAX_STATEMENTS = 1000  # compiled shapes of statements
 MAX_PAGES = 4096  # page statements of the searches seen last, as sent
 MAX_CONDITIONS = 2048  # compiled conditions of chained and _has parameters
+MAX_CALLERS = 4096  # verified tokens whose caller (scope, rate-limit key) is kept
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,15 @@ class ServerContext:
     rate_limiter: RateLimiter | None = None  # per subject, when server.rate_limit_per_minute is set
     hot: HotDatabase | None = None  # the driver's own connection on the event loop (server.engine.drivers)
     # statements compiled once per shape (server.storage.prepared.driver_sql), their values apart
-    statements: MutableMapping[Any, Any] = field(default_factory=lambda: LRUCache(MAX_STATEMENTS))
+    statements: Bounded[Any] = field(default_factory=lambda: Bounded(MAX_STATEMENTS))
     # the page statements of the searches seen, as sent (server.engine.searches): another position of the same
     # search binds its new position only
-    pages: Kept[Any] = field(default_factory=lambda: Kept(MAX_PAGES))
+    pages: Bounded[Any] = field(default_factory=lambda: Bounded(MAX_PAGES))
     # the conditions of chained and _has parameters, by data generation and scope (server.engine.chaining)
-    conditions: Kept[Any] = field(default_factory=lambda: Kept(MAX_CONDITIONS))
+    conditions: Bounded[Any] = field(default_factory=lambda: Bounded(MAX_CONDITIONS))
+    # callers by verified token (its Principal, the Caller, the rate-limit key): the access_scope hook runs once
+    # per token, not per request (server.http.pipeline's Admission)
+    callers: Bounded[Any] = field(default_factory=lambda: Bounded(MAX_CALLERS))
 
 
 def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = (),
@@ -63,7 +68,7 @@ def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object
     db = db if db is not None else create_db_engine(settings)
     # every request's statement is a read on its own: no BEGIN/ROLLBACK round trips (the engine given keeps
     # its transactions for whoever writes with it)
-    db = db.execution_options(isolation_level="AUTOCOMMIT")
+    db = translate_errors(db.execution_options(isolation_level="AUTOCOMMIT"))  # storage errors, not the driver's
     prerendered = [p for p in registry if isinstance(p, ResourceProvider) and p.prerendered is not None]
     reads = {p.resource_type: Prepared.compile(body_query(p), db.dialect) for p in prerendered}
     scoped_reads = {p.resource_type: Prepared.compile(body_query(p, scoped=True), db.dialect) for p in prerendered}

@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
 
 from server.engine.context import ServerContext
 from server.engine.steps import Blocking, Query, Steps, Which
+from server.errors import StorageUnavailable
 from server.storage.freshness import database_of
 from server.storage.hot import OverBudget
 
@@ -39,8 +39,8 @@ def _blocking(ctx: ServerContext, work: Callable[[Connection], T]) -> T:
         try:
             with ctx.db.connect() as conn:
                 return work(conn)
-        except DBAPIError as exc:
-            if not exc.connection_invalidated or attempt == 2:
+        except StorageUnavailable as exc:
+            if not exc.repeatable or attempt == 2:
                 raise
     raise AssertionError("unreachable")
 

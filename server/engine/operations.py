@@ -2,11 +2,8 @@
 connection that cannot write, gives the handler the caller's scope in an OperationCall, and answers what it returns."""
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
-
-from sqlalchemy import Connection
 
 from server.engine.context import ServerContext
 from server.engine.caller import Caller
@@ -17,22 +14,7 @@ from server.engine.visibility import visibility
 from server.errors import InternalError, ResourceNotFound
 from server.params.ids import stored_id
 from server.search.paging import FORMAT_PARAMS
-
-
-@contextmanager
-def read_only(conn: Connection) -> Iterator[Connection]:
-    """One transaction that refuses writes (PostgreSQL: READ ONLY, one snapshot; SQLite: query_only)."""
-    if conn.dialect.name == "postgresql":
-        conn = conn.execution_options(isolation_level="REPEATABLE READ")  # reset when the pool takes it back
-        with conn.begin():
-            conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-            yield conn
-        return
-    conn.exec_driver_sql("PRAGMA query_only = ON")
-    try:
-        yield conn
-    finally:
-        conn.exec_driver_sql("PRAGMA query_only = OFF")
+from server.storage.backend import backend_of
 
 
 def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: ResourceProvider, op: Operation,
@@ -46,7 +28,7 @@ def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: Resour
         in_thread(ctx, fetch(ctx, provider, rid, caller))  # it must exist and be visible: 404 (or 410) otherwise
         stored = stored_id(provider, rid)
     parameters = tuple((k, v) for k, v in items if k not in FORMAT_PARAMS)
-    with ctx.db.connect() as conn, read_only(conn) as reading:
+    with ctx.db.connect() as conn, backend_of(conn).read_only(conn) as reading:
         clause = visibility(ctx, reading, provider, caller).clause
         answer = op.handler(OperationCall(provider, rid, stored, parameters, strict, reading, clause, base))
     if not isinstance(answer, dict) or not isinstance(answer.get("resourceType"), str):

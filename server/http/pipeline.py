@@ -8,7 +8,6 @@ scope of the `access_scope` hook: a Caller) and the interaction function runs wi
 number returned) is left in the ASGI scope for server.http.observe, which records the request in one pass."""
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -16,7 +15,6 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from sqlalchemy.exc import DBAPIError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -29,7 +27,7 @@ from server.engine.drivers import in_thread, on_loop
 from server.engine.steps import Steps
 from server.declare.interaction import Interaction
 from server.engine.instances import Resource
-from server.errors import FhirError, InvalidRequest, UriTooLong
+from server.errors import FhirError, InvalidRequest, StorageUnavailable, UriTooLong
 from server.http.conditional import headers_for, not_modified, validators
 from server.http.negotiation import Format, negotiate
 from server.http.observe import REQUEST_ID_STATE
@@ -43,7 +41,6 @@ from server.http.responses import (
 )
 
 MAX_QUERY_PARAMS = 100  # query parameters of any kind in one request
-MAX_CALLERS = 4096  # verified tokens whose caller (scope, rate-limit key) is kept
 # answers depend on the caller's token (its account and subtree): no shared cache may serve them to another
 PRIVATE = {"Cache-Control": "private", "Vary": "Accept, Authorization"}
 
@@ -73,8 +70,7 @@ class Admission:
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
         self.public_metadata = ctx.settings.auth.public_metadata
-        self._known: dict[int, tuple[Principal, Caller, str]] = {}
-        self._lock = threading.Lock()
+        self._known = ctx.callers  # id(principal) -> (principal, caller, rate-limit key)
 
     def authenticate(self, authorization: str | None, interaction: Interaction) -> Principal | None:
         """The verified token (401 without a valid one); None for metadata when it is public."""
@@ -86,15 +82,12 @@ class Admission:
         """The caller and its rate-limit key (None: not counted); 403 for a scope the hook refuses."""
         if principal is None:
             return ANONYMOUS, None
-        known = self._known.get(id(principal))
+        known = self._known.peek(id(principal))
         if known is not None and known[0] is principal:
             return known[1], known[2]
         caller = caller_of(self.ctx, principal)
         key = caller_key(principal, caller.scope.account)
-        with self._lock:
-            if len(self._known) >= MAX_CALLERS:
-                self._known.clear()
-            self._known[id(principal)] = (principal, caller, key)  # the entry holds principal: its id stays its own
+        self._known.put(id(principal), (principal, caller, key))  # the entry holds principal: its id stays its own
         return caller, key
 
     def allow(self, caller: Caller, key: str | None, interaction: Interaction) -> None:
@@ -201,8 +194,8 @@ class Pipeline:
         limiter = getattr(request.app.state, "limiter", None)
         try:
             return await anyio.to_thread.run_sync(work, limiter=limiter)
-        except DBAPIError as exc:
-            if not exc.connection_invalidated:
+        except StorageUnavailable as exc:
+            if not exc.repeatable:
                 raise
             return await anyio.to_thread.run_sync(work, limiter=limiter)  # once, on a new connection
 

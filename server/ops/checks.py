@@ -10,13 +10,14 @@ from pathlib import Path
 
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import NullPool
 
-from server.errors import ConfigError
+from server.errors import ConfigError, StorageError
 from server.http.protocol import open_files_needed
 from server.telemetry.logs import LOG_FORMATS
 from server.settings import Settings
+from server.storage.backend import backend_of, is_embedded, is_postgresql, translate_errors, unknown_driver
 from server.storage.db import normalize_url
 from server.storage.migrate import Schema, describe
 from server.storage.replicas import PRIMARY, Target, replica_targets
@@ -25,7 +26,6 @@ MIN_METRICS_TOKEN = 16
 
 
 USABLE_URLS = "use sqlite:///path/to/file.db or postgresql://user@host:5432/db"
-_DRIVERS = frozenset({"sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg"})
 
 
 def database_url_problem(url: str, key: str = "database.url") -> str | None:
@@ -35,8 +35,9 @@ def database_url_problem(url: str, key: str = "database.url") -> str | None:
     except ArgumentError:
         return (f"{key} {_masked(url)!r}: not a database URL; {USABLE_URLS} (set {key}, --database or "
                 f"$ORGUNIT_FHIR_DATABASE_URL)")
-    if parsed.drivername not in _DRIVERS:
-        return (f"{key} {_safe(url)!r}: {parsed.drivername} is not a database this server uses; {USABLE_URLS} "
+    unknown = unknown_driver(parsed)
+    if unknown is not None:
+        return (f"{key} {_safe(url)!r}: {unknown} is not a database this server uses; {USABLE_URLS} "
                 "(PostgreSQL through psycopg 3)")
     return None
 
@@ -55,10 +56,10 @@ def problems(settings: Settings) -> list[str]:
         found.append(f"server.metrics_token: use at least {MIN_METRICS_TOKEN} characters (a random string)")
     if database.pool_size < 1:
         found.append("database.pool_size: must be at least 1")
-    if database.read_urls and not _is_postgresql(settings.database_url):
+    if database.read_urls and not is_postgresql(settings.database_url):
         found.append("database.read_urls: replicas need a PostgreSQL primary in database.url")
     for i, url in enumerate(database.read_urls, 1):
-        if not _is_postgresql(url):
+        if not is_postgresql(url):
             found.append(f"database.read_urls[{i}]: expected postgresql://user@host:port/db, got {_safe(url)!r}")
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < open_files_needed(settings):
@@ -126,17 +127,16 @@ def serving_targets(settings: Settings) -> tuple[Target, ...]:
 
 def check_database(target: Target, schema: Schema, timeout_s: int = 5) -> DatabaseCheck:
     head = schema.heads()
-    connect_args = {"connect_timeout": timeout_s} if target.url.startswith("postgresql") else {}
     try:
-        engine = create_engine(target.url, connect_args=connect_args, poolclass=NullPool)
-    except (ArgumentError, ImportError) as exc:  # not a URL of ours: problems() names it
+        connect_args = backend_of(target.url).connect_args(timeout_ms=None, connect_timeout_s=timeout_s)
+        engine = translate_errors(create_engine(target.url, connect_args=connect_args, poolclass=NullPool))
+    except (ArgumentError, ImportError, ValueError) as exc:  # not a URL of ours: problems() names it
         return DatabaseCheck(target.name, _safe(target.url), False, None, head, f"{type(exc).__name__}: {exc}")
     try:
         with engine.connect() as conn:
             revision = schema.current(conn)
-    except DBAPIError as exc:
-        cause = exc.orig or exc
-        detail = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    except StorageError as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return DatabaseCheck(target.name, _safe(target.url), False, None, head, detail)
     finally:
         engine.dispose()
@@ -157,7 +157,7 @@ def check_serving_databases(settings: Settings, schema: Schema) -> list[Database
 
 def embedded_database_missing(settings: Settings) -> bool:
     url = make_url(settings.database_url)
-    return url.get_backend_name() == "sqlite" and bool(url.database) and not Path(str(url.database)).exists()
+    return is_embedded(settings.database_url) and bool(url.database) and not Path(str(url.database)).exists()
 
 
 CREATE_IT = ("create it with `orgunit-fhir migrate` (an empty database), `orgunit-fhir load ...` (your data) or "
@@ -180,13 +180,6 @@ def missing_database(settings: Settings) -> str:
 def no_schema(settings: Settings) -> str:
     return (f"the database {_safe(settings.database_url)} holds no schema of this server (a typo in the URL, or a "
             f"database never loaded?); {CREATE_IT}")
-
-
-def _is_postgresql(url: str) -> bool:
-    try:
-        return make_url(url).get_backend_name() == "postgresql"
-    except ArgumentError:
-        return False
 
 
 def _masked(text: str) -> str:

@@ -12,14 +12,15 @@ import anyio
 import anyio.to_thread
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from sqlalchemy.exc import SQLAlchemyError
 
 from server.bulk.files import directory_problem
 from server.engine.context import ServerContext
 from server.declare.instants import as_utc
+from server.errors import StorageError
 from server.telemetry.metrics import Metrics
 from server.declare.provider import ResourceProvider
 from server.storage.migrate import describe
@@ -66,11 +67,12 @@ class Readiness:
                 checks["schema"] = "ok" if revision == self.head else (
                     f"at {describe(revision)}, this server needs {describe(self.head)}: run orgunit-fhir migrate")
                 break
-            except DBAPIError as exc:
-                if attempt == 1 and exc.connection_invalidated:
+            except StorageError as exc:
+                if attempt == 1 and exc.repeatable:
                     continue  # a connection the database dropped: once more, on a new one
-                checks["database"], checks["schema"] = f"unreachable ({type(exc.orig or exc).__name__})", "unknown"
-                problem = str(exc.orig or exc).strip() or type(exc).__name__
+                cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+                checks["database"], checks["schema"] = f"unreachable ({type(cause).__name__})", "unknown"
+                problem = str(exc).strip() or type(exc).__name__
                 break
             except SQLAlchemyError as exc:
                 checks["database"], checks["schema"] = f"unavailable ({type(exc).__name__})", "unknown"

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import ColumnElement
 
 from server.params.types import type_of
 from server.params.types.base import ParamType
+from server.params.types.reference import ReferenceTarget, targets_to
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,16 @@ class SearchParam:
         if kind is None:
             raise TypeError(f"search parameter {self.name}: {self.targets!r} are not search targets")
         return kind
+
+    @cached_property
+    def referenced_types(self) -> frozenset[str]:
+        """The resource types the parameter refers to, computed once: empty unless it is a reference parameter
+        (what every reader asks instead of comparing `type` to "reference")."""
+        return frozenset(t.resource_type for t in self.targets if isinstance(t, ReferenceTarget))
+
+    def targets_to(self, resource_type: str) -> list[ReferenceTarget]:
+        """Its reference targets pointing at `resource_type` (none for a parameter of another type)."""
+        return targets_to(self.targets, resource_type)
 
     @property
     def modifiers(self) -> frozenset[str]:

@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from server.declare.provider import ResourceProvider
+from server.declare.registry import Registry
 from server.errors import InvalidRequest, UnsupportedParameter
 from server.params.param import SearchParam
 from server.search.request import MAX_CLAUSES, Clause, SearchRequest, _clause, parse_search
-from server.params.types.reference import ReferenceTarget
 
 MAX_HOPS = 3  # references crossed by one parameter, chained and _has together
 HAS = "_has"
@@ -88,11 +88,11 @@ def _served(providers: Mapping[str, Any], rtype: str, key: str) -> ResourceProvi
 
 def _reference(provider: ResourceProvider, name: str, key: str) -> tuple[SearchParam, list[str]]:
     param = provider.params_by_name.get(name)
-    if param is None or param.type != "reference":
-        references = sorted(n for n, p in provider.params_by_name.items() if p.type == "reference")
+    if param is None or not param.referenced_types:
+        references = sorted(n for n, p in provider.params_by_name.items() if p.referenced_types)
         raise UnsupportedParameter(f"{key}: {name!r} is not a reference parameter of {provider.resource_type}, so "
                                    f"it cannot be chained; references: {', '.join(references) or 'none'}")
-    return param, sorted({t.resource_type for t in param.targets if isinstance(t, ReferenceTarget)})
+    return param, sorted(param.referenced_types)
 
 
 def _walk(providers: Mapping[str, Any], rtype: str, key: str, rest: str,
@@ -160,8 +160,7 @@ def parse_request(provider: ResourceProvider, items: Sequence[tuple[str, str]], 
 def chains_of(providers: Mapping[str, Any], param: SearchParam) -> list[tuple[str, SearchParam]]:
     """The chained names over a reference parameter, each with the parameter it ends with: `param.x` for every
     parameter x of the type it refers to (`param:Type.x` when it refers to several)."""
-    types = sorted({t.resource_type for t in param.targets if isinstance(t, ReferenceTarget)
-                    and isinstance(providers.get(t.resource_type), ResourceProvider)})
+    types = sorted(t for t in param.referenced_types if isinstance(providers.get(t), ResourceProvider))
     head = (lambda t: f"{param.name}:{t}.") if len(types) > 1 else (lambda t: f"{param.name}.")
     return [(head(t) + name, p) for t in types for name, p in providers[t].params_by_name.items()]
 
@@ -170,20 +169,13 @@ def chain_documentation(providers: Mapping[str, Any], param: SearchParam) -> str
     chains = chains_of(providers, param)
     if not chains:
         return None
-    deeper = [f", e.g. {name}.identifier" for name, p in chains if p.type == "reference"]
+    deeper = [f", e.g. {name}.identifier" for name, p in chains if p.referenced_types]
     return (f"Chained: {', '.join(name for name, _ in chains)}, each with the modifiers of that parameter; a "
             f"chain crosses at most {MAX_HOPS} references{deeper[0] if deeper else ''}")
 
 
-def referrers(providers: Mapping[str, Any], resource_type: str) -> list[str]:
-    """`Type:param` of every reference parameter that refers to `resource_type` (what _has can walk back)."""
-    return [f"{p.resource_type}:{name}" for p in providers.values() if isinstance(p, ResourceProvider)
-            for name, param in p.params_by_name.items() if param.type == "reference"
-            and any(isinstance(t, ReferenceTarget) and t.resource_type == resource_type for t in param.targets)]
-
-
-def has_documentation(providers: Mapping[str, Any], resource_type: str) -> str | None:
-    found = referrers(providers, resource_type)
+def has_documentation(registry: Registry, resource_type: str) -> str | None:
+    found = [r.key for r in registry.referrers(resource_type)]
     if not found:
         return None
     return (f"Reverse chaining: {', '.join(f'{HAS}:{r}:[parameter]=[value]' for r in found)}: the "

@@ -21,7 +21,6 @@ from typing import Any
 
 from sqlalchemy import (
     Alias,
-    Boolean,
     ColumnElement,
     Connection,
     FromClause,
@@ -33,10 +32,9 @@ from sqlalchemy import (
     select,
     union,
 )
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.visitors import InternalTraversal
 
 from server.declare.provider import ResourceProvider
+from server.storage.dialects import InRows
 from server.search.chains import Chained, Hop
 from server.search.referred import foreign_key, referred, referred_keys, tables_of
 from server.search.seen import seen
@@ -45,32 +43,6 @@ from server.search.sql import look_up, where_clause
 from server.params.types.reference import ReferenceTarget, targets_to
 
 Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller's scope on a provider's rows
-
-
-class InRows(ColumnElement[bool]):
-    """`column IN (rows)`; on PostgreSQL `column = ANY(ARRAY(rows))`: the rows read once, first (an InitPlan), then
-    the column's index probed for each."""
-
-    inherit_cache = True
-    type = Boolean()
-    _is_implicitly_boolean = True
-    _traverse_internals = [("column", InternalTraversal.dp_clauseelement),
-                           ("rows", InternalTraversal.dp_clauseelement)]
-
-    def __init__(self, column: ColumnElement[Any], rows: Select[Any]) -> None:
-        self.column = column
-        self.rows = rows
-
-
-@compiles(InRows)
-def _in_rows(element: InRows, compiler: Any, **kw: Any) -> str:
-    return str(compiler.process(element.column.in_(element.rows), **kw))
-
-
-@compiles(InRows, "postgresql")
-def _any_of_rows(element: InRows, compiler: Any, **kw: Any) -> str:
-    rows = compiler.process(element.rows.scalar_subquery(), **kw)  # "(SELECT ...)"
-    return f"{compiler.process(element.column, **kw)} = ANY(ARRAY{rows})"
 
 
 def _rows(provider: ResourceProvider, cond: ColumnElement[bool], column: ColumnElement[Any]) -> Select[Any]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, FunctionElement
-from sqlalchemy.ext.compiler import compiles
+from sqlalchemy import ColumnElement
 
 from server.declare.provider import ResourceProvider
 from server.search.request import SearchRequest
@@ -44,25 +43,6 @@ def order_of(provider: ResourceProvider, request: SearchRequest) -> list[Any]:
 def measure_column(request: SearchRequest) -> list[ColumnElement[Any]]:
     measure = measure_of(request)
     return [] if measure is None else [measure.label(MEASURE)]
-
-
-class sorted_matches(FunctionElement[Any]):
-    """The id as an ORDER BY key that SQLite's planner cannot serve by walking the table in id order: it then
-    reads the matches from the index of the condition and sorts them (SQLite plans without statistics of value
-    ranges, and would walk the whole table for a page of a few matches). Other databases: the id itself."""
-
-    inherit_cache = True
-    name = "sorted_matches"
-
-
-@compiles(sorted_matches)
-def _sorted_matches(element: sorted_matches, compiler: Any, **kw: Any) -> str:
-    return str(compiler.process(element.clauses, **kw))
-
-
-@compiles(sorted_matches, "sqlite")
-def _sorted_matches_sqlite(element: sorted_matches, compiler: Any, **kw: Any) -> str:
-    return "+" + str(compiler.process(element.clauses, **kw))
 
 
 SORT_BELOW = 1000  # a search known to match at most this many rows sorts them (sorted_matches)

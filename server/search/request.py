@@ -13,7 +13,6 @@ from server.params.ids import stored_id
 from server.search.paging import Paged, Paging, parse_paging
 from server.params.param import SearchParam
 from server.params.types.base import Ranks, implements
-from server.params.types.reference import ReferenceTarget
 from server.params.values import SearchValue, parse_value
 
 MAX_VALUES = 100  # OR-ed values in one parameter
@@ -180,9 +179,9 @@ def _include(providers: Mapping[str, Any], resource_type: str, key: str, raw: st
     name, _, target = rest.partition(":")
     provider = providers.get(source)
     param = provider.params_by_name.get(name) if isinstance(provider, ResourceProvider) else None
-    targets = {t.resource_type for t in param.targets if isinstance(t, ReferenceTarget)} if param else set()
+    targets = param.referenced_types if param is not None else frozenset()
     target = target or (next(iter(targets)) if len(targets) == 1 else "")
-    if param is None or param.type != "reference" or target not in targets or \
+    if param is None or target not in targets or \
             (reverse and target != resource_type) or (not reverse and source != resource_type):
         raise UnsupportedParameter(
             f"{key}={raw!r} is not supported; use {'_revinclude' if reverse else '_include'}=Type:parameter with a "

@@ -39,7 +39,8 @@ from server.params.types.base import (
     MissingValue,
     implements,
 )
-from server.search.order import SORT_BELOW, measure_column, order_of, sorted_matches
+from server.search.order import SORT_BELOW, measure_column, order_of
+from server.storage.dialects import sorted_matches
 from server.search.referred import keys_query, kept_keys, referred, tables_of
 from server.params.types.reference import ReferenceTarget, referring
 
@@ -175,17 +176,9 @@ def page_query(provider: ResourceProvider, request: SearchRequest, found: Found 
     return paged(provider, request, select(*columns).select_from(provider.source), where, extra_row, total)
 
 
-_LAST_WHERE: list[tuple[Any, bool]] = [(None, False)]  # (the last condition _from saw, whether it joins)
-
-
 def table_for(provider: ResourceProvider, where: ColumnElement[bool], *elements: Any) -> FromClause:
-    """The provider's table alone when that is all the elements use: fewer joins to plan. (A search's count and
-    page share their condition: what it uses is found once; the pair is replaced whole, threads may share it.)"""
-    last, joins = _LAST_WHERE[0]
-    if last is not where:
-        joins = not tables_of(where) <= {provider.table}
-        _LAST_WHERE[0] = (where, joins)
-    return provider.source if joins or not tables_of(*elements) <= {provider.table} else provider.table
+    """The provider's table alone when that is all the condition and the elements use: fewer joins to plan."""
+    return provider.table if tables_of(where, *elements) <= {provider.table} else provider.source
 
 
 def within(provider: ResourceProvider, key: ColumnElement[Any], visible: ColumnElement[bool]) -> ColumnElement[bool]:

@@ -9,6 +9,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from server.settings import Settings
+from server.storage.backend import SQLITE_PRAGMAS, BoundedPool, backend_of, translate_errors
 from server.storage.replicas import MAX_OVERFLOW, PRIMARY, Target, create_read_engine, replica_targets
 from server.storage.timeouts import install_sqlite_timeout
 from server.storage.watchdog import watch
@@ -25,46 +26,48 @@ def normalize_url(url: str) -> str:
 def create_db_engine(settings: Settings, *, writing: bool = False, bounded: bool = False) -> Engine:
     """The serving engine has the per-statement timeout and reads from `database.read_urls` when there are
     any; a writing one (migrate, load, demo) has no timeout and always uses the primary, `database.url`; a
-    `bounded` writing one (the writes a request waits on) has the statement timeout and the watchdog of serving."""
+    `bounded` writing one (the writes a request waits on) has the statement timeout and the watchdog of serving.
+    Every one raises storage errors (server.errors), not the driver's."""
+    return translate_errors(_engine(settings, writing, bounded))
+
+
+def _engine(settings: Settings, writing: bool, bounded: bool) -> Engine:
     url = normalize_url(settings.database_url)
-    if url.startswith("sqlite"):
+    database = settings.database
+    backend = backend_of(url)
+    timeout_ms = 0 if writing and not bounded else database.statement_timeout_ms
+    connect_args = backend.connect_args(timeout_ms=timeout_ms, connect_timeout_s=database.connect_timeout_seconds)
+    if backend.embedded:
         path = make_url(url).database
         if writing and path and path != ":memory:":  # the writer creates the file (serve migrates it first)
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args=connect_args)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
             cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA synchronous=NORMAL")
+            for pragma in SQLITE_PRAGMAS:
+                cursor.execute(f"PRAGMA {pragma}")
             cursor.close()
 
         if not writing:
-            install_sqlite_timeout(engine, settings.database.statement_timeout_ms)
+            install_sqlite_timeout(engine, database.statement_timeout_ms)
         return engine
-    database = settings.database
     if writing and not bounded:
-        return create_engine(url, pool_pre_ping=True, connect_args={
-            "options": "-c statement_timeout=0", "connect_timeout": database.connect_timeout_seconds, **DEAD_PEER})
+        return create_engine(url, pool_pre_ping=True, connect_args=connect_args, poolclass=BoundedPool)
     if writing:  # the primary, for short writes a request waits on (Bulk Data's jobs): bounded as a read is
-        engine = create_engine(url, pool_size=database.pool_size, max_overflow=MAX_OVERFLOW,
-                               pool_timeout=wait_bound_s(settings), hide_parameters=True, connect_args={
-                                   "options": f"-c statement_timeout={database.statement_timeout_ms}",
-                                   "connect_timeout": database.connect_timeout_seconds, **DEAD_PEER})
+        engine = create_engine(url, pool_size=database.pool_size, max_overflow=MAX_OVERFLOW, poolclass=BoundedPool,
+                               pool_timeout=wait_bound_s(settings), hide_parameters=True, connect_args=connect_args)
         watch(engine, answer_bound_s(settings))
         return engine
     # serving: a connection is not pinged at checkout (a round trip per request): a dropped one fails its
     # request once, which the endpoint repeats (reads are safe to repeat) on a fresh connection
-    connect_args = {"options": f"-c statement_timeout={database.statement_timeout_ms}",
-                    "connect_timeout": database.connect_timeout_seconds, **DEAD_PEER}
     if database.read_urls:  # replicas serve the reads; the primary only when none answers
         engine = create_read_engine(replica_targets(database.read_urls, normalize_url), Target(PRIMARY, url),
                                     pool_size=database.pool_size, connect_args=connect_args,
                                     retry_after_s=database.replica_retry_seconds, pool_timeout=wait_bound_s(settings))
     else:
-        engine = create_engine(url, pool_size=database.pool_size, max_overflow=MAX_OVERFLOW,
+        engine = create_engine(url, pool_size=database.pool_size, max_overflow=MAX_OVERFLOW, poolclass=BoundedPool,
                                pool_timeout=wait_bound_s(settings), connect_args=connect_args, hide_parameters=True)
     watch(engine, answer_bound_s(settings))
     return engine
@@ -83,12 +86,6 @@ def answer_bound_s(settings: Settings) -> float:
 def wait_bound_s(settings: Settings) -> float:
     """The longest a request waits for the database in all: a statement, then one new connection."""
     return answer_bound_s(settings) + settings.database.connect_timeout_seconds
-
-
-# a database that vanishes without closing its connections (a dropped network) is noticed in about 40 s,
-# not after the kernel's 15 minutes of retransmissions
-DEAD_PEER = {"keepalives": 1, "keepalives_idle": 15, "keepalives_interval": 5, "keepalives_count": 3,
-             "tcp_user_timeout": 30_000}
 
 
 def analyze(engine: Engine) -> None:

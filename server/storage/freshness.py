@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from sqlalchemy import Connection, select
 
+from server.storage.cache import Bounded
 from server.storage.prerender import usable
 from server.storage.writes import sync_point
 from server.declare.provider import ResourceProvider
@@ -99,9 +99,6 @@ class Freshness:
             self._snapshots[database] = snapshot
             return snapshot
 
-    def check(self, conn: Connection) -> None:
-        self.snapshot(conn)
-
 
 def synced_now(conn: Connection, registry: Registry) -> datetime:
     """The sync point of what `conn` reads at this instant (not a snapshot's: a Bulk Data transactionTime)."""
@@ -144,45 +141,7 @@ def _partitions(conn: Connection, provider: ResourceProvider) -> tuple[tuple[Any
                          conn.execute(provider.tenancy.partitions)), key=lambda r: (str(r[0]), r[1])))
 
 
-V = TypeVar("V")
-
-
-class Kept(Generic[V]):
-    """Values by key, the least recently used out first past `size`; safe across threads (a value is built outside
-    the lock: two threads may build the same one, the last kept)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._lock = threading.Lock()
-        self._items: OrderedDict[Hashable, V] = OrderedDict()
-
-    def peek(self, key: Hashable) -> V | None:
-        """The value kept, without building it (the hot path builds on its own connection, then `put`s it)."""
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-            return found
-
-    def put(self, key: Hashable, value: V) -> None:
-        with self._lock:
-            self._items[key] = value
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-    def get(self, key: Hashable, build: Callable[[], V]) -> V:
-        found = self.peek(key)
-        if found is None:
-            found = build()
-            self.put(key, found)
-        return found
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
-class CountCache(Kept[int]):
+class CountCache(Bounded[int]):
     """Totals by (generation, what the search selects)."""
 
     def __init__(self, size: int = MAX_COUNTS) -> None:

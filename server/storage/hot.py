@@ -5,8 +5,9 @@ connections (as many as database.pool_size), the loop waiting on the socket.
 
 Same semantics as the serving engine: autocommit reads, the per-statement timeout (PostgreSQL's statement_timeout,
 SQLite's progress handler), a dead connection dropped and the statement repeated once on a new one. The driver's
-errors are raised as SQLAlchemy's (OperationalError, DBAPIError), so they answer what the engine's would (503,
-TooCostly...). None with read replicas (database.read_urls): the serving engine routes those reads."""
+errors are raised as the storage errors the serving engine raises (server.storage.backend), so they answer what
+the engine's would (503, TooCostly...). None with read replicas (database.read_urls): the serving engine routes
+those reads."""
 from __future__ import annotations
 
 import asyncio
@@ -17,10 +18,11 @@ from typing import Any, Protocol
 
 import psycopg
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
 
+from server.errors import StorageError
 from server.settings import Settings
-from server.storage.db import DEAD_PEER, answer_bound_s, normalize_url, wait_bound_s
+from server.storage.backend import Postgres, Sqlite
+from server.storage.db import answer_bound_s, normalize_url, wait_bound_s
 from server.storage.watchdog import cut
 from server.storage.timeouts import CHECK_EVERY
 
@@ -60,10 +62,11 @@ def hot_database(settings: Settings, database_url: str) -> HotDatabase | None:
     return None
 
 
-def _raised(exc: Exception, sql: str) -> DBAPIError:
-    """The driver's error as SQLAlchemy raises it from the serving engine."""
-    operational = isinstance(exc, sqlite3.OperationalError | psycopg.OperationalError)
-    return (OperationalError if operational else DBAPIError)(sql, None, exc)  # type: ignore[arg-type]
+def _raised(exc: Exception, sql: str) -> StorageError:
+    """The driver's error as the serving engine raises it (a storage error)."""
+    backend = Sqlite() if isinstance(exc, sqlite3.Error) else Postgres()
+    found = backend.driver_error(exc)
+    return found if found is not None else StorageError(f"{type(exc).__name__}: {exc}")
 
 
 class SqliteOnLoop:
@@ -76,7 +79,8 @@ class SqliteOnLoop:
         self._deadline = float("inf")
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        conn = sqlite3.connect(self.path, isolation_level=None, **Sqlite().connect_args(timeout_ms=None,
+                                                                                        connect_timeout_s=0))
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA query_only=ON")  # it only reads
         conn.set_progress_handler(lambda: 1 if time.monotonic() > self._deadline else 0, CHECK_EVERY)
@@ -116,8 +120,8 @@ class PostgresOnLoop:
         # stored bodies comes as bytes, not hex text to decode)
         self.answer_s = answer_s  # a statement unanswered this long: the database is deemed silent
         self.bound_s = bound_s  # the longest wait for a connection (behind others, then connecting)
-        self.kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": connect_timeout_s, **DEAD_PEER,
-                                       "options": f"-c statement_timeout={timeout_ms} -c plan_cache_mode=force_custom_plan"}
+        self.kwargs: dict[str, Any] = {"autocommit": True, **Postgres().connect_args(
+            timeout_ms=timeout_ms, connect_timeout_s=connect_timeout_s, plan_cache_mode="force_custom_plan")}
         self._idle: list[Any] = []
         self._open = 0
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -4,12 +4,14 @@ machinery per request. `params` gives the driver's parameters (a tuple for posit
 built per request (a search's) goes through `driver_sql`: compiled once per shape, its values bound each time."""
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, CursorResult, Dialect
 from sqlalchemy.sql import ClauseElement
+
+from server.storage.cache import Bounded
 
 
 Processor = Callable[[Any], Any] | None
@@ -96,7 +98,7 @@ class Bound:
         return Bound(self.sql, (*self.params[:index], value, *self.params[index + 1:]), self.names, self.results)
 
 
-def driver_sql(statement: ClauseElement, dialect: Dialect, cache: MutableMapping[Any, Any]) -> Bound:
+def driver_sql(statement: ClauseElement, dialect: Dialect, cache: Bounded[Any]) -> Bound:
     """A statement built per request as the driver's SQL and parameters, what SQLAlchemy's execution would send,
     compiled once per shape: its compiled form found in `cache` by the statement's cache key (the values apart), the
     values bound by the types' processors, late-rendered values (limits, IN lists of constants) rendered."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
+
+from server.storage.backend import BoundedPool
 
 log = logging.getLogger("orgunit_fhir")
 PRIMARY = "primary"
@@ -110,7 +111,18 @@ class ReadRouter:
 
 
 RECYCLE_S = 60
-_routers: weakref.WeakKeyDictionary[Pool, ReadRouter] = weakref.WeakKeyDictionary()
+
+
+class RoutedPool(BoundedPool):
+    """The serving engine's pool, holding its router (a pool made again, after a dispose, keeps it)."""
+
+    router: ReadRouter | None = None
+
+    def recreate(self) -> Pool:
+        pool = super().recreate()
+        if isinstance(pool, RoutedPool):
+            pool.router = self.router
+        return pool
 
 
 def create_read_engine(replicas: Sequence[Target], fallback: Target | None, *, pool_size: int,
@@ -118,13 +130,16 @@ def create_read_engine(replicas: Sequence[Target], fallback: Target | None, *, p
     router = ReadRouter(replicas, fallback, connect_args, retry_after_s)
     # connections are recycled after RECYCLE_S: the pool comes back to the replicas after falling back to the
     # primary (the router only chooses when a connection is made)
-    engine = create_engine(replicas[0].url, pool_size=pool_size, max_overflow=MAX_OVERFLOW, pool_recycle=RECYCLE_S,
-                           pool_timeout=pool_timeout, connect_args=dict(connect_args), hide_parameters=True)
+    engine = create_engine(replicas[0].url, poolclass=RoutedPool, pool_size=pool_size, max_overflow=MAX_OVERFLOW,
+                           pool_recycle=RECYCLE_S, pool_timeout=pool_timeout, connect_args=dict(connect_args),
+                           hide_parameters=True)
     event.listen(engine, "do_connect", router.connect)
-    _routers[engine.pool] = router
+    assert isinstance(engine.pool, RoutedPool)
+    engine.pool.router = router
     return engine
 
 
 def read_router(engine: Engine) -> ReadRouter | None:
     """The router of a serving engine (or of an engine derived from it with execution_options)."""
-    return _routers.get(engine.pool)
+    pool = engine.pool
+    return pool.router if isinstance(pool, RoutedPool) else None

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
 from starlette.testclient import TestClient
 
 from server.access.mint import mint_token
 from server.app import create_app
+from server.errors import StorageUnavailable
 from server.storage.db import wait_bound_s
 from server.storage.hot import PostgresOnLoop, hot_database
 from tests.support import pg
@@ -100,7 +100,7 @@ def test_a_silent_database_answers_503_within_the_bound_and_recovers(proxied: tu
 def test_the_hot_paths_own_connections_give_up_on_a_silent_database(proxied: tuple[Forwarder, str],
                                                                     tmp_path: Path) -> None:
     """server.storage.hot's connections, on their own: a statement in flight when the network goes silent, and one
-    waiting for a connection, both fail (503 as OperationalError) within the bound, and the next works again."""
+    waiting for a connection, both fail (503 as StorageUnavailable) within the bound, and the next works again."""
     forwarder, url = proxied
     settings = make_settings(url, tmp_path, database={"statement_timeout_ms": 1000, "connect_timeout_seconds": 1,
                                                       "pool_size": 1})
@@ -114,7 +114,7 @@ def test_the_hot_paths_own_connections_give_up_on_a_silent_database(proxied: tup
 
         async def one() -> None:
             started = time.monotonic()
-            with pytest.raises(OperationalError):
+            with pytest.raises(StorageUnavailable):
                 await hot.rows("SELECT 2", ())
             took.append(time.monotonic() - started)
 

@@ -150,8 +150,8 @@ def prefix_range(column: ColumnElement[Any], prefix: str) -> ColumnElement[bool]
 
 
 class code_point_order(FunctionElement[str]):
-    """Its argument compared in code-point order: as it is on SQLite (BINARY), COLLATE "C" on PostgreSQL (an
-    index on the same expression serves a prefix_range of it)."""
+    """Its argument compared in code-point order: as it is on SQLite (BINARY); each other database's collation
+    is server.storage.dialects' (an index on the same expression serves a prefix_range of it)."""
 
     type = String()
     inherit_cache = True
@@ -160,11 +160,6 @@ class code_point_order(FunctionElement[str]):
 @compiles(code_point_order)
 def _code_points(element: code_point_order, compiler: Any, **kw: Any) -> str:
     return str(compiler.process(element.clauses, **kw))
-
-
-@compiles(code_point_order, "postgresql")
-def _code_points_pg(element: code_point_order, compiler: Any, **kw: Any) -> str:
-    return f'({compiler.process(element.clauses, **kw)}) COLLATE "C"'
 
 
 def text_index_expression(column: ColumnElement[Any]) -> ColumnElement[str]:

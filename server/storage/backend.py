@@ -1,0 +1,209 @@
+"""One backend per database this server uses, chosen once from the URL or the dialect: everything that differs
+between SQLite (embedded) and PostgreSQL (production) is here and nowhere else — connection settings, the
+read-only transaction, the writers' lock, the bulk copy, and which of the driver's errors mean a statement timed
+out or the database is unavailable (raised as server.errors' storage errors, never as the driver's or
+SQLAlchemy's). The SQL constructs that compile differently per dialect are in server.storage.dialects."""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import psycopg
+from sqlalchemy import Connection, Engine, Table, event, false, text, update
+from sqlalchemy.engine import Dialect, URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.pool import QueuePool
+
+from server.errors import StatementTimedOut, StorageError, StorageUnavailable
+
+DRIVERS = frozenset({"sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg"})  # URLs' schemes
+SQLITE_BUSY_S = 30  # how long a SQLite connection waits for another's write lock
+SQLITE_PRAGMAS = ("journal_mode=WAL", "foreign_keys=ON", "synchronous=NORMAL")
+QUERY_CANCELED = "57014"  # PostgreSQL's SQLSTATE of a statement cancelled by its statement_timeout
+# a database that vanishes without closing its connections (a dropped network) is noticed in about 40 s,
+# not after the kernel's 15 minutes of retransmissions
+DEAD_PEER = {"keepalives": 1, "keepalives_idle": 15, "keepalives_interval": 5, "keepalives_count": 3,
+             "tcp_user_timeout": 30_000}
+
+
+class Backend(Protocol):
+    name: ClassVar[str]
+    embedded: ClassVar[bool]  # a file the server itself creates, migrates and renders (SQLite)
+    copies_binary: ClassVar[bool]  # whole columns can be read by a binary COPY (Bulk Data's bodies)
+
+    def connect_args(self, *, timeout_ms: int | None, connect_timeout_s: int, **options: str) -> dict[str, Any]:
+        """The driver's connect arguments: the statement timeout (None: the database's own; 0: none), options."""
+        ...
+
+    def read_only(self, conn: Connection) -> AbstractContextManager[Connection]:
+        """One transaction on `conn` that refuses writes (PostgreSQL: READ ONLY, one snapshot; SQLite:
+        query_only)."""
+        ...
+
+    def exclusive(self, conn: Connection, key: int, table: Table) -> None:
+        """Hold the writers' lock `key` until the transaction ends (one writer at a time, across workers): an
+        advisory lock, or (SQLite) the database's write lock, taken by a write of `table` that changes nothing."""
+        ...
+
+    def driver_error(self, exc: BaseException, *, dropped: bool = False) -> StorageError | None:
+        """The storage error a driver error means (None: not the driver's)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Sqlite:
+    name: ClassVar[str] = "sqlite"
+    embedded: ClassVar[bool] = True
+    copies_binary: ClassVar[bool] = False
+
+    def connect_args(self, *, timeout_ms: int | None, connect_timeout_s: int, **options: str) -> dict[str, Any]:
+        return {"check_same_thread": False, "timeout": SQLITE_BUSY_S}  # the timeout: server.storage.timeouts
+
+    @contextmanager
+    def read_only(self, conn: Connection) -> Iterator[Connection]:
+        conn.exec_driver_sql("PRAGMA query_only = ON")
+        try:
+            yield conn
+        finally:
+            conn.exec_driver_sql("PRAGMA query_only = OFF")
+
+    def exclusive(self, conn: Connection, key: int, table: Table) -> None:
+        # SQLite's one write lock, taken by a write that changes nothing (the implicit BEGIN precedes it)
+        column = next(iter(table.c))
+        conn.execute(update(table).where(false()).values({column: column}))
+
+    def driver_error(self, exc: BaseException, *, dropped: bool = False) -> StorageError | None:
+        if isinstance(exc, sqlite3.OperationalError):
+            if "interrupted" in str(exc):  # server.storage.timeouts' progress handler
+                return StatementTimedOut(_first_line(exc))
+            return StorageUnavailable(_first_line(exc), repeatable=dropped)
+        if isinstance(exc, sqlite3.Error):
+            return (StorageUnavailable if dropped else StorageError)(_first_line(exc), repeatable=dropped)
+        return None
+
+
+@dataclass(frozen=True)
+class Postgres:
+    name: ClassVar[str] = "postgresql"
+    embedded: ClassVar[bool] = False
+    copies_binary: ClassVar[bool] = True
+
+    def connect_args(self, *, timeout_ms: int | None, connect_timeout_s: int, **options: str) -> dict[str, Any]:
+        settings = ({} if timeout_ms is None else {"statement_timeout": str(timeout_ms)}) | options
+        found: dict[str, Any] = {"connect_timeout": connect_timeout_s, **DEAD_PEER}
+        if settings:
+            found["options"] = " ".join(f"-c {k}={v}" for k, v in settings.items())
+        return found
+
+    @contextmanager
+    def read_only(self, conn: Connection) -> Iterator[Connection]:
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")  # reset when the pool takes it back
+        with conn.begin():
+            conn.exec_driver_sql("SET TRANSACTION READ ONLY")  # one snapshot, no write
+            yield conn
+
+    def exclusive(self, conn: Connection, key: int, table: Table) -> None:
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+    def driver_error(self, exc: BaseException, *, dropped: bool = False) -> StorageError | None:
+        if isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == QUERY_CANCELED:
+            return StatementTimedOut(_first_line(exc))
+        if isinstance(exc, psycopg.OperationalError) or dropped and isinstance(exc, psycopg.Error):
+            return StorageUnavailable(_first_line(exc), repeatable=dropped)
+        if isinstance(exc, psycopg.Error):
+            return StorageError(_first_line(exc))
+        return None
+
+
+BACKENDS: tuple[Backend, ...] = (Sqlite(), Postgres())
+
+
+def backend_of(where: Engine | Connection | Dialect | URL | str) -> Backend:
+    """The backend of an engine, a connection, a dialect or a URL (postgres:// and driver suffixes included)."""
+    if isinstance(where, Engine | Connection):
+        where = where.dialect
+    name = where.name if isinstance(where, Dialect) else make_url(where).get_backend_name()
+    name = "postgresql" if name == "postgres" else name
+    for backend in BACKENDS:
+        if backend.name == name:
+            return backend
+    raise ValueError(f"{name} is not a database this server uses")
+
+
+def is_embedded(url: str) -> bool:
+    """The URL names a SQLite database (the embedded one the server creates and migrates itself)."""
+    return _named(url) == Sqlite.name
+
+
+def is_postgresql(url: str) -> bool:
+    return _named(url) == Postgres.name
+
+
+def unknown_driver(url: URL) -> str | None:
+    """The URL's driver when this server does not use it (None: one it uses)."""
+    return None if url.drivername in DRIVERS else url.drivername
+
+
+def _named(url: str) -> str | None:
+    try:
+        return backend_of(url).name
+    except (ArgumentError, ValueError):
+        return None
+
+
+def storage_error(exc: BaseException) -> StorageError | None:
+    """What a SQLAlchemy (or driver) error raised by an engine of this server means, as a storage error."""
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, PoolTimeout):
+        return StorageUnavailable(f"no database connection free in time: {_first_line(exc)}")
+    if isinstance(exc, DBAPIError):
+        orig, dropped = exc.orig, bool(exc.connection_invalidated)
+        for backend in BACKENDS:
+            if orig is not None and (found := backend.driver_error(orig, dropped=dropped)) is not None:
+                return found
+        if isinstance(exc, OperationalError) or dropped:
+            return StorageUnavailable(_first_line(orig or exc), repeatable=dropped)
+        return StorageError(_first_line(orig or exc))
+    for backend in BACKENDS:
+        if (found := backend.driver_error(exc)) is not None:
+            return found
+    return None
+
+
+class BoundedPool(QueuePool):
+    """A queue pool whose wait for a free connection, past its timeout, raises StorageUnavailable."""
+
+    def _do_get(self) -> Any:
+        try:
+            return super()._do_get()
+        except PoolTimeout as exc:
+            raise StorageUnavailable(f"no database connection free in time: {_first_line(exc)}") from exc
+
+
+def translate_errors(engine: Engine) -> Engine:
+    """The engine raises storage errors, not SQLAlchemy's (statements, and connecting): installed once."""
+    if not event.contains(engine, "handle_error", _translated):
+        event.listen(engine, "handle_error", _translated)
+    return engine
+
+
+def _translated(context: Any) -> StorageError | None:
+    if context.sqlalchemy_exception is None or context.is_pre_ping:  # not the driver's (a type's processing...),
+        return None  # or a ping at checkout (SQLAlchemy replaces a dead connection itself): as it is
+    found = storage_error(context.original_exception)
+    if found is None:
+        return None
+    dropped = bool(context.is_disconnect)
+    if dropped and not isinstance(found, StatementTimedOut):
+        found = StorageUnavailable(found.message, repeatable=True)
+    return found
+
+
+def _first_line(exc: BaseException) -> str:
+    text_ = str(exc).strip()
+    return text_.splitlines()[0] if text_ else type(exc).__name__

@@ -1,0 +1,134 @@
+"""One backend per database (server.storage.backend): what the driver raises becomes a storage error (a statement
+timeout, a database out of reach, a refusal), and those get their HTTP answer in one place (server.defaults); the
+read-only transaction of operations refuses writes; on both backends."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from server.defaults import translate_exception
+from server.errors import (
+    InternalError,
+    ServiceUnavailable,
+    StatementTimedOut,
+    StorageError,
+    StorageUnavailable,
+    TooCostly,
+)
+from server.storage.backend import Postgres, Sqlite, backend_of, is_embedded, is_postgresql, storage_error
+from server.storage.db import create_db_engine, writing_engine
+from tests.support.contexts import make_settings
+
+SLOW = {"sqlite": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000000) "
+                  "SELECT count(*) FROM c",
+        "postgresql": "SELECT pg_sleep(2)"}
+
+
+def _dropped(orig: Exception) -> DBAPIError:
+    return DBAPIError("SELECT 1", None, orig, connection_invalidated=True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("raised, kind, repeatable", [
+    pytest.param(sqlite3.OperationalError("interrupted"), StatementTimedOut, False, id="sqlite-interrupted"),
+    pytest.param(sqlite3.OperationalError("unable to open database file"), StorageUnavailable, False,
+                 id="sqlite-cannot-open"),
+    pytest.param(sqlite3.IntegrityError("UNIQUE constraint failed"), StorageError, False, id="sqlite-refused"),
+    pytest.param(psycopg.errors.QueryCanceled("canceling statement due to statement timeout"), StatementTimedOut,
+                 False, id="postgresql-statement-timeout"),
+    pytest.param(psycopg.OperationalError("connection refused"), StorageUnavailable, False, id="postgresql-down"),
+    pytest.param(psycopg.errors.InsufficientPrivilege("permission denied"), StorageError, False,
+                 id="postgresql-refused"),
+    pytest.param(OperationalError("SELECT 1", None, sqlite3.OperationalError("interrupted")),  # type: ignore[arg-type]
+                 StatementTimedOut, False, id="wrapped-by-sqlalchemy"),
+    pytest.param(_dropped(psycopg.OperationalError("server closed the connection")), StorageUnavailable, True,
+                 id="connection-dropped"),
+    pytest.param(IntegrityError("INSERT", None, sqlite3.IntegrityError("NOT NULL")),  # type: ignore[arg-type]
+                 StorageError, False, id="wrapped-refusal"),
+    pytest.param(PoolTimeout("QueuePool limit reached"), StorageUnavailable, False, id="no-connection-free"),
+])
+def test_driver_errors_become_storage_errors(raised: Exception, kind: type[StorageError], repeatable: bool) -> None:
+    found = storage_error(raised)
+    assert type(found) is kind and found.repeatable is repeatable
+
+
+def test_other_errors_are_not_storage_errors() -> None:
+    assert storage_error(ValueError("not the database")) is None
+
+
+@pytest.mark.parametrize("error, answer, status, code", [
+    pytest.param(StatementTimedOut("x"), TooCostly, 503, "too-costly", id="timed-out"),
+    pytest.param(StorageUnavailable("x"), ServiceUnavailable, 503, "transient", id="unavailable"),
+    pytest.param(StorageError("x"), InternalError, 500, "exception", id="refused"),
+])
+def test_storage_errors_are_answered_in_one_place(error: StorageError, answer: type, status: int, code: str) -> None:
+    found = translate_exception(exception=error, interaction=None)
+    assert type(found) is answer and found.status == status and found.code == code
+
+
+@pytest.mark.parametrize("url, backend, embedded, postgresql", [
+    pytest.param("sqlite:///x.db", Sqlite, True, False, id="sqlite"),
+    pytest.param("postgresql://u@h/db", Postgres, False, True, id="postgresql"),
+    pytest.param("postgres://u@h/db", Postgres, False, True, id="postgres-scheme"),
+    pytest.param("postgresql+psycopg://u@h/db", Postgres, False, True, id="driver-named"),
+])
+def test_the_backend_of_a_url(url: str, backend: type, embedded: bool, postgresql: bool) -> None:
+    assert type(backend_of(url)) is backend and is_embedded(url) is embedded and is_postgresql(url) is postgresql
+
+
+def test_a_database_this_server_does_not_use_has_no_backend() -> None:
+    with pytest.raises(ValueError):
+        backend_of("mysql://u@h/db")
+    assert not is_embedded("not a url") and not is_postgresql("mysql://u@h/db")
+
+
+def test_postgresql_connect_arguments_carry_the_timeout_and_options() -> None:
+    args = Postgres().connect_args(timeout_ms=500, connect_timeout_s=3, plan_cache_mode="force_custom_plan")
+    assert args["options"] == "-c statement_timeout=500 -c plan_cache_mode=force_custom_plan"
+    assert args["connect_timeout"] == 3 and args["keepalives"] == 1
+    assert "options" not in Postgres().connect_args(timeout_ms=None, connect_timeout_s=3)
+
+
+def test_a_statement_past_the_timeout_raises_statement_timed_out(database_url: str, tmp_path: Path) -> None:
+    engine = create_db_engine(make_settings(database_url, tmp_path, database={"statement_timeout_ms": 50}))
+    try:
+        with pytest.raises(StatementTimedOut) as info, engine.connect() as conn:
+            conn.execute(text(SLOW[backend_of(engine).name]))
+        assert not isinstance(info.value, DBAPIError)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("url", [
+    pytest.param("sqlite:////nonexistent-dir/x/y.db", id="sqlite"),
+    pytest.param("postgresql://postgres@127.0.0.1:1/none", id="postgresql", marks=pytest.mark.postgres),
+])
+def test_a_database_out_of_reach_raises_storage_unavailable(url: str, tmp_path: Path) -> None:
+    engine = create_db_engine(make_settings(url, tmp_path, database={"connect_timeout_seconds": 1}))
+    try:
+        with pytest.raises(StorageUnavailable), engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    finally:
+        engine.dispose()
+
+
+def test_the_read_only_transaction_refuses_writes(database_url: str, tmp_path: Path) -> None:
+    settings = make_settings(database_url, tmp_path)
+    with writing_engine(settings) as writer, writer.begin() as conn:
+        conn.execute(text("CREATE TABLE kept (x INTEGER)"))
+    engine = create_db_engine(settings)
+    try:
+        with engine.connect() as conn:
+            with backend_of(conn).read_only(conn) as reading:
+                assert reading.execute(text("SELECT count(*) FROM kept")).scalar() == 0
+            with pytest.raises(StorageError), backend_of(conn).read_only(conn) as reading:  # SQLite: an
+                reading.execute(text("INSERT INTO kept VALUES (1)"))  # OperationalError, 503 as before
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM kept")).scalar() == 0
+    finally:
+        engine.dispose()
