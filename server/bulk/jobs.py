@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, delete, false, func, insert, select, text, update
 
 from server.declare.instants import as_utc
-from server.storage.tables import bulk_job
+from server.bulk.tables import bulk_job
 
 RUNNING, DONE, FAILED = "running", "done", "failed"
 STALE = timedelta(seconds=120)  # a running job whose worker has not written for this long has stopped

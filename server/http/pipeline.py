@@ -20,6 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from server.declare.answer import PRIVATE, Answer
 from server.access.audit import SERVED, Served, returned
 from server.access.ratelimit import caller_key
 from server.access.tokens import Principal
@@ -34,6 +35,7 @@ from server.http.observe import REQUEST_ID_STATE
 from server.search.cost import CostlyGate
 from server.http.responses import (
     ERROR_FORMAT,
+    answer_response,
     base_url,
     error_response,
     fhir_response,
@@ -42,8 +44,6 @@ from server.http.responses import (
 
 MAX_QUERY_PARAMS = 100  # query parameters of any kind in one request
 MAX_CALLERS = 4096  # verified tokens whose caller (scope, rate-limit key) is kept
-# answers depend on the caller's token (its account and subtree): no shared cache may serve them to another
-PRIVATE = {"Cache-Control": "private", "Vary": "Accept, Authorization"}
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class FhirRequest:
     caller: Caller = ANONYMOUS  # who asks, once admitted (ANONYMOUS sees nothing)
 
 
-Run = Callable[[ServerContext, FhirRequest], Resource | Response]
+Run = Callable[[ServerContext, FhirRequest], Resource | Answer]
 Fast = Callable[[ServerContext, FhirRequest], Awaitable[Resource | None]]  # None: not at hand, `run` answers
 Negotiator = Callable[[str | None, str | None, str | None], Format]  # (_format, Accept, _pretty) -> format
 
@@ -136,7 +136,7 @@ class Pipeline:
     async def serve(self, request: Request, interaction: Interaction, run: Run,
                     negotiator: Negotiator = negotiate, fast: Fast | None = None, estimate: bool = False) -> Response:
         """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome. `run` may
-        answer a Response of its own (Bulk Data: 202s, files), sent as it is. `fast`: the same interaction on the
+        answer a plain Answer (an operation's: a status, headers, JSON or a file), rendered as it says. `fast`: the same interaction on the
         event loop (server.engine.fast), tried first when the admission needs no I/O; None from it: `run`.
         `estimate`: a search, whose cost is estimated first (server.search.cost): a costly one waits for its turn."""
         admitted: FhirRequest | None = None
@@ -167,7 +167,7 @@ class Pipeline:
                 if body is None:  # in a worker thread (with the token check when it may fetch the IdP's keys)
                     body = await self._in_thread(request, lambda: run(self.ctx, admitted or admit()))
             assert admitted is not None
-            response = body if isinstance(body, Response) else self._render(request, admitted, body)
+            response = answer_response(body) if isinstance(body, Answer) else self._render(request, admitted, body)
         except Exception as exc:  # every failure becomes an OperationOutcome in one place
             response = error_response(self.ctx, exc, interaction, fmt, request.scope["state"][REQUEST_ID_STATE],
                                       request.scope)
