@@ -23,7 +23,7 @@ from server.bulk.jobs import now
 from server.engine.context import ServerContext
 from server.settings import BulkSettings
 from server.storage.db import writing_engine
-from tests.support.bulk import ASYNC, NDJSON, deleted_ids, export, kick_off, lines, manifest, versions
+from tests.support.bulk import ASYNC, NDJSON, held, service, deleted_ids, export, kick_off, lines, manifest, versions
 from tests.support.contexts import pyramid_context
 from tests.support.data import UNITS
 from tests.support.scoping import ALPHA, BETA_V2, load_alpha, load_beta
@@ -36,7 +36,7 @@ PER_FILE = 4
 @pytest.fixture(scope="module")
 def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
     context = pyramid_context(backend_url, tmp_path_factory.mktemp("var"), load_alpha, load_beta)
-    bulk = BulkSettings(file_resources=PER_FILE, settle_seconds=0, settle_timeout_seconds=20, max_running=50)
+    bulk = BulkSettings(file_resources=PER_FILE, max_running=50)
     context = replace(context, settings=replace(context.settings, bulk=bulk))
     yield context
     context.db.dispose()
@@ -193,15 +193,18 @@ def test_a_load_committed_during_the_export_is_in_none_of_its_files_and_since_re
     headers = auth(ctx)
     before = export(api, headers=headers)
     before_lines = lines(api, before["output"], headers)
-    wait = bulk_runner.settle.wait
+    release, renamed = threading.Event(), threading.Event()
 
-    def load_then_wait(*args: Any, **kwargs: Any) -> bool:  # the load commits after transactionTime, before the reads
-        _rename(ctx, {20, 32}, " (during)")
-        return wait(*args, **kwargs)
+    def load() -> None:  # the load commits after transactionTime, before the reads
+        if not renamed.is_set():
+            renamed.set()
+            _rename(ctx, {20, 32}, " (during)")
 
-    monkeypatch.setattr(bulk_runner.settle, "wait", load_then_wait)
+    monkeypatch.setattr(bulk_runner, "resources", held(release, load))
+    release.set()
     during = export(api, headers=headers)
-    monkeypatch.setattr(bulk_runner.settle, "wait", wait)
+    monkeypatch.undo()
+    assert renamed.is_set()
     during_lines = lines(api, during["output"], headers)
     assert during_lines == before_lines  # the state at its transactionTime, byte for byte
     for line in during_lines["Location"]:  # the changed units as they were: their previous version, as vread gives it
@@ -280,21 +283,21 @@ def test_capabilities_instantiate_bulk_data_and_the_definition_is_served(api: Te
 
 def test_the_server_stopping_fails_its_running_jobs(ctx: ServerContext, monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
-    monkeypatch.setattr(bulk_runner.settle, "wait", lambda *a, **k: release.wait(5) or True)
+    monkeypatch.setattr(bulk_runner, "resources", held(release))
     app = create_app(ctx.settings, context=ctx)
     headers = auth(ctx)
     with TestClient(app) as client:
         status = kick_off(client, headers=headers)
-        app.state.bulk.stopping.set()
+        service(ctx).stopping.set()
         release.set()
-        app.state.bulk.join()
+        service(ctx).join()
         answer = client.get(status, headers=headers)
     assert answer.status_code == 500 and "stopped" in answer.text
 
 
 def test_past_max_running_a_kick_off_answers_429(ctx: ServerContext, monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
-    monkeypatch.setattr(bulk_runner.settle, "wait", lambda *a, **k: release.wait(10) or True)
+    monkeypatch.setattr(bulk_runner, "resources", held(release))
     settings = replace(ctx.settings, bulk=replace(ctx.settings.bulk, max_running=1))
     app = create_app(settings, context=replace(ctx, settings=settings))
     headers = auth(ctx)

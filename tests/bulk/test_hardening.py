@@ -21,7 +21,7 @@ from server.bulk.files import directory
 from server.cli.main import main
 from server.engine.context import ServerContext
 from server.settings import BulkSettings
-from tests.support.bulk import ASYNC, NDJSON, kick_off, manifest
+from tests.support.bulk import ASYNC, NDJSON, held, service, kick_off, manifest
 from tests.support.contexts import pyramid_context
 from tests.support.scoping import load_alpha, load_beta
 
@@ -31,7 +31,7 @@ WORKERS, PER_WORKER, MAX_RUNNING = 4, 3, 2
 @pytest.fixture(scope="module")
 def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
     context = pyramid_context(backend_url, tmp_path_factory.mktemp("var"), load_alpha, load_beta)
-    bulk = BulkSettings(file_resources=4, settle_seconds=0, settle_timeout_seconds=20, max_running=MAX_RUNNING)
+    bulk = BulkSettings(file_resources=4, max_running=MAX_RUNNING)
     context = replace(context, settings=replace(context.settings, bulk=bulk))
     yield context
     context.db.dispose()
@@ -57,7 +57,7 @@ def test_the_running_limit_holds_under_simultaneous_kick_offs(ctx: ServerContext
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """12 kick-offs at once from 12 subjects through 4 workers (apps): exactly max_running are accepted."""
     release = threading.Event()
-    monkeypatch.setattr(bulk_runner.settle, "wait", lambda *a, **k: release.wait(20) or True)
+    monkeypatch.setattr(bulk_runner, "resources", held(release))
     apps = [create_app(ctx.settings, context=ctx) for _ in range(WORKERS)]
     start = threading.Barrier(WORKERS * PER_WORKER)
     statuses: list[int] = []
@@ -80,7 +80,7 @@ def test_the_running_limit_holds_under_simultaneous_kick_offs(ctx: ServerContext
     finally:
         release.set()
         for app, client in zip(apps, clients):
-            app.state.bulk.join()
+            service(ctx).join()
             client.__exit__(None, None, None)
 
 
@@ -100,7 +100,7 @@ def test_a_job_failing_on_a_full_disk_removes_its_files_at_once(ctx: ServerConte
     app = create_app(ctx.settings, context=ctx)
     with TestClient(app) as client:
         status = kick_off(client, headers=auth(ctx))
-        app.state.bulk.join()
+        service(ctx).join()
         assert not _job_dir(ctx, status).exists()
         failed = client.get(status, headers=auth(ctx))
     assert failed.status_code == 500 and "OSError" in failed.text

@@ -27,8 +27,7 @@ SAMPLES = {s.resource_type: s for s in all_samples()}
 @pytest.fixture(scope="module")
 def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
     with contract_context(backend_url, tmp_path_factory.mktemp("var"), (ORGUNITS, PROOF)) as context:
-        yield replace(context, settings=replace(context.settings, bulk=BulkSettings(settle_seconds=0,
-                                                                                     file_resources=3)))
+        yield replace(context, settings=replace(context.settings, bulk=BulkSettings(file_resources=3)))
 
 
 @pytest.fixture(scope="module")
