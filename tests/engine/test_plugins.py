@@ -232,7 +232,8 @@ def test_every_hookspec_is_documented_and_exercised() -> None:
              if hasattr(f, "orgunit_fhir_spec")]
     assert set(names) == {"register_resource_providers", "register_migrations", "register_commands",
                           "register_load_formats", "register_demo_data", "register_web_pages",
-                          "update_capability_statement", "authorize", "access_scope", "translate_exception"}
+                          "register_operations", "update_capability_statement", "stop_worker", "authorize",
+                          "access_scope", "translate_exception"}
     for name in names:
         assert f"### {name}" in readme, f"plugins/README.md has no section for {name}"
         assert f"def {name}(self" in tests, f"no test implements the hook {name}"
