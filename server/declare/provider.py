@@ -27,15 +27,15 @@ OperationLevel = Literal["system", "type", "instance"]
 class OperationCall:
     """What an operation's handler is called with. A provider's operation: the instance (at the instance level)
     exists and is visible to the caller, else the caller got 404 or 410 before; the handler keeps to `visible` for
-    anything else it reads. A server-wide operation (the `register_operations` hook) at the system level has no
-    provider and no connection: it reads through `server` (the engine's ServerContext) as the caller may."""
+    anything else it reads. A server-wide operation (the `register_operations` hook) has no provider at the system
+    level: it reads with `connection` each type as `visible_to` says the caller may."""
 
     provider: ResourceProvider | None  # None: a system-level call ([base]/$name)
     id: str | None  # the instance's id; None: a type-level or system-level call
     stored_id: Any  # the same id as the id column holds it (None but at the instance level)
     parameters: tuple[tuple[str, str], ...]  # the query's parameters, but _format and _pretty
     strict: bool  # Prefer: handling=strict: refuse parameters the operation does not know (400)
-    connection: Connection | None  # the serving connection: read with it, never write (None: a server-wide operation)
+    connection: Connection  # the serving connection: read with it, never write
     visible: ColumnElement[bool] | None  # the caller's scope on the provider's rows; None: every row
     base: str  # the service base URL, for fullUrls and references
     level: OperationLevel = "instance"
@@ -49,6 +49,9 @@ class OperationCall:
     denial: Callable[[str], str | None] = lambda resource_type: None  # why not (the scope it lacks)
     count: int | None = None  # a paged operation's page: _count (clamped to fhir.max_count) and _skip
     skip: int = 0
+    # the caller's scope on another type's rows (a condition on its table; None: every row), for what the handler
+    # reads beside its own type (an $everything); 404 for a type without rows
+    visible_to: Callable[[str], ColumnElement[bool] | None] = lambda resource_type: None
 
 
 @dataclass(frozen=True)

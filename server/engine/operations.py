@@ -17,7 +17,7 @@ from server.declare.provider import Operation, OperationCall, OperationLevel, Re
 from server.engine.bundle import searchset
 from server.engine.caller import Caller
 from server.engine.context import ServerContext
-from server.engine.reads import fetch, visibility
+from server.engine.reads import fetch, resource_provider, visibility
 from server.errors import InternalError, ResourceNotFound
 from server.params.ids import stored_id
 from server.search.paging import FORMAT_PARAMS, Paging, parse_paging
@@ -129,7 +129,9 @@ def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: Resour
         call = OperationCall(provider, rid, stored, parameters, strict, reading, clause, base,
                              "instance" if rid is not None else "type", provider.resource_type,
                              caller=caller, server=ctx, permitted=permitted, denial=denial,
-                             count=paging.count if paging else None, skip=paging.skip if paging else 0)
+                             count=paging.count if paging else None, skip=paging.skip if paging else 0,
+                             visible_to=lambda rtype: visibility(ctx, reading, resource_provider(
+                                 ctx, rtype, f"${op.name}"), caller).clause)
         return _answer(ctx, op, call, paging, path)
 
 
@@ -137,7 +139,8 @@ def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: st
                          segments: Sequence[str], items: Sequence[tuple[str, str]], strict: bool,
                          headers: Mapping[str, str], url: str) -> Any:
     """A server-wide operation (the `register_operations` hook): `[base]/$name/segments...` (no resource type) or
-    `[base]/[type]/$name`. Its handler reads through the server as the caller may (OperationCall.permitted)."""
+    `[base]/[type]/$name`. Its handler reads with a connection that cannot write, each type as the caller may
+    (OperationCall.visible_to, .permitted); the type level also has the type's provider and its `visible`."""
     op = ctx.extensions.operations.get(name)
     if op is None:
         raise ResourceNotFound(f"no operation ${name[:64]} on this server; system-level operations: "
@@ -150,14 +153,14 @@ def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: st
         ctx.registry.get(resource_type)  # 404 not-supported for an unknown type
     paging, parameters = _parameters(ctx, op, items)
     permitted, denial = _permits(caller, op)
-    call = OperationCall(None, None, None, parameters, strict, None, None, base, level, resource_type,
-                         dict(zip(op.path, segments)), headers, url, caller, ctx, permitted, denial,
-                         paging.count if paging else None, paging.skip if paging else 0)
-    return _answer(ctx, op, call, paging, f"{resource_type}/${name}" if resource_type else f"${name}")
+    provider = ctx.registry.providers.get(resource_type) if resource_type is not None else None
+    with ctx.db.connect() as conn, read_only(conn) as reading:
+        def visible_to(rtype: str) -> Any:
+            return visibility(ctx, reading, resource_provider(ctx, rtype, f"${name}"), caller).clause
 
-
-def _where(op: Operation) -> str:
-    tail = "".join(f"/[{segment}]" for segment in op.path)
-    return " and ".join(w for level, w in (("system", f"[base]/${op.name}{tail}"), ("type", f"[base]/[type]/${op.name}"),
-                                         ("instance", f"[base]/[type]/[id]/${op.name}")) if level in op.levels)
-
+        own = provider if isinstance(provider, ResourceProvider) else None
+        call = OperationCall(own, None, None, parameters, strict, reading,
+                             visible_to(own.resource_type) if own is not None else None, base, level, resource_type,
+                             dict(zip(op.path, segments)), headers, url, caller, ctx, permitted, denial,
+                             paging.count if paging else None, paging.skip if paging else 0, visible_to)
+        return _answer(ctx, op, call, paging, f"{resource_type}/${name}" if resource_type else f"${name}")
