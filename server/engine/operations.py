@@ -164,3 +164,10 @@ def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: st
                              dict(zip(op.path, segments)), headers, url, caller, ctx, permitted, denial,
                              paging.count if paging else None, paging.skip if paging else 0, visible_to)
         return _answer(ctx, op, call, paging, f"{resource_type}/${name}" if resource_type else f"${name}")
+
+
+def _where(op: Operation) -> str:
+    tail = "".join(f"/[{segment}]" for segment in op.path)
+    levels = (("system", f"[base]/${op.name}{tail}"), ("type", f"[base]/[type]/${op.name}"),
+              ("instance", f"[base]/[type]/[id]/${op.name}"))
+    return " and ".join(where for level, where in levels if level in op.levels)
