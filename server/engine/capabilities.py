@@ -119,7 +119,7 @@ def _resource(provider: Any, settings: Settings, registry: Registry) -> dict[str
         params.append({"name": HAS, "type": "special", "documentation": reverse_chaining})
     params += [
         {"name": "_count", "type": "number",
-         "documentation": f"Page size; default {settings.fhir.default_count}, at most {settings.fhir.max_count} "
+         "documentation": f"Page size; default {settings.api.default_count}, at most {settings.api.max_count} "
                           "(larger values are clamped); 0 returns the total only"},
         {"name": "_skip", "type": "number", "documentation": "Number of matches to skip (paging offset)"},
     ]
@@ -161,8 +161,8 @@ def build_capability_statement(registry: Registry, settings: Settings, pm: plugg
         "rest": [{
             "mode": "server",
             "documentation": "Search results are ordered by id unless _sort says otherwise; follow the next link "
-                             "to page. " + RESULT_PARAMETERS.format(default=settings.fhir.default_count,
-                                                                   max=settings.fhir.max_count),
+                             "to page. " + RESULT_PARAMETERS.format(default=settings.api.default_count,
+                                                                   max=settings.api.max_count),
             "security": security(settings),
         }],
     }

@@ -105,8 +105,8 @@ def _answer(ctx: ServerContext, op: Operation, call: OperationCall, paging: Pagi
 def _parameters(ctx: ServerContext, op: Operation, items: Sequence[tuple[str, str]]
                 ) -> tuple[Paging | None, tuple[tuple[str, str], ...]]:
     if op.paged:
-        limits = ctx.settings.fhir
-        paging, rest = parse_paging(items, default_count=limits.default_count, max_count=limits.max_count)
+        api = ctx.settings.api  # the page limits of every paged answer
+        paging, rest = parse_paging(items, default_count=api.default_count, max_count=api.max_count)
         return paging, tuple(rest)
     return None, tuple((k, v) for k, v in items if k not in FORMAT_PARAMS)
 

@@ -19,7 +19,7 @@ from server.errors import FhirError, InternalError
 from server.html import HTML_HEADERS, html_page
 from server.http.negotiation import FHIR_JSON, Format
 from server.http.xml import to_xml
-from server.settings import Settings
+from server.settings import FHIR_MOUNT, Settings
 
 log = logging.getLogger("orgunit_fhir")
 ERROR_FORMAT = Format(FHIR_JSON)
@@ -44,7 +44,7 @@ def base_url(scope: Scope, headers: Any, settings: Settings) -> str:
         scheme = forwarded_scheme if forwarded_scheme in ("http", "https") else scheme
         host = forwarded_host if _HOST.fullmatch(forwarded_host) else host
     prefix = scope.get("root_path", "").rstrip("/")
-    return f"{scheme}://{host}{quote(prefix, safe='/')}/fhir"
+    return f"{scheme}://{host}{quote(prefix, safe='/')}{FHIR_MOUNT}"
 
 
 def render(body: dict[str, Any] | Rendered, fmt: Format, base: str = "", status: int = 200,
