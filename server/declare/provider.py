@@ -27,15 +27,15 @@ OperationLevel = Literal["system", "type", "instance"]
 class OperationCall:
     """What an operation's handler is called with. A provider's operation: the instance (at the instance level)
     exists and is visible to the caller, else the caller got 404 or 410 before; the handler keeps to `visible` for
-    anything else it reads. A server-wide operation (the `register_operations` hook) has no provider at the system
-    level: it reads with `connection` each type as `visible_to` says the caller may."""
+    anything else it reads. A server-wide operation (the `register_operations` hook) has no provider and no
+    `visible` (None), at any level: it reads with `connection` each type as `visible_to` says the caller may."""
 
-    provider: ResourceProvider | None  # None: a system-level call ([base]/$name)
+    provider: ResourceProvider | None  # None: a server-wide operation's call
     id: str | None  # the instance's id; None: a type-level or system-level call
     stored_id: Any  # the same id as the id column holds it (None but at the instance level)
     parameters: tuple[tuple[str, str], ...]  # the query's parameters, but _format and _pretty
     strict: bool  # Prefer: handling=strict: refuse parameters the operation does not know (400)
-    connection: Connection  # the serving connection: read with it, never write
+    opened: Callable[[], Connection]  # the serving connection, opened at its first use (OperationCall.connection)
     visible: ColumnElement[bool] | None  # the caller's scope on the provider's rows; None: every row
     base: str  # the service base URL, for fullUrls and references
     level: OperationLevel = "instance"
@@ -52,6 +52,12 @@ class OperationCall:
     # the caller's scope on another type's rows (a condition on its table; None: every row), for what the handler
     # reads beside its own type (an $everything); 404 for a type without rows
     visible_to: Callable[[str], ColumnElement[bool] | None] = lambda resource_type: None
+
+    @property
+    def connection(self) -> Connection:
+        """The serving connection (opened at the first use: a handler that reads nothing through it opens none):
+        read with it, never write."""
+        return self.opened()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ OperationCall and answers what it returns: a FHIR resource, a plain Answer, or a
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,7 +126,7 @@ def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: Resour
     path = f"{provider.resource_type}/{rid}/${op.name}" if rid is not None else f"{provider.resource_type}/${op.name}"
     with ctx.db.connect() as conn, read_only(conn) as reading:
         clause = visibility(ctx, reading, provider, caller).clause
-        call = OperationCall(provider, rid, stored, parameters, strict, reading, clause, base,
+        call = OperationCall(provider, rid, stored, parameters, strict, lambda: reading, clause, base,
                              "instance" if rid is not None else "type", provider.resource_type,
                              caller=caller, server=ctx, permitted=permitted, denial=denial,
                              count=paging.count if paging else None, skip=paging.skip if paging else 0,
@@ -140,7 +140,8 @@ def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: st
                          headers: Mapping[str, str], url: str) -> Any:
     """A server-wide operation (the `register_operations` hook): `[base]/$name/segments...` (no resource type) or
     `[base]/[type]/$name`. Its handler reads with a connection that cannot write, each type as the caller may
-    (OperationCall.visible_to, .permitted); the type level also has the type's provider and its `visible`."""
+    (OperationCall.visible_to, .permitted), at any level (no provider's `visible`: a type-level call is of every
+    type)."""
     op = ctx.extensions.operations.get(name)
     if op is None:
         raise ResourceNotFound(f"no operation ${name[:64]} on this server; system-level operations: "
@@ -153,17 +154,35 @@ def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: st
         ctx.registry.get(resource_type)  # 404 not-supported for an unknown type
     paging, parameters = _parameters(ctx, op, items)
     permitted, denial = _permits(caller, op)
-    provider = ctx.registry.providers.get(resource_type) if resource_type is not None else None
-    with ctx.db.connect() as conn, read_only(conn) as reading:
+    with _Reading(ctx) as reading:
         def visible_to(rtype: str) -> Any:
-            return visibility(ctx, reading, resource_provider(ctx, rtype, f"${name}"), caller).clause
+            return visibility(ctx, reading(), resource_provider(ctx, rtype, f"${name}"), caller).clause
 
-        own = provider if isinstance(provider, ResourceProvider) else None
-        call = OperationCall(own, None, None, parameters, strict, reading,
-                             visible_to(own.resource_type) if own is not None else None, base, level, resource_type,
+        call = OperationCall(None, None, None, parameters, strict, reading, None, base, level, resource_type,
                              dict(zip(op.path, segments)), headers, url, caller, ctx, permitted, denial,
                              paging.count if paging else None, paging.skip if paging else 0, visible_to)
         return _answer(ctx, op, call, paging, f"{resource_type}/${name}" if resource_type else f"${name}")
+
+
+class _Reading:
+    """The read-only connection of one call, opened at its first use (Bulk Data's polls open none: they read with
+    their own engine), closed with the call."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+        self._stack = ExitStack()
+        self._connection: Connection | None = None
+
+    def __call__(self) -> Connection:
+        if self._connection is None:
+            self._connection = self._stack.enter_context(read_only(self._stack.enter_context(self.ctx.db.connect())))
+        return self._connection
+
+    def __enter__(self) -> _Reading:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.__exit__(*exc)
 
 
 def _where(op: Operation) -> str:
