@@ -6,6 +6,7 @@ does the rest (parsing, SQL, paging, bundles, errors, capabilities, access contr
 from server.access.tenancy import AccessScope
 from server.access.tokens import Principal
 from server.cli.common import add_common as add_common_options
+from server.declare.answer import Answer, FileBody, Page
 from server.declare.extensions import Command, DemoData, LoadFormat, LoadReport
 from server.engine.capabilities import software_version
 from server.declare.instants import as_utc, instant
@@ -50,9 +51,10 @@ from server.storage.migrate import Migrations
 from server.storage.writes import begin_writing
 
 __all__ = [
-    "AccessScope", "Command", "ConfigError", "DateTarget", "DemoData", "FhirError", "Forbidden", "Interaction",
+    "AccessScope", "Answer", "Command", "ConfigError", "DateTarget", "DemoData", "FhirError", "FileBody",
+    "Forbidden", "Interaction",
     "InvalidRequest", "InvalidValue", "LoadError", "LoadFormat", "LoadReport", "Migrations", "NearTarget",
-    "Operation", "OperationCall", "Prerendered", "Principal", "Progress", "ReferenceTarget", "ResourceNotFound",
+    "Operation", "OperationCall", "Page", "Prerendered", "Principal", "Progress", "ReferenceTarget", "ResourceNotFound",
     "ResourceProvider",
     "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",
     "Through", "TokenTarget", "Versioning", "Via", "WebAssets", "WebPage", "add_common_options", "as_utc",

@@ -11,7 +11,6 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
-from server.bulk.service import BulkService
 from server.engine.context import ServerContext, create_context
 from server.html import html_routes
 from server.http.observe import RequestObserver
@@ -38,7 +37,7 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
         yield
         # uvicorn has stopped accepting and drained the requests in flight (server.shutdown_grace_seconds)
         unwatch()
-        app.state.bulk.close()  # this worker's export jobs stop (marked failed)
+        ctx.pm.hook.stop_worker(server=ctx)  # what plugins run for this worker stops (Bulk Data's jobs)
         ctx.db.dispose()
         if ctx.hot is not None:
             await ctx.hot.close()
@@ -64,7 +63,6 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
     app.router.redirect_slashes = False
     app.state.ctx = ctx
     app.state.pipeline = Pipeline(ctx)
-    app.state.bulk = BulkService(ctx)
     app.state.metrics = metrics
     app.state.readiness = Readiness(ctx)
     return app

@@ -30,7 +30,7 @@ def authorize(principal: Principal, interaction: Interaction, settings: Settings
     if settings.auth.permission not in principal.permissions:
         return f"the token lacks the permission {settings.auth.permission!r}"
     if principal.scopes is not None:
-        return principal.scopes.denial(interaction.kind, interaction.resource_type, interaction.operation)
+        return principal.scopes.denial(interaction.kind, interaction.resource_type, interaction.scope)
     return None
 
 

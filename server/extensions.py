@@ -1,13 +1,14 @@
 """What the enabled plugins add besides providers, collected once: migration chains (the schema), commands,
-load formats, demo data and browser pages."""
+load formats, demo data, browser pages and server-wide operations."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pluggy
 
 from server.declare.extensions import Command, DemoData, LoadFormat
+from server.declare.provider import Operation
 from server.errors import ConfigError
 from server.html.web import WebAssets, WebPage
 from server.declare.declared import declared
@@ -34,6 +35,7 @@ class Extensions:
     load_formats: Mapping[str, LoadFormat]
     demos: tuple[DemoData, ...]
     web: tuple[tuple[str, WebPage | WebAssets], ...] = ()  # (plugin, page or assets), checked by html_routes
+    operations: Mapping[str, Operation] = field(default_factory=dict)  # server-wide, by name (server.engine.operations)
 
     @classmethod
     def collect(cls, pm: pluggy.PluginManager, settings: Settings) -> Extensions:
@@ -44,7 +46,14 @@ class Extensions:
                                           declared(pm, "register_load_formats", settings, LoadFormat)])
         demos = tuple(d for _, d in declared(pm, "register_demo_data", settings, DemoData))
         web = tuple(declared(pm, "register_web_pages", settings, (WebPage, WebAssets)))
-        return cls(Schema.of(chains), commands, formats, demos, web)  # type: ignore[arg-type]
+        operations = _unique("operation", [(p, o.name, o) for p, o in
+                                           declared(pm, "register_operations", settings, Operation)])
+        for name, op in operations.items():
+            assert isinstance(op, Operation)
+            if op.handler is None or not op.levels or not op.levels <= {"system", "type"}:
+                raise ConfigError(f"operation ${name}: a server-wide operation has a handler and serves the system "
+                                  "and/or the type level")
+        return cls(Schema.of(chains), commands, formats, demos, web, operations)  # type: ignore[arg-type]
 
 
 def load_extensions(settings: Settings) -> Extensions:

@@ -10,7 +10,9 @@ if TYPE_CHECKING:
     from server.declare.extensions import Command, DemoData, LoadFormat
     from server.errors import FhirError
     from server.declare.interaction import Interaction
-    from server.declare.provider import ResourceProvider
+    from server.declare.provider import Operation, ResourceProvider
+    from server.declare.registry import Registry
+    from server.engine.context import ServerContext
     from server.html.web import WebAssets, WebPage
     from server.access.tenancy import AccessScope
     from server.settings import Settings
@@ -55,8 +57,23 @@ def register_web_pages(settings: Settings) -> list[WebPage | WebAssets] | None:
 
 
 @hookspec
-def update_capability_statement(statement: dict[str, Any], settings: Settings) -> None:
-    """Amend the generated CapabilityStatement in place (called once, at start-up)."""
+def register_operations(settings: Settings) -> list[Operation] | None:
+    """Return this plugin's server-wide operations (no provider's): `[base]/$name` (the `system` level, with the
+    path segments the Operation names) and `[base]/[type]/$name` on every type whose provider declares no
+    operation of that name (the `type` level). Each declares its SMART scope, checked by the engine; its handler
+    answers a FHIR resource, a server.declare.answer.Answer (status, headers, JSON or a file) or a Page."""
+
+
+@hookspec
+def update_capability_statement(statement: dict[str, Any], settings: Settings, registry: Registry) -> None:
+    """Amend the generated CapabilityStatement in place (called once, at start-up; `registry`: the providers
+    served). A `trylast` implementation (a core plugin's) sees what the others made."""
+
+
+@hookspec
+def stop_worker(server: ServerContext) -> None:
+    """The worker serving `server` stops (its requests drained): end what this plugin runs in the background for
+    it (threads, connections). Called once per application, at the end of its lifespan."""
 
 
 # -- per request ----------------------------------------------------------------------------------

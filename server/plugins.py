@@ -1,7 +1,8 @@
-"""The plugin manager factory: hookspecs, core defaults, entry-point plugins, settings toggles."""
+"""The plugin manager factory: hookspecs, core defaults, core plugins, entry-point plugins, settings toggles."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from importlib import import_module
 from importlib.metadata import entry_points
 
 import pluggy
@@ -12,6 +13,16 @@ from server.settings import Settings
 
 ENTRY_POINT_GROUP = hookspecs.PROJECT
 CORE_PLUGIN = "core-defaults"
+# plugins that ship with the server, loaded by name as an entry point is (they sit above the engine: Bulk Data
+# reads through it) and blocked by name as any plugin (settings.yaml `plugins: {bulk: false}`); a class is
+# instantiated once per manager (its state is the worker's)
+CORE_PLUGINS = {"bulk": "server.bulk.plugin:BulkData"}
+
+
+def _core_plugin(target: str) -> object:
+    module, _, attribute = target.partition(":")
+    found = getattr(import_module(module), attribute) if attribute else import_module(module)
+    return found() if isinstance(found, type) else found
 
 
 def available_plugins() -> dict[str, str]:
@@ -23,7 +34,7 @@ def get_plugin_manager(settings: Settings, extra_plugins: Iterable[tuple[str, ob
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     extra = dict(extra_plugins)
-    known = set(available_plugins()) | set(extra)
+    known = set(available_plugins()) | set(extra) | set(CORE_PLUGINS)
     unknown = sorted(set(settings.plugins) - known)
     if unknown:
         raise ConfigError(
@@ -33,6 +44,9 @@ def get_plugin_manager(settings: Settings, extra_plugins: Iterable[tuple[str, ob
     for name in settings.disabled_plugins():
         pm.set_blocked(name)
     pm.register(defaults, name=CORE_PLUGIN)
+    for name, target in CORE_PLUGINS.items():
+        if not pm.is_blocked(name):
+            pm.register(_core_plugin(target), name=name)
     try:
         pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
     except Exception as exc:  # an entry point that does not import

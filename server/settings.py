@@ -104,6 +104,23 @@ class FhirSettings:
     publisher: str | None = None
 
 
+FHIR_MOUNT = "/fhir"  # the path the FHIR API is served under ([base] ends with it)
+
+
+@dataclass(frozen=True)
+class FhirApi:
+    """The FHIR API as HTTP serves it, in one object: where it is mounted and how its pages are sized (`_count`:
+    default and most; larger values are clamped). Settings.api is the configured one."""
+
+    mount: str = FHIR_MOUNT
+    default_count: int = 20
+    max_count: int = 100
+
+    def path(self, tail: str = "") -> str:
+        """A route or link path under the mount: path("/metadata") is /fhir/metadata."""
+        return f"{self.mount}{tail}"
+
+
 @dataclass(frozen=True)
 class BulkSettings:
     """Bulk Data `$export` (server.bulk): where its files go and how long they are kept."""
@@ -112,8 +129,6 @@ class BulkSettings:
     file_resources: int = 100_000       # resources per file (a type with more gets several files)
     expire_seconds: int = 3600          # a job and its files are removed this long after it was started
     max_running: int = 2                # jobs running at once (every worker); past it a kick-off answers 429
-    settle_seconds: int = 1             # transactionTime = kick-off time minus this (writers' start-up margin)
-    settle_timeout_seconds: int = 900   # wait at most this long for writes begun before transactionTime
     poll_seconds: int = 1               # Retry-After of a status poll while the job runs
 
 
@@ -132,6 +147,10 @@ class Settings:
     bulk: BulkSettings = BulkSettings()
     plugins: Mapping[str, PluginConfig] = field(default_factory=lambda: MappingProxyType({}))
     source: str | None = None
+
+    @property
+    def api(self) -> FhirApi:
+        return FhirApi(FHIR_MOUNT, self.fhir.default_count, self.fhir.max_count)
 
     @property
     def data_path(self) -> Path:

@@ -25,7 +25,6 @@ READ = "r"    # read, vread, history-instance, history-type
 SEARCH = "s"  # search-type, operation
 LETTER_OF_KIND = {"read": READ, "vread": READ, "history-instance": READ, "history-type": READ,
                   "search-type": SEARCH, "operation": SEARCH}
-LETTER_OF_OPERATION = {"export": READ}  # Bulk Data reads every resource of the type: `r`, as reads do
 WILDCARD = "*"
 CONTEXTS = ("system", "user", "patient")
 GRANTING = frozenset({"system", "user"})
@@ -65,19 +64,19 @@ class SmartScopes:
         `_include`/`_revinclude` may return."""
         return any(g.letters and g.resource_type in (resource_type, WILDCARD) for g in self.grants)
 
-    def denial(self, kind: str, resource_type: str | None, operation: str | None = None) -> str | None:
-        """Why the interaction is denied (naming the scope it lacks), None when it is granted. The
+    def denial(self, kind: str, resource_type: str | None, letter: str | None = None) -> str | None:
+        """Why the interaction is denied (naming the scope it lacks), None when it is granted. `letter`: the one
+        an operation declares it needs (server.declare.provider.Operation.scope; default: its kind's). The
         CapabilityStatement and system-level interactions need no scope here (what they return is scoped per type);
         a kind of interaction this module does not know is denied."""
         if kind == "capabilities" or resource_type is None:
             return None
-        letter = LETTER_OF_OPERATION.get(operation or "") if kind == "operation" else None
-        letter = letter or LETTER_OF_KIND.get(kind)
+        letter = letter if kind == "operation" and letter in (READ, SEARCH) else LETTER_OF_KIND.get(kind)
         if letter is None:
             return f"the token's SMART scopes grant no {kind} interaction"
         if self.allows(resource_type, letter):
             return None
-        what = "read, vread, history and $export" if letter == READ else "search and operations"
+        what = "read, vread, history and the operations that read" if letter == READ else "search and operations"
         return (f"the token's SMART scopes do not grant {kind} on {resource_type}: it lacks the scope "
                 f"{self.context}/{resource_type}.{letter} ({what}; or {self.context}/{resource_type}.read in SMART v1)")
 

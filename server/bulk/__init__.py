@@ -1,6 +1,8 @@
-"""FHIR Bulk Data Access `$export` (STU2, kick-off by GET), generic over every table-backed provider.
+"""FHIR Bulk Data Access `$export` (STU2, kick-off by GET), generic over every table-backed provider: a core plugin
+on the engine's public hooks (server.plugins loads it by name, `bulk`).
 
-parameters (the kick-off's parameters), jobs (the job table, shared by every worker and replica), settle (waiting for
-the writes begun before transactionTime), snapshot (each provider's resources as they were at transactionTime),
-files (NDJSON files split at `bulk.file_resources`), runner (a job's thread), service (kick-off, status, download)
-and endpoints (the routes, through the request pipeline)."""
+plugin (its hook implementations: operations, migrations, capabilities, the worker's stop), tables (the job table
+and its migration chain), parameters (the kick-off's parameters), jobs (the job rows, shared by every worker and
+replica), snapshot (each provider's resources as they were at transactionTime), files (NDJSON files split at
+`bulk.file_resources`), ranges (`Range` on a file), runner (a job's thread), service (kick-off, status, download:
+plain answers the HTTP layer renders) and capability (its part of the CapabilityStatement)."""

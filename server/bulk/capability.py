@@ -1,6 +1,7 @@
-"""What the CapabilityStatement says of `$export`: it instantiates the Bulk Data server statement, lists the system
-operation (HL7's definition) and the type-level one of each exported type (the server's own definition, which the
-canonical plugin serves at `[base]/OperationDefinition/export`)."""
+"""What the CapabilityStatement says of `$export` besides the system operation the engine lists from its
+declaration (HL7's definition): it instantiates the Bulk Data server statement and lists the type-level operation of
+each exported type (the server's own definition, which the canonical plugin serves at
+`[base]/OperationDefinition/export`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -21,17 +22,18 @@ def own_definition(settings: Settings) -> str:
     return f"{settings.fhir.extension_namespace}/fhir/OperationDefinition/export"
 
 
+def documentation(settings: Settings) -> str:
+    return DOCUMENTATION.format(expire=settings.bulk.expire_seconds)
+
+
 def add_bulk(statement: dict[str, Any], registry: Registry, settings: Settings) -> None:
     if not settings.bulk.enabled:
         return
     instantiates = statement.setdefault("instantiates", [])
     if BULK_DATA not in instantiates:
         instantiates.append(BULK_DATA)
-    rest = statement["rest"][0]
-    text = DOCUMENTATION.format(expire=settings.bulk.expire_seconds)
-    rest.setdefault("operation", []).append({"name": "export", "definition": EXPORT, "documentation": text})
     exported = {p.resource_type for p in registry.table_backed}
-    for entry in rest.get("resource", ()):
+    for entry in statement["rest"][0].get("resource", ()):
         if entry["type"] in exported:
             entry.setdefault("operation", []).append({
                 "name": "export", "definition": own_definition(settings),

@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
 from server.declare.instants import as_utc
+from server.bulk.tables import bulk_job
 from server.storage.backend import backend_of
-from server.storage.tables import bulk_job
 
 RUNNING, DONE, FAILED = "running", "done", "failed"
 STALE = timedelta(seconds=120)  # a running job whose worker has not written for this long has stopped

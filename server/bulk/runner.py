@@ -1,5 +1,6 @@
-"""One export job, run in a thread of the worker that received its kick-off: wait for the writes begun before
-transactionTime, write each type's files, then the manifest (or the failure) into the job's row."""
+"""One export job, run in a thread of the worker that received its kick-off: write each type's files as they were
+at transactionTime (the sync point: every version stamped at or before it is committed), then the manifest (or
+the failure) into the job's row."""
 from __future__ import annotations
 
 import logging
@@ -12,7 +13,6 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine
 
-from server.bulk import settle
 from server.bulk.files import NdjsonFiles, Written, job_directory, remove_job
 from server.bulk.jobs import Job, JobStore
 from server.bulk.parameters import ExportRequest
@@ -22,7 +22,7 @@ from server.engine.caller import Caller
 from server.declare.instants import instant
 from server.declare.provider import ResourceProvider
 from server.engine.visibility import visibility
-from server.errors import StorageError, operation_outcome
+from server.errors import StorageError
 
 log = logging.getLogger("orgunit_fhir")
 HEARTBEAT_S = 1.0
@@ -35,7 +35,6 @@ class Plan:
     job: Job
     caller: Caller
     request: ExportRequest
-    transactions: tuple[str, ...]  # open at the kick-off (PostgreSQL): waited for first
 
 
 def _deleted_entry(rtype: str, rid: str) -> bytes:
@@ -84,13 +83,6 @@ class Runner:
         plan, settings = self.plan, self.ctx.settings
         where = job_directory(settings, plan.job.id)
         errors = NdjsonFiles(where, "OperationOutcome", settings.bulk.file_resources)
-        settled = settle.wait(self.engine, plan.transactions, settings.bulk.settle_timeout_seconds,
-                              lambda n: self.beat(f"waiting for {n} transaction(s) begun before transactionTime"))
-        if not settled:
-            errors.write([orjson.dumps(operation_outcome(
-                "warning", "incomplete", "transactions begun before transactionTime were still open after "
-                f"{settings.bulk.settle_timeout_seconds} s; a write among them that commits later appears neither "
-                "here nor in an export _since this one"))])
         output: list[Written] = []
         deleted: list[Written] = []
         for rtype in plan.request.types:

@@ -1,5 +1,5 @@
-"""Kick-off, status and download: what the endpoints run (in the request's worker thread) once the caller is
-admitted. The job state is in the database and the files in the shared directory, so any worker answers a poll or a
+"""Kick-off, status and download: the handlers of the plugin's operations (run in the request's worker thread
+once the pipeline admitted the caller), each answering a plain Answer the HTTP layer renders. The job state is in the database and the files in the shared directory, so any worker answers a poll or a
 download of a job another one runs."""
 from __future__ import annotations
 
@@ -10,21 +10,18 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
-
-from pathlib import Path
-
 from sqlalchemy import Engine
-from starlette.responses import FileResponse, JSONResponse, Response
-from starlette.types import Receive, Scope, Send
 
-from server.access.smart_scopes import READ
 from server.bulk.files import JOB_ID, job_directory, remove_job
 from server.bulk.jobs import DONE, FAILED, Job, JobStore, Owner, now
 from server.bulk.parameters import NDJSON, parse_export
 from server.bulk.ranges import byte_ranges
 from server.bulk.runner import Plan, Runner, manifest
-from server.engine.context import ServerContext
+from server.declare.answer import PRIVATE_NO_STORE, Answer, FileBody
+from server.declare.instants import http_date
+from server.declare.provider import OperationCall
 from server.engine.caller import Caller
+from server.engine.context import ServerContext
 from server.errors import Forbidden, InternalError, ResourceNotFound, TooManyRequests
 from server.storage.db import create_db_engine
 from server.storage.freshness import synced_now
@@ -33,23 +30,6 @@ from server.storage.writes import complete_through
 log = logging.getLogger("orgunit_fhir")
 STATUS_PATH = "$export-status"
 FILE_PATH = "$export-file"
-PRIVATE = {"Cache-Control": "private, no-store", "Vary": "Accept, Authorization"}
-
-
-class NdjsonFile(FileResponse):
-    """A job's file, with the `Range` server.bulk.ranges decided (None: the whole file, whatever was asked)."""
-
-    chunk_size = 1 << 20  # 1 MiB reads: a large file streams in few thread hops
-
-    def __init__(self, path: Path, served_range: str | None) -> None:
-        super().__init__(path, media_type=NDJSON, headers=PRIVATE)
-        self.served_range = served_range
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = [(k, v) for k, v in scope["headers"] if k != b"range"]
-        if self.served_range is not None:
-            headers.append((b"range", self.served_range.encode("latin-1")))
-        await super().__call__({**scope, "headers": headers}, receive, send)
 
 
 def exportable(ctx: ServerContext) -> list[str]:
@@ -138,20 +118,18 @@ class BulkService:
             remove_job(self.settings, job_id)
 
     # ------------------------------------------------------------------ interactions
-    def kickoff(self, caller: Caller, base: str, url: str, items: tuple[tuple[str, str], ...], prefer: str,
-                level_type: str | None) -> Response:
+    def kickoff(self, call: OperationCall) -> Answer:
+        """`[base]/$export` or `[base]/[type]/$export` (the type's read scope checked by the pipeline); at the system
+        level, the types the token may not read are left out, or refused (403) when `_type` names one."""
         self.enabled()
-        if level_type is not None:
-            self.ctx.registry.get(level_type)  # 404 not-supported for an unknown type
-            if level_type not in exportable(self.ctx):
-                raise ResourceNotFound(f"{level_type} is not exported (canonical resources are read and searched)")
-        request = parse_export(items, prefer, exportable(self.ctx), level_type)
-        scopes = caller.principal.scopes if caller.principal is not None else None
-        if scopes is not None:
-            denied = [t for t in request.types if not scopes.allows(t, READ)]
-            if denied and (level_type is not None or any(k == "_type" for k, _ in items)):
-                raise Forbidden(scopes.denial("read", denied[0]) or f"the token may not read {denied[0]}")
-            request = replace(request, types=tuple(t for t in request.types if t not in denied))
+        caller, items, level_type = call.caller, call.parameters, call.resource_type
+        if level_type is not None and level_type not in exportable(self.ctx):
+            raise ResourceNotFound(f"{level_type} is not exported (canonical resources are read and searched)")
+        request = parse_export(items, call.headers.get("prefer", ""), exportable(self.ctx), level_type)
+        denied = [t for t in request.types if not call.permitted(t)]
+        if denied and any(k == "_type" for k, _ in items):
+            raise Forbidden(call.denial(denied[0]) or f"the token may not read {denied[0]}")
+        request = replace(request, types=tuple(t for t in request.types if t not in denied))
         owner = self.owner(caller)
         self.sweep()
         started = now()
@@ -159,40 +137,41 @@ class BulkService:
         bulk = self.settings.bulk
         with self.requests_engine.connect() as conn:  # every version at or before it is committed, any write still
             at = complete_through(synced_now(conn, self.ctx.registry))  # open stamps later (server.storage.writes)
-        job = Job(uuid.uuid4().hex, owner, url, request.to_json(), at, "running", "exporting", 0, None, started,
+        job = Job(uuid.uuid4().hex, owner, call.url, request.to_json(), at, "running", "exporting", 0, None, started,
                   started, started + timedelta(seconds=bulk.expire_seconds))
         if not store.create(job, bulk.max_running):
             raise TooManyRequests(f"{bulk.max_running} exports are running; try again later",
                                   headers={"Retry-After": "10"})
-        runner = Runner(self.ctx, self.engine, JobStore(self.engine), Plan(job, caller, request, ()), self.stopping)
+        runner = Runner(self.ctx, self.engine, JobStore(self.engine), Plan(job, caller, request), self.stopping)
         thread = threading.Thread(target=runner.run, name=f"bulk-{job.id[:8]}", daemon=True)
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
-        return Response(status_code=202, headers={"Content-Location": f"{base}/{STATUS_PATH}/{job.id}", **PRIVATE})
+        return Answer(202, {"Content-Location": f"{call.base}/{STATUS_PATH}/{job.id}", **PRIVATE_NO_STORE})
 
-    def status(self, caller: Caller, base: str, job_id: str) -> Response:
-        job = self._job(caller, job_id)
+    def status(self, call: OperationCall) -> Answer:
+        base, job = call.base, self._job(call.caller, call.segments["job"])
         if job.stale(now()):  # said, not written: a poll only reads
             raise InternalError("the export failed: the worker running it stopped; start a new one")
         if job.status == FAILED:
             raise InternalError(f"the export failed: {job.progress}; start a new one")
-        expires = {"Expires": job.expires_at.strftime("%a, %d %b %Y %H:%M:%S GMT")}
         if job.status != DONE:
-            return Response(status_code=202, headers={
-                "X-Progress": job.progress, "Retry-After": str(self.settings.bulk.poll_seconds), **PRIVATE})
+            return Answer(202, {"X-Progress": job.progress, "Retry-After": str(self.settings.bulk.poll_seconds),
+                                **PRIVATE_NO_STORE})
         body = manifest(job, lambda name: f"{base}/{FILE_PATH}/{job.id}/{quote(name)}", _entries(job))
-        return JSONResponse(body, headers={**expires, **PRIVATE})
+        return Answer(200, {"Expires": http_date(job.expires_at), **PRIVATE_NO_STORE}, json=body)
 
-    def download(self, caller: Caller, job_id: str, name: str, range_header: str | None = None) -> Response:
-        job = self._job(caller, job_id)
+    def download(self, call: OperationCall) -> Answer:
+        job_id, name = call.segments["job"], call.segments["name"]
+        job = self._job(call.caller, job_id)
         listed = {e["file"] for kind in ("output", "deleted", "error") for e in _entries(job).get(kind, ())}
         if job.status != DONE or name not in listed:
             raise ResourceNotFound(f"export job {job_id} has no file {name[:100]!r}")
         path = job_directory(self.settings, job.id) / name
         if not path.is_file():
             raise ResourceNotFound(f"export job {job_id}: the file {name[:100]!r} was removed")
-        return NdjsonFile(path, byte_ranges(range_header, path.stat().st_size))
+        served = byte_ranges(call.headers.get("range"), path.stat().st_size)
+        return Answer(200, dict(PRIVATE_NO_STORE), file=FileBody(path, NDJSON, served))
 
 
 def _entries(job: Job) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from server.ops.checks import (
 )
 from server.telemetry.logs import configure_logging
 from server.telemetry.metrics import MULTIPROC_ENV
-from server.settings import DATABASE_ENV, SETTINGS_ENV, Settings
+from server.settings import DATABASE_ENV, FHIR_MOUNT, SETTINGS_ENV, Settings
 from server.storage.backend import is_embedded
 
 log = logging.getLogger("orgunit_fhir")
@@ -132,7 +132,7 @@ def _refuse_busy_port(host: str, port: int) -> None:
 
 
 def _banner(settings: Settings, ctx: ServerContext, host: str, port: int) -> None:
-    print(f"FHIR base: http://{host}:{port}/fhir", file=sys.stderr, flush=True)
+    print(f"FHIR base: http://{host}:{port}{FHIR_MOUNT}", file=sys.stderr, flush=True)
     if not is_embedded(settings.database_url):  # a production log gets no token
         print("tokens: from your identity provider, or `orgunit-fhir token` with the HMAC secret",
               file=sys.stderr, flush=True)

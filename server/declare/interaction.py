@@ -14,3 +14,4 @@ class Interaction:
     resource_type: str | None = None
     id: str | None = None
     operation: str | None = None
+    scope: Literal["r", "s"] | None = None  # the SMART letter an operation declares it needs (None: its kind's)

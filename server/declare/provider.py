@@ -20,34 +20,71 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 RESOURCE_TYPE_RE = re.compile(r"^[A-Z][A-Za-z]+$")
 
 
+OperationLevel = Literal["system", "type", "instance"]
+
+
 @dataclass(frozen=True)
 class OperationCall:
-    """What an operation's handler is called with. The instance (at the instance level) exists and is visible to
-    the caller, else the caller got 404 or 410 before; the handler keeps to `visible` for anything else it reads."""
+    """What an operation's handler is called with. A provider's operation: the instance (at the instance level)
+    exists and is visible to the caller, else the caller got 404 or 410 before; the handler keeps to `visible` for
+    anything else it reads. A server-wide operation (the `register_operations` hook) has no provider and no
+    `visible` (None), at any level: it reads with `connection` each type as `visible_to` says the caller may."""
 
-    provider: ResourceProvider
-    id: str | None  # the instance's id; None: a type-level call ([type]/$name)
-    stored_id: Any  # the same id as the id column holds it (None at the type level)
+    provider: ResourceProvider | None  # None: a server-wide operation's call
+    id: str | None  # the instance's id; None: a type-level or system-level call
+    stored_id: Any  # the same id as the id column holds it (None but at the instance level)
     parameters: tuple[tuple[str, str], ...]  # the query's parameters, but _format and _pretty
     strict: bool  # Prefer: handling=strict: refuse parameters the operation does not know (400)
-    connection: Connection  # the serving connection: read with it, never write
+    opened: Callable[[], Connection]  # the serving connection, opened at its first use (OperationCall.connection)
     visible: ColumnElement[bool] | None  # the caller's scope on the provider's rows; None: every row
     base: str  # the service base URL, for fullUrls and references
+    level: OperationLevel = "instance"
+    resource_type: str | None = None  # the type of a type- or instance-level call
+    segments: Mapping[str, str] = field(default_factory=dict)  # the values of the operation's `path` segments
+    headers: Mapping[str, str] = field(default_factory=dict)  # the request's headers (lower-case names)
+    url: str = ""  # the request as sent: [base]/... and its query
+    caller: Any = None  # the admitted server.engine.caller.Caller
+    server: Any = None  # the server.engine.context.ServerContext
+    permitted: Callable[[str], bool] = lambda resource_type: True  # the token grants the operation's scope on it
+    denial: Callable[[str], str | None] = lambda resource_type: None  # why not (the scope it lacks)
+    count: int | None = None  # a paged operation's page: _count (clamped to fhir.max_count) and _skip
+    skip: int = 0
+    # the caller's scope on another type's rows (a condition on its table; None: every row), for what the handler
+    # reads beside its own type (an $everything); 404 for a type without rows
+    visible_to: Callable[[str], ColumnElement[bool] | None] = lambda resource_type: None
+
+    @property
+    def connection(self) -> Connection:
+        """The serving connection (opened at the first use: a handler that reads nothing through it opens none):
+        read with it, never write."""
+        return self.opened()
 
 
 @dataclass(frozen=True)
 class Operation:
     """`[type]/[id]/$name`, answered either as a named search (`param`: the reference search parameter the
     instance id is bound to, e.g. children: partof) or by `handler`, called with an OperationCall, whose FHIR
-    dict (a Parameters resource, a Bundle...) is the answer. A handler may serve the instance level, the type
-    level (`[type]/$name`) or both (`levels`)."""
+    dict (a Parameters resource, a Bundle...) or plain Answer (server.declare.answer) is the answer. A handler
+    may serve the instance level, the type level (`[type]/$name`), and, for an operation of the
+    `register_operations` hook (server-wide: every type), the system level (`[base]/$name`) (`levels`).
+
+    `scope`: the SMART letter the caller's token must grant on the type (`s`: search and operations, `r`: read);
+    the pipeline checks it at the type and instance level, as it checks reads, and at the system level
+    `OperationCall.permitted` answers it per type. `path`: names of path segments after `$name`
+    (`[base]/$name/{a}/{b}`, in OperationCall.segments). `media_types`: what besides FHIR JSON and XML an `Accept`
+    may ask for (the answer is then the handler's, whatever the format). `paged`: the answer is a searchset Bundle
+    paged by `_count`/`_skip` (server.paged_bundle builds it); its `_count` is documented as a search's."""
 
     name: str
     param: str | None
     documentation: str
     definition: str
-    handler: Callable[[OperationCall], dict[str, Any]] | None = None
-    levels: frozenset[Literal["instance", "type"]] = frozenset({"instance"})
+    handler: Callable[[OperationCall], Any] | None = None
+    levels: frozenset[OperationLevel] = frozenset({"instance"})
+    scope: Literal["r", "s"] = "s"
+    path: tuple[str, ...] = ()
+    media_types: frozenset[str] = frozenset()
+    paged: bool = False
 
 
 @dataclass(frozen=True)

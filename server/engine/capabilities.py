@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -9,8 +10,7 @@ from typing import Any
 import pluggy
 
 from server.access.smart import security
-from server.bulk.capability import add_bulk
-from server.declare.provider import StaticProvider
+from server.declare.provider import Operation, StaticProvider
 from server.declare.registry import Registry
 from server.search.chains import HAS, chain_documentation, has_documentation
 from server.settings import Settings
@@ -116,7 +116,7 @@ def _resource(provider: Any, settings: Settings, registry: Registry) -> dict[str
         params.append({"name": HAS, "type": "special", "documentation": reverse_chaining})
     params += [
         {"name": "_count", "type": "number",
-         "documentation": f"Page size; default {settings.fhir.default_count}, at most {settings.fhir.max_count} "
+         "documentation": f"Page size; default {settings.api.default_count}, at most {settings.api.max_count} "
                           "(larger values are clamped); 0 returns the total only"},
         {"name": "_skip", "type": "number", "documentation": "Number of matches to skip (paging offset)"},
     ]
@@ -134,7 +134,11 @@ def _resource(provider: Any, settings: Settings, registry: Registry) -> dict[str
     return entry
 
 
-def build_capability_statement(registry: Registry, settings: Settings, pm: pluggy.PluginManager) -> dict[str, Any]:
+def build_capability_statement(registry: Registry, settings: Settings, pm: pluggy.PluginManager,
+                               operations: Sequence[Operation] = ()) -> dict[str, Any]:
+    """`operations`: the server-wide ones (the `register_operations` hook): those of the system level are listed
+    in rest.operation (a plugin lists its type-level ones where it serves them, through its
+    update_capability_statement)."""
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     statement: dict[str, Any] = {
         "resourceType": "CapabilityStatement",
@@ -154,16 +158,19 @@ def build_capability_statement(registry: Registry, settings: Settings, pm: plugg
         "rest": [{
             "mode": "server",
             "documentation": "Search results are ordered by id unless _sort says otherwise; follow the next link "
-                             "to page. " + RESULT_PARAMETERS.format(default=settings.fhir.default_count,
-                                                                   max=settings.fhir.max_count),
+                             "to page. " + RESULT_PARAMETERS.format(default=settings.api.default_count,
+                                                                   max=settings.api.max_count),
             "security": security(settings),
         }],
     }
     resources = [_resource(p, settings, registry) for p in registry]
     if resources:
         statement["rest"][0]["resource"] = resources
-    pm.hook.update_capability_statement(statement=statement, settings=settings)
-    add_bulk(statement, registry, settings)  # after the plugins: they may set instantiates
+    system = [{"name": op.name, "definition": op.definition, "documentation": op.documentation}
+              for op in operations if "system" in op.levels and not op.path]
+    if system:
+        statement["rest"][0]["operation"] = system
+    pm.hook.update_capability_statement(statement=statement, settings=settings, registry=registry)
     return statement
 
 

@@ -3,7 +3,7 @@
 - `on_loop`: on the event loop, on the driver's own connection (server.storage.hot: sqlite3 for statements bounded
   by a key or an index range, psycopg async): a statement that is not bounded runs within a time budget on a driver
   that blocks the loop, and in a worker thread past it; `Blocking` work runs in a worker thread, on a pooled
-  connection.
+  connection; `Threaded` work in a worker thread.
 - `in_thread`: in the calling thread, on one SQLAlchemy connection for the whole interaction (read replicas, a
   database in memory, Bulk Data's exports, the command line, tests).
 
@@ -19,7 +19,7 @@ import anyio.to_thread
 from sqlalchemy import Connection
 
 from server.engine.context import ServerContext
-from server.engine.steps import Blocking, Query, Steps, Which
+from server.engine.steps import Blocking, Query, Steps, Threaded, Which
 from server.errors import StorageUnavailable
 from server.storage.freshness import database_of
 from server.storage.hot import OverBudget
@@ -65,6 +65,8 @@ async def on_loop(ctx: ServerContext, interaction: Steps[T], limiter: anyio.Capa
                 known = step.at_hand(name) if step.at_hand is not None else None
                 sent = known if known is not None else \
                     await anyio.to_thread.run_sync(_blocking, ctx, step.work, limiter=limiter)
+            elif isinstance(step, Threaded):
+                sent = await anyio.to_thread.run_sync(step.work, limiter=limiter)
             else:
                 assert isinstance(step, Which)
                 sent = name
@@ -89,6 +91,8 @@ def in_thread(ctx: ServerContext, interaction: Steps[T], conn: Connection | None
             elif isinstance(step, Blocking):
                 known = step.at_hand(name) if step.at_hand is not None else None
                 sent = known if known is not None else step.work(conn)
+            elif isinstance(step, Threaded):
+                sent = step.work()
             else:
                 assert isinstance(step, Which)
                 sent = name

@@ -1,25 +1,106 @@
-"""Operations with their own handler: the engine checks the level and the instance (404 or 410 as a read), opens a
-connection that cannot write, gives the handler the caller's scope in an OperationCall, and answers what it returns."""
+"""Operations with their own handler, at any level: a provider's (`[type]/$name`, `[type]/[id]/$name`) and the
+server-wide ones of the `register_operations` hook (`[base]/$name[/segments]`, and `[type]/$name` on every type
+whose provider declares no operation of that name). The engine checks the level and the instance (404 or 410 as
+a read), opens a connection that cannot write (a provider's), gives the handler the caller's scope in an
+OperationCall and answers what it returns: a FHIR resource, a plain Answer, or a Page it makes a searchset of."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import Any
 
-from server.engine.context import ServerContext
+from sqlalchemy import Connection
+
+from server.declare.answer import Answer, Page
+from server.declare.provider import Operation, OperationCall, OperationLevel, ResourceProvider
+from server.engine.bundle import searchset
 from server.engine.caller import Caller
-from server.declare.provider import Operation, OperationCall, ResourceProvider
+from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
-from server.engine.instances import fetch
+from server.engine.instances import fetch, resource_provider
 from server.engine.visibility import visibility
 from server.errors import InternalError, ResourceNotFound
 from server.params.ids import stored_id
-from server.search.paging import FORMAT_PARAMS
+from server.search.paging import FORMAT_PARAMS, Paging, parse_paging
 from server.storage.backend import backend_of
 
 
-def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: ResourceProvider, op: Operation,
-                 rid: str | None, items: Sequence[tuple[str, str]], strict: bool) -> dict[str, Any]:
+def declared(ctx: ServerContext, resource_type: str | None, name: str) -> Operation | None:
+    """The operation a request names: the provider's own, else the server-wide one (None: neither)."""
+    provider = ctx.registry.providers.get(resource_type) if resource_type is not None else None
+    own = provider.operations_by_name.get(name) if isinstance(provider, ResourceProvider) else None
+    return own or ctx.extensions.operations.get(name)
+
+
+def is_server_wide(ctx: ServerContext, resource_type: str | None, name: str) -> bool:
+    op = declared(ctx, resource_type, name)
+    return op is not None and ctx.extensions.operations.get(name) is op
+
+
+@dataclass(frozen=True)
+class _Request:
+    """The page a paged operation answers, as its links repeat it (server.engine.bundle.Pageable)."""
+
+    paging: Paging
+    own: tuple[tuple[str, str], ...]
+
+    @property
+    def count(self) -> int:
+        return self.paging.count
+
+    @property
+    def skip(self) -> int:
+        return self.paging.skip
+
+    def page(self, skip: int) -> _Request:
+        return _Request(self.paging.at(skip), self.own)
+
+    def following(self, last_id: str | None) -> _Request:
+        return self.page(self.skip + self.count)
+
+    def query_string(self) -> str:
+        return self.paging.link(self.own)
+
+
+def _permits(caller: Caller, op: Operation) -> tuple[Any, Any]:
+    scopes = caller.principal.scopes if caller.principal is not None else None
+    if scopes is None:
+        return (lambda rtype: True), (lambda rtype: None)
+    return (lambda rtype: scopes.allows(rtype, op.scope)), (
+        lambda rtype: None if scopes.allows(rtype, op.scope) else scopes.denial("operation", rtype, op.scope))
+
+
+def _answer(ctx: ServerContext, op: Operation, call: OperationCall, paging: Paging | None, path: str) -> Any:
     assert op.handler is not None
+    answer = op.handler(call)
+    if isinstance(answer, Answer):
+        return answer
+    if isinstance(answer, Page) and paging is not None:
+        request = _Request(paging, call.parameters)
+        entries = [{"fullUrl": f"{call.base}/{r['resourceType']}/{r['id']}", "resource": r,
+                    "search": {"mode": "match"}} for r in answer.resources]
+        has_next = answer.has_next if answer.has_next is not None else (
+            answer.total is not None and paging.skip + len(entries) < answer.total)
+        return searchset(call.base, path, request, entries, answer.total, has_next)
+    if not isinstance(answer, dict) or not isinstance(answer.get("resourceType"), str):
+        where = f"of {call.resource_type} " if call.resource_type else ""
+        raise InternalError(f"operation ${op.name} {where}answered no FHIR resource")
+    return answer
+
+
+def _parameters(ctx: ServerContext, op: Operation, items: Sequence[tuple[str, str]]
+                ) -> tuple[Paging | None, tuple[tuple[str, str], ...]]:
+    if op.paged:
+        api = ctx.settings.api  # the page limits of every paged answer
+        paging, rest = parse_paging(items, default_count=api.default_count, max_count=api.max_count)
+        return paging, tuple(rest)
+    return None, tuple((k, v) for k, v in items if k not in FORMAT_PARAMS)
+
+
+def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: ResourceProvider, op: Operation,
+                 rid: str | None, items: Sequence[tuple[str, str]], strict: bool) -> Any:
+    """A provider's operation (server.engine.searches.run_operation)."""
     if ("instance" if rid is not None else "type") not in op.levels:
         at = f"{provider.resource_type}/[id]/${op.name}" if rid is None else f"{provider.resource_type}/${op.name}"
         raise ResourceNotFound(f"${op.name} is answered at [base]/{at} only")
@@ -27,10 +108,73 @@ def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: Resour
     if rid is not None:
         in_thread(ctx, fetch(ctx, provider, rid, caller))  # it must exist and be visible: 404 (or 410) otherwise
         stored = stored_id(provider, rid)
-    parameters = tuple((k, v) for k, v in items if k not in FORMAT_PARAMS)
+    paging, parameters = _parameters(ctx, op, items)
+    permitted, denial = _permits(caller, op)
+    path = f"{provider.resource_type}/{rid}/${op.name}" if rid is not None else f"{provider.resource_type}/${op.name}"
     with ctx.db.connect() as conn, backend_of(conn).read_only(conn) as reading:
         clause = visibility(ctx, reading, provider, caller).clause
-        answer = op.handler(OperationCall(provider, rid, stored, parameters, strict, reading, clause, base))
-    if not isinstance(answer, dict) or not isinstance(answer.get("resourceType"), str):
-        raise InternalError(f"operation ${op.name} of {provider.resource_type} answered no FHIR resource")
-    return answer
+        call = OperationCall(provider, rid, stored, parameters, strict, lambda: reading, clause, base,
+                             "instance" if rid is not None else "type", provider.resource_type,
+                             caller=caller, server=ctx, permitted=permitted, denial=denial,
+                             count=paging.count if paging else None, skip=paging.skip if paging else 0,
+                             visible_to=lambda rtype: visibility(ctx, reading, resource_provider(
+                                 ctx, rtype, f"${op.name}"), caller).clause)
+        return _answer(ctx, op, call, paging, path)
+
+
+def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: str, resource_type: str | None,
+                         segments: Sequence[str], items: Sequence[tuple[str, str]], strict: bool,
+                         headers: Mapping[str, str], url: str) -> Any:
+    """A server-wide operation (the `register_operations` hook): `[base]/$name/segments...` (no resource type) or
+    `[base]/[type]/$name`. Its handler reads with a connection that cannot write, each type as the caller may
+    (OperationCall.visible_to, .permitted), at any level (no provider's `visible`: a type-level call is of every
+    type)."""
+    op = ctx.extensions.operations.get(name)
+    if op is None:
+        raise ResourceNotFound(f"no operation ${name[:64]} on this server; system-level operations: "
+                               f"{', '.join('$' + n for n in ctx.extensions.operations) or 'none'}")
+    level: OperationLevel = "type" if resource_type is not None else "system"
+    if level not in op.levels or (level == "type" and segments) or len(segments) != (
+            len(op.path) if level == "system" else 0):
+        raise ResourceNotFound(f"${op.name} is answered at {_where(op)} only")
+    if resource_type is not None:
+        ctx.registry.get(resource_type)  # 404 not-supported for an unknown type
+    paging, parameters = _parameters(ctx, op, items)
+    permitted, denial = _permits(caller, op)
+    with _Reading(ctx) as reading:
+        def visible_to(rtype: str) -> Any:
+            return visibility(ctx, reading(), resource_provider(ctx, rtype, f"${name}"), caller).clause
+
+        call = OperationCall(None, None, None, parameters, strict, reading, None, base, level, resource_type,
+                             dict(zip(op.path, segments)), headers, url, caller, ctx, permitted, denial,
+                             paging.count if paging else None, paging.skip if paging else 0, visible_to)
+        return _answer(ctx, op, call, paging, f"{resource_type}/${name}" if resource_type else f"${name}")
+
+
+class _Reading:
+    """The read-only connection of one call, opened at its first use (Bulk Data's polls open none: they read with
+    their own engine), closed with the call."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+        self._stack = ExitStack()
+        self._connection: Connection | None = None
+
+    def __call__(self) -> Connection:
+        if self._connection is None:
+            conn = self._stack.enter_context(self.ctx.db.connect())
+            self._connection = self._stack.enter_context(backend_of(conn).read_only(conn))
+        return self._connection
+
+    def __enter__(self) -> _Reading:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.__exit__(*exc)
+
+
+def _where(op: Operation) -> str:
+    tail = "".join(f"/[{segment}]" for segment in op.path)
+    levels = (("system", f"[base]/${op.name}{tail}"), ("type", f"[base]/[type]/${op.name}"),
+              ("instance", f"[base]/[type]/[id]/${op.name}"))
+    return " and ".join(where for level, where in levels if level in op.levels)

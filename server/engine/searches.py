@@ -22,7 +22,7 @@ from server.engine.operations import call_handler
 from server.engine.instances import Resource, fetch, fresh, resource_provider, splices, subset_of
 from server.engine.visibility import seen_by, static_account
 from server.engine.static import search_static
-from server.engine.steps import Query, Steps, asked, blocking, database, rows
+from server.engine.steps import Query, Steps, asked, blocking, database, rows, threaded
 from server.errors import ResourceNotFound, operation_outcome
 from server.params.ids import coerce_id
 from server.params.types.reference import SCOPE_ROOTS
@@ -184,8 +184,8 @@ def run_operation_steps(ctx: ServerContext, caller: Caller, base: str, resource_
     if op is None:
         raise ResourceNotFound(f"{resource_type} has no operation {operation!r}; "
                                f"available: {', '.join('$' + n for n in provider.operations_by_name) or 'none'}")
-    if op.handler is not None:  # the plugin's own code, on a read-only connection: in a thread
-        return (yield from blocking(lambda conn: call_handler(ctx, caller, base, provider, op, rid, items, strict)))
+    if op.handler is not None:  # the plugin's own code, on a read-only connection of its own: in a thread
+        return (yield from threaded(lambda: call_handler(ctx, caller, base, provider, op, rid, items, strict)))
     if rid is None:
         raise ResourceNotFound(f"${operation} is answered at [base]/{resource_type}/[id]/${operation} only")
     request = parse(ctx, provider, items, strict)

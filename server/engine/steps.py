@@ -10,6 +10,8 @@ something blocks. So each interaction is written once and runs on either driver,
 - `Blocking`: work on a SQLAlchemy connection (building a visibility, a snapshot of what the database holds, an
   operation's own handler...), which a thread runs; `at_hand(database)` answers without I/O when it can (a
   snapshot still fresh, a visibility already built);
+- `Threaded`: work that holds no connection of the driver's (a plugin's handler, which opens what it reads
+  itself, when it reads), run in a worker thread;
 - `DATABASE`: the name of the database the driver reads (what the caches are keyed by: a replica's totals are its
   own)."""
 from __future__ import annotations
@@ -41,13 +43,18 @@ class Blocking(Generic[T]):
     at_hand: Callable[[str], T | None] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Threaded(Generic[T]):
+    work: Callable[[], T]
+
+
 class Which:
     """The step that asks which database the driver reads."""
 
 
 DATABASE = Which()
 
-Step = Query | Blocking[Any] | Which
+Step = Query | Blocking[Any] | Threaded[Any] | Which
 Steps = Generator[Step, Any, T]
 
 
@@ -66,6 +73,11 @@ def scalar(ctx: ServerContext, statement: ClauseElement, *, bounded: bool = True
 
 def blocking(work: Callable[[Connection], T], at_hand: Callable[[str], T | None] | None = None) -> Steps[T]:
     found: T = yield Blocking(work, at_hand)
+    return found
+
+
+def threaded(work: Callable[[], T]) -> Steps[T]:
+    found: T = yield Threaded(work)
     return found
 
 

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from server.html.narrative import sanitize
+from server.settings import FHIR_MOUNT
 
 _REFERENCE = re.compile(r"[A-Z][A-Za-z]+/[A-Za-z0-9\-.]{1,64}(?:/_history/[A-Za-z0-9\-.]{1,64})?")
 _LINK_KEYS = frozenset({"reference", "fullUrl", "url"})
@@ -23,7 +24,7 @@ def root_path(base: str) -> str:
     """The path of the server root the page's assets and the explorer live under ('' at the host's root):
     [base] without its trailing /fhir, path only (the assets are same-origin, whatever host base_url names)."""
     path = urlsplit(base).path.rstrip("/")
-    return path.removesuffix("/fhir")
+    return path.removesuffix(FHIR_MOUNT)
 
 
 def html_page(body: dict[str, Any], status: int, base: str, namespace: str = "") -> bytes:
@@ -40,7 +41,7 @@ def html_page(body: dict[str, Any], status: int, base: str, namespace: str = "")
         f'<link rel="stylesheet" href="{escape(root)}/static/fhir.css">',
         f'<script src="{escape(root)}/static/token.js" defer></script>',
         f'<script src="{escape(root)}/static/page.js" defer></script>',
-        f'</head><body data-api="{escape(root)}/fhir" data-status="{status}">',
+        f'</head><body data-api="{escape(root)}{FHIR_MOUNT}" data-status="{status}">',
         '<header class="bar"><a class="brand" href="', escape(root or "/"), '">orgunit-fhir</a>',
         '<span id="token-state"></span></header>',
         '<main id="fhir">', *_content(body, status, links), "</main></body></html>",

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from server.errors import ConfigError
+from server.settings import FHIR_MOUNT
 from server.html.pages import root_path
 from server.html.security import HTML_HEADERS, security_headers
 
@@ -74,8 +75,8 @@ def _assets(declared: Sequence[tuple[str, WebAssets]]) -> dict[str, tuple[bytes,
 def _pages(declared: Sequence[tuple[str, WebPage]]) -> dict[str, WebPage]:
     pages: dict[str, WebPage] = {}
     for plugin, page in declared:
-        if not page.path.startswith("/") or page.path.startswith(("/fhir", "/static")) or page.path in pages:
-            raise ConfigError(f"plugin {plugin}: the page {page.path!r} does not start with /, is under /fhir or "
+        if not page.path.startswith("/") or page.path.startswith((FHIR_MOUNT, "/static")) or page.path in pages:
+            raise ConfigError(f"plugin {plugin}: the page {page.path!r} does not start with /, is under {FHIR_MOUNT} or "
                               "/static, or is already served")
         pages[page.path] = page
     return pages

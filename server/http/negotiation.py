@@ -2,6 +2,7 @@
 browsers (`text/html` ranked first by q-value and position, as browsers send it, or `_format=html`)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from server.errors import NotAcceptable
@@ -69,3 +70,20 @@ def negotiate(format_param: str | None, accept: str | None, pretty: str | None) 
             return Format(_ACCEPT[media], is_pretty)
     raise NotAcceptable(f"none of the accepted media types ({accept}) is served; "
                         f"this server answers {FHIR_JSON}, {JSON}, {FHIR_XML}, {XML} or {HTML}")
+
+
+def answering(media_types: frozenset[str]) -> Callable[[str | None, str | None, str | None], Format]:
+    """The negotiator of an operation that answers `media_types` besides FHIR JSON and XML (Bulk Data's files):
+    an Accept naming one of them (or any) takes the handler's answer as it is (its errors in FHIR JSON); 406 for
+    an Accept that takes none of them nor FHIR."""
+    accepted = {*media_types, "*/*", "application/*"}
+
+    def negotiator(format_param: str | None, accept: str | None, pretty: str | None) -> Format:
+        if not accept or any(part.split(";")[0].strip().lower() in accepted for part in accept.split(",")):
+            return Format()
+        try:
+            return negotiate(None, accept, None)
+        except NotAcceptable:
+            raise NotAcceptable(f"this answer is {', '.join(sorted(media_types))}; not served as {accept}") from None
+
+    return negotiator

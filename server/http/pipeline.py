@@ -18,6 +18,7 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import Response
 
+from server.declare.answer import PRIVATE, Answer
 from server.access.audit import SERVED, Served, returned
 from server.access.ratelimit import caller_key
 from server.access.tokens import Principal
@@ -34,6 +35,7 @@ from server.http.observe import REQUEST_ID_STATE
 from server.search.cost import CostlyGate
 from server.http.responses import (
     ERROR_FORMAT,
+    answer_response,
     base_url,
     error_response,
     fhir_response,
@@ -41,8 +43,6 @@ from server.http.responses import (
 )
 
 MAX_QUERY_PARAMS = 100  # query parameters of any kind in one request
-# answers depend on the caller's token (its account and subtree): no shared cache may serve them to another
-PRIVATE = {"Cache-Control": "private", "Vary": "Accept, Authorization"}
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,6 @@ class FhirRequest:
     caller: Caller = ANONYMOUS  # who asks, once admitted (ANONYMOUS sees nothing)
 
 
-Run = Callable[[ServerContext, FhirRequest], Resource | Response]
 Interact = Callable[[ServerContext, FhirRequest], Steps[Any]]  # an interaction's steps (server.engine.steps)
 Negotiator = Callable[[str | None, str | None, str | None], Format]  # (_format, Accept, _pretty) -> format
 
@@ -128,14 +127,13 @@ class Pipeline:
                            scope["state"][REQUEST_ID_STATE], items,
                            "handling=strict" in headers.get("prefer", "").replace(" ", "").lower())
 
-    async def serve(self, request: Request, interaction: Interaction, run: Run | None = None,
-                    negotiator: Negotiator = negotiate, steps: Interact | None = None,
-                    estimate: bool = False) -> Response:
+    async def serve(self, request: Request, interaction: Interaction, steps: Interact,
+                    negotiator: Negotiator = negotiate, estimate: bool = False) -> Response:
         """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome. `steps`: the
-        interaction (server.engine.steps), run by the event loop's driver (or, without one, in a worker thread);
-        `run`: work done in a worker thread, which may answer a Response of its own (Bulk Data: 202s, files), sent
-        as it is. `estimate`: a search, whose cost is estimated first (server.search.cost): a costly one waits
-        for its turn."""
+        interaction (server.engine.steps), run by the event loop's driver (or, without one, in a worker thread); it
+        may answer a plain Answer (an operation's: a status, headers, JSON or a file), rendered as it says.
+        `estimate`: a search, whose cost is estimated first (server.search.cost): a costly one waits for its
+        turn."""
         admitted: FhirRequest | None = None
         principal: Principal | None = None  # known before the caller: a refused scope still names its subject
         body: Any = None
@@ -159,14 +157,11 @@ class Pipeline:
             if costly and admitted is None:  # a caller is admitted (401/403/429) before it takes a costly turn
                 await self._in_thread(request, admit)
             async with self.costly.turn() if costly else nullcontext():  # costly searches: their own share
-                if steps is not None:
-                    caller = admitted if admitted is not None else await self._in_thread(request, admit)
-                    body = await self._drive(request, steps(self.ctx, caller))
-                else:  # in a worker thread (with the token check when it may fetch the IdP's keys)
-                    assert run is not None
-                    body = await self._in_thread(request, lambda: run(self.ctx, admitted or admit()))
+                # admitted in a worker thread where the token check may fetch the IdP's keys
+                caller = admitted if admitted is not None else await self._in_thread(request, admit)
+                body = await self._drive(request, steps(self.ctx, caller))
             assert admitted is not None
-            response = body if isinstance(body, Response) else self._render(request, admitted, body)
+            response = answer_response(body) if isinstance(body, Answer) else self._render(request, admitted, body)
         except Exception as exc:  # every failure becomes an OperationOutcome in one place
             response = error_response(self.ctx, exc, interaction, fmt, request.scope["state"][REQUEST_ID_STATE],
                                       request.scope)

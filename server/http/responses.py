@@ -8,9 +8,10 @@ from typing import Any
 from urllib.parse import quote
 
 from starlette.datastructures import Headers
-from starlette.responses import Response
-from starlette.types import Scope
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.types import Receive, Scope, Send
 
+from server.declare.answer import Answer, FileBody
 from server.engine.context import ServerContext
 from server.declare.interaction import Interaction
 from server.declare.rendered import Rendered, json_bytes, materialized
@@ -18,7 +19,7 @@ from server.errors import FhirError, InternalError
 from server.html import HTML_HEADERS, html_page
 from server.http.negotiation import FHIR_JSON, Format
 from server.http.xml import to_xml
-from server.settings import Settings
+from server.settings import FHIR_MOUNT, Settings
 
 log = logging.getLogger("orgunit_fhir")
 ERROR_FORMAT = Format(FHIR_JSON)
@@ -43,7 +44,7 @@ def base_url(scope: Scope, headers: Any, settings: Settings) -> str:
         scheme = forwarded_scheme if forwarded_scheme in ("http", "https") else scheme
         host = forwarded_host if _HOST.fullmatch(forwarded_host) else host
     prefix = scope.get("root_path", "").rstrip("/")
-    return f"{scheme}://{host}{quote(prefix, safe='/')}/fhir"
+    return f"{scheme}://{host}{quote(prefix, safe='/')}{FHIR_MOUNT}"
 
 
 def render(body: dict[str, Any] | Rendered, fmt: Format, base: str = "", status: int = 200,
@@ -85,3 +86,29 @@ def error_response(ctx: ServerContext, exc: BaseException, interaction: Interact
                          ctx.settings.fhir.extension_namespace)
         return fhir_response(page, fmt, error.status, error.headers)
     return fhir_response(error.outcome(), fmt, error.status, error.headers)
+
+
+class RangedFile(FileResponse):
+    """A file, with the `Range` its Answer decided (None: the whole file, whatever was asked)."""
+
+    chunk_size = 1 << 20  # 1 MiB reads: a large file streams in few thread hops
+
+    def __init__(self, body: FileBody, headers: dict[str, str]) -> None:
+        super().__init__(body.path, media_type=body.media_type, headers=headers)
+        self.served_range = body.served_range
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [(k, v) for k, v in scope["headers"] if k != b"range"]
+        if self.served_range is not None:
+            headers.append((b"range", self.served_range.encode("latin-1")))
+        await super().__call__({**scope, "headers": headers}, receive, send)
+
+
+def answer_response(answer: Answer) -> Response:
+    """A plain Answer as it is: its JSON, its file (a part of it) or no body, with its status and headers."""
+    headers = dict(answer.headers)
+    if answer.file is not None:
+        return RangedFile(answer.file, headers)
+    if answer.json is not None:
+        return JSONResponse(dict(answer.json), status_code=answer.status, headers=headers)
+    return Response(status_code=answer.status, headers=headers)

@@ -1,8 +1,8 @@
-"""The engine's own tables (no provider's): which settings and code rendered each type's stored bodies, and the Bulk
-Data export jobs (server.bulk), which every worker and replica of the server shares."""
+"""The engine's own tables (no provider's): which settings and code rendered each type's stored bodies. (The Bulk
+Data export jobs are the bulk plugin's: server.bulk.tables.)"""
 from __future__ import annotations
 
-from sqlalchemy import JSON, Column, DateTime, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import Column, MetaData, String, Table
 
 metadata = MetaData()
 
@@ -10,25 +10,4 @@ render_state = Table(
     "render_state", metadata,
     Column("resource_type", String, primary_key=True),
     Column("fingerprint", String, nullable=False),
-)
-
-bulk_job = Table(
-    "bulk_export_job", metadata,
-    Column("id", String(64), primary_key=True),       # random: the status URL names it
-    Column("subject", String, nullable=False),        # who started it (the token's subject)...
-    Column("account", String, nullable=False),        # ...in which account ("*": a trusted caller)
-    Column("scope", String, nullable=False),          # ...with which data scope (a digest of account and roots)
-    Column("request", Text, nullable=False),          # the kick-off URL, as the manifest repeats it
-    Column("parameters", JSON, nullable=False),       # types, _since, output format
-    Column("transaction_time", DateTime(timezone=True), nullable=False),
-    Column("status", String(16), nullable=False),     # running | done | failed
-    Column("progress", String, nullable=False),       # X-Progress while it runs; the error when it failed
-    Column("exported", Integer, nullable=False),      # resources written so far
-    Column("manifest", JSON),                         # the files written, once done
-    Column("worker", String, nullable=False),         # host:pid running it
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("heartbeat_at", DateTime(timezone=True), nullable=False),  # a running job's worker is alive
-    Column("expires_at", DateTime(timezone=True), nullable=False),
-    Index("ix_bulk_export_job_expires_at", "expires_at"),
-    Index("ix_bulk_export_job_status", "status"),
 )

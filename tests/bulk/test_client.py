@@ -41,7 +41,7 @@ def test_a_real_bulk_client_exports_everything_then_exactly_what_changed(migrate
     settings = tmp_path / "cli.yaml"
     settings.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\n", encoding="utf-8")
     run_cli("demo", "--size", "300", settings=settings, database=migrated_url)
-    with live_server(tmp_path, migrated_url, "bulk:\n  settle_seconds: 0\n  file_resources: 120\n") as server:
+    with live_server(tmp_path, migrated_url, "bulk:\n  file_resources: 120\n") as server:
         first = run_export(server.base, server.token, tmp_path / "first", TYPES)
         for rtype in TYPES:
             assert len(first[rtype]) == _get(server.base, server.token, rtype, _count=0)["total"], rtype

@@ -22,7 +22,7 @@ from server.bulk.jobs import now
 from server.engine.context import ServerContext
 from server.settings import BulkSettings
 from server.storage.db import writing_engine
-from tests.support.bulk import ASYNC, NDJSON, deleted_ids, export, kick_off, lines, manifest, versions
+from tests.support.bulk import ASYNC, NDJSON, held, service, deleted_ids, export, kick_off, lines, manifest, versions
 from tests.support.contexts import bearer, pyramid_context
 from tests.support.fixtures import client_fixture, context_fixture
 from tests.support.data import UNITS
@@ -34,9 +34,9 @@ PER_FILE = 4
 
 
 def exporting(url: str, var: Path) -> ServerContext:
-    """The two-account universe, exported in files of PER_FILE resources, without settling."""
+    """The two-account universe, exported in files of PER_FILE resources."""
     context = pyramid_context(url, var, load_alpha, load_beta)
-    bulk = BulkSettings(file_resources=PER_FILE, settle_seconds=0, settle_timeout_seconds=20, max_running=50)
+    bulk = BulkSettings(file_resources=PER_FILE, max_running=50)
     return replace(context, settings=replace(context.settings, bulk=bulk))
 
 
@@ -185,15 +185,18 @@ def test_a_load_committed_during_the_export_is_in_none_of_its_files_and_since_re
     headers = bearer(ctx.settings, **ALPHA_HEADERS)
     before = export(api, headers=headers)
     before_lines = lines(api, before["output"], headers)
-    wait = bulk_runner.settle.wait
+    release, renamed = threading.Event(), threading.Event()
 
-    def load_then_wait(*args: Any, **kwargs: Any) -> bool:  # the load commits after transactionTime, before the reads
-        _rename(ctx, {20, 32}, " (during)")
-        return wait(*args, **kwargs)
+    def load() -> None:  # the load commits after transactionTime, before the reads
+        if not renamed.is_set():
+            renamed.set()
+            _rename(ctx, {20, 32}, " (during)")
 
-    monkeypatch.setattr(bulk_runner.settle, "wait", load_then_wait)
+    monkeypatch.setattr(bulk_runner, "resources", held(release, load))
+    release.set()
     during = export(api, headers=headers)
-    monkeypatch.setattr(bulk_runner.settle, "wait", wait)
+    monkeypatch.undo()
+    assert renamed.is_set()
     during_lines = lines(api, during["output"], headers)
     assert during_lines == before_lines  # the state at its transactionTime, byte for byte
     for line in during_lines["Location"]:  # the changed units as they were: their previous version, as vread gives it
@@ -272,21 +275,21 @@ def test_capabilities_instantiate_bulk_data_and_the_definition_is_served(api: Te
 
 def test_the_server_stopping_fails_its_running_jobs(ctx: ServerContext, monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
-    monkeypatch.setattr(bulk_runner.settle, "wait", lambda *a, **k: release.wait(5) or True)
+    monkeypatch.setattr(bulk_runner, "resources", held(release))
     app = create_app(ctx.settings, context=ctx)
     headers = bearer(ctx.settings, **ALPHA_HEADERS)
     with TestClient(app) as client:
         status = kick_off(client, headers=headers)
-        app.state.bulk.stopping.set()
+        service(ctx).stopping.set()
         release.set()
-        app.state.bulk.join()
+        service(ctx).join()
         answer = client.get(status, headers=headers)
     assert answer.status_code == 500 and "stopped" in answer.text
 
 
 def test_past_max_running_a_kick_off_answers_429(ctx: ServerContext, monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
-    monkeypatch.setattr(bulk_runner.settle, "wait", lambda *a, **k: release.wait(10) or True)
+    monkeypatch.setattr(bulk_runner, "resources", held(release))
     settings = replace(ctx.settings, bulk=replace(ctx.settings.bulk, max_running=1))
     app = create_app(settings, context=replace(ctx, settings=settings))
     headers = bearer(ctx.settings, **ALPHA_HEADERS)

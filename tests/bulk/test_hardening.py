@@ -20,7 +20,7 @@ from server.bulk.files import directory
 from server.cli.main import main
 from server.engine.context import ServerContext
 from server.settings import BulkSettings
-from tests.support.bulk import ASYNC, NDJSON, kick_off, manifest
+from tests.support.bulk import ASYNC, NDJSON, held, service, kick_off, manifest
 from tests.support.contexts import bearer, pyramid_context
 from tests.support.fixtures import context_fixture
 from tests.support.scoping import load_alpha, load_beta
@@ -29,9 +29,9 @@ WORKERS, PER_WORKER, MAX_RUNNING = 4, 3, 2
 
 
 def exporting(url: str, var: Path) -> ServerContext:
-    """The two-account universe, exported in files of 4 resources, without settling, MAX_RUNNING jobs at most."""
+    """The two-account universe, exported in files of 4 resources, MAX_RUNNING jobs at most."""
     context = pyramid_context(url, var, load_alpha, load_beta)
-    bulk = BulkSettings(file_resources=4, settle_seconds=0, settle_timeout_seconds=20, max_running=MAX_RUNNING)
+    bulk = BulkSettings(file_resources=4, max_running=MAX_RUNNING)
     return replace(context, settings=replace(context.settings, bulk=bulk))
 
 
@@ -55,7 +55,7 @@ def test_the_running_limit_holds_under_simultaneous_kick_offs(ctx: ServerContext
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """12 kick-offs at once from 12 subjects through 4 workers (apps): exactly max_running are accepted."""
     release = threading.Event()
-    monkeypatch.setattr(bulk_runner.settle, "wait", lambda *a, **k: release.wait(20) or True)
+    monkeypatch.setattr(bulk_runner, "resources", held(release))
     apps = [create_app(ctx.settings, context=ctx) for _ in range(WORKERS)]
     start = threading.Barrier(WORKERS * PER_WORKER)
     statuses: list[int] = []
@@ -78,7 +78,7 @@ def test_the_running_limit_holds_under_simultaneous_kick_offs(ctx: ServerContext
     finally:
         release.set()
         for app, client in zip(apps, clients):
-            app.state.bulk.join()
+            service(ctx).join()
             client.__exit__(None, None, None)
 
 
@@ -98,7 +98,7 @@ def test_a_job_failing_on_a_full_disk_removes_its_files_at_once(ctx: ServerConte
     app = create_app(ctx.settings, context=ctx)
     with TestClient(app) as client:
         status = kick_off(client, headers=bearer(ctx.settings, **CLIENT))
-        app.state.bulk.join()
+        service(ctx).join()
         assert not _job_dir(ctx, status).exists()
         failed = client.get(status, headers=bearer(ctx.settings, **CLIENT))
     assert failed.status_code == 500 and "OSError" in failed.text

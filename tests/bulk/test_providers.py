@@ -28,10 +28,9 @@ SAMPLES = {s.resource_type: s for s in all_samples()}
 
 @contextmanager
 def exporting(url: str, var: Path) -> Iterator[ServerContext]:
-    """Every contract subject's samples, exported in files of 3 resources, without settling."""
+    """Every contract subject's samples, exported in files of 3 resources."""
     with contract_context(url, var, (ORGUNITS, PROOF)) as context:
-        yield replace(context, settings=replace(context.settings, bulk=BulkSettings(settle_seconds=0,
-                                                                                     file_resources=3)))
+        yield replace(context, settings=replace(context.settings, bulk=BulkSettings(file_resources=3)))
 
 
 ctx = context_fixture(exporting)

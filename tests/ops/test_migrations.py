@@ -33,7 +33,7 @@ def _version_tables(name: str | None) -> bool:
 
 
 def test_the_chains_are_the_engines_then_the_plugins() -> None:
-    assert [c.name for c in SCHEMA.chains] == ["engine", "orgunits"]
+    assert [c.name for c in SCHEMA.chains] == ["engine", "bulk", "orgunits"]  # the core plugins first
     assert SCHEMA.chain("orgunits").table == "alembic_version"  # databases of before keep their version table
     assert ENGINE_MIGRATIONS.table == "alembic_version_engine"
 

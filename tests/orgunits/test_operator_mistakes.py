@@ -31,7 +31,7 @@ LAKELAND_UNITS = 34  # the country, 3 counties, 7 sub-counties, 23 facilities
 def settings_path(tmp_path: Path) -> Path:
     path = tmp_path / "settings.yaml"
     path.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\nauth:\n  secret: {'s' * 40}\n"
-                    "bulk:\n  settle_seconds: 0\n", encoding="utf-8")
+                    "bulk:\n  enabled: true\n", encoding="utf-8")
     return path
 
 

@@ -189,3 +189,54 @@ def test_operation_errors(api: TestClient, url: str, headers: dict[str, str], st
 def test_an_operation_answers_in_xml_too(api: TestClient) -> None:
     answer = api.get("/fhir/HealthcareService/$summary", params={"_format": "xml"})
     assert answer.status_code == 200 and "<Parameters xmlns=\"http://hl7.org/fhir\">" in answer.text
+
+
+def _directory(answer: Any) -> tuple[int, list[str], set[str]]:
+    assert answer.status_code == 200, answer.text
+    bundle = answer.json()
+    assert bundle["type"] == "searchset"
+    return bundle["total"], [e["resource"]["id"] for e in bundle.get("entry", ())], \
+        {link["relation"] for link in bundle["link"]}
+
+
+@pytest.mark.parametrize(("claims", "total"), [
+    pytest.param({}, 5, id="account"),
+    pytest.param({"roots": ["Location/10"]}, 3, id="subtree"),
+    pytest.param({"account": "elsewhere"}, 0, id="another-account"),
+])
+def test_a_system_level_operation_of_the_package_pages_what_the_caller_sees(api: TestClient, ctx: ServerContext,
+                                                                            claims: dict[str, Any], total: int) -> None:
+    """`[base]/$service-directory` (tests/proof/site/healthcare_services/directory.py): declared by the package,
+    answered, paged and scoped by the engine; no engine file names it."""
+    headers = {"Authorization": f"Bearer {mint_token(ctx.settings, **claims)}"}
+    everything = _directory(api.get("/fhir/$service-directory", headers=headers))
+    assert everything[0] == total and len(everything[1]) == total
+    pages: list[str] = []
+    for skip in range(0, total, 2):
+        found, ids, links = _directory(api.get("/fhir/$service-directory", params={"_count": 2, "_skip": skip},
+                                               headers=headers))
+        assert found == total and ("next" in links) is (skip + 2 < total)
+        pages += ids
+    assert pages == everything[1]
+    for rid in everything[1]:
+        assert api.get(f"/fhir/HealthcareService/{rid}", headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize(("scope", "status"), [
+    pytest.param("system/HealthcareService.r", 200, id="read"),
+    pytest.param("system/*.read", 200, id="v1-every-type"),
+    pytest.param("system/HealthcareService.s", 403, id="search-only"),
+    pytest.param("system/Location.rs", 403, id="another-type"),
+])
+def test_the_system_level_operation_needs_the_scope_it_declares(api: TestClient, ctx: ServerContext, scope: str,
+                                                                status: int) -> None:
+    token = mint_token(ctx.settings, extra={"scope": f"{scope} {ctx.settings.auth.permission}"})
+    answer = api.get("/fhir/$service-directory", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == status, answer.text
+    if status == 403:
+        assert "system/HealthcareService.r" in answer.json()["issue"][0]["diagnostics"]
+
+
+def test_the_system_level_operation_is_in_the_capability_statement(api: TestClient) -> None:
+    listed = {o["name"]: o["definition"] for o in api.get("/fhir/metadata").json()["rest"][0]["operation"]}
+    assert listed["service-directory"] == "https://healthcare-services.example.org/OperationDefinition/service-directory"

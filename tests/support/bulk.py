@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 
+from server.bulk import snapshot
+
 ASYNC = {"Prefer": "respond-async", "Accept": "application/fhir+json"}
 NDJSON = {"Accept": "application/fhir+ndjson"}
 
@@ -62,3 +64,20 @@ def deleted_ids(client: Any, found: dict[str, Any], headers: Mapping[str, str] |
         assert bundle["type"] == "transaction"
         out |= {e["request"]["url"] for e in bundle["entry"] if e["request"]["method"] == "DELETE"}
     return out
+
+
+def service(ctx: Any) -> Any:
+    """The Bulk Data service of the context's worker (the `bulk` core plugin's; made at its first call)."""
+    return ctx.pm.get_plugin("bulk").service(ctx)
+
+
+def held(release: Any, then: Any = None) -> Any:
+    """A stand-in for server.bulk.runner.resources whose jobs wait for `release` (an Event) before reading (and
+    call `then()` once released, before the reads: a load committed during the export)."""
+    def resources(conn: Any, provider: Any, view: Any) -> Any:
+        release.wait(20)
+        if then is not None:
+            then()
+        yield from snapshot.resources(conn, provider, view)
+
+    return resources

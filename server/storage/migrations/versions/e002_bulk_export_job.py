@@ -1,12 +1,12 @@
-"""bulk_export_job: the Bulk Data $export jobs (server.bulk), shared by every worker and replica
+"""(empty) the Bulk Data jobs' table, now the bulk plugin's chain (server/bulk/migrations, revision b001)
+
+This revision created bulk_export_job when Bulk Data was wired into the engine; it stays, empty, so that the
+databases recorded at e002 keep a known revision. The bulk chain's b001 finds the table they hold and records it.
 
 Revision ID: e002
 Revises: e001
 """
 from __future__ import annotations
-
-import sqlalchemy as sa
-from alembic import op
 
 revision = "e002"
 down_revision = "e001"
@@ -15,29 +15,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
-        "bulk_export_job",
-        sa.Column("id", sa.String(64), primary_key=True),
-        sa.Column("subject", sa.String(), nullable=False),
-        sa.Column("account", sa.String(), nullable=False),
-        sa.Column("scope", sa.String(), nullable=False),
-        sa.Column("request", sa.Text(), nullable=False),
-        sa.Column("parameters", sa.JSON(), nullable=False),
-        sa.Column("transaction_time", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("status", sa.String(16), nullable=False),
-        sa.Column("progress", sa.String(), nullable=False),
-        sa.Column("exported", sa.Integer(), nullable=False),
-        sa.Column("manifest", sa.JSON()),
-        sa.Column("worker", sa.String(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
-    )
-    op.create_index("ix_bulk_export_job_expires_at", "bulk_export_job", ["expires_at"])
-    op.create_index("ix_bulk_export_job_status", "bulk_export_job", ["status"])
+    pass
 
 
 def downgrade() -> None:
-    op.drop_index("ix_bulk_export_job_status", "bulk_export_job")
-    op.drop_index("ix_bulk_export_job_expires_at", "bulk_export_job")
-    op.drop_table("bulk_export_job")
+    pass

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import RowMapping
 
+from healthcare_services.directory import directory_operation
 from healthcare_services.loader import SERVICES, SERVICES_JSON
 from healthcare_services.tables import (
     MIGRATIONS,
@@ -124,6 +125,11 @@ def healthcare_service_provider(settings: Settings) -> ResourceProvider:
 @hookimpl
 def register_resource_providers(settings: Settings) -> list[ResourceProvider]:
     return [healthcare_service_provider(settings)]
+
+
+@hookimpl
+def register_operations(settings: Settings) -> list[Operation]:
+    return [directory_operation(to_resource)]
 
 
 @hookimpl
