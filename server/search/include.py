@@ -8,7 +8,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select
+from sqlalchemy import ColumnElement, Select, select
 
 from server.declare.provider import ResourceProvider
 from server.declare.registry import Registry
@@ -17,7 +17,7 @@ from server.search.asks import Asks
 from server.search.bodies import current_body, included_body
 from server.search.referred import keys_query, kept_keys
 from server.search.request import Include
-from server.search.sql import read_query, referring_query
+from server.search.sql import read_query, referring_query, table_for
 from server.params.types.reference import ReferenceTarget, held, targets_to
 
 Row = Mapping[str, Any]  # a row by column name
@@ -63,23 +63,34 @@ def page_references(provider: ResourceProvider, includes: Sequence[Include], ids
     columns = _columns(provider.search_columns or provider.columns, _followed(includes))
     if not columns or not ids:
         return [{key: i} for i in ids]
-    query = read_query(provider, list(ids), visible=visible, live=True).with_only_columns(provider.id_column, *columns)
+    query = _narrow(provider, read_query(provider, list(ids), visible=visible, live=True), provider.id_column, *columns)
     by_id = {row[key]: row for row in (yield query, "mappings")}
     return [by_id[i] for i in ids if i in by_id]
 
 
+def _narrow(provider: ResourceProvider, query: Select[Any], *columns: ColumnElement[Any],
+            limit: int | None = None) -> Select[Any]:
+    """The rows `query` selects, by id, but these columns only: from the provider's table alone when they and the
+    condition use no other (no joins to plan)."""
+    where = query.whereclause
+    assert where is not None
+    narrow = select(*columns).select_from(table_for(provider, where, *columns)).where(where)
+    narrow = narrow.order_by(provider.id_column)
+    return narrow if limit is None else narrow.limit(limit)
+
+
 def _fetched(provider: ResourceProvider, query: Select[Any], stored: bool, search: bool,
-             follow: Collection[str]) -> Asks[tuple[list[Row], list[IncludedResource]]]:
-    """The rows `query` selects (the provider's columns: its search columns when `search`), and the resources
-    they include. `stored`: the ids, the columns `follow` names and the stored bodies instead; then, in a second
-    statement, the rows without a body (to render per request)."""
+             follow: Collection[str], limit: int | None = None) -> Asks[tuple[list[Row], list[IncludedResource]]]:
+    """The rows `query` selects (the provider's columns: its search columns when `search`; in id order, up to
+    `limit`), and the resources they include. `stored`: the ids, the columns `follow` names and the stored bodies
+    instead; then, in a second statement, the rows without a body (to render per request)."""
     key = provider.id_column.key
     if not stored:
         rows = list((yield query, "mappings"))
         return rows, [IncludedResource(provider, row[key], None, row) for row in rows]
     columns = provider.search_columns or provider.columns if search else provider.columns
-    rows = list((yield query.with_only_columns(provider.id_column, *_columns(columns, follow),
-                                               current_body(provider, search)), "mappings"))
+    rows = list((yield _narrow(provider, query, provider.id_column, *_columns(columns, follow),
+                               current_body(provider, search), limit=limit), "mappings"))
     bodies = [included_body(row) for row in rows]
     missing = [row[key] for row, body in zip(rows, bodies) if body is None]
     rendered = {row[key]: row for row in (yield query.where(provider.id_column.in_(missing)), "mappings")} \
@@ -125,7 +136,7 @@ def fetch_included(registry: Registry, provider: ResourceProvider, includes: Seq
                 keys = (yield from _referring_keys(source, target, ids)) if ids else None
                 rows, found = (yield from _fetched(
                     source, referring_query(source, target, ids, room + 1, visible(source), keys), splices(source),
-                    True, ())) if ids else ([], [])
+                    True, (), room + 1)) if ids else ([], [])
                 truncated |= len(rows) > room
                 for resource in found[:room]:
                     key = (source.resource_type, str(resource.id))
