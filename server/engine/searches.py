@@ -27,7 +27,7 @@ from server.errors import ResourceNotFound, operation_outcome
 from server.params.ids import coerce_id
 from server.params.types.reference import SCOPE_ROOTS
 from server.search.bodies import PageEntry, body_page_query
-from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, fetch_included
+from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_references
 from server.search.order import MEASURE, SORT_BELOW
 from server.search.request import SearchRequest, bind_operation
 from server.search.sql import AFTER, WALK, WALK_ABOVE, count_query, lookups, page_query, read_query, where_clause
@@ -74,6 +74,14 @@ def _rendered(ctx: ServerContext, provider: ResourceProvider, entries: Sequence[
     return [(str(e.id), Rendered(e.body) if e.body is not None else rendered[e.id], e.measure) for e in entries]
 
 
+def _included_resource(included: IncludedResource) -> Resource:
+    """Its stored body as it is, else rendered from its row."""
+    if included.body is not None:
+        return Rendered(included.body)
+    assert included.row is not None
+    return included.provider.to_resource(included.row)
+
+
 def _included_visibility(ctx: ServerContext, caller: Caller, request: SearchRequest,
                          snapshot: Snapshot) -> Steps[Callable[[ResourceProvider], ColumnElement[bool] | None]]:
     seen: dict[str, ColumnElement[bool] | None] = {}
@@ -89,7 +97,7 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
     count, ranked = request.count, request.ranked is not None
     snapshot = yield from fresh(ctx)  # taken before the page is read: its sync point holds for the answer
     vis = yield from seen_by(ctx, provider, caller, snapshot)
-    splice = not request.includes and splices(provider, snapshot)
+    splice = splices(provider, snapshot)
     condition = _Condition(ctx, caller, provider, request, snapshot, vis)
     # counted up to the threshold: past it a count would grow with the data (Bundle.total is then left out, and
     # the `last` link with it), unless an exact one is asked for (_total=accurate, _summary=count)
@@ -118,21 +126,27 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
     found: Sequence[Any] = (yield Query(page, mappings=not splice, bounded=False)) if page is not None else []
     has_next = len(found) > count
     found = found[:count]
+    page_rows: Sequence[Any] = found
     if splice:
-        matches = yield from _rendered(ctx, provider, [PageEntry.of(row) for row in found])
+        page_entries = [PageEntry.of(row) for row in found]
+        matches = yield from _rendered(ctx, provider, page_entries)
+        if page_entries and request.includes:  # what the includes follow of the matches: a narrow statement
+            page_rows = yield from asked(ctx, page_references(provider, request.includes,
+                                                              [e.id for e in page_entries], vis.clause))
     else:
         id_key = provider.id_column.key
         matches = [(str(r[id_key]), provider.to_resource(r), r[MEASURE] if ranked else None) for r in found]
     included = None
     if found and request.includes:
         visible = yield from _included_visibility(ctx, caller, request, snapshot)
-        included = yield from asked(ctx, fetch_included(ctx.registry, provider, request.includes, found, visible))
+        included = yield from asked(ctx, fetch_included(ctx.registry, provider, request.includes, page_rows, visible,
+                                                        lambda other: splices(other, snapshot)))
     rtype = provider.resource_type
     entries = [search_entry(base, rtype, rid, subset_of(resource, request.summary, request.elements), "match",
                             request.entry_search(measure)) for rid, resource, measure in matches]
     if included is not None:
-        entries += [search_entry(base, p.resource_type, str(r[p.id_column.key]), p.to_resource(r), "include")
-                    for p, r in included.rows]
+        entries += [search_entry(base, i.provider.resource_type, str(i.id), _included_resource(i), "include")
+                    for i in included.resources]
         if included.truncated:
             entries.append({"resource": operation_outcome(
                 "warning", "too-costly", f"_revinclude stopped at {MAX_INCLUDED} included resources"),

@@ -2,10 +2,11 @@
 a column is named once, here, and read by name everywhere else (the event loop's driver gives plain tuples).
 
 - `body_query`: a read from the history alone (the newest version of one id);
-- `body_page_query`: a search page of ids and stored bodies."""
+- `body_page_query`: a search page of ids and stored bodies;
+- `current_body`: the stored body of each row, beside the columns of a query of rows (included resources)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,3 +102,24 @@ def _bodies(provider: ResourceProvider) -> tuple[ColumnElement[Any], ColumnEleme
               .scalar_subquery())
     body = stored if spec.in_search is None else case((literal_column(f"{PAGE}._in_search"), stored), else_=None)
     return page_id, body.label("body")
+
+
+INCLUDED_BODY = "_body"  # the column of a row's stored body in the included resources' queries (server.search.include)
+
+
+def current_body(provider: ResourceProvider, search: bool = False) -> ColumnElement[Any]:
+    """The stored body of the current version of each of the provider's rows (NULL: render it), as a column of a
+    query of its rows (an included resource's); `search`: NULL also where the body cannot serve a row rendered from
+    the search columns (Prerendered.in_search)."""
+    v, spec = provider.versioning, provider.prerendered
+    assert v is not None and spec is not None
+    stored = (select(spec.body).where(v.history_id == provider.id_column, v.history_version == v.version)
+              .scalar_subquery())
+    body = stored if not search or spec.in_search is None else case((spec.in_search, stored), else_=None)
+    return body.label(INCLUDED_BODY)
+
+
+def included_body(row: Mapping[str, Any]) -> bytes | None:
+    """The stored body a row of a query with `current_body` holds (None: render the row)."""
+    body = row[INCLUDED_BODY]
+    return None if body is None else bytes(body)

@@ -22,16 +22,10 @@ from plugins.orgunits.tables import org_unit_history
 from server.storage.tables import render_state
 from plugins.orgunits.writer import write_units
 from plugins.orgunits.records import UnitRecord
-from tests.support.contexts import make_settings
+from tests.support.contexts import make_settings, per_request
 from tests.support.data import NOW, load_small_pyramid
 
 BASE = "http://fhir.example.org/fhir"
-
-
-def per_request(ctx: ServerContext) -> ServerContext:
-    """The same server, told that no stored body may be used."""
-    never = Freshness(ctx.registry, interval_s=float("inf"))
-    return replace(ctx, freshness=never)
 
 
 Call = Callable[[ServerContext], Any]

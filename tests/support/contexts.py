@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from server.access.mint import mint_token
 from server.engine.context import ServerContext, create_context
 from server.extensions import load_extensions
 from server.settings import Settings, parse_settings
+from server.storage.freshness import Freshness, Snapshot
 from server.storage.prerender import refresh
 from tests.support.data import load_small_pyramid
 
@@ -48,3 +50,20 @@ def bearer(settings: Settings, *, subject: str = "orgunit-fhir-cli", permissions
 def migrate(engine: Engine, settings: Settings | None = None) -> None:
     """Every chain of the plugins these settings enable (default: all) to its head."""
     load_extensions(settings or parse_settings({})).schema.upgrade(engine)
+
+
+class NoBodies(Freshness):
+    """What the database holds, but no stored body usable (as before pre-rendering, or after the settings changed):
+    every resource rendered per request."""
+
+    def snapshot(self, conn: Connection) -> Snapshot:
+        return replace(super().snapshot(conn), bodies=frozenset())
+
+    def current(self, database: str) -> Snapshot | None:
+        found = super().current(database)
+        return None if found is None else replace(found, bodies=frozenset())
+
+
+def per_request(ctx: ServerContext) -> ServerContext:
+    """The same server, told that no stored body may be used (every resource rendered per request)."""
+    return replace(ctx, freshness=NoBodies(ctx.registry))
