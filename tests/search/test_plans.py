@@ -81,6 +81,7 @@ def plans(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 SEARCHES = [
     pytest.param("name={prefix}", id="name-prefix"),
     pytest.param("name={prefix}&_count=100&_total=none", id="name-prefix-no-total"),
+    pytest.param("name={prefix}&_count=5&_after={facility}", id="name-prefix-after"),  # the facility matches it
     pytest.param("name:exact={name}", id="name-exact"),
     pytest.param("status=inactive", id="status"),
     pytest.param("status=inactive&_after={facility}", id="status-after"),
