@@ -28,7 +28,7 @@ from server.params.ids import coerce_id
 from server.params.types.reference import SCOPE_ROOTS
 from server.search.bodies import PageEntry, body_page_query
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_references
-from server.search.order import MEASURE, SORT_BELOW
+from server.search.order import AFTER_VALUE, MEASURE, SORT_BELOW, resume_at
 from server.search.request import SearchRequest, bind_operation
 from server.search.sql import AFTER, WALK, WALK_ABOVE, count_query, lookups, page_query, read_query, where_clause
 from server.storage.freshness import Snapshot, synced
@@ -54,13 +54,13 @@ class _Condition:
             ctx, caller, provider, request, snapshot, vis
         self.found: dict[Any, Any] | None = None
 
-    def where(self, walk: bool = False) -> Steps[ColumnElement[bool]]:
+    def where(self, walk: bool = False, page: bool = False) -> Steps[ColumnElement[bool]]:
         if self.found is None:
             looked_up = yield from asked(self.ctx, lookups(self.provider, self.request, self.vis.clause))
             joined = yield from joined_conditions(self.ctx, self.caller, self.request, self.snapshot)
             self.found = {**looked_up, **joined, SCOPE_ROOTS: self.vis.paths}
         return where_clause(self.provider, self.request, {**self.found, WALK: True} if walk else self.found,
-                            self.vis.clause)
+                            self.vis.clause, page)
 
     def count(self, up_to: int | None) -> Steps[Select[Any]]:
         return count_query(self.provider, self.request, where=(yield from self.where()), up_to=up_to)
@@ -115,12 +115,15 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
             request.after is not None, None if request.after is not None else request.skip,
             tuple(k.raw for k in request.sort), "many" if over else _shape(matched))
     page = ctx.pages.peek(seen) if count else None
+    resume = (yield from asked(ctx, resume_at(provider, request, vis.clause))) if count and request.after else None
     if page is not None and request.after is not None:
         page = page.replace(AFTER, coerce_id(provider.id_column, request.after))
+        page = page.replace(AFTER_VALUE, resume) if resume is not None else page
     elif page is None and count:
         walk = matched is not None and (over or matched > WALK_ABOVE) and not request.sort and not ranked
-        where = yield from condition.where(walk)
-        query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where, total=total)
+        where = yield from condition.where(walk, page=True)
+        query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where, total=total,
+                                                            resume=resume)
         page = driver_sql(query, ctx.db.dialect, ctx.statements)
         ctx.pages.put(seen, page)
     found: Sequence[Any] = (yield Query(page, mappings=not splice, bounded=False)) if page is not None else []

@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, bindparam, case, literal_column, null, select
 
 from server.declare.provider import ResourceProvider
-from server.search.order import MEASURE, measure_column, ordered, sort_keys
+from server.search.order import MEASURE, index_walk, measure_column, ordered, sort_keys
 from server.search.request import SearchRequest
-from server.search.sql import Found, paged, table_for, where_clause
+from server.search.sql import Found, page_rows, paged, table_for, where_clause
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,19 +73,21 @@ PAGE = "page"  # the page's subquery, whose columns the bodies' query names
 
 def body_page_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
                     extra_row: int = 0, where: ColumnElement[bool] | None = None,
-                    total: int | None = None) -> Select[Any]:
+                    total: int | None = None, resume: Any = None) -> Select[Any]:
     """Ids and stored bodies (NULL where the body cannot serve this page) instead of the columns (rows:
     PageEntry). The page is chosen first (its ids, versions and sort keys: what the condition's indexes and rows
     give), then the bodies of its rows only are looked up: a sort of many matches never carries their bodies."""
     v, spec = provider.versioning, provider.prerendered
     assert v is not None and spec is not None
-    where = where if where is not None else where_clause(provider, request, found)
+    where = where if where is not None else where_clause(provider, request, found, page=True)
     keys = sort_keys(provider, request)
     flags = [spec.in_search.label("_in_search")] if spec.in_search is not None else []
     sorting = [e.label(f"_key{i}") for i, (e, _) in enumerate(keys[:-1])]
     inner = select(provider.id_column, v.version.label("_version"), *flags, *sorting, *measure_column(request))
-    inner = inner.select_from(table_for(provider, where, *(e for e, _ in keys[:-1]), *flags, *measure_column(request)))
-    page = paged(provider, request, inner, where, extra_row, total).subquery(PAGE)
+    walk = index_walk(request)
+    rows = table_for(provider, where, *flags, *measure_column(request), *(e for e, _ in keys[:-1] if walk is None))
+    inner = inner.select_from(page_rows(provider, request, rows))
+    page = paged(provider, request, inner, where, extra_row, total, resume).subquery(PAGE)
     page_id, body = _bodies(provider)
     measure = [literal_column(f"{PAGE}.{MEASURE}").label("measure")] if request.ranked is not None else []
     order = ordered([*((literal_column(f"{PAGE}._key{i}"), d) for i, (_, d) in enumerate(keys[:-1])), (page_id, None)])

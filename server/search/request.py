@@ -12,7 +12,7 @@ from server.declare.provider import ResourceProvider
 from server.params.ids import stored_id
 from server.search.paging import Paged, Paging, parse_paging
 from server.params.param import SearchParam
-from server.params.types.base import Ranks, implements
+from server.params.types.base import IndexOrder, Orders, Ranks, implements
 from server.params.values import SearchValue, parse_value
 
 MAX_VALUES = 100  # OR-ed values in one parameter
@@ -105,6 +105,20 @@ class SearchRequest(Paged):
         """The clause whose type measures each match (near: distance), which orders the results unless _sort."""
         return next((c for c in self.all_clauses if implements(type(c.param.kind), Ranks)), None)
 
+    @cached_property
+    def led(self) -> tuple[Clause, IndexOrder] | None:
+        """The clause whose index orders the matches (server.search.order), and how: the first clause whose type
+        `Orders`, when it has one value and one target its type reads in an index's order (a string parameter's
+        prefix on a side table), and neither _sort nor a measure orders them."""
+        if self.sort or self.ranked is not None:
+            return None
+        first = next((c for c in self.all_clauses if implements(type(c.param.kind), Orders)), None)
+        if first is None or len(first.values) != 1 or len(first.param.targets) != 1:
+            return None
+        kind = cast(Orders[Any, Any], first.param.kind)
+        order = kind.index_order(first.param.targets[0], first.modifier, first.values[0])
+        return None if order is None else (first, order)
+
     def entry_search(self, measure: Any) -> dict[str, Any]:
         """What a match's entry.search shows of its measure (the `ranked` clause's type decides)."""
         if measure is None:
@@ -120,7 +134,8 @@ class SearchRequest(Paged):
 
     @property
     def keyset(self) -> bool | None:
-        """Pages follow the id (descending: False) when that is the whole order; None: they go by offset."""
+        """Pages follow the id (descending: False) when that is the whole order, or the `led` index's order and
+        the id (True: the position is the last id's, server.search.order.resume_at); None: they go by offset."""
         if self.ranked is None and not self.sort:
             return True
         if len(self.sort) == 1 and self.sort[0].param.name == "_id":

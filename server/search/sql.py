@@ -39,7 +39,7 @@ from server.params.types.base import (
     MissingValue,
     implements,
 )
-from server.search.order import SORT_BELOW, measure_column, order_of
+from server.search.order import AFTER_VALUE, SORT_BELOW, index_walk, measure_column, order_of, walked_after
 from server.storage.dialects import sorted_matches
 from server.search.referred import keys_query, kept_keys, referred, tables_of
 from server.params.types.reference import ReferenceTarget, referring
@@ -108,11 +108,14 @@ def _clause(provider: ResourceProvider, clause: Clause, found: Found) -> ColumnE
 
 
 def where_clause(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-                 visible: ColumnElement[bool] | None = None) -> ColumnElement[bool]:
+                 visible: ColumnElement[bool] | None = None, page: bool = False) -> ColumnElement[bool]:
     """`found`: look_up's result (and the conditions of the request's chained parameters, compiled before);
-    `visible`: the caller's scope (server.access.tenancy.Visibility.clause)."""
+    `visible`: the caller's scope (server.access.tenancy.Visibility.clause); `page`: the condition of a page,
+    without the clause whose index the page walks, when it walks one (server.search.order.index_walk)."""
     joined = [(found or {})[(JOINED, j.key, j.raw)] for j in request.joined]  # KeyError: not compiled
-    return and_(true(), *seen(provider, visible), *(_clause(provider, c, found or {}) for c in request.all_clauses), *joined)
+    led = request.led[0] if page and request.led is not None else None
+    clauses = (_clause(provider, c, found or {}) for c in request.all_clauses if c is not led)
+    return and_(true(), *seen(provider, visible), *clauses, *joined)
 
 
 
@@ -152,16 +155,27 @@ def look_up(conn: Connection, provider: ResourceProvider, request: SearchRequest
 AFTER = "_after"  # the bind of a keyset page's position: a compiled page serves every position
 
 
+def page_rows(provider: ResourceProvider, request: SearchRequest, rows: FromClause) -> FromClause:
+    """What a page reads: the provider's `rows` (its table or source), or the index rows it walks joined to them."""
+    walk = index_walk(request)
+    return rows if walk is None else walk.source(provider, rows)
+
+
 def paged(provider: ResourceProvider, request: SearchRequest, query: Select[Any], where: ColumnElement[bool],
-           extra_row: int, total: int | None = None) -> Select[Any]:
-    """`total`: the search's exact total, when counted: few matches are read by the condition's index and sorted."""
-    order = order_of(provider, request)
-    if total is not None and total <= SORT_BELOW and not request.sort and request.ranked is None:
+          extra_row: int, total: int | None = None, resume: Any = None) -> Select[Any]:
+    """`total`: the search's exact total, when counted: few matches are read by the condition's index and sorted.
+    `query` reads page_rows; `resume`: where a walked page resumes (server.search.order.resume_at; the engine
+    binds it as AFTER_VALUE in a page compiled before)."""
+    order, walk = order_of(provider, request), index_walk(request)
+    if total is not None and total <= SORT_BELOW and not request.sort and request.ranked is None and walk is None:
         order = [sorted_matches(provider.id_column)]
-    query = query.where(where).order_by(*order)
+    query = query.where(where, *(walk.conditions if walk is not None else ())).order_by(*order)
     if request.after is not None and request.keyset is not None:  # keyset: no offset to walk through
         after = bindparam(AFTER, coerce_id(provider.id_column, request.after), type_=provider.id_column.type)
-        query = query.where(provider.id_column > after if request.keyset else provider.id_column < after)
+        if walk is not None:
+            query = query.where(walked_after(walk, after, bindparam(AFTER_VALUE, resume, type_=walk.value.type)))
+        else:
+            query = query.where(provider.id_column > after if request.keyset else provider.id_column < after)
     elif request.skip:
         query = query.offset(literal(request.skip, literal_execute=True))
     # constants, not parameters: a planner that does not know the limit may not find the page by an index
@@ -169,11 +183,14 @@ def paged(provider: ResourceProvider, request: SearchRequest, query: Select[Any]
 
 
 def page_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-               extra_row: int = 0, where: ColumnElement[bool] | None = None, total: int | None = None) -> Select[Any]:
-    """`where`: the request's where_clause, when the caller has it already; `total`: its count, when known."""
+               extra_row: int = 0, where: ColumnElement[bool] | None = None, total: int | None = None,
+               resume: Any = None) -> Select[Any]:
+    """`where`: the request's where_clause for a page, when the caller has it already; `total`: its count, when
+    known; `resume`: see `paged`."""
     columns = [*(provider.search_columns or provider.columns), *measure_column(request)]
-    where = where if where is not None else where_clause(provider, request, found)
-    return paged(provider, request, select(*columns).select_from(provider.source), where, extra_row, total)
+    where = where if where is not None else where_clause(provider, request, found, page=True)
+    query = select(*columns).select_from(page_rows(provider, request, provider.source))
+    return paged(provider, request, query, where, extra_row, total, resume)
 
 
 def table_for(provider: ResourceProvider, where: ColumnElement[bool], *elements: Any) -> FromClause:

@@ -32,6 +32,7 @@ SAME = [
     pytest.param("/fhir/Location?status=active&_summary=count", True, id="search-count-only"),
     pytest.param("/fhir/Location?status=active&_total=none&_count=1", True, id="search-no-total"),
     pytest.param("/fhir/Location?name=seg", True, id="name-prefix"),
+    pytest.param("/fhir/Location?name=aire&_count=1&_after=20", True, id="name-prefix-after"),
     pytest.param("/fhir/Location?identifier=KvNOePwHFyH", True, id="identifier"),
     pytest.param("/fhir/Location?partof:below=20", True, id="partof-below"),
     pytest.param("/fhir/Location?partof:below=2", True, id="a-body-rendered-per-request"),  # unit 32 closes later

@@ -56,6 +56,7 @@ def _values(engine: Engine, later: Any) -> dict[str, Any]:
         organization = conn.exec_driver_sql(
             f"SELECT data_source_id FROM source_version WHERE id = {int(second[1])}").scalar_one()
     return {"district": district.id, "facility": facility.id, "prefix": normalize(facility.name.split()[-1])[:3],
+            "start": normalize(facility.name)[:7],
             "name": facility.name, "ref": facility.source_ref, "uuid": facility.uuid, "alias": alias.text,
             "lat": facility.latitude, "lon": facility.longitude, "organization": organization,
             "since": later.isoformat(timespec="seconds")}
@@ -81,6 +82,7 @@ def plans(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 SEARCHES = [
     pytest.param("name={prefix}", id="name-prefix"),
     pytest.param("name={prefix}&_count=100&_total=none", id="name-prefix-no-total"),
+    pytest.param("name={start}&_count=5&_after={facility}", id="name-prefix-after"),  # the facility matches it
     pytest.param("name:exact={name}", id="name-exact"),
     pytest.param("status=inactive", id="status"),
     pytest.param("status=inactive&_after={facility}", id="status-after"),

@@ -2,14 +2,15 @@
 
 A type (one module of this package) declares the target class its parameters bind to columns, the modifiers it
 supports, how it decodes one raw value (before any SQL) and how it compiles a typed value against one target
-into SQL. Two optional protocols add what some types need: a lookup run before the search (`LooksUp`) and a
-measure of each match that orders the results and is shown in the entry (`Ranks`)."""
+into SQL. Three optional protocols add what some types need: a lookup run before the search (`LooksUp`), a
+measure of each match that orders the results and is shown in the entry (`Ranks`), and an index whose order the
+matches of one value can be read in (`Orders`)."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 import sys
-from functools import cache
+from functools import cache, cached_property
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from sqlalchemy import ColumnElement, FromClause, Select, String, and_, func, select
@@ -115,9 +116,38 @@ class Ranks(Protocol[T, V]):
         ...
 
 
+@dataclass(frozen=True)
+class IndexOrder:
+    """The matches of one value as rows of a side table read in the order of its index on (`value`, `key`): the
+    rows meeting `match` (a range of that index), a resource at its first one by (`value`, `tie`), `tie` being the
+    side table's other key column (which of a resource's rows of equal values comes first)."""
+
+    table: FromClause
+    key: ColumnElement[Any]  # the provider's id
+    value: ColumnElement[Any]
+    tie: ColumnElement[Any]
+    match: ColumnElement[bool]
+
+    @cached_property
+    def aliases(self) -> tuple[FromClause, FromClause]:
+        """The side table as a page walks it, and as its earlier rows are looked up (aliases: a subquery of another
+        clause on the same table is not correlated with them); the same ones for every part of one search's page."""
+        return self.table.alias("_walked"), self.table.alias("_earlier")
+
+
+@runtime_checkable
+class Orders(Protocol[T, V]):
+    """A type whose matches of one value can be read in an index's order (string: a prefix, by the normalized
+    text, then the id): a search led by such a clause pages in that order (server.search.order)."""
+
+    def index_order(self, target: T, modifier: str | None, value: V) -> IndexOrder | None:
+        """None: this target, modifier or value is not read in an index's order."""
+        ...
+
+
 @cache
 def implements(kind: type, protocol: type) -> bool:
-    """Whether a parameter type class implements an optional protocol (LooksUp, Ranks): decided once per class
+    """Whether a parameter type class implements an optional protocol (LooksUp, Ranks, Orders): decided once per class
     (a runtime protocol check costs tens of microseconds)."""
     return issubclass(kind, protocol)
 

@@ -10,10 +10,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement
+from sqlalchemy import ColumnElement, Table, and_
 
 from server.params.text import normalize
-from server.params.types.base import CompileContext, Match, Through, like_escape, prefix_range, via
+from server.params.types.base import (
+    CompileContext,
+    IndexOrder,
+    Match,
+    Through,
+    like_escape,
+    prefix_range,
+    via,
+)
 
 @dataclass(frozen=True)
 class StringTarget:
@@ -48,6 +56,22 @@ class StringType:
         else:
             cond = prefix_range(target.normalized, value.normalized)
         return via(target.through, cond)
+
+    def index_order(self, target: StringTarget, modifier: str | None, value: StringValue) -> IndexOrder | None:
+        """A prefix on a side table with an index led by its normalized column and key, and one other key column: its
+        matches by normalized text, then id (a resource at its first matching row)."""
+        through = target.through
+        if modifier is not None or through is None or not isinstance(through.table, Table) or \
+                getattr(target.normalized, "table", None) is not through.table:
+            return None
+        ties = [c for c in through.table.primary_key.columns if c is not through.key]
+        led = [list(index.columns)[:2] for index in through.table.indexes]
+        if len(ties) != 1 or not any(len(cols) == 2 and cols[0] is target.normalized and cols[1] is through.key
+                                     for cols in led):
+            return None
+        match = prefix_range(target.normalized, value.normalized)
+        return IndexOrder(through.table, through.key, target.normalized, ties[0],
+                          match if through.where is None else and_(match, through.where))
 
     def present(self, target: StringTarget, at: CompileContext) -> Match:
         return via(target.through, target.exact.is_not(None))
