@@ -159,7 +159,7 @@ class Pipeline:
             async with self.costly.turn() if costly else nullcontext():  # costly searches: their own share
                 # admitted in a worker thread where the token check may fetch the IdP's keys
                 caller = admitted if admitted is not None else await self._in_thread(request, admit)
-                body = await self._drive(request, steps(self.ctx, caller))
+                body = await self._drive(request, lambda: steps(self.ctx, caller))
             assert admitted is not None
             response = answer_response(body) if isinstance(body, Answer) else self._render(request, admitted, body)
         except Exception as exc:  # every failure becomes an OperationOutcome in one place
@@ -176,13 +176,13 @@ class Pipeline:
         return error_response(self.ctx, error, interaction, ERROR_FORMAT, request.scope["state"][REQUEST_ID_STATE],
                               request.scope)
 
-    async def _drive(self, request: Request, interaction: Steps[Any]) -> Any:
+    async def _drive(self, request: Request, interaction: Callable[[], Steps[Any]]) -> Any:
         """The interaction on the event loop's driver; in a worker thread where there is none (read replicas, a
-        database in memory)."""
+        database in memory), made anew if it is run again on a new connection (server.http.pipeline._in_thread)."""
         limiter = getattr(request.app.state, "limiter", None)
         if self.ctx.hot is not None:
-            return await on_loop(self.ctx, interaction, limiter)
-        return await self._in_thread(request, lambda: in_thread(self.ctx, interaction))
+            return await on_loop(self.ctx, interaction(), limiter)
+        return await self._in_thread(request, lambda: in_thread(self.ctx, interaction()))
 
     @staticmethod
     async def _in_thread(request: Request, work: Callable[[], Any]) -> Any:
