@@ -120,6 +120,8 @@ def targets(dataset: Dataset, rng: random.Random) -> dict[str, list[str]]:
         "identifier": [f"/fhir/Location?identifier={quote(r)}" for r in refs],
         "children": [f"/fhir/Location/{p}/$children" for p in parents],
         "below-page1": [f"/fhir/Location?partof:below={p}" for p in parents],
+        "include-page": [f"/fhir/Location?status=active&_count=100&_after={rng.randint(1, top)}"
+                         "&_include=Location:organization" for _ in range(TARGETS)],
         "metadata": ["/fhir/metadata"],
     }
 

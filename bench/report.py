@@ -6,10 +6,10 @@ from typing import Any
 
 from bench.harness import Cell
 
-PAGES = ("page-after", "name-prefix", "identifier", "children", "below-page1")
+PAGES = ("page-after", "name-prefix", "identifier", "children", "below-page1", "include-page")
 # workload -> (ratio wanted on SQLite 100k, on PostgreSQL 1M), at c=16
 RATIOS = {"read": (0.5, 0.35), "page-after": (0.35, 0.2), "name-prefix": (0.35, 0.2), "identifier": (0.35, 0.2),
-          "children": (0.35, 0.2), "below-page1": (0.35, 0.2)}
+          "children": (0.35, 0.2), "below-page1": (0.35, 0.2), "include-page": (0.35, 0.2)}
 
 
 def find(cells: Sequence[Cell], dataset: str, workload: str, server: str, concurrency: int) -> Cell | None:
