@@ -27,7 +27,7 @@ def floor(dataset: Dataset, settings: Path, samples: int = 1000) -> dict[str, fl
     top = dataset.size
 
     def compiled(items: list[tuple[str, str]]) -> str:
-        request = parse_search(provider, items, default_count=20, max_count=100)  # type: ignore[arg-type]
+        request = parse_search(provider, items)  # type: ignore[arg-type]
         statement = body_page_query(provider, request, {}, extra_row=1).compile(  # type: ignore[arg-type]
             dialect=ctx.db.dialect, compile_kwargs={"literal_binds": True})
         return str(statement)

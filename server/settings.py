@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from functools import cached_property
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -13,6 +14,7 @@ from server.errors import ConfigError
 
 SETTINGS_ENV = "ORGUNIT_FHIR_SETTINGS"
 DATABASE_ENV = "ORGUNIT_FHIR_DATABASE_URL"
+ACCESS_LOG_ENV = "ORGUNIT_FHIR_ACCESS_LOG"  # "0": server.access_log off (how `serve --no-access-log` tells its workers)
 DEFAULT_SETTINGS_FILE = "settings.yaml"
 
 
@@ -28,6 +30,7 @@ class ServerSettings:
     max_url_length: int = 8192          # longer request targets answer 414
     rate_limit_per_minute: int = 0      # per subject; 0 = off (429 throttled with Retry-After)
     audit_log: bool = True              # one JSON line per request on the orgunit_fhir.audit logger
+    access_log: bool = True             # one line per HTTP request on the orgunit_fhir.access logger
     log_format: str = "json"            # json | text
     metrics_token: str | None = None    # bearer token that /metrics requires; unset: /metrics only from loopback
     shutdown_grace_seconds: int = 30    # SIGTERM: how long in-flight requests may take to finish
@@ -148,8 +151,9 @@ class Settings:
     plugins: Mapping[str, PluginConfig] = field(default_factory=lambda: MappingProxyType({}))
     source: str | None = None
 
-    @property
+    @cached_property
     def api(self) -> FhirApi:
+        """The FHIR API's mount and page limits, one object every parser and route takes."""
         return FhirApi(FHIR_MOUNT, self.fhir.default_count, self.fhir.max_count)
 
     @property
@@ -171,6 +175,9 @@ class Settings:
 
     def with_database(self, url: str | None) -> Settings:
         return self if not url else replace(self, database=replace(self.database, url=url))
+
+    def without_access_log(self) -> Settings:
+        return replace(self, server=replace(self.server, access_log=False))
 
 
 def _section(cls: type, raw: Any, where: str) -> Any:
@@ -292,4 +299,6 @@ def load_settings(path: str | os.PathLike[str] | None = None, database_url: str 
         if not isinstance(raw, dict):
             raise ConfigError(f"settings file {chosen} must hold a mapping")
     settings = parse_settings(raw, str(chosen) if chosen else None)
+    if os.environ.get(ACCESS_LOG_ENV) == "0":
+        settings = settings.without_access_log()
     return settings.with_database(database_url or os.environ.get(DATABASE_ENV))

@@ -21,7 +21,6 @@ from server.cli.data import ensure_schema, render, write_demo
 from server.engine.context import ServerContext, create_context
 from server.errors import ConfigError
 from server.extensions import Extensions
-from server.asgi import ACCESS_LOG_ENV
 from server.cli.common import say
 from server.http.protocol import open_files_needed
 from server.ops.checks import (
@@ -34,7 +33,7 @@ from server.ops.checks import (
 )
 from server.telemetry.logs import configure_logging
 from server.telemetry.metrics import MULTIPROC_ENV
-from server.settings import DATABASE_ENV, FHIR_MOUNT, SETTINGS_ENV, Settings
+from server.settings import ACCESS_LOG_ENV, DATABASE_ENV, FHIR_MOUNT, SETTINGS_ENV, Settings
 from server.storage.backend import is_embedded
 
 log = logging.getLogger("orgunit_fhir")
@@ -166,8 +165,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensio
         raise ConfigError(missing_database(settings))  # before anything is made (the secret, a metrics folder)
     _refuse_busy_port(args.host or settings.server.host, args.port or settings.server.port)
     metrics_dir = _metrics_dir(workers)  # before any app opens its metric files there
+    settings = settings.without_access_log() if args.no_access_log else settings
     try:
-        log_config = configure_logging(settings, access_log=not args.no_access_log)
+        log_config = configure_logging(settings)
         ctx = create_context(settings)
         create_app(settings, context=ctx)  # fail here, with a clear message, before anything is written
         try:
@@ -180,7 +180,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensio
             os.environ[SETTINGS_ENV] = os.path.abspath(settings.source)
         if settings.database.url:
             os.environ[DATABASE_ENV] = settings.database.url
-        os.environ[ACCESS_LOG_ENV] = "0" if args.no_access_log else "1"
+        os.environ[ACCESS_LOG_ENV] = "1" if settings.server.access_log else "0"
         # SIGTERM: uvicorn stops accepting, lets the requests in flight finish (server.shutdown_grace_seconds),
         # runs the lifespan shutdown (the pool closes), then raises the signal again: by then the stop was
         # orderly, so this handler lets serve exit 0

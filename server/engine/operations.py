@@ -93,7 +93,7 @@ def _parameters(ctx: ServerContext, op: Operation, items: Sequence[tuple[str, st
                 ) -> tuple[Paging | None, tuple[tuple[str, str], ...]]:
     if op.paged:
         api = ctx.settings.api  # the page limits of every paged answer
-        paging, rest = parse_paging(items, default_count=api.default_count, max_count=api.max_count)
+        paging, rest = parse_paging(items, api)
         return paging, tuple(rest)
     return None, tuple((k, v) for k, v in items if k not in FORMAT_PARAMS)
 

@@ -13,5 +13,4 @@ from server.search.request import SearchRequest
 def parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]],
           strict: bool) -> SearchRequest:
     """The search as this server takes it: its limits, its chains over the types it serves."""
-    return parse_request(provider, items, default_count=ctx.settings.fhir.default_count,
-                         max_count=ctx.settings.fhir.max_count, strict=strict, providers=ctx.registry.providers)
+    return parse_request(provider, items, limits=ctx.settings.api, strict=strict, providers=ctx.registry.providers)

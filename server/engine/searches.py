@@ -179,10 +179,9 @@ def search_type_steps(ctx: ServerContext, caller: Caller, base: str, resource_ty
                       items: Sequence[tuple[str, str]], *, strict: bool = False) -> Steps[dict[str, Any]]:
     provider = ctx.registry.get(resource_type)
     if isinstance(provider, StaticProvider):
-        settings = ctx.settings.fhir
         return (yield from blocking(lambda conn: search_static(
-            provider, conn, base, items, default_count=settings.default_count, max_count=settings.max_count,
-            strict=strict, account=static_account(ctx, conn, provider, caller))))
+            provider, conn, base, items, limits=ctx.settings.api, strict=strict,
+            account=static_account(ctx, conn, provider, caller))))
     request = parse(ctx, provider, items, strict)
     return (yield from _search(ctx, caller, provider, request, base, resource_type))
 

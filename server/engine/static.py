@@ -9,6 +9,7 @@ from server.engine.bundle import search_entry, searchset
 from server.declare.provider import StaticProvider
 from server.engine.subset import subset
 from server.errors import ResourceNotFound, UnsupportedParameter
+from server.settings import FhirApi
 from server.search.paging import Paged, Paging, parse_paging
 from server.search.request import parse_subset
 
@@ -39,9 +40,9 @@ def read_static(provider: StaticProvider, conn: Any, rid: str,
     return subset(found, *parse_subset(items))
 
 
-def parse_static(provider: StaticProvider, items: Sequence[tuple[str, str]], *, default_count: int,
-                 max_count: int, strict: bool) -> StaticSearch:
-    paging, rest = parse_paging(items, default_count=default_count, max_count=max_count)
+def parse_static(provider: StaticProvider, items: Sequence[tuple[str, str]], *, limits: FhirApi = FhirApi(),
+                 strict: bool) -> StaticSearch:
+    paging, rest = parse_paging(items, limits)
     filters: list[tuple[str, tuple[str, ...]]] = []
     for key, raw in rest:
         if not raw:
@@ -54,8 +55,8 @@ def parse_static(provider: StaticProvider, items: Sequence[tuple[str, str]], *, 
 
 
 def search_static(provider: StaticProvider, conn: Any, base: str, items: Sequence[tuple[str, str]], *,
-                  default_count: int, max_count: int, strict: bool, account: str | None = None) -> dict[str, Any]:
-    search = parse_static(provider, items, default_count=default_count, max_count=max_count, strict=strict)
+                  limits: FhirApi, strict: bool, account: str | None = None) -> dict[str, Any]:
+    search = parse_static(provider, items, limits=limits, strict=strict)
     found = [r for r in _load(provider, conn, account) if search.matches(r)]
     page = found[search.skip:search.skip + search.count]
     entries = [search_entry(base, provider.resource_type, r["id"], r) for r in page]

@@ -94,8 +94,7 @@ def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryReq
 
 
 def _parse_history(ctx: ServerContext, items: Sequence[tuple[str, str]], strict: bool) -> HistoryRequest:
-    return parse_history(items, default_count=ctx.settings.fhir.default_count,
-                         max_count=ctx.settings.fhir.max_count, strict=strict)
+    return parse_history(items, limits=ctx.settings.api, strict=strict)
 
 
 def history_instance_steps(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str,

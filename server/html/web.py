@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from server.declare.validators import not_modified
 from server.errors import ConfigError
 from server.settings import FHIR_MOUNT
 from server.html.pages import root_path
@@ -103,17 +104,22 @@ def html_routes(base_of: BaseOf, tile_url: str | None = None,
         if found is None:
             return Response(b"not found", status_code=404, media_type="text/plain", headers=HTML_HEADERS)
         content, media, etag = found
-        headers = {**HTML_HEADERS, "ETag": etag, "Cache-Control": "public, max-age=300"}
-        if request.headers.get("if-none-match") == etag:
-            return Response(status_code=304, headers=headers)
-        return Response(content, media_type=media, headers=headers)
+        return _conditional(request, content, media,
+                            {**HTML_HEADERS, "ETag": etag, "Cache-Control": "public, max-age=300"})
 
     async def favicon(request: Request) -> Response:  # asked for by browsers on every origin
         content, media, etag = assets["favicon.svg"]
-        return Response(content, media_type=media, headers={**HTML_HEADERS, "ETag": etag,
-                                                            "Cache-Control": "public, max-age=86400"})
+        return _conditional(request, content, media,
+                            {**HTML_HEADERS, "ETag": etag, "Cache-Control": "public, max-age=86400"})
 
     pages = _pages([(p, d) for p, d in declared if isinstance(d, WebPage)])
     return [*(page_route(page) for page in pages.values()),
             Route("/favicon.ico", favicon, methods=["GET", "HEAD"]),
             Route("/static/{path:path}", static, methods=["GET", "HEAD"])]
+
+
+def _conditional(request: Request, content: bytes, media: str, headers: dict[str, str]) -> Response:
+    """The file, or 304 when the browser holds it (server.declare.validators, as every answer decides it)."""
+    if not_modified(request.headers, headers["ETag"]):
+        return Response(status_code=304, headers=headers)
+    return Response(content, media_type=media, headers=headers)

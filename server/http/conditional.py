@@ -1,14 +1,11 @@
-"""ETag / Last-Modified validators and conditional GET (If-None-Match, If-Modified-Since -> 304)."""
+"""The ETag and Last-Modified of a FHIR answer (the conditional GET itself: server.declare.validators)."""
 from __future__ import annotations
 
 import zlib
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
-from starlette.datastructures import Headers
-
-from server.declare.instants import as_utc, http_date
+from server.declare.instants import as_utc
 from server.declare.rendered import Rendered
 
 
@@ -30,29 +27,3 @@ def validators(body: dict[str, Any] | Rendered, content: bytes, page: bool = Fal
 
 def _tag(version: str, page: bool) -> str:
     return f'W/"{version}-html"' if page else f'W/"{version}"'
-
-
-def headers_for(etag: str, last_modified: datetime | None) -> dict[str, str]:
-    out = {"ETag": etag}
-    if last_modified is not None:
-        out["Last-Modified"] = http_date(last_modified)
-    return out
-
-
-def _opaque(tag: str) -> str:
-    return tag.strip().removeprefix("W/")
-
-
-def not_modified(request_headers: Headers, etag: str, last_modified: datetime | None) -> bool:
-    if_none_match = request_headers.get("if-none-match")
-    if if_none_match is not None:
-        tags = [t for t in if_none_match.split(",") if t.strip()]
-        return any(t.strip() == "*" or _opaque(t) == _opaque(etag) for t in tags)
-    since = request_headers.get("if-modified-since")
-    if since and last_modified is not None:
-        try:
-            when = as_utc(parsedate_to_datetime(since))
-        except (TypeError, ValueError, OverflowError):  # OverflowError: a date whose UTC is past year 1..9999
-            return False
-        return as_utc(last_modified).replace(microsecond=0) <= when
-    return False

@@ -29,7 +29,8 @@ from server.engine.steps import Steps
 from server.declare.interaction import Interaction
 from server.engine.instances import Resource
 from server.errors import FhirError, InvalidRequest, StorageUnavailable, UriTooLong
-from server.http.conditional import headers_for, not_modified, validators
+from server.declare.validators import headers_for, not_modified
+from server.http.conditional import validators
 from server.http.negotiation import Format, negotiate
 from server.http.observe import REQUEST_ID_STATE
 from server.search.cost import CostlyGate

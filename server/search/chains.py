@@ -19,6 +19,7 @@ from server.declare.provider import ResourceProvider
 from server.declare.registry import Registry
 from server.errors import InvalidRequest, UnsupportedParameter
 from server.params.param import SearchParam
+from server.settings import FhirApi
 from server.search.request import MAX_CLAUSES, Clause, SearchRequest, _clause, parse_search
 
 MAX_HOPS = 3  # references crossed by one parameter, chained and _has together
@@ -134,7 +135,7 @@ def parse_chained(providers: Mapping[str, Any], resource_type: str, key: str, ra
 
 
 def parse_request(provider: ResourceProvider, items: Sequence[tuple[str, str]], *, providers: Mapping[str, Any],
-                  default_count: int, max_count: int, strict: bool = False) -> SearchRequest:
+                  limits: FhirApi = FhirApi(), strict: bool = False) -> SearchRequest:
     """parse_search, with the chained and _has parameters in `joined`."""
     joined: list[Chained] = []
     plain: list[tuple[str, str]] = []
@@ -145,7 +146,7 @@ def parse_request(provider: ResourceProvider, items: Sequence[tuple[str, str]], 
                 joined.append(chained)
         else:
             plain.append((key, raw))
-    request = parse_search(provider, plain, default_count=default_count, max_count=max_count, strict=strict,
+    request = parse_search(provider, plain, limits=limits, strict=strict,
                            providers=providers)
     if len(request.clauses) + len(joined) > MAX_CLAUSES:
         raise InvalidRequest(f"too many search parameters ({len(request.clauses) + len(joined)}); "

@@ -17,6 +17,7 @@ from server.declare.instants import exact_instant, instant
 from server.errors import InvalidValue, UnsupportedParameter
 from server.declare.provider import Versioning
 from server.params.dates import DateRange, parse_instant, parse_range, parse_since
+from server.settings import FhirApi
 from server.search.paging import Paged, Paging, parse_paging
 
 Cursor = tuple[datetime, int, str]  # the last entry served: its instant, version and id
@@ -71,10 +72,10 @@ def read_cursor(raw: str) -> Cursor:
     return parse_instant("_after", parts[0], zoned=True), int(parts[1]), parts[2]
 
 
-def parse_history(items: Sequence[tuple[str, str]], *, default_count: int, max_count: int,
+def parse_history(items: Sequence[tuple[str, str]], *, limits: FhirApi = FhirApi(),
                   strict: bool = False) -> HistoryRequest:
     """`_since` as server.params.dates.parse_since takes it; `_till` and `_after` come from next links."""
-    paging, rest = parse_paging(items, default_count=default_count, max_count=max_count)
+    paging, rest = parse_paging(items, limits)
     request = HistoryRequest(paging=paging, since=parse_since(rest))
     for key, raw in rest:
         if key == "_since" or not raw:

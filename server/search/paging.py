@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import TypeVar
 from urllib.parse import quote
 
+from server.settings import FhirApi
 from server.errors import InvalidValue
 
 FORMAT_PARAMS = frozenset({"_format", "_pretty"})  # not search parameters: carried into every link as given
@@ -47,17 +48,17 @@ def _integer(name: str, raw: str) -> int:
     return int(raw)
 
 
-def parse_paging(items: Pairs, *, default_count: int, max_count: int) -> tuple[Paging, list[tuple[str, str]]]:
+def parse_paging(items: Pairs, limits: FhirApi = FhirApi()) -> tuple[Paging, list[tuple[str, str]]]:
     """_count (clamped to max_count) and _skip, _format and _pretty carried; the other items, in order, for the
     request's own parser. An empty _count or _skip is ignored, as an empty search parameter is."""
-    count, skip = default_count, 0
+    count, skip = limits.default_count, 0
     carried: list[tuple[str, str]] = []
     rest: list[tuple[str, str]] = []
     for key, raw in items:
         if key in FORMAT_PARAMS:
             carried.append((key, raw))
         elif key == "_count" and raw:
-            count = min(_integer(key, raw), max_count)
+            count = min(_integer(key, raw), limits.max_count)
         elif key == "_skip" and raw:
             skip = _integer(key, raw)
         elif key not in PAGING_PARAMS:

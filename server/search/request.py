@@ -10,6 +10,7 @@ from typing import Any, Literal, Protocol, cast
 from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
 from server.declare.provider import ResourceProvider
 from server.params.ids import stored_id
+from server.settings import FhirApi
 from server.search.paging import Paged, Paging, parse_paging
 from server.params.param import SearchParam
 from server.params.types.base import IndexOrder, Orders, Ranks, implements
@@ -210,12 +211,11 @@ def parse_search(
     provider: ResourceProvider,
     items: Sequence[tuple[str, str]],
     *,
-    default_count: int,
-    max_count: int,
+    limits: FhirApi = FhirApi(),
     strict: bool = False,
     providers: Mapping[str, Any] | None = None,
 ) -> SearchRequest:
-    paging, rest = parse_paging(items, default_count=default_count, max_count=max_count)
+    paging, rest = parse_paging(items, limits)
     request = SearchRequest(provider.resource_type, paging=paging)
     clauses: list[Clause] = []
     includes: list[Include] = []

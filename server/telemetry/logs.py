@@ -76,7 +76,7 @@ def log_fields(logger: logging.Logger, message: str, level: int = logging.INFO, 
         logger.log(level, message, extra={"fields": fields})
 
 
-def logging_config(settings: Settings, *, access_log: bool = True, level: str = "INFO") -> dict[str, Any]:
+def logging_config(settings: Settings, *, level: str = "INFO") -> dict[str, Any]:
     """A dictConfig for the whole process (uvicorn applies it again in each worker it spawns): one stderr
     handler, JSON or text; uvicorn's own access log off (the request middleware writes a richer one)."""
     fmt = settings.server.log_format
@@ -98,14 +98,15 @@ def logging_config(settings: Settings, *, access_log: bool = True, level: str = 
             "uvicorn.error": {"level": level, "handlers": [], "propagate": True},
             "uvicorn.access": quiet,
             "alembic": quiet,
-            ACCESS.name: {"level": "INFO" if access_log else "WARNING", "handlers": [], "propagate": True},
+            ACCESS.name: {"level": "INFO" if settings.server.access_log else "WARNING", "handlers": [],
+                          "propagate": True},
             AUDIT.name: {"level": "INFO" if settings.server.audit_log else "WARNING", "handlers": [],
                          "propagate": True},
         },
     }
 
 
-def configure_logging(settings: Settings, *, access_log: bool = True) -> dict[str, Any]:
-    config = logging_config(settings, access_log=access_log)
+def configure_logging(settings: Settings) -> dict[str, Any]:
+    config = logging_config(settings)
     logging.config.dictConfig(config)
     return config

@@ -115,8 +115,9 @@ def test_no_import_cycle() -> None:
 # public surface `server` (server/__init__.py) sits above them all: it is what plugins import.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(f"server.{n}" for n in layer.split()) for layer in (
     "errors settings",                      # what everything may raise or read
-    "params html",                          # search-parameter types; the HTML shell of pages
+    "params",                               # search-parameter types
     "declare",                              # what a provider (and any plugin) declares, and the registry
+    "html",                                 # the HTML shell of pages, their static files
     "storage",                              # tables, connections, freshness, writes
     "search telemetry",                     # a search parsed into SQL; logs and metrics
     "access",                               # tokens, SMART scopes, tenancy

@@ -76,7 +76,7 @@ def test_a_read_of_a_stored_body_selects_what_its_decoder_names(location: Resour
 def test_a_page_of_stored_bodies_selects_what_its_decoder_names(location: ResourceProvider,
                                                                 items: tuple[tuple[str, str], ...],
                                                                 names: list[str]) -> None:
-    request: SearchRequest = parse_search(location, items, default_count=20, max_count=100)
+    request: SearchRequest = parse_search(location, items)
     selected = [c.name for c in body_page_query(location, request).selected_columns]
     assert selected == names == _fields(PageEntry)[:len(names)]
 
@@ -93,3 +93,19 @@ def test_the_read_decoder(row: tuple, decoded: StoredVersion | None) -> None:
             StoredVersion.of(row)
     else:
         assert StoredVersion.of(row) == decoded
+
+
+def test_the_page_limits_travel_as_one_object() -> None:
+    """server.settings.FhirApi (Settings.api) carries `_count`'s default and most: no function takes them apart."""
+    apart = [f"{_name(path)}:{node.lineno}" for path in SERVER if _name(path) != "server/settings.py"
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+             and {a.arg for a in (*node.args.args, *node.args.kwonlyargs)} & {"default_count", "max_count"}]
+    assert not apart, f"page limits threaded by hand: {apart}"
+
+
+def test_one_conditional_get() -> None:
+    """If-None-Match and If-Modified-Since are read by server.declare.validators only (FHIR answers, static files)."""
+    reads = [f"{_name(path)}" for path in SERVER if _name(path) != "server/declare/validators.py"
+             if any(f'"{header}"' in path.read_text(encoding="utf-8") for header in ("if-none-match", "if-modified-since"))]
+    assert not reads, f"a conditional GET decided outside server.declare.validators: {reads}"

@@ -25,7 +25,7 @@ STATIC = StaticProvider("CodeSystem", lambda conn: [])
     pytest.param([("b", "1"), ("_count", "2"), ("a", "2")], Paging(2, 0), [("b", "1"), ("a", "2")], id="rest-in-order"),
 ])
 def test_parse_paging(items: list[tuple[str, str]], paging: Paging, rest: list[tuple[str, str]]) -> None:
-    assert parse_paging(items, default_count=20, max_count=100) == (paging, rest)
+    assert parse_paging(items) == (paging, rest)
 
 
 @pytest.mark.parametrize("items", [
@@ -35,16 +35,16 @@ def test_parse_paging(items: list[tuple[str, str]], paging: Paging, rest: list[t
 ])
 def test_bad_paging_values(items: list[tuple[str, str]]) -> None:
     with pytest.raises(InvalidValue):
-        parse_paging(items, default_count=20, max_count=100)
+        parse_paging(items)
 
 
 ITEMS = [("_count", "2"), ("_skip", "4"), ("_format", "application/fhir+json"), ("_pretty", "true")]
 
 
 @pytest.mark.parametrize("parse, own, expected", [
-    pytest.param(lambda items: parse_history(items, default_count=20, max_count=100),
+    pytest.param(lambda items: parse_history(items),
                  [("_since", "2025-01-01T00:00:00+01:00")], "_since=2025-01-01T00:00:00%2B01:00&", id="history"),
-    pytest.param(lambda items: parse_static(STATIC, items, default_count=20, max_count=100, strict=True),
+    pytest.param(lambda items: parse_static(STATIC, items, strict=True),
                  [("url", "http://x.test/a b,http://x.test/c")], "url=http://x.test/a%20b,http://x.test/c&",
                  id="static"),
 ])
