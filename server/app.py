@@ -14,6 +14,7 @@ from starlette.middleware.cors import CORSMiddleware
 from server.engine.context import ServerContext, create_context
 from server.html import html_routes
 from server.http.observe import RequestObserver
+from server.telemetry.records import Recorder
 from server.http.pipeline import Pipeline
 from server.http.responses import base_url
 from server.http.routes import fhir_routes, http_exception
@@ -42,9 +43,11 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
         if ctx.hot is not None:
             await ctx.hot.close()
         metrics.process_exit()
+        recorder.flush()  # the access and audit lines of the last requests
 
+    recorder = Recorder(settings)
     middleware = [Middleware(RequestObserver, metrics=metrics, resource_types=tuple(ctx.registry.providers),
-                             audit=settings.server.audit_log)]
+                             recorder=recorder)]
     if settings.server.cors_origins:
         middleware.append(Middleware(
             CORSMiddleware,
@@ -64,5 +67,6 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
     app.state.ctx = ctx
     app.state.pipeline = Pipeline(ctx)
     app.state.metrics = metrics
+    app.state.recorder = recorder
     app.state.readiness = Readiness(ctx)
     return app

@@ -17,7 +17,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.access.audit import SERVED, Served, audit_fields
 from server.errors import InternalError
-from server.telemetry.logs import ACCESS, AUDIT, REQUEST_ID, accept_request_id, log_fields
+from server.telemetry.logs import REQUEST_ID, accept_request_id
+from server.telemetry.records import Recorder
 from server.telemetry.metrics import Metrics
 
 log = logging.getLogger("orgunit_fhir")
@@ -42,11 +43,11 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 class RequestObserver:
-    def __init__(self, app: ASGIApp, metrics: Metrics, resource_types: Collection[str], audit: bool = True) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, resource_types: Collection[str], recorder: Recorder) -> None:
         self.app = app
         self.metrics = metrics
         self.resource_types = frozenset(resource_types)
-        self.audit = audit
+        self.recorder = recorder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -89,15 +90,17 @@ class RequestObserver:
         served: Served | None = scope["state"].get(SERVED)
         interaction, rtype = labels(scope, served, self.resource_types)
         self.metrics.observe(interaction, rtype, status, seconds)
-        if ACCESS.isEnabledFor(logging.INFO):
+        recorder = self.recorder
+        if recorder.access:
             client = scope.get("client")
-            log_fields(ACCESS, f'{scope["method"]} {scope["path"]} {status}',
-                       request_id=rid, method=scope["method"], path=scope["path"], status=status,
-                       duration_ms=round(seconds * 1000, 3), bytes=sent,
-                       client=client[0] if client else None, forwarded_for=_header(scope, b"x-forwarded-for"),
-                       user_agent=_header(scope, b"user-agent"), interaction=interaction, resource_type=rtype)
-        if served is not None and self.audit and AUDIT.isEnabledFor(logging.INFO):
-            log_fields(AUDIT, "request", **audit_fields(scope, served, rid, status, seconds))
+            recorder.access_line(f'{scope["method"]} {scope["path"]} {status}', rid, {
+                "method": scope["method"], "path": scope["path"], "status": status,
+                "duration_ms": round(seconds * 1000, 3), "bytes": sent, "client": client[0] if client else None,
+                "forwarded_for": _header(scope, b"x-forwarded-for"), "user_agent": _header(scope, b"user-agent"),
+                "interaction": interaction, "resource_type": rtype})
+        if served is not None and recorder.audit:
+            fields = audit_fields(scope, served, rid, status, seconds)
+            recorder.audit_line(fields.pop("request_id"), fields)
 
 
 async def _internal_error(rid: str, send: Send) -> None:

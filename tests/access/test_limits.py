@@ -3,7 +3,6 @@ backends, per-subject rate limit (429 throttled with Retry-After); and the audit
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +19,10 @@ from server.engine.caller import TRUSTED
 from server.app import create_app
 from server.access.mint import mint_token
 from server.engine.context import ServerContext, create_context
-from server.telemetry.logs import JsonFormatter
 from server.access.ratelimit import RateLimiter
 from server.errors import TooManyRequests
 from tests.support.contexts import SECRET, make_settings
+from tests.support.records import Recorded, recording
 
 SLOW_SQL = {
     "sqlite": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
@@ -130,26 +129,10 @@ def test_rate_limited_subject_gets_429_throttled(small_ctx: ServerContext, tmp_p
         ctx.db.dispose()
 
 
-class Capture(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-        self.setFormatter(JsonFormatter())
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
-
-
 @pytest.fixture
-def audit_lines() -> Iterator[list[str]]:
-    handler = Capture()
-    logger = logging.getLogger("orgunit_fhir.audit")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    yield handler.lines
-    logger.removeHandler(handler)
-    logger.setLevel(level)
+def audit_lines(client: TestClient) -> Iterator[Recorded]:
+    with recording(client.app) as recorded:  # type: ignore[arg-type]
+        yield recorded
 
 
 @pytest.mark.parametrize("path, status, expected", [
@@ -164,33 +147,34 @@ def audit_lines() -> Iterator[list[str]]:
     pytest.param("/fhir/Location?access_token=abc.def.ghi", 200, {"query": "access_token=%2A%2A%2A"},
                  id="token-in-query-masked"),
 ])
-def test_one_audit_line_per_request(client: TestClient, audit_lines: list[str], path: str, status: int,
+def test_one_audit_line_per_request(client: TestClient, audit_lines: Recorded, path: str, status: int,
                                     expected: dict[str, Any]) -> None:
     response = client.get(path)
     assert response.status_code == status
-    assert len(audit_lines) == 1
-    line = json.loads(audit_lines[0])
+    [raw] = [raw for raw in audit_lines.raw() if '"orgunit_fhir.audit"' in raw]
+    line = json.loads(raw)
     assert line["logger"] == "orgunit_fhir.audit" and line["status"] == status
     assert line["request_id"] == response.headers["X-Request-ID"]
     assert line["subject"] == "orgunit-fhir-cli" and line["method"] == "GET"
     assert isinstance(line["duration_ms"], float) and line["time"].endswith("+00:00")
     assert {k: line.get(k) for k in expected} == expected
     token = client.headers["Authorization"].split()[1]
-    assert token not in audit_lines[0] and "abc.def.ghi" not in audit_lines[0]
+    assert token not in raw and "abc.def.ghi" not in raw
 
 
-def test_audit_line_of_an_unauthenticated_request(client: TestClient, audit_lines: list[str]) -> None:
+def test_audit_line_of_an_unauthenticated_request(client: TestClient, audit_lines: Recorded) -> None:
     response = client.get("/fhir/Location", headers={"Authorization": "Bearer not-a-jwt"})
     assert response.status_code == 401
-    line = json.loads(audit_lines[0])
-    assert line["status"] == 401 and "subject" not in line and "not-a-jwt" not in audit_lines[0]
+    [line] = audit_lines.of("orgunit_fhir.audit")
+    assert line["status"] == 401 and "subject" not in line and "not-a-jwt" not in "".join(audit_lines.raw())
 
 
-def test_audit_line_names_the_account(small_ctx: ServerContext, tmp_path: Path, audit_lines: list[str]) -> None:
-    with TestClient(create_app(small_ctx.settings, context=small_ctx)) as c:
+def test_audit_line_names_the_account(small_ctx: ServerContext, tmp_path: Path) -> None:
+    with TestClient(create_app(small_ctx.settings, context=small_ctx)) as c, \
+            recording(c.app) as recorded:  # type: ignore[arg-type]
         token = mint_token(small_ctx.settings, extra={"account": "default", "org_unit_roots": ["10"]})
         assert c.get("/fhir/Location?_count=50", headers={"Authorization": f"Bearer {token}"}).status_code == 200
-    line = json.loads(audit_lines[-1])
+    line = recorded.of("orgunit_fhir.audit")[-1]
     assert line["account"] == "default" and line["returned"] == 5
 
 

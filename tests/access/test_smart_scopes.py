@@ -3,7 +3,6 @@ resource type and interaction; the permission is still required; _include/_revin
 may not see; a scope with a query is refused; auth.smart_scopes: false ignores scopes. On both backends."""
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ from server.engine.context import ServerContext, create_context
 from server.settings import Settings
 from tests.support.contexts import SECRET, bearer, make_settings, pyramid_context
 from tests.support.fixtures import client_fixture, context_fixture
+from tests.support.records import recording
 
 ALL = {"Location", "Organization", "CodeSystem"}
 
@@ -245,12 +245,11 @@ def test_a_custom_scope_claim(backend_url: str, tmp_path_factory: pytest.TempPat
         context.db.dispose()
 
 
-def test_the_audit_line_names_the_scopes_granted(app_client: TestClient, ctx: ServerContext,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="orgunit_fhir.audit"):
+def test_the_audit_line_names_the_scopes_granted(app_client: TestClient, ctx: ServerContext) -> None:
+    with recording(app_client.app) as recorded:  # type: ignore[arg-type]
         app_client.get("/fhir/Location/30", headers=bearer(ctx.settings, scope="openid system/Location.read"))
         app_client.get("/fhir/Location/30", headers=bearer(ctx.settings))
-    narrowed, plain = [r.fields for r in caplog.records if r.name == "orgunit_fhir.audit"]  # type: ignore[attr-defined]
+    narrowed, plain = recorded.of("orgunit_fhir.audit")
     assert narrowed["smart_scopes"] == ["system/Location.rs"] and narrowed["status"] == 200
     assert "smart_scopes" not in plain
 

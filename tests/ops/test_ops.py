@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import logging
 import shutil
 import signal
@@ -28,10 +29,11 @@ from server.errors import ConfigError
 from server.extensions import load_extensions
 from server.settings import parse_settings
 from server.declare.instants import as_utc
-from server.telemetry.logs import TEXT_FORMAT, JsonFormatter, RequestIdFilter
+from server.telemetry.logs import JsonFormatter, RequestIdFilter
 from plugins.orgunits.tables import org_unit_history
 from tests.support import pg
 from tests.support.contexts import SECRET, make_settings
+from tests.support.records import recording
 from tests.support.deploy import serve
 from tests.support.live import free_port
 from tests.support.proxy import Forwarder
@@ -179,7 +181,7 @@ def test_an_escaping_exception_is_an_outcome_with_the_request_id(small_ctx: Serv
     app = create_app(small_ctx.settings, context=small_ctx)
     app.router.routes.append(Route("/boom", boom))
     caplog.handler.addFilter(RequestIdFilter())
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO), recording(app) as recorded:
         response = TestClient(app).get("/boom", headers={"X-Request-ID": "boom-7"})
     assert response.status_code == 500 and response.headers["x-request-id"] == "boom-7"
     assert response.json()["resourceType"] == "OperationOutcome"
@@ -188,15 +190,21 @@ def test_an_escaping_exception_is_an_outcome_with_the_request_id(small_ctx: Serv
     by_logger = {line["logger"]: line for line in lines}
     assert by_logger["orgunit_fhir.test"]["request_id"] == "boom-7"  # an application line, written meanwhile
     assert by_logger["orgunit_fhir"]["request_id"] == "boom-7" and "RuntimeError: boom" in by_logger["orgunit_fhir"]["exception"]
-    assert by_logger["orgunit_fhir.access"]["status"] == 500
+    assert recorded.of("orgunit_fhir.access")[0]["status"] == 500
 
 
-def test_access_log_line_per_request(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.handler.addFilter(RequestIdFilter())
-    with caplog.at_level(logging.INFO, logger="orgunit_fhir.access"):
-        client.get("/fhir/Location/30?_elements=name", headers={"X-Request-ID": "log-1", "User-Agent": "ops-test"})
-    [record] = [r for r in caplog.records if r.name == "orgunit_fhir.access"]
-    line = json.loads(JsonFormatter().format(record))
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_access_log_line_per_request(small_ctx: ServerContext, log_format: str) -> None:
+    settings = replace(small_ctx.settings, server=replace(small_ctx.settings.server, log_format=log_format))
+    with TestClient(create_app(settings, context=replace(small_ctx, settings=settings))) as client, \
+            recording(client.app) as recorded:  # type: ignore[arg-type]
+        client.get("/fhir/Location/30?_elements=name", headers={"X-Request-ID": "log-1", "User-Agent": "ops-test",
+                                                                "Authorization": f"Bearer {mint_token(settings)}"})
+    if log_format == "text":  # as the other lines in the text format: time level logger [request id] message
+        [line] = [raw for raw in recorded.raw() if " orgunit_fhir.access " in raw]
+        assert line.endswith(" INFO orgunit_fhir.access [log-1] GET /fhir/Location/30 200")
+        return
+    [line] = recorded.of("orgunit_fhir.access")
     assert "query" not in line  # it may carry secrets: the audit line has it, masked
     assert {k: line[k] for k in ("request_id", "method", "path", "status", "interaction", "resource_type",
                                  "user_agent", "level", "message")} == {
@@ -204,7 +212,6 @@ def test_access_log_line_per_request(client: TestClient, caplog: pytest.LogCaptu
         "interaction": "read", "resource_type": "Location", "user_agent": "ops-test", "level": "info",
         "message": "GET /fhir/Location/30 200"}
     assert line["duration_ms"] > 0 and line["bytes"] > 0
-    assert logging.Formatter(TEXT_FORMAT).format(record).endswith("[log-1] GET /fhir/Location/30 200")
 
 
 class RegionScope:
@@ -219,10 +226,6 @@ class RegionScope:
         return AccessScope(account="default", roots=("Location/20",)) if principal.claims.get("region") else None
 
 
-def _recorded(records: list[logging.LogRecord], logger: str) -> list[dict[str, Any]]:
-    return [json.loads(JsonFormatter().format(r)) for r in records if r.name == logger]
-
-
 @pytest.mark.parametrize("claims, public, path, expected", [
     pytest.param({"account": "default", "org_unit_roots": ["10"]}, False, "/fhir/Location",
                  {"account": "default", "roots": ["10"], "subject": "orgunit-fhir-cli"}, id="from-the-claims"),
@@ -235,7 +238,7 @@ def _recorded(records: list[logging.LogRecord], logger: str) -> list[dict[str, A
                  id="public-metadata-admits-no-one"),
 ])
 def test_one_record_per_request_with_the_applied_scope(small_ctx: ServerContext, tmp_path: Path,
-                                                        caplog: pytest.LogCaptureFixture, claims: dict[str, Any],
+                                                        claims: dict[str, Any],
                                                         public: bool, path: str, expected: dict[str, Any]) -> None:
     """The access line, the audit line and the metrics are written once, together; the audit line names the
     scope the access_scope hook gave (computed once per token), not the token's raw account claim."""
@@ -244,12 +247,11 @@ def test_one_record_per_request_with_the_applied_scope(small_ctx: ServerContext,
     region = RegionScope()
     token = {"Authorization": f"Bearer {mint_token(settings, extra=claims)}"}
     with TestClient(create_app(settings, extra_plugins=[("region", region)], db=small_ctx.db),
-                    client=LOOPBACK) as client, \
-            caplog.at_level(logging.INFO, logger="orgunit_fhir"):
+                    client=LOOPBACK) as client, recording(client.app) as recorded:  # type: ignore[arg-type]
         for _ in range(3):
             assert client.get(path, headers=token).status_code == 200
         found = samples(client.get("/metrics").text)
-    audit, access = _recorded(caplog.records, "orgunit_fhir.audit"), _recorded(caplog.records, "orgunit_fhir.access")
+    audit, access = recorded.of("orgunit_fhir.audit"), recorded.of("orgunit_fhir.access")
     assert len(audit) == 3 and len(access) == 4  # /metrics has an access line, no audit line
     assert [a["request_id"] for a in audit] == [a["request_id"] for a in access[:3]]
     assert {k: audit[0].get(k) for k in expected} == expected
@@ -265,16 +267,16 @@ def test_one_record_per_request_with_the_applied_scope(small_ctx: ServerContext,
     pytest.param({}, 1, 429, "default", id="rate-limited"),
 ])
 def test_a_refused_request_is_recorded_with_its_subject(small_ctx: ServerContext, tmp_path: Path,
-                                                         caplog: pytest.LogCaptureFixture, minted: dict[str, Any],
+                                                         minted: dict[str, Any],
                                                          per_minute: int, status: int, account: str | None) -> None:
     settings = make_settings(small_ctx.settings.database_url, tmp_path, auth={"secret": SECRET},
                              server={"rate_limit_per_minute": per_minute})
     token = {"Authorization": f"Bearer {mint_token(settings, **{'extra': {'account': 'default'}, **minted})}"}
     with TestClient(create_app(settings, db=small_ctx.db)) as client, \
-            caplog.at_level(logging.INFO, logger="orgunit_fhir.audit"):
+            recording(client.app) as recorded:  # type: ignore[arg-type]
         statuses = [client.get("/fhir/Location/30", headers=token).status_code for _ in range(2)]
     assert statuses[-1] == status
-    line = _recorded(caplog.records, "orgunit_fhir.audit")[-1]
+    line = recorded.of("orgunit_fhir.audit")[-1]
     assert line["status"] == status and line["subject"] == "orgunit-fhir-cli" and line.get("account") == account
 
 
