@@ -22,7 +22,7 @@ from server.engine.instances import fetch, resource_provider
 from server.engine.visibility import visibility
 from server.errors import InternalError, ResourceNotFound
 from server.params.ids import stored_id
-from server.search.paging import FORMAT_PARAMS, Paging, parse_paging
+from server.search.paging import FORMAT_PARAMS, Paged, Paging, parse_paging
 from server.storage.backend import backend_of
 
 
@@ -39,25 +39,11 @@ def is_server_wide(ctx: ServerContext, resource_type: str | None, name: str) -> 
 
 
 @dataclass(frozen=True)
-class _Request:
+class _Request(Paged):
     """The page a paged operation answers, as its links repeat it (server.engine.bundle.Pageable)."""
 
     paging: Paging
     own: tuple[tuple[str, str], ...]
-
-    @property
-    def count(self) -> int:
-        return self.paging.count
-
-    @property
-    def skip(self) -> int:
-        return self.paging.skip
-
-    def page(self, skip: int) -> _Request:
-        return _Request(self.paging.at(skip), self.own)
-
-    def following(self, last_id: str | None) -> _Request:
-        return self.page(self.skip + self.count)
 
     def query_string(self) -> str:
         return self.paging.link(self.own)
