@@ -33,6 +33,14 @@ def _on(conn: Connection, step: Query) -> list[Any]:
     return step.bound.results.decode(found, step.mappings)
 
 
+def _at_hand(step: Which | Blocking[Any] | Threaded[Any], name: str) -> Any:
+    """What a step gives without I/O, the same on either driver: the database's name, or Blocking work's answer
+    at hand (None: the driver does the work)."""
+    if isinstance(step, Which):
+        return name
+    return step.at_hand(name) if isinstance(step, Blocking) and step.at_hand is not None else None
+
+
 def _blocking(ctx: ServerContext, work: Callable[[Connection], T]) -> T:
     """`work` on a pooled connection; once more on a new one when the first was found dead."""
     for attempt in (1, 2):
@@ -61,15 +69,13 @@ async def on_loop(ctx: ServerContext, interaction: Steps[T], limiter: anyio.Capa
                 except OverBudget:  # too long to hold the loop: a thread runs it
                     sent = await anyio.to_thread.run_sync(_blocking, ctx, lambda c, s=step: _on(c, s),
                                                           limiter=limiter)
+            elif (known := _at_hand(step, name)) is not None:
+                sent = known
             elif isinstance(step, Blocking):
-                known = step.at_hand(name) if step.at_hand is not None else None
-                sent = known if known is not None else \
-                    await anyio.to_thread.run_sync(_blocking, ctx, step.work, limiter=limiter)
-            elif isinstance(step, Threaded):
-                sent = await anyio.to_thread.run_sync(step.work, limiter=limiter)
+                sent = await anyio.to_thread.run_sync(_blocking, ctx, step.work, limiter=limiter)
             else:
-                assert isinstance(step, Which)
-                sent = name
+                assert isinstance(step, Threaded)
+                sent = await anyio.to_thread.run_sync(step.work, limiter=limiter)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
     finally:
@@ -88,14 +94,13 @@ def in_thread(ctx: ServerContext, interaction: Steps[T], conn: Connection | None
             step = interaction.send(sent)
             if isinstance(step, Query):
                 sent = _on(conn, step)
+            elif (known := _at_hand(step, name)) is not None:
+                sent = known
             elif isinstance(step, Blocking):
-                known = step.at_hand(name) if step.at_hand is not None else None
-                sent = known if known is not None else step.work(conn)
-            elif isinstance(step, Threaded):
-                sent = step.work()
+                sent = step.work(conn)
             else:
-                assert isinstance(step, Which)
-                sent = name
+                assert isinstance(step, Threaded)
+                sent = step.work()
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
     finally:

@@ -17,8 +17,7 @@ from server.declare.provider import Operation, OperationCall, OperationLevel, Re
 from server.engine.bundle import searchset
 from server.engine.caller import Caller
 from server.engine.context import ServerContext
-from server.engine.drivers import in_thread
-from server.engine.instances import fetch, resource_provider
+from server.engine.instances import resource_provider
 from server.engine.visibility import visibility
 from server.errors import InternalError, ResourceNotFound
 from server.params.ids import stored_id
@@ -86,13 +85,12 @@ def _parameters(ctx: ServerContext, op: Operation, items: Sequence[tuple[str, st
 
 def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: ResourceProvider, op: Operation,
                  rid: str | None, items: Sequence[tuple[str, str]], strict: bool) -> Any:
-    """A provider's operation (server.engine.searches.run_operation)."""
+    """A provider's operation (server.engine.searches.run_operation_steps, which checked the instance first)."""
     if ("instance" if rid is not None else "type") not in op.levels:
         at = f"{provider.resource_type}/[id]/${op.name}" if rid is None else f"{provider.resource_type}/${op.name}"
         raise ResourceNotFound(f"${op.name} is answered at [base]/{at} only")
     stored = None
     if rid is not None:
-        in_thread(ctx, fetch(ctx, provider, rid, caller))  # it must exist and be visible: 404 (or 410) otherwise
         stored = stored_id(provider, rid)
     paging, parameters = _parameters(ctx, op, items)
     permitted, denial = _permits(caller, op)

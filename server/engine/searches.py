@@ -201,6 +201,8 @@ def run_operation_steps(ctx: ServerContext, caller: Caller, base: str, resource_
         raise ResourceNotFound(f"{resource_type} has no operation {operation!r}; "
                                f"available: {', '.join('$' + n for n in provider.operations_by_name) or 'none'}")
     if op.handler is not None:  # the plugin's own code, on a read-only connection of its own: in a thread
+        if rid is not None and "instance" in op.levels:
+            yield from fetch(ctx, provider, rid, caller)  # it must exist and be visible: 404 (or 410) otherwise
         return (yield from threaded(lambda: call_handler(ctx, caller, base, provider, op, rid, items, strict)))
     if rid is None:
         raise ResourceNotFound(f"${operation} is answered at [base]/{resource_type}/[id]/${operation} only")
