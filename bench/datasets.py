@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import secrets
 import subprocess
 import sys
 import time
@@ -39,6 +40,20 @@ class Dataset:
     @property
     def engine_url(self) -> str:
         return self.url.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+def bench_settings(directory: Path) -> Path:
+    """The settings every benchmark server and command shares, with the token secret made on first use (a token
+    is minted before any server has started on a fresh machine)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    settings = directory / "settings.yaml"
+    settings.write_text(f"server:\n  data_dir: {directory / 'var'}\n")
+    secret = directory / "var" / "jwt-secret"
+    if not secret.exists():
+        secret.parent.mkdir(parents=True, exist_ok=True)
+        secret.write_text(secrets.token_urlsafe(48), encoding="utf-8")
+        secret.chmod(0o600)
+    return settings
 
 
 def cli(*args: str, settings: Path, database: str) -> str:

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import report, servers  # noqa: E402
-from bench.datasets import FHIRSNAKE_WORKLOADS, Dataset, cli, ensure_dataset, targets  # noqa: E402
+from bench.datasets import FHIRSNAKE_WORKLOADS, Dataset, bench_settings, cli, ensure_dataset, targets  # noqa: E402
 from bench.floor import floor  # noqa: E402
 from bench.harness import BENCH, DATA, Cell, drive, ensure_wrk, rss_mb  # noqa: E402
 
@@ -123,8 +123,7 @@ def main() -> int:
     wrk = ensure_wrk()
     tmp = DATA / "run"
     tmp.mkdir(parents=True, exist_ok=True)
-    settings = tmp / "settings.yaml"
-    settings.write_text(f"server:\n  data_dir: {tmp / 'var'}\n")
+    settings = bench_settings(tmp)
     for dataset in datasets:  # all built first: building is not measured
         ensure_dataset(dataset, settings)
     cells: list[Cell] = []

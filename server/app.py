@@ -33,7 +33,7 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # as many worker threads as pooled connections: more would only queue for one, holding the GIL to do so
-        app.state.limiter = anyio.CapacityLimiter(settings.database.pool_size)
+        pipeline.limiter = app.state.limiter = anyio.CapacityLimiter(settings.database.pool_size)
         unwatch = metrics.watch_pool(ctx.db, settings.database.pool_size)
         yield
         # uvicorn has stopped accepting and drained the requests in flight (server.shutdown_grace_seconds)
@@ -61,11 +61,13 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
         ))
     pages = html_routes(lambda request: base_url(request.scope, request.headers, settings),
                         settings.server.explorer_tile_url, ctx.extensions.web)
-    app = Starlette(routes=[*ops_routes(), *fhir_routes(), *pages], middleware=middleware, lifespan=lifespan,
-                    exception_handlers={HTTPException: http_exception})
+    pipeline = Pipeline(ctx)
+    # the FHIR routes first: what nearly every request asks (server.http.routes.FhirRoutes)
+    app = Starlette(routes=[*fhir_routes(pipeline), *ops_routes(), *pages], middleware=middleware,
+                    lifespan=lifespan, exception_handlers={HTTPException: http_exception})
     app.router.redirect_slashes = False
     app.state.ctx = ctx
-    app.state.pipeline = Pipeline(ctx)
+    app.state.pipeline = pipeline
     app.state.metrics = metrics
     app.state.recorder = recorder
     app.state.readiness = Readiness(ctx)

@@ -102,7 +102,7 @@ class FhirSettings:
     extension_namespace: str = "https://orgunit-fhir.example.org"
     default_count: int = 20
     max_count: int = 100
-    total_threshold: int = 10_000  # searches count their matches exactly up to this many (else Bundle.total is left out)
+    total_threshold: int = 1_000  # searches count their matches exactly up to this many (else Bundle.total is left out)
     software_name: str = "orgunit-fhir"
     publisher: str | None = None
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 
+from server.declare.instants import as_utc
+
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
@@ -16,6 +18,15 @@ class Rendered:
 
     def resource(self) -> dict[str, Any]:
         return orjson.loads(self.raw)  # type: ignore[no-any-return]
+
+
+def tagged(raw: bytes) -> Rendered:
+    """A stored body with the validators it holds (meta.versionId, meta.lastUpdated), read from it: an answer
+    that has no row to tell them (a version read by number)."""
+    meta = orjson.loads(raw).get("meta") or {}
+    updated = meta.get("lastUpdated")
+    return Rendered(raw, meta.get("versionId"),
+                    as_utc(updated.replace("Z", "+00:00")) if isinstance(updated, str) else None)
 
 
 def splice(value: Any) -> orjson.Fragment:

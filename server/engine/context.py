@@ -29,6 +29,7 @@ from server.storage.prepared import Prepared
 MAX_STATEMENTS = 1000  # compiled shapes of statements
 MAX_PAGES = 4096  # page statements of the searches seen last, as sent
 MAX_CONDITIONS = 2048  # compiled conditions of chained and _has parameters
+MAX_BASES = 64  # [base] addresses whose capability statement is kept rendered
 MAX_CALLERS = 4096  # verified tokens whose caller (scope, rate-limit key) is kept
 
 
@@ -58,6 +59,8 @@ class ServerContext:
     # callers by verified token (its Principal, the Caller, the rate-limit key): the access_scope hook runs once
     # per token, not per request (server.http.pipeline's Admission)
     callers: Bounded[Any] = field(default_factory=lambda: Bounded(MAX_CALLERS))
+    # the capability statement as sent, by [base] (server.engine.reads): rendered once per address clients use
+    capabilities: Bounded[Any] = field(default_factory=lambda: Bounded(MAX_BASES))
 
 
 def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = (),

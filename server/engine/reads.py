@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from server.declare.provider import StaticProvider
+from server.declare.rendered import Rendered, json_bytes
 from server.engine.caller import Caller
 from server.engine.capabilities import for_base
 from server.engine.context import ServerContext
@@ -32,10 +33,11 @@ def read(ctx: ServerContext, caller: Caller, resource_type: str, rid: str,
     return in_thread(ctx, read_steps(ctx, caller, resource_type, rid, items))
 
 
-def capabilities_steps(ctx: ServerContext, base: str) -> Steps[dict[str, Any]]:
-    """No step at all: the statement is built at start-up (a generator all the same, as every interaction)."""
+def capabilities_steps(ctx: ServerContext, base: str) -> Steps[Rendered]:
+    """No step at all: the statement is built at start-up and rendered once per [base] (a generator all the
+    same, as every interaction)."""
     yield from ()
-    return for_base(ctx.capability_statement, base)
+    return ctx.capabilities.get(base, lambda: Rendered(json_bytes(for_base(ctx.capability_statement, base))))
 
 
 def capabilities(ctx: ServerContext, base: str) -> dict[str, Any]:

@@ -63,7 +63,9 @@ class _Condition:
                             self.vis.clause, page)
 
     def count(self, up_to: int | None) -> Steps[Select[Any]]:
-        return count_query(self.provider, self.request, where=(yield from self.where()), up_to=up_to)
+        """A bounded count of a search led by an index walks it, as its page does (server.search.sql.count_query)."""
+        walked = up_to is not None and self.request.led is not None
+        return count_query(self.provider, self.request, where=(yield from self.where(page=walked)), up_to=up_to)
 
 
 def _rendered(ctx: ServerContext, provider: ResourceProvider, entries: Sequence[PageEntry]) -> Steps[list[Match]]:
@@ -100,12 +102,13 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
     splice = splices(provider, snapshot)
     condition = _Condition(ctx, caller, provider, request, snapshot, vis)
     # counted up to the threshold: past it a count would grow with the data (Bundle.total is then left out, and
-    # the `last` link with it), unless an exact one is asked for (_total=accurate, _summary=count)
+    # the `last` link with it), unless an exact one is asked for (_total=accurate, _summary=count, or _count=0: a
+    # page of no entries is asked for its total alone, as fhirpy's count() and others do)
     up_to = ctx.settings.fhir.total_threshold
     matched = (yield from counted(ctx, provider, caller, request, snapshot, (request.key, vis.key, up_to),
                                   lambda: condition.count(up_to))) if request.counts else None
     over = matched is not None and matched > up_to
-    if over and (request.total == "accurate" or request.summary == "count"):
+    if over and (request.total == "accurate" or request.summary == "count" or count == 0):
         matched = yield from counted(ctx, provider, caller, request, snapshot, (request.key, vis.key, None),
                                      lambda: condition.count(None))
         over = False

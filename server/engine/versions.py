@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from server.declare.provider import ResourceProvider, Versioning
-from server.declare.rendered import Rendered
+from server.declare.rendered import Rendered, tagged
 from server.engine.bundle import history, history_entry
 from server.engine.caller import Caller
 from server.engine.context import ServerContext
@@ -61,7 +61,8 @@ def vread_steps(ctx: ServerContext, caller: Caller, resource_type: str, rid: str
     deleted, content, body = found[0]
     if deleted:
         raise ResourceGone(f"version {vid} of {resource_type}/{rid} is its deletion")
-    return subset_of(_version(provider, content, body), *parse_subset(items))
+    return subset_of(tagged(bytes(body)) if body is not None else provider.to_resource(content),
+                     *parse_subset(items))
 
 
 def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryRequest, base: str, path: str,

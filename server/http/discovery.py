@@ -19,7 +19,7 @@ async def smart_configuration_endpoint(request: Request) -> Response:
         document = smart_configuration(ctx.settings, ctx.registry.providers)
         state.smart_configuration = orjson.dumps(document) if document is not None else None
     if state.smart_configuration is None:
-        return request.app.state.pipeline.unserved(request, ResourceNotFound(
+        return request.app.state.pipeline.unserved(request.scope, ResourceNotFound(
             "no authorization server is configured (auth.token_endpoint): this server publishes no SMART "
             "configuration"))
     return Response(state.smart_configuration, media_type="application/json", headers=HEADERS)

@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.access.audit import SERVED, Served, audit_fields
 from server.errors import InternalError
-from server.telemetry.logs import REQUEST_ID, accept_request_id
+from server.telemetry.logs import REQUEST_ID, RequestIds
 from server.telemetry.records import Recorder
 from server.telemetry.metrics import Metrics
 
@@ -48,12 +48,13 @@ class RequestObserver:
         self.metrics = metrics
         self.resource_types = frozenset(resource_types)
         self.recorder = recorder
+        self.request_ids = RequestIds()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = accept_request_id(_header(scope, b"x-request-id"))
+        rid = self.request_ids.accept(_header(scope, b"x-request-id"))
         scope.setdefault("state", {})[REQUEST_ID_STATE] = rid
         echoed = (b"x-request-id", rid.encode("latin-1"))
         token = REQUEST_ID.set(rid)

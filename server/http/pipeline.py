@@ -8,15 +8,16 @@ scope of the `access_scope` hook: a Caller) and the interaction function runs wi
 number returned) is left in the ASGI scope for server.http.observe, which records the request in one pass."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 import anyio
 import anyio.to_thread
-from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Scope
 
 from server.declare.answer import PRIVATE, Answer
 from server.access.audit import SERVED, Served, returned
@@ -34,8 +35,11 @@ from server.http.conditional import validators
 from server.http.negotiation import Format, negotiate
 from server.http.observe import REQUEST_ID_STATE
 from server.search.cost import CostlyGate
+from server.storage.cache import Bounded
 from server.http.responses import (
     ERROR_FORMAT,
+    Sent,
+    encoded_headers,
     answer_response,
     base_url,
     error_response,
@@ -55,6 +59,10 @@ class FhirRequest:
     items: tuple[tuple[str, str], ...]  # the query, in order
     strict: bool  # Prefer: handling=strict
     caller: Caller = ANONYMOUS  # who asks, once admitted (ANONYMOUS sees nothing)
+
+    def admitted(self, caller: Caller) -> FhirRequest:
+        return FhirRequest(self.interaction, self.format, self.base, self.request_id, self.items, self.strict,
+                           caller)
 
 
 Interact = Callable[[ServerContext, FhirRequest], Steps[Any]]  # an interaction's steps (server.engine.steps)
@@ -108,27 +116,42 @@ class Pipeline:
         self.costly = CostlyGate(edge.costly_search_cost, edge.costly_searches, edge.costly_search_wait_seconds)
         # the admission runs on the event loop when a token check never waits for the network (no JWKS URL)
         self.on_loop = ctx.authenticator.remote is None
+        self.namespace = ctx.settings.fhir.extension_namespace  # its canonical URLs link here
+        self.limiter: anyio.CapacityLimiter | None = None  # the worker threads' (the app's lifespan sets it)
+        self._formats: Bounded[Format] = Bounded(256)
+        self._bases: Bounded[str] = Bounded(256)
 
-    def parse(self, request: Request, interaction: Interaction, negotiator: Negotiator = negotiate) -> FhirRequest:
+    def parse(self, scope: Scope, headers: Mapping[str, str], interaction: Interaction,
+              negotiator: Negotiator = negotiate) -> FhirRequest:
         """The request as the interactions need it; 414/400 for a request past the limits, 406 for a format
         not served. No I/O."""
-        scope = request.scope
         query: bytes = scope.get("query_string", b"")  # raw: no parsing before the limits are checked
-        target = len(scope.get("raw_path", b"")) + len(query)
+        target = len(scope.get("raw_path") or b"") + len(query)
         if target > self.max_url_length:
             raise UriTooLong(f"the request target is {target} bytes long; at most {self.max_url_length}")
-        items = tuple(request.query_params.multi_items())
+        # as Starlette's QueryParams read it (blank values kept, latin-1 as the ASGI server passed it)
+        items = tuple(parse_qsl(query.decode("latin-1"), keep_blank_values=True)) if query else ()
         if len(items) > MAX_QUERY_PARAMS:
             raise InvalidRequest(f"too many query parameters; at most {MAX_QUERY_PARAMS}")
         if b"%00" in query or b"\x00" in query:
             raise InvalidRequest("a query parameter holds a NUL character (%00)")
-        headers = request.headers
-        fmt = negotiator(_last(items, "_format"), headers.get("accept"), _last(items, "_pretty"))
-        return FhirRequest(interaction, fmt, base_url(scope, headers, self.ctx.settings),
-                           scope["state"][REQUEST_ID_STATE], items,
-                           "handling=strict" in headers.get("prefer", "").replace(" ", "").lower())
+        asked = (_last(items, "_format"), headers.get("accept"), _last(items, "_pretty"))
+        if negotiator is negotiate:  # the same few Accept headers, over and over: each negotiated once
+            fmt = self._formats.get(asked, lambda: negotiate(*asked))
+        else:
+            fmt = negotiator(*asked)
+        prefer = headers.get("prefer")
+        return FhirRequest(interaction, fmt, self._base(scope, headers), scope["state"][REQUEST_ID_STATE], items,
+                           prefer is not None and "handling=strict" in prefer.replace(" ", "").lower())
 
-    async def serve(self, request: Request, interaction: Interaction, steps: Interact,
+    def _base(self, scope: Scope, headers: Mapping[str, str]) -> str:
+        """[base], found once per address the clients use (server.http.responses.base_url)."""
+        server = scope.get("server")
+        key = (scope.get("scheme"), headers.get("host"), scope.get("root_path"), tuple(server) if server else None,
+               headers.get("x-forwarded-proto"), headers.get("x-forwarded-host"))
+        return self._bases.get(key, lambda: base_url(scope, headers, self.ctx.settings))
+
+    async def serve(self, scope: Scope, interaction: Interaction, steps: Interact,
                     negotiator: Negotiator = negotiate, estimate: bool = False) -> Response:
         """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome. `steps`: the
         interaction (server.engine.steps), run by the event loop's driver (or, without one, in a worker thread); it
@@ -139,16 +162,17 @@ class Pipeline:
         principal: Principal | None = None  # known before the caller: a refused scope still names its subject
         body: Any = None
         fmt = ERROR_FORMAT
+        headers = request_headers(scope)
         try:
-            parsed = self.parse(request, interaction, negotiator)
+            parsed = self.parse(scope, headers, interaction, negotiator)
             fmt = parsed.format
-            authorization = request.headers.get("authorization")
+            authorization = headers.get("authorization")
 
             def admit() -> FhirRequest:  # token, scope, rate limit and authorize: once
                 nonlocal admitted, principal
                 principal = self.admission.authenticate(authorization, interaction)
                 caller, key = self.admission.caller(principal)
-                admitted = replace(parsed, caller=caller)
+                admitted = parsed.admitted(caller)
                 self.admission.allow(caller, key, interaction)
                 return admitted
 
@@ -156,54 +180,52 @@ class Pipeline:
                 admit()
             costly = estimate and self.costly.costly(parsed.items)
             if costly and admitted is None:  # a caller is admitted (401/403/429) before it takes a costly turn
-                await self._in_thread(request, admit)
+                await self._in_thread(admit)
             async with self.costly.turn() if costly else nullcontext():  # costly searches: their own share
                 # admitted in a worker thread where the token check may fetch the IdP's keys
-                caller = admitted if admitted is not None else await self._in_thread(request, admit)
-                body = await self._drive(request, lambda: steps(self.ctx, caller))
+                caller = admitted if admitted is not None else await self._in_thread(admit)
+                body = await self._drive(lambda: steps(self.ctx, caller))
             assert admitted is not None
-            response = answer_response(body) if isinstance(body, Answer) else self._render(request, admitted, body)
+            response = answer_response(body) if isinstance(body, Answer) else self._render(headers, admitted, body)
         except Exception as exc:  # every failure becomes an OperationOutcome in one place
-            response = error_response(self.ctx, exc, interaction, fmt, request.scope["state"][REQUEST_ID_STATE],
-                                      request.scope)
+            response = error_response(self.ctx, exc, interaction, fmt, scope["state"][REQUEST_ID_STATE], scope)
         applied = admitted.caller.scope if admitted is not None and admitted.caller.principal is not None else None
-        request.scope["state"][SERVED] = Served(interaction, principal, applied,
-                                                returned(body) if response.status_code == 200 else None)
+        scope["state"][SERVED] = Served(interaction, principal, applied,
+                                        returned(body) if response.status_code == 200 else None)
         return response
 
-    def unserved(self, request: Request, error: FhirError, interaction: Interaction | None = None) -> Response:
+    def unserved(self, scope: Scope, error: FhirError, interaction: Interaction | None = None) -> Response:
         """An error answered before any interaction runs (no route, wrong method...), recorded like the others."""
-        request.scope["state"][SERVED] = Served(interaction)
-        return error_response(self.ctx, error, interaction, ERROR_FORMAT, request.scope["state"][REQUEST_ID_STATE],
-                              request.scope)
+        scope["state"][SERVED] = Served(interaction)
+        return error_response(self.ctx, error, interaction, ERROR_FORMAT, scope["state"][REQUEST_ID_STATE], scope)
 
-    async def _drive(self, request: Request, interaction: Callable[[], Steps[Any]]) -> Any:
+    async def _drive(self, interaction: Callable[[], Steps[Any]]) -> Any:
         """The interaction on the event loop's driver; in a worker thread where there is none (read replicas, a
         database in memory), made anew if it is run again on a new connection (server.http.pipeline._in_thread)."""
-        limiter = getattr(request.app.state, "limiter", None)
         if self.ctx.hot is not None:
-            return await on_loop(self.ctx, interaction(), limiter)
-        return await self._in_thread(request, lambda: in_thread(self.ctx, interaction()))
+            return await on_loop(self.ctx, interaction(), self.limiter)
+        return await self._in_thread(lambda: in_thread(self.ctx, interaction()))
 
-    @staticmethod
-    async def _in_thread(request: Request, work: Callable[[], Any]) -> Any:
-        limiter = getattr(request.app.state, "limiter", None)
+    async def _in_thread(self, work: Callable[[], Any]) -> Any:
         try:
-            return await anyio.to_thread.run_sync(work, limiter=limiter)
+            return await anyio.to_thread.run_sync(work, limiter=self.limiter)
         except StorageUnavailable as exc:
             if not exc.repeatable:
                 raise
-            return await anyio.to_thread.run_sync(work, limiter=limiter)  # once, on a new connection
+            return await anyio.to_thread.run_sync(work, limiter=self.limiter)  # once, on a new connection
 
-    @staticmethod
-    def _render(request: Request, fhir: FhirRequest, body: Resource) -> Response:
-        namespace = request.app.state.ctx.settings.fhir.extension_namespace  # its canonical URLs link here
-        content = render(body, fhir.format, fhir.base, namespace=namespace)
+    def _render(self, headers: Mapping[str, str], fhir: FhirRequest, body: Resource) -> Response:
+        content = render(body, fhir.format, fhir.base, namespace=self.namespace)
         etag, last_modified = validators(body, content, page=fhir.format.html)
-        headers = {**headers_for(etag, last_modified), **PRIVATE}
-        if not_modified(request.headers, etag, last_modified):
-            return Response(status_code=304, headers=headers)
-        return fhir_response(content, fhir.format, headers=headers)
+        answer = {**headers_for(etag, last_modified), **PRIVATE}
+        if not_modified(headers, etag, last_modified):
+            return Sent(304, encoded_headers(answer), b"")
+        return fhir_response(content, fhir.format, headers=answer)
+
+
+def request_headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by (lower-case) name, the first of a repeated one (as Starlette's Headers.get)."""
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in reversed(scope["headers"])}
 
 
 def _last(items: tuple[tuple[str, str], ...], name: str) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -22,6 +23,7 @@ from server.http.xml import to_xml
 from server.settings import FHIR_MOUNT, Settings
 
 log = logging.getLogger("orgunit_fhir")
+HTML_RAW = tuple([(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in HTML_HEADERS.items()])
 ERROR_FORMAT = Format(FHIR_JSON)
 
 # host[:port]: a DNS name, an IPv4 address or a bracketed IPv6 address
@@ -60,16 +62,35 @@ def render(body: dict[str, Any] | Rendered, fmt: Format, base: str = "", status:
     return json_bytes(body, fmt.pretty)
 
 
+class Sent(Response):
+    """An answer whose bytes and headers are final: Starlette's Response as it is sent, without its building
+    (no header parsing, no rendering); the headers as the ASGI message carries them."""
+
+    def __init__(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        self.status_code = status
+        self.body = body
+        self.raw_headers = headers
+        self.background = None
+
+
+def encoded_headers(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+
+
 def fhir_response(body: dict[str, Any] | bytes, fmt: Format, status: int = 200,
-                  headers: dict[str, str] | None = None) -> Response:
+                  headers: Mapping[str, str] | None = None) -> Sent:
     content = body if isinstance(body, bytes) else render(body, fmt, status=status)
+    raw = [(b"content-length", str(len(content)).encode("latin-1")),
+           (b"content-type", fmt.content_type.encode("latin-1"))]
+    if headers:
+        raw += encoded_headers(headers)
     if fmt.html:
-        headers = {**(headers or {}), **HTML_HEADERS}
-    return Response(content, status_code=status, headers=headers, media_type=fmt.content_type)
+        raw += HTML_RAW
+    return Sent(status, raw, content)
 
 
 def error_response(ctx: ServerContext, exc: BaseException, interaction: Interaction | None, fmt: Format,
-                   request_id: str, scope: Scope) -> Response:
+                   request_id: str, scope: Scope) -> Sent:
     """The OperationOutcome of a failure: a FhirError as it is, anything else as the `translate_exception` hook
     says (else 500); a 5xx is logged with its request id, which its diagnostics name."""
     if isinstance(exc, FhirError):

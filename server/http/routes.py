@@ -4,14 +4,16 @@ server-wide operations of plugins (Bulk Data's `$export`...) are answered at `[b
 `[base]/[type]/$name` (server.engine.operations)."""
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.convertors import Convertor, register_url_convertor
+from starlette.datastructures import URLPath
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Match, NoMatchFound, Route
+from starlette.types import Receive, Scope, Send
 
 from server.engine import operations, reads, searches, versions
 from server.engine.steps import threaded
@@ -26,155 +28,196 @@ from server.errors import (
 )
 from server.http.discovery import smart_configuration_endpoint
 from server.http.negotiation import answering, negotiate
-from server.http.pipeline import Negotiator, Pipeline
+from server.http.pipeline import Negotiator, Pipeline, request_headers
 from server.settings import FhirApi
 
-METHODS = ["GET", "HEAD"]
+METHODS = ("GET", "HEAD")
 API = FhirApi()  # the mount of every route below
 
+# the shapes of a path's segments: a type name, a FHIR id (never "metadata", a word of the API), a server-wide
+# operation's name (with its "$")
+FHIR_TYPE = re.compile(r"[A-Z][A-Za-z]{0,63}")
+FHIR_ID = re.compile(r"(?!metadata$)[A-Za-z0-9.-]{1,64}")
+SYSTEM_OPERATION = re.compile(r"[$][a-z][A-Za-z0-9-]{0,63}")
 
-def _pipeline(request: Request) -> Pipeline:
-    pipeline: Pipeline = request.app.state.pipeline
-    return pipeline
+Endpoint = Callable[[Pipeline, Scope, tuple[str, ...]], Awaitable[Response]]
 
 
-async def metadata(request: Request) -> Response:
-    rtype = request.path_params.get("rtype")
+async def metadata(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
+    rtype = at[0] if at else None
     interaction = Interaction("capabilities", rtype)
-    if rtype is not None and rtype not in request.app.state.ctx.registry.providers:
-        return _pipeline(request).unserved(
-            request, ResourceTypeNotSupported(f"resource type {rtype!r} is not supported"), interaction)
-    return await _pipeline(request).serve(request, interaction, lambda ctx, r: (
-        reads.capabilities_steps(ctx, r.base)))
+    if rtype is not None and rtype not in pipeline.ctx.registry.providers:
+        return pipeline.unserved(
+            scope, ResourceTypeNotSupported(f"resource type {rtype!r} is not supported"), interaction)
+    return await pipeline.serve(scope, interaction, lambda ctx, r: reads.capabilities_steps(ctx, r.base))
 
 
-async def search(request: Request) -> Response:
-    rtype = request.path_params["rtype"]
-    return await _pipeline(request).serve(request, Interaction("search-type", rtype), lambda ctx, r: (
+async def search(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
+    rtype, = at
+    return await pipeline.serve(scope, Interaction("search-type", rtype), lambda ctx, r: (
         searches.search_type_steps(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)), estimate=True)
 
 
-async def read(request: Request) -> Response:
-    rtype, rid = request.path_params["rtype"], request.path_params["rid"]
-    return await _pipeline(request).serve(request, Interaction("read", rtype, rid), lambda ctx, r: (
+async def read(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
+    rtype, rid = at
+    return await pipeline.serve(scope, Interaction("read", rtype, rid), lambda ctx, r: (
         reads.read_steps(ctx, r.caller, rtype, rid, r.items)))
 
 
-async def operation(request: Request) -> Response:
-    rtype, rid = request.path_params["rtype"], request.path_params.get("rid")  # no rid: [type]/$name
-    name = request.path_params["op"].removeprefix("$")
-    ctx = request.app.state.ctx
+async def operation(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
+    """`[type]/[id]/$name` (at: type, id, name) or `[type]/$name` (at: type, name)."""
+    rtype, rid, name = at if len(at) == 3 else (at[0], None, at[1])
+    name = name.removeprefix("$")
+    ctx = pipeline.ctx
     if rid is None and operations.is_server_wide(ctx, rtype, name):
-        return await _server_operation(request, rtype, name, ())
+        return await _server_operation(pipeline, scope, rtype, name, ())
     op = operations.declared(ctx, rtype, name)
     interaction = Interaction("operation", rtype, rid, name, op.scope if op is not None else None)
-    return await _pipeline(request).serve(request, interaction, lambda ctx, r: (
+    return await pipeline.serve(scope, interaction, lambda ctx, r: (
         searches.run_operation_steps(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)),
         estimate=True)
 
 
-async def system_operation(request: Request) -> Response:
-    """`[base]/$name[/segments]`: a server-wide operation of a plugin."""
-    name = request.path_params["op"].removeprefix("$")
-    tail = request.path_params.get("tail", "").strip("/")
-    return await _server_operation(request, None, name, tuple(tail.split("/")) if tail else ())
+async def system_operation(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
+    """`[base]/$name[/segments]` (at: $name, then the segments): a server-wide operation of a plugin."""
+    return await _server_operation(pipeline, scope, None, at[0].removeprefix("$"), at[1:])
 
 
-async def _server_operation(request: Request, rtype: str | None, name: str, segments: tuple[str, ...]) -> Response:
-    op = request.app.state.ctx.extensions.operations.get(name)
+async def _server_operation(pipeline: Pipeline, scope: Scope, rtype: str | None, name: str,
+                            segments: tuple[str, ...]) -> Response:
+    op = pipeline.ctx.extensions.operations.get(name)
     interaction = Interaction("operation", rtype, segments[0] if segments else None, name,
                               op.scope if op is not None else None)
     negotiator: Negotiator = answering(op.media_types) if op is not None and op.media_types else negotiate
-    query = request.scope.get("query_string", b"").decode("latin-1")
+    query = scope.get("query_string", b"").decode("latin-1")
     at = "/" + "/".join((*([rtype] if rtype else []), f"${name}", *segments))
-    headers = {k: v for k, v in request.headers.items() if k in ("prefer", "range")}
-    return await _pipeline(request).serve(request, interaction, lambda ctx, r: threaded(
+    headers = {k: v for k, v in request_headers(scope).items() if k in ("prefer", "range")}
+    return await pipeline.serve(scope, interaction, lambda ctx, r: threaded(
         lambda: operations.run_server_operation(ctx, r.caller, r.base, name, rtype, segments, r.items, r.strict,
                                                 headers, f"{r.base}{at}{'?' + query if query else ''}")),
         negotiator=negotiator)
 
 
-async def vread(request: Request) -> Response:
-    rtype, rid, vid = (request.path_params[k] for k in ("rtype", "rid", "vid"))
-    return await _pipeline(request).serve(request, Interaction("vread", rtype, rid), lambda ctx, r: (
+async def vread(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
+    rtype, rid, _, vid = at
+    return await pipeline.serve(scope, Interaction("vread", rtype, rid), lambda ctx, r: (
         versions.vread_steps(ctx, r.caller, rtype, rid, vid, r.items)))
 
 
-async def history_instance(request: Request) -> Response:
-    rtype, rid = request.path_params["rtype"], request.path_params["rid"]
-    return await _pipeline(request).serve(request, Interaction("history-instance", rtype, rid), lambda ctx, r: (
+async def history_instance(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
+    rtype, rid, _ = at
+    return await pipeline.serve(scope, Interaction("history-instance", rtype, rid), lambda ctx, r: (
         versions.history_instance_steps(ctx, r.caller, r.base, rtype, rid, r.items, strict=r.strict)))
 
 
-async def history_type(request: Request) -> Response:
-    rtype = request.path_params["rtype"]
-    return await _pipeline(request).serve(request, Interaction("history-type", rtype), lambda ctx, r: (
+async def history_type(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
+    rtype, _ = at
+    return await pipeline.serve(scope, Interaction("history-type", rtype), lambda ctx, r: (
         versions.history_type_steps(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)))
 
 
-async def base(request: Request) -> Response:
-    return _pipeline(request).unserved(request, ResourceNotFound(
+async def base(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
+    return pipeline.unserved(scope, ResourceNotFound(
         "no system-level interaction here (no system search, history or transaction): this read-only server "
         "answers [base]/metadata and [base]/[type]..."), Interaction("capabilities"))
 
 
-class FhirType(Convertor[str]):
-    regex = "[A-Z][A-Za-z]{0,63}"
-
-    def convert(self, value: str) -> str:
-        return value
-
-    def to_string(self, value: str) -> str:
-        return value
+async def smart_configuration(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
+    return await smart_configuration_endpoint(Request(scope))
 
 
-class FhirId(FhirType):
-    regex = "(?!metadata(?:/|$))[A-Za-z0-9.-]{1,64}"
+def resolve(path: str) -> tuple[Endpoint, tuple[str, ...]] | None:
+    """The endpoint of a path under the API's mount (what follows it: "" for [base]) and the segments it takes,
+    None when no endpoint answers there. Each path answers with and without one trailing slash, never by
+    redirect; what users repeat most ([type]/[id], [type]) is decided first."""
+    if path in ("", "/"):
+        return base, ()
+    if not path.startswith("/"):
+        return None
+    path = path[1:]
+    head, _, tail = path.partition("/")
+    if SYSTEM_OPERATION.fullmatch(head) and tail != "metadata" and tail != "metadata/":
+        # [base]/$name[/segments]: its segments as the operation's (never [type] nor [type]/[id])
+        stripped = tail.strip("/")
+        return system_operation, (head, *(stripped.split("/") if stripped else ()))
+    segments = tuple((path[:-1] if path.endswith("/") else path).split("/"))
+    if "" in segments:
+        return None
+    n, first = len(segments), segments[0]
+    if n == 1:
+        return (metadata, ()) if first == "metadata" else (search, segments)
+    second = segments[1]
+    if n == 2:
+        if FHIR_TYPE.fullmatch(first) and FHIR_ID.fullmatch(second):
+            return read, segments
+        if segments == (".well-known", "smart-configuration"):
+            return smart_configuration, ()
+        if second == "metadata":
+            return metadata, (first,)
+        if second == "_history":
+            return history_type, segments
+        if second.startswith("$") and len(second) > 1:
+            return operation, (first, second[1:])
+        return read, segments
+    third = segments[2]
+    if n == 3:  # "_history" is never an operation's name
+        return (history_instance if third == "_history" else operation), segments
+    if n == 4 and third == "_history":
+        return vread, segments
+    return None
 
 
-class FhirOperation(FhirType):
-    regex = "[$]?[a-z][A-Za-z0-9-]{0,63}"
+class FhirRoutes(BaseRoute):
+    """Every FHIR endpoint under the API's mount, as one Starlette route: the endpoint is found from the path's
+    segments (server.http.routes.resolve: no list of patterns tried in turn) and answers the ASGI call itself (no
+    Request object); wrong methods get a 405 OperationOutcome. The Starlette app around it stays the framework
+    (middleware, lifespan, the explorer's and the probes' routes)."""
+
+    def __init__(self, pipeline: Pipeline, api: FhirApi = API) -> None:
+        self.pipeline = pipeline
+        self.mount = api.mount
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] != "http":
+            return Match.NONE, {}
+        path = route_path(scope)
+        mount = self.mount
+        if not path.startswith(mount):
+            return Match.NONE, {}
+        found = resolve(path[len(mount):])
+        if found is None:
+            return Match.NONE, {}
+        return Match.FULL, {"endpoint": found[0], "fhir_segments": found[1]}
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] not in METHODS:
+            allow = ", ".join(METHODS)
+            response = self.pipeline.unserved(scope, MethodNotAllowed(
+                f"method {scope['method']} is not allowed here: this FHIR server is read-only (allowed: {allow})",
+                headers={"Allow": allow}))
+        else:
+            response = await scope["endpoint"](self.pipeline, scope, scope["fhir_segments"])
+        await response(scope, receive, send)
+
+    def url_path_for(self, name: str, /, **path_params: Any) -> URLPath:
+        raise NoMatchFound(name, path_params)
 
 
-class SystemOperation(FhirType):
-    regex = "[$][a-z][A-Za-z0-9-]{0,63}"
+def route_path(scope: Scope) -> str:
+    """The path the routes match (without the app's root_path), as Starlette's router reads it."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if not root or not path.startswith(root):
+        return path
+    if path == root:
+        return ""
+    return path[len(root):] if path[len(root)] == "/" else path
 
 
-register_url_convertor("fhirtype", FhirType())
-register_url_convertor("fhirid", FhirId())
-register_url_convertor("fhirop", FhirOperation())
-register_url_convertor("fhirsystemop", SystemOperation())
-
-
-def _both(path: str, endpoint: Callable[[Request], Any]) -> list[Route]:
-    """Each path answers with and without the trailing slash, never by redirect."""
-    return [Route(path, endpoint, methods=METHODS), Route(path + "/", endpoint, methods=METHODS)]
-
-
-def fhir_routes() -> list[Route]:
-    at = API.path
-    return [
-        # what users repeat most, tried first: only a type name, a FHIR id (never "metadata") and an operation name
-        # match these (never $export..., _history or metadata, which the routes below answer)
-        *_both(at("/{rtype:fhirtype}/{rid:fhirid}"), read),
-        *_both(at("/{rtype:fhirtype}"), search),
-        *_both(at("/{rtype:fhirtype}/{rid:fhirid}/{op:fhirop}"), operation),
-        *_both("/.well-known/smart-configuration", smart_configuration_endpoint),
-        *_both(at("/.well-known/smart-configuration"), smart_configuration_endpoint),
-        *_both(at(), base),
-        *_both(at("/metadata"), metadata),
-        *_both(at("/{rtype}/metadata"), metadata),
-        # [base]/$name and its segments (server-wide operations): before [type] and [type]/[id]
-        *_both(at("/{op:fhirsystemop}"), system_operation),
-        Route(at("/{op:fhirsystemop}/{tail:path}"), system_operation, methods=METHODS),
-        *_both(at("/{rtype}/_history"), history_type),
-        *_both(at("/{rtype}"), search),
-        *_both(at("/{rtype}/{rid}/_history"), history_instance),
-        *_both(at("/{rtype}/{rid}/_history/{vid}"), vread),
-        *_both(at("/{rtype}/${op}"), operation),
-        *_both(at("/{rtype}/{rid}"), read),
-        *_both(at("/{rtype}/{rid}/{op}"), operation),
-    ]
+def fhir_routes(pipeline: Pipeline) -> list[BaseRoute]:
+    return [FhirRoutes(pipeline),
+            Route("/.well-known/smart-configuration", smart_configuration_endpoint, methods=list(METHODS)),
+            Route("/.well-known/smart-configuration/", smart_configuration_endpoint, methods=list(METHODS))]
 
 
 async def http_exception(request: Request, exc: Exception) -> Response:
@@ -191,4 +234,5 @@ async def http_exception(request: Request, exc: Exception) -> Response:
         error = InvalidRequest(str(exc.detail))
     else:
         error = InternalError(str(exc.detail))
-    return _pipeline(request).unserved(request, error)
+    pipeline: Pipeline = request.app.state.pipeline
+    return pipeline.unserved(request.scope, error)

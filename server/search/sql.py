@@ -206,11 +206,15 @@ def within(provider: ResourceProvider, key: ColumnElement[Any], visible: ColumnE
 def count_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
                 where: ColumnElement[bool] | None = None, up_to: int | None = None) -> Select[Any]:
     """The number of matches; `up_to`: counted up to one past it (what a page's index range reads, at most),
-    whatever the number of matches."""
-    where = where if where is not None else where_clause(provider, request, found)
+    whatever the number of matches. A bounded count of a search whose page walks an index (a name prefix) walks
+    it too, `where` then the condition of its page (where_clause(page=True)): it reads at most `up_to` + 1 index
+    rows, where a semi-join would first gather every row of the index range (hundreds of thousands at 1M)."""
+    walk = index_walk(request) if up_to is not None else None
+    where = where if where is not None else where_clause(provider, request, found, page=walk is not None)
     if up_to is None:
         return select(func.count()).select_from(table_for(provider, where)).where(where)
-    some = select(literal(1).label("one")).select_from(table_for(provider, where)).where(where)
+    rows = table_for(provider, where) if walk is None else walk.source(provider, table_for(provider, where))
+    some = select(literal(1).label("one")).select_from(rows).where(where, *(walk.conditions if walk else ()))
     return select(func.count()).select_from(some.limit(literal(up_to + 1, literal_execute=True)).subquery("matches"))
 
 

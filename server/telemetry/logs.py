@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import logging.config
+import itertools
 import re
 import uuid
 from contextvars import ContextVar
@@ -24,12 +25,20 @@ REQUEST_ID: ContextVar[str | None] = ContextVar("orgunit_fhir_request_id", defau
 VALID_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
-def accept_request_id(incoming: str | None) -> str:
-    """The caller's X-Request-ID when it is safe to log and echo (at most 128 of A-Z a-z 0-9 . _ : -),
-    else a new one."""
-    if incoming is not None and VALID_REQUEST_ID.fullmatch(incoming):
-        return incoming
-    return uuid.uuid4().hex
+class RequestIds:
+    """New request ids: 32 hex digits, a random half drawn once per process (every worker and restart its own)
+    and a counter (no random draw per request)."""
+
+    def __init__(self) -> None:
+        self._prefix = uuid.uuid4().hex[:16]
+        self._next = itertools.count()
+
+    def accept(self, incoming: str | None) -> str:
+        """The caller's X-Request-ID when it is safe to log and echo (at most 128 of A-Z a-z 0-9 . _ : -),
+        else a new one."""
+        if incoming is not None and VALID_REQUEST_ID.fullmatch(incoming):
+            return incoming
+        return f"{self._prefix}{next(self._next) & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
 class RequestIdFilter(logging.Filter):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from server.declare.rendered import materialized
 from server.engine.context import ServerContext
 from server.engine.caller import TRUSTED
 from server.engine.searches import search_type
@@ -31,7 +32,7 @@ class CountingCache(CountCache):
 
 def _search(ctx: ServerContext, query: str) -> dict[str, Any]:
     items = [tuple(p.split("=", 1)) for p in query.split("&") if p]
-    return search_type(ctx, TRUSTED, BASE, "Location", items)  # type: ignore[arg-type]
+    return materialized(search_type(ctx, TRUSTED, BASE, "Location", items))  # type: ignore[arg-type,no-any-return]
 
 
 SAME_FILTER = [
@@ -119,3 +120,49 @@ def test_every_match_is_reached_past_the_threshold(small_ctx: ServerContext) -> 
         following = next((link["url"] for link in bundle["link"] if link["relation"] == "next"), None)
         query = following.split("?", 1)[1] if following else ""
     assert len(seen) == len(set(seen)) == 6
+
+
+def test_a_page_of_no_entries_counts_all(small_ctx: ServerContext) -> None:
+    """_count=0 asks for the total alone (fhirpy's count(), and others): counted exactly past the threshold."""
+    ctx = _with_threshold(small_ctx, 3)
+    bundle = _search(ctx, "status=active&_count=0")
+    assert bundle["total"] == 6 and "entry" not in bundle
+    assert len(ctx.counts.counted) == 2  # type: ignore[attr-defined]
+
+
+def _walked(ctx: ServerContext, query: str) -> list[str]:
+    seen: list[str] = []
+    while query:
+        bundle = _search(ctx, query)
+        seen += [e["fullUrl"].rsplit("/", 1)[1] for e in bundle.get("entry", [])]
+        following = next((link["url"] for link in bundle["link"] if link["relation"] == "next"), None)
+        query = following.split("?", 1)[1] if following else ""
+    return seen
+
+
+def test_a_name_prefix_is_counted_as_its_pages_walk_the_names(small_ctx: ServerContext) -> None:
+    """The bounded count of a name prefix walks the name index as its page does (each unit once, at its first
+    matching name, aliases too): the same number as the units its pages reach, every prefix of every name."""
+    ctx = _with_threshold(small_ctx, 10_000)
+    names = {e["resource"]["name"] for e in _search(ctx, "_count=100")["entry"]}
+    aliases = {a for e in _search(ctx, "_count=100")["entry"] for a in e["resource"].get("alias", [])}
+    prefixes = sorted({n[:k].lower() for n in names | aliases for k in (1, 2, 4) if len(n) >= k})
+    assert len(prefixes) > 20
+    for prefix in prefixes:
+        seen = _walked(ctx, f"name={prefix}&_count=3")
+        assert len(seen) == len(set(seen)), prefix
+        assert _search(ctx, f"name={prefix}&_count=3")["total"] == len(seen), prefix
+        assert _search(ctx, f"name={prefix}&_total=accurate&_count=3")["total"] == len(seen), prefix
+
+
+@pytest.mark.parametrize("threshold, counted", [pytest.param(2, False, id="past-it"),
+                                                pytest.param(50, True, id="under-it")])
+def test_a_name_prefix_past_the_threshold_is_left_out(small_ctx: ServerContext, threshold: int,
+                                                      counted: bool) -> None:
+    ctx = _with_threshold(small_ctx, threshold)
+    firsts = [e["resource"]["name"][:1].lower() for e in _search(ctx, "_count=100")["entry"]]
+    common = max(set(firsts), key=firsts.count)
+    accurate = _search(ctx, f"name={common}&_total=accurate")["total"]
+    assert accurate > 2
+    bundle = _search(ctx, f"name={common}")
+    assert bundle.get("total") == (accurate if counted else None)

@@ -36,8 +36,9 @@ def load_real(engine: Engine) -> None:
 def real_context(url: str, var: Path, *, plugins: dict[str, Any] | None = None,
                  before: Callable[[Engine], object] | None = None) -> ServerContext:
     """Iaso (136 units) and DHIS2 Sierra Leone (1332 units) in account `default` (after what `before` loads),
-    bodies pre-rendered."""
-    sections: dict[str, Any] = {"auth": {"secret": SECRET}}
+    bodies pre-rendered; every search counted exactly (past the default fhir.total_threshold: the tests compare
+    totals)."""
+    sections: dict[str, Any] = {"auth": {"secret": SECRET}, "fhir": {"total_threshold": 100_000}}
     if plugins is not None:
         sections["plugins"] = plugins
     ctx = create_context(make_settings(url, var, **sections))
