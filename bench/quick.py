@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from pathlib import Path
 
 from bench import servers
 from bench.datasets import Dataset, bench_settings, cli, ensure_dataset, targets

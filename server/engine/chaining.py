@@ -60,15 +60,18 @@ def joined_conditions(ctx: ServerContext, caller: Caller, request: SearchRequest
 
 
 def total(ctx: ServerContext, provider: ResourceProvider, caller: Caller, request: SearchRequest,
-          snapshot: Snapshot, key: Hashable, query: Callable[[], Steps[Select[Any]]]) -> Steps[int]:
+          snapshot: Snapshot, key: Hashable, query: Callable[[], Steps[Select[Any]]], *, kept_only: bool = False,
+          known: int | None = None) -> Steps[int | None]:
     """The search's count, cached as any count (server.engine.counts.count) with, for each other type a chain
     crosses, what the caller sees of it and its data generation; counted every time when one of them keeps no
-    versions (its changes would go unseen)."""
+    versions (its changes would go unseen). `kept_only`, `known`: as counts.count."""
     others = crossed(ctx.registry.providers, request)
     if any(p.versioning is None for p in others):
+        if known is not None or kept_only:
+            return known
         return int((yield from scalar(ctx, (yield from query()), bounded=False)))
     if others:
         seen = yield from _seen(ctx, caller, snapshot, others)
         key = (key, tuple((p.resource_type, seen[p.resource_type].key, snapshot.generations.get(p.resource_type))
                           for p in others))
-    return (yield from count(ctx, provider, snapshot, key, query))
+    return (yield from count(ctx, provider, snapshot, key, query, kept_only=kept_only, known=known))

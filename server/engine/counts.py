@@ -13,13 +13,23 @@ from server.storage.freshness import Snapshot
 
 
 def count(ctx: ServerContext, provider: ResourceProvider, snapshot: Snapshot, key: Hashable,
-          query: Callable[[], Steps[Select[Any]]]) -> Steps[int]:
-    """A count; for a versioned provider, cached until it has a newer version (the query built on a miss)."""
+          query: Callable[[], Steps[Select[Any]]], *, kept_only: bool = False,
+          known: int | None = None) -> Steps[int | None]:
+    """A count; for a versioned provider, cached until it has a newer version (the query built on a miss).
+    `kept_only`: the count kept, None when there is none (nothing counted); `known`: the count found otherwise
+    (a page that holds every match), kept as if counted."""
     if provider.versioning is None:
+        if known is not None or kept_only:
+            return known
         return int((yield from scalar(ctx, (yield from query()), bounded=False)))
     # keyed by the database that counts and what it holds: a lagging replica's totals are its own
     kept_as = ((yield from database()), snapshot.generations.get(provider.resource_type), key)
+    if known is not None:
+        ctx.counts.put(kept_as, known)
+        return known
     kept = ctx.counts.peek(kept_as)
+    if kept is None and kept_only:
+        return None
     if kept is None:
         kept = int((yield from scalar(ctx, (yield from query()), bounded=False)))
         ctx.counts.put(kept_as, kept)

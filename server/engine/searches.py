@@ -94,25 +94,31 @@ def _included_visibility(ctx: ServerContext, caller: Caller, request: SearchRequ
     return lambda p: seen[p.resource_type]
 
 
-def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest, base: str,
-            path: str) -> Steps[dict[str, Any]]:
-    count, ranked = request.count, request.ranked is not None
-    snapshot = yield from fresh(ctx)  # taken before the page is read: its sync point holds for the answer
-    vis = yield from seen_by(ctx, provider, caller, snapshot)
-    splice = splices(provider, snapshot)
-    condition = _Condition(ctx, caller, provider, request, snapshot, vis)
-    # counted up to the threshold: past it a count would grow with the data (Bundle.total is then left out, and
-    # the `last` link with it), unless an exact one is asked for (_total=accurate, _summary=count, or _count=0: a
-    # page of no entries is asked for its total alone, as fhirpy's count() and others do)
+def _total(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest,
+           snapshot: Snapshot, vis: Visibility, condition: _Condition, kept_only: bool,
+           known: int | None = None) -> Steps[tuple[int | None, bool]]:
+    """(the count, whether it is past the threshold). Counted up to the threshold: past it a count would grow
+    with the data (Bundle.total is then left out, and the `last` link with it), unless an exact one is asked for
+    (_total=accurate, _summary=count, or _count=0: a page of no entries is asked for its total alone, as fhirpy's
+    count() and others do). `kept_only`: the count kept from before, else (None, False) without counting;
+    `known`: the count a page found whole, kept as if counted."""
     up_to = ctx.settings.fhir.total_threshold
-    matched = (yield from counted(ctx, provider, caller, request, snapshot, (request.key, vis.key, up_to),
-                                  lambda: condition.count(up_to))) if request.counts else None
+    matched = yield from counted(ctx, provider, caller, request, snapshot, (request.key, vis.key, up_to),
+                                 lambda: condition.count(up_to), kept_only=kept_only, known=known)
     over = matched is not None and matched > up_to
-    if over and (request.total == "accurate" or request.summary == "count" or count == 0):
+    if over and (request.total == "accurate" or request.summary == "count" or request.count == 0):
         matched = yield from counted(ctx, provider, caller, request, snapshot, (request.key, vis.key, None),
                                      lambda: condition.count(None))
         over = False
-    total = None if over else matched
+    return matched, over
+
+
+def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest, path: str, snapshot: Snapshot,
+          vis: Visibility, condition: _Condition, splice: bool, matched: int | None,
+          over: bool) -> Steps[Sequence[Any]]:
+    """The page's rows, one past `_count` (is there a next page?); its statement depends on what is known of the
+    total (server.search.sql: few matches sorted, many walked)."""
+    count, ranked, total = request.count, request.ranked is not None, None if over else matched
     # the page of the same search seen before (another position, another _elements or format): its SQL as sent
     seen = (path, request.key, vis.key, (yield from database()), snapshot.stamp, splice, count,
             request.after is not None, None if request.after is not None else request.skip,
@@ -130,6 +136,30 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
         page = driver_sql(query, ctx.db.dialect, ctx.statements)
         ctx.pages.put(seen, page)
     found: Sequence[Any] = (yield Query(page, mappings=not splice, bounded=False)) if page is not None else []
+    return found
+
+
+def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest, base: str,
+            path: str) -> Steps[dict[str, Any]]:
+    count, ranked = request.count, request.ranked is not None
+    snapshot = yield from fresh(ctx)  # taken before the page is read: its sync point holds for the answer
+    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    splice = splices(provider, snapshot)
+    condition = _Condition(ctx, caller, provider, request, snapshot, vis)
+    # a first page led by an index walk (a name prefix) is read before its count: when it is not full, its
+    # entries are the total and no count is run (the walk reads the same rows, whatever the total)
+    page_first = (request.counts and count > 0 and request.led is not None and request.after is None
+                  and not request.skip)
+    matched, over = (yield from _total(ctx, caller, provider, request, snapshot, vis, condition, page_first)) \
+        if request.counts else (None, False)
+    found = yield from _page(ctx, provider, request, path, snapshot, vis, condition, splice, matched, over)
+    if page_first and matched is None:
+        if len(found) <= count:  # every match is on this page
+            matched, over = yield from _total(ctx, caller, provider, request, snapshot, vis, condition, False,
+                                              len(found))
+        else:
+            matched, over = yield from _total(ctx, caller, provider, request, snapshot, vis, condition, False)
+    total = None if over else matched
     has_next = len(found) > count
     found = found[:count]
     page_rows: Sequence[Any] = found

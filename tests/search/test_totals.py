@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from server.declare.rendered import materialized
 from server.engine.context import ServerContext
@@ -166,3 +167,33 @@ def test_a_name_prefix_past_the_threshold_is_left_out(small_ctx: ServerContext, 
     assert accurate > 2
     bundle = _search(ctx, f"name={common}")
     assert bundle.get("total") == (accurate if counted else None)
+
+
+def _counts_run(ctx: ServerContext, query: str) -> tuple[dict[str, Any], int]:
+    """The bundle, and how many count statements the search ran."""
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        statements.append(statement)
+
+    event.listen(ctx.db, "before_cursor_execute", seen)
+    try:
+        bundle = _search(ctx, query)
+    finally:
+        event.remove(ctx.db, "before_cursor_execute", seen)
+    return bundle, sum("count(" in s.lower() for s in statements)
+
+
+@pytest.mark.parametrize("count, counted", [pytest.param(100, 0, id="page-holds-every-match"),
+                                            pytest.param(1, 1, id="full-page-counted")])
+def test_a_first_name_page_that_holds_every_match_is_its_total(small_ctx: ServerContext, count: int,
+                                                               counted: int) -> None:
+    """A name prefix's first page is read before its count: when it holds every match, no count is run."""
+    ctx = _with_threshold(small_ctx, 1000)
+    firsts = [e["resource"]["name"][:1].lower() for e in _search(ctx, "_count=100")["entry"]]
+    common = max(set(firsts), key=firsts.count)
+    bundle, runs = _counts_run(ctx, f"name={common}&_count={count}")
+    assert runs == counted
+    assert bundle["total"] == _search(ctx, f"name={common}&_total=accurate&_count=0")["total"] > 1
+    again, runs = _counts_run(ctx, f"name={common}&_count=1&_after={_walked(ctx, f'name={common}&_count=1')[0]}")
+    assert runs == 0 and again["total"] == bundle["total"]  # kept: the next pages count nothing
