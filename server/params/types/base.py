@@ -127,6 +127,10 @@ class IndexOrder:
     value: ColumnElement[Any]
     tie: ColumnElement[Any]
     match: ColumnElement[bool]
+    # what a row sorting before a matching one must meet to match too (a prefix range's lower bound: such a row
+    # is below the upper one already); None: `match`. The look-up of a resource's earlier rows then goes by its
+    # id (PostgreSQL estimates a range compared in code-point order at one row, and read the range for each one)
+    earlier: ColumnElement[bool] | None = None
 
     @cached_property
     def aliases(self) -> tuple[FromClause, FromClause]:

@@ -70,8 +70,10 @@ class StringType:
                                      for cols in led):
             return None
         match = prefix_range(target.normalized, value.normalized)
+        earlier = target.normalized >= value.normalized
         return IndexOrder(through.table, through.key, target.normalized, ties[0],
-                          match if through.where is None else and_(match, through.where))
+                          match if through.where is None else and_(match, through.where),
+                          earlier if through.where is None else and_(earlier, through.where))
 
     def present(self, target: StringTarget, at: CompileContext) -> Match:
         return via(target.through, target.exact.is_not(None))
