@@ -74,6 +74,23 @@ def tables_read(engine: Engine, statement: Statement) -> set[str]:
         raw.close()
 
 
+def read_by(engine: Engine, statement: Statement, alias: str) -> list[str]:
+    """How the plan of `statement` reads the table aliased `alias`: each such read's index condition (SQLite: its
+    SEARCH line's)."""
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        if engine.dialect.name == "sqlite":
+            cursor.execute("EXPLAIN QUERY PLAN " + statement.sql, statement.parameters)
+            return [row[3] for row in cursor.fetchall() if re.match(rf"(?:SCAN|SEARCH) {re.escape(alias)}\b", row[3])]
+        cursor.execute("EXPLAIN (FORMAT JSON) " + statement.sql, statement.parameters)
+        plan = cursor.fetchone()[0]
+        return [str(n.get("Index Cond", n["Node Type"]))
+                for n in _nodes(plan if isinstance(plan, list) else json.loads(plan)) if n.get("Alias") == alias]
+    finally:
+        raw.close()
+
+
 def _nodes(plan: Any) -> Iterator[dict[str, Any]]:
     if isinstance(plan, list):
         for item in plan:
