@@ -3,8 +3,8 @@ straight to the ASGI app in process (no uvicorn, no socket, no wrk), one at a ti
 written (to a buffer); beside it the ceiling's app (bench/baseline.py, replaying bytes) the same way. The CPU time
 per request of each, median of 5 rounds. What the ceiling costs on the wire beyond its app is the HTTP server's
 share (uvicorn, httptools, the socket), which ours pays too: a server adding only its app to the ceiling's would
-reach `ceiling on the wire / (ceiling on the wire - ceiling app + our app)`, the last column (at c=1, taking the
-ceiling's wire cost per response from bench/results/latest.json).
+reach `ceiling on the wire / (ceiling on the wire - ceiling app + our app)`, the last columns (at c=1 and c=16,
+taking the ceiling's wire cost per response from bench/results/latest.json).
 
     .venv/bin/python bench/app_floor.py [--only sqlite:100000] [--requests 2000]
 """
@@ -112,14 +112,15 @@ async def measure(dataset: Dataset, settings: Path, requests: int) -> dict[str, 
     return out
 
 
-def _wire_us(dataset: str, workload: str) -> float | None:
-    """The ceiling's whole response at c=1 in the latest full run (us), if there is one."""
+def _wire_us(dataset: str, workload: str, concurrency: int) -> float | None:
+    """The ceiling's whole response at this concurrency in the latest full run (us per response), if there is
+    one."""
     latest = BENCH / "results" / "latest.json"
     if not latest.exists():
         return None
     for cell in json.loads(latest.read_text())["cells"]:
         if (cell["dataset"], cell["workload"], cell["server"], cell["concurrency"]) == \
-                (dataset, workload, "ceiling", 1) and cell["rps"]:
+                (dataset, workload, "ceiling", concurrency) and cell["rps"]:
             return 1e6 / float(cell["rps"])
     return None
 
@@ -136,17 +137,19 @@ def main() -> int:
     settings = bench_settings(DATA / "run")
     lines = ["# Our app alone, in process (no network)", "",
              "CPU us per request (median of 5 rounds of random targets), ours and the ceiling's app; the ceiling's "
-             "whole response on the wire at c=1 (bench/results/latest.json); the ratio a server adding only its app "
-             "to the ceiling's would reach.", "",
-             "| dataset | workload | ours app us | ceiling app us | ceiling on the wire us (c=1) | reachable ratio |",
-             "|---|---|---:|---:|---:|---:|"]
+             "whole response on the wire (us per response at c=1 and c=16, bench/results/latest.json); the ratio a "
+             "server adding only its app to the ceiling's would reach at each (the targets are at c=16).", "",
+             "| dataset | workload | ours app us | ceiling app us | ceiling wire us c=1 / c=16 | reachable c=1 | "
+             "reachable c=16 |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     for dataset in datasets:
         ensure_dataset(dataset, settings)
         for name, m in asyncio.run(measure(dataset, settings, args.requests)).items():
-            wire = _wire_us(dataset.name, name)
-            reach = f"{wire / (wire - m['ceiling_us'] + m['ours_us']):.2f}" if wire else "-"
-            lines.append(f"| {dataset.name} | {name} | {m['ours_us']:,.1f} | {m['ceiling_us']:,.1f} | "
-                         f"{'-' if wire is None else f'{wire:,.0f}'} | {reach} |")
+            wires = [_wire_us(dataset.name, name, c) for c in (1, 16)]
+            reach = [f"{w / (w - m['ceiling_us'] + m['ours_us']):.2f}" if w else "-" for w in wires]
+            shown = " / ".join("-" if w is None else f"{w:,.0f}" for w in wires)
+            lines.append(f"| {dataset.name} | {name} | {m['ours_us']:,.1f} | {m['ceiling_us']:,.1f} | {shown} | "
+                         f"{reach[0]} | {reach[1]} |")
     report = "\n".join(lines) + "\n"
     (BENCH / "results" / "app-floor-latest.md").write_text(report, encoding="utf-8")
     print(report)
