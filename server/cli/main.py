@@ -17,7 +17,13 @@ from server.cli import check, data, serve, token
 from server.cli.common import common_parser, say, settings_of
 from server.errors import ConfigError, InterruptedAfterCommit, LoadError, StorageError, StorageUnavailable
 from server.extensions import Extensions, load_extensions
-from server.ops.checks import database_url_problem, embedded_database_missing, missing_database
+from server.ops.checks import (
+    check_database,
+    database_url_problem,
+    embedded_database_missing,
+    missing_database,
+    serving_targets,
+)
 from server.telemetry.logs import configure_logging
 from server.settings import Settings
 
@@ -104,6 +110,18 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _schema_unready(settings: Settings | None, extensions: Extensions | None) -> str | None:
+    """What is wrong with the primary database's schema when it is not this server's current one (no schema, or
+    one behind: what `migrate` does), else None."""
+    if settings is None or extensions is None:
+        return None
+    try:
+        found = check_database(serving_targets(settings)[-1], extensions.schema)
+    except Exception:  # noqa: BLE001 - the check is a better message, never a second failure
+        return None
+    return None if not found.reachable or found.current else found.describe()
+
+
 def _fail(name: str, message: str, status: int, exc_info: bool = False) -> int:
     say(f"orgunit-fhir {name}: {message}", logging.ERROR, command=name, exit_status=status)
     if exc_info:
@@ -117,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     known, _ = common_parser().parse_known_args(argv)
     name = next((a for a in argv if not a.startswith("-")), "orgunit-fhir")
     settings: Settings | None = None
+    extensions: Extensions | None = None
     try:
         settings = settings_of(known)
         try:
@@ -139,11 +158,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(name, f"configuration error: {exc}", 2)
     except LoadError as exc:
         return _fail(name, str(exc), 1)
-    except StorageUnavailable as exc:  # the database cannot be opened or reached
+    except StorageUnavailable as exc:  # the database cannot be opened or reached (or SQLite's has no tables yet)
+        unready = _schema_unready(settings, extensions)
+        if unready is not None:
+            return _fail(name, f"{unready} ({_first_line(exc)})", 1)
         return _fail(name, f"the database ({_safe_url(settings)}) cannot be opened or reached: "
                            f"{_first_line(exc)}; check database.url (or --database) and that the "
                            "database server runs", 1)
-    except StorageError as exc:  # reached, but it refused (permissions, a constraint...)
+    except StorageError as exc:  # reached, but it refused (no schema yet, permissions, a constraint...)
+        unready = _schema_unready(settings, extensions)
+        if unready is not None:  # a command run before `migrate`: its tables are missing, not forbidden
+            return _fail(name, f"{unready} ({_first_line(exc)})", 1)
         return _fail(name, f"the database ({_safe_url(settings)}) refused: {_first_line(exc)}; "
                            "check the role's privileges (migrate, load and demo need the writer role)", 1)
     except InterruptedAfterCommit as exc:

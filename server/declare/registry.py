@@ -89,12 +89,21 @@ class Registry:
     @classmethod
     def collect(cls, pm: pluggy.PluginManager, settings: Settings) -> Registry:
         providers: dict[str, AnyProvider] = {}
+        plugins: dict[str, str] = {}
         for plugin, provider in declared(pm, "register_resource_providers", settings, (ResourceProvider, StaticProvider)):
             provider.check()
             if provider.resource_type in providers:
                 raise ConfigError(f"plugin {plugin}: resource type {provider.resource_type} is already provided")
             providers[provider.resource_type] = provider
+            plugins[provider.resource_type] = plugin
         served = frozenset(providers)
+        for rtype, provider in providers.items():  # scoped through a type nobody serves: it would serve nothing
+            via = provider.tenancy.via if isinstance(provider, ResourceProvider) and provider.tenancy else None
+            if via is not None and via.resource_type not in served:
+                raise ConfigError(
+                    f"plugin {plugins[rtype]}: {rtype} is scoped through {via.resource_type} (its {via.param!r} "
+                    f"reference), which no enabled plugin serves: enable the plugin that serves "
+                    f"{via.resource_type}, or disable {plugins[rtype]} too")
         linked = {t: _link(p, served) if isinstance(p, ResourceProvider) else p for t, p in providers.items()}
         return cls(dict(sorted(linked.items())))
 

@@ -190,3 +190,25 @@ def pg_url() -> Iterator[str]:
     """A fresh PostgreSQL database without any table."""
     with pg.scratch_database() as url:
         yield url
+
+
+# --- a command run before `migrate`: told so, not "unreachable" nor "check the role's privileges" ------------------
+
+BEFORE_MIGRATE = [
+    pytest.param(["accounts", "list"], id="accounts-list"),
+    pytest.param(["data-sources", "list"], id="data-sources-list"),
+    pytest.param(["versions", "list"], id="versions-list"),
+    pytest.param(["render"], id="render"),
+]
+
+
+@pytest.mark.parametrize("command", BEFORE_MIGRATE)
+def test_a_command_before_migrate_says_the_schema_is_missing(database_url: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             command: list[str]) -> None:
+    if database_url.startswith("sqlite"):
+        Path(make_url(database_url).database or "").touch()  # a file with no tables (what a typo'd path leaves)
+    assert main([*command, "--database", database_url]) == 1
+    said = capsys.readouterr().err
+    assert "holds no schema of this server" in said and "orgunit-fhir migrate" in said, said
+    assert "cannot be opened or reached" not in said and "privileges" not in said, said

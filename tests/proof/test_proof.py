@@ -22,6 +22,7 @@ from server.declare.registry import Registry
 from server.extensions import load_extensions
 from server.declare.progress import Progress
 from server.plugins import available_plugins, get_plugin_manager
+from server.errors import ConfigError
 from server.settings import parse_settings
 from tests.orgunits.contract_samples import SUBJECT as ORGUNITS
 from tests.proof.contract_samples import SUBJECT as PROOF
@@ -59,6 +60,25 @@ def test_found_through_its_entry_point_and_toggled_by_settings(tmp_path: Path) -
             assert ("HealthcareService" in registry.providers) is enabled
             assert ("healthcare_services" in [c.name for c in extensions.schema.chains]) is enabled
             assert ("services-json" in extensions.load_formats, "services" in extensions.commands) == (enabled, enabled)
+
+
+def test_scoped_through_a_type_nobody_serves_fails_loudly(tmp_path: Path) -> None:
+    """HealthcareService is seen through its Locations: with the location plugin disabled it would serve nothing,
+    silently. Start-up and check-config refuse it instead, naming both."""
+    with installed([SITE]):
+        settings = parse_settings({"plugins": {"healthcare_services": {"enabled": True}, "location": False}})
+        with pytest.raises(ConfigError, match=r"healthcare_services: HealthcareService is scoped through Location"):
+            Registry.collect(get_plugin_manager(settings), settings)
+        path = tmp_path / "settings.yaml"
+        path.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\nplugins:\n  healthcare_services:\n"
+                        f"    enabled: true\n  location: false\n", encoding="utf-8")
+        env = {**_env(), "PYTHONPATH": os.pathsep.join([_env()["PYTHONPATH"], str(SITE)])}
+        done = subprocess.run([*CLI, "check-config", "--settings", str(path), "--database",
+                               f"sqlite:///{tmp_path / 'none.db'}"], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "FAIL  plugins and auth: plugin healthcare_services: HealthcareService is scoped through Location" \
+            in done.stdout
 
 
 ctx = context_fixture(lambda url, var: contract_context(url, var, (ORGUNITS, PROOF)))
