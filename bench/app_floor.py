@@ -1,6 +1,6 @@
 """What our app costs alone, without the network: every workload's random targets (bench.datasets.targets) sent
-straight to the ASGI app in process (no uvicorn, no socket, no wrk), one at a time, JWT on, the audit line
-written (to a buffer); beside it the ceiling's app (bench/baseline.py, replaying bytes) the same way. The CPU time
+straight to the ASGI app in process (no uvicorn, no socket, no wrk), one at a time on uvloop (as `serve` runs),
+JWT on, the audit line written (to a buffer); beside it the ceiling's app (bench/baseline.py, replaying bytes) the same way. The CPU time
 per request of each, median of 5 rounds. What the ceiling costs on the wire beyond its app is the HTTP server's
 share (uvicorn, httptools, the socket), which ours pays too: a server adding only its app to the ceiling's would
 reach `ceiling on the wire / (ceiling on the wire - ceiling app + our app)`, the last columns (at c=1 and c=16,
@@ -22,6 +22,8 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 from urllib.parse import urlsplit
+
+import uvloop
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -144,7 +146,7 @@ def main() -> int:
              "|---|---|---:|---:|---:|---:|---:|"]
     for dataset in datasets:
         ensure_dataset(dataset, settings)
-        for name, m in asyncio.run(measure(dataset, settings, args.requests)).items():
+        for name, m in uvloop.run(measure(dataset, settings, args.requests)).items():  # the loop `serve` runs
             wires = [_wire_us(dataset.name, name, c) for c in (1, 16)]
             reach = [f"{w / (w - m['ceiling_us'] + m['ours_us']):.2f}" if w else "-" for w in wires]
             shown = " / ".join("-" if w is None else f"{w:,.0f}" for w in wires)
