@@ -15,7 +15,6 @@ from starlette.testclient import TestClient
 from server import ReferenceTarget, ResourceProvider, SearchParam, Subtree, Tenancy, Via
 from server.access.roots import IdentifierRoot, IdRoot, Root, parse_root
 from server.access.tenancy import AccessScope, caller_account
-from server.app import create_app
 from server.engine.context import ServerContext, create_context
 from server.engine import searches
 from server.engine.caller import TRUSTED
@@ -252,14 +251,10 @@ def test_bad_tenancy_is_refused(tenancy: Tenancy, problem: str) -> None:
         provider.check()
 
 
-def test_a_reference_to_a_type_not_served_shows_nothing(ctx: ServerContext, tmp_path: Path) -> None:
-    """Device and Schedule through Location, on a server without Location: nothing, but to trusted callers."""
+def test_a_reference_to_a_type_not_served_is_refused_at_start_up(ctx: ServerContext, tmp_path: Path) -> None:
+    """Device and Schedule through Location, on a server without Location: they would serve nothing (but to
+    trusted callers), silently. Start-up refuses them instead, naming what is missing."""
     settings = make_settings(ctx.settings.database_url, tmp_path, auth={"secret": SECRET}, plugins={"location": False})
-    other = create_context(settings, [("scoped", ScopedThroughLocation())], db=ctx.db)
-    assert "Location" not in other.registry.providers
-    with TestClient(create_app(settings, context=other)) as client:
-        for resource_type, rows in (("Device", DEVICES), ("Schedule", SCHEDULES)):
-            assert seen(client, resource_type, {"account": "alpha"}, other) == set()
-            assert client.get(f"/fhir/{resource_type}/1", headers=bearer(other.settings, account="alpha")).status_code == 404
-            body = searches.search_type(other, TRUSTED, "http://x/fhir", resource_type, [("_count", "100")])
-            assert {int(e["resource"]["id"]) for e in body["entry"]} == set(rows)
+    with pytest.raises(ConfigError, match=r"plugin scoped: (Device|Schedule) is scoped through Location .* no enabled "
+                                          r"plugin serves"):
+        create_context(settings, [("scoped", ScopedThroughLocation())], db=ctx.db)
