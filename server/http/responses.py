@@ -23,7 +23,7 @@ from server.http.xml import to_xml
 from server.settings import FHIR_MOUNT, Settings
 
 log = logging.getLogger("orgunit_fhir")
-HTML_RAW = tuple([(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in HTML_HEADERS.items()])
+HTML_RAW = tuple((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in HTML_HEADERS.items())
 ERROR_FORMAT = Format(FHIR_JSON)
 
 # host[:port]: a DNS name, an IPv4 address or a bracketed IPv6 address
@@ -85,7 +85,7 @@ def fhir_response(body: dict[str, Any] | bytes, fmt: Format, status: int = 200,
     if headers:
         raw += encoded_headers(headers)
     if fmt.html:
-        raw += HTML_RAW
+        raw += HTML_RAW  # a browser's page: its security headers
     return Sent(status, raw, content)
 
 
