@@ -7,7 +7,8 @@ from server.access.tenancy import AccessScope
 from server.access.tokens import Principal
 from server.cli.common import add_common as add_common_options
 from server.declare.answer import Answer, FileBody, Page
-from server.declare.extensions import Command, DemoData, LoadFormat, LoadReport
+from server.declare.extensions import Command, DemoData, LoadCall, LoadFormat, LoadReport
+from server.declare.lookup import Lookup
 from server.engine.capabilities import software_version
 from server.declare.instants import as_utc, instant
 from server.declare.interaction import Interaction
@@ -24,6 +25,7 @@ from server.declare.provider import (
 )
 from server.params.text import normalize
 from server.errors import (
+    AmbiguousLookup,
     ConfigError,
     FhirError,
     Forbidden,
@@ -51,9 +53,9 @@ from server.storage.migrate import Migrations
 from server.storage.writes import begin_writing
 
 __all__ = [
-    "AccessScope", "Answer", "Command", "ConfigError", "DateTarget", "DemoData", "FhirError", "FileBody",
+    "AccessScope", "AmbiguousLookup", "Answer", "Command", "ConfigError", "DateTarget", "DemoData", "FhirError", "FileBody",
     "Forbidden", "Interaction",
-    "InvalidRequest", "InvalidValue", "LoadError", "LoadFormat", "LoadReport", "Migrations", "NearTarget",
+    "InvalidRequest", "InvalidValue", "LoadCall", "LoadError", "LoadFormat", "LoadReport", "Lookup", "Migrations", "NearTarget",
     "Operation", "OperationCall", "Page", "Prerendered", "Principal", "Progress", "ReferenceTarget", "ResourceNotFound",
     "ResourceProvider",
     "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",

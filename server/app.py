@@ -56,7 +56,7 @@ def create_app(settings: Settings, extra_plugins: Iterable[tuple[str, object]] =
             allow_headers=["Authorization", "Accept", "Prefer", "Content-Type", "If-None-Match",
                            "If-Modified-Since", "X-Request-ID"],
             expose_headers=["ETag", "Last-Modified", "Location", "Content-Location", "X-Request-ID", "X-Progress",
-                            "Retry-After"],
+                            "Retry-After", "WWW-Authenticate"],  # a 401's or a scope error's challenge
             max_age=600,
         ))
     pages = html_routes(lambda request: base_url(request.scope, request.headers, settings),

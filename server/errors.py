@@ -1,7 +1,8 @@
 """One error hierarchy (a status and an issue code each) and the one OperationOutcome renderer."""
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any, ClassVar, Self
 
 
 class ConfigError(Exception):
@@ -40,8 +41,34 @@ class AuthenticationFailed(FhirError):
     status, code = 401, "login"
 
 
+class Denial(str):
+    """Why an interaction is refused (a 403's diagnostics), as text; `scope`: the SMART scope the token lacks, when
+    that is why (server.access.smart_scopes). A Forbidden made of one carries the scope, and its answer names it in
+    `WWW-Authenticate: Bearer error="insufficient_scope", scope=...` (RFC 6750, server.http.responses), which a
+    client reads to ask its authorization server for that scope."""
+
+    scope: str | None
+
+    def __new__(cls, text: str, scope: str | None = None) -> Self:
+        made = super().__new__(cls, text)
+        made.scope = scope
+        return made
+
+    @staticmethod
+    def joined(reasons: Sequence[str]) -> Denial:
+        """Several reasons as one (the `authorize` hook's): the first scope one of them names."""
+        return Denial("; ".join(reasons), next((r.scope for r in reasons if isinstance(r, Denial) and r.scope), None))
+
+
 class Forbidden(FhirError):
+    """403. Made of a Denial naming a SMART scope, it is a scope error (`scope`: what the token lacks)."""
+
     status, code = 403, "forbidden"
+
+    def __init__(self, diagnostics: str, *, headers: dict[str, str] | None = None,
+                 expression: str | None = None) -> None:
+        super().__init__(str(diagnostics), headers=headers, expression=expression)
+        self.scope = diagnostics.scope if isinstance(diagnostics, Denial) else None
 
 
 class ResourceNotFound(FhirError):
@@ -50,6 +77,12 @@ class ResourceNotFound(FhirError):
 
 class ResourceGone(FhirError):
     status, code = 410, "deleted"
+
+
+class AmbiguousLookup(FhirError):
+    """A look-up meant to name one resource (server.declare.lookup.Lookup.one) matches several."""
+
+    status, code = 412, "multiple-matches"
 
 
 class ResourceTypeNotSupported(FhirError):

@@ -39,7 +39,7 @@ class Extensions:
 
     @classmethod
     def collect(cls, pm: pluggy.PluginManager, settings: Settings) -> Extensions:
-        chains = [chain for _, chain in declared(pm, "register_migrations", settings, Migrations)]
+        chains = declared(pm, "register_migrations", settings, Migrations)  # (plugin, chain): messages name both
         commands = _unique("command", [(p, c.name, c) for p, c in declared(pm, "register_commands", settings, Command)],
                            ENGINE_COMMANDS)
         formats = _unique("load format", [(p, f.name, f) for p, f in

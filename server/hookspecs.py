@@ -80,7 +80,8 @@ def stop_worker(server: ServerContext) -> None:
 
 @hookspec
 def authorize(principal: Principal, interaction: Interaction, settings: Settings) -> str | None:
-    """Return a reason to deny the interaction (403), or None to allow it."""
+    """Return a reason to deny the interaction (403), or None to allow it. A server.errors.Denial naming the SMART
+    scope the token lacks makes the 403 a scope error (WWW-Authenticate: Bearer error="insufficient_scope")."""
 
 
 @hookspec(firstresult=True)

@@ -1,6 +1,7 @@
 """Accounts and data sources, as an operator manages them (`orgunit-fhir accounts | data-sources`): list, rename,
 remove. Each change is one transaction of the caller's; a removal deletes the units (a deleted version each, so
-consumers syncing with `_history` see it) and marks the data source removed (no longer an Organization)."""
+consumers syncing with `_history` see it) and marks the data source removed (its Organization too: a deleted
+version); a rename gives its Organization a new version."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,9 +10,10 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, func, select, true, update
 
-from plugins.orgunits.history import delete_units, new_versions, record_history
+from plugins.orgunits.history import delete_units, new_versions, record_history, record_sources
 from plugins.orgunits.tables import (
     data_source,
+    data_source_history,
     org_unit,
     org_unit_history,
     org_unit_name,
@@ -88,8 +90,8 @@ def _of_source(source_id: int) -> Any:
 
 
 def rename_source(conn: Connection, account: str, name: str, new_name: str, now: datetime) -> int:
-    """The data source gets a new name (its slug, the identifier consumers know it by, stays); each live unit gets
-    a new version (its managingOrganization.display changes). Returns how many."""
+    """The data source gets a new name (its slug, the identifier consumers know it by, stays): its Organization and
+    each live unit get a new version (the unit's managingOrganization.display changes). Returns how many units."""
     row = _source(conn, account, name)
     new_name = new_name.strip()
     if not new_name or len(new_name) > 200:
@@ -101,7 +103,8 @@ def rename_source(conn: Connection, account: str, name: str, new_name: str, now:
         raise LoadError(f"account {account!r}: {what} is already called {new_name!r}; choose another name")
     now = as_utc(now)
     conn.execute(update(data_source).where(data_source.c.id == row.id)
-                 .values(name=new_name, name_norm=normalize(new_name), updated_at=now))
+                 .values(name=new_name, name_norm=normalize(new_name)))
+    record_sources(conn, now, [row.id])
     changed = _count_live(conn, _of_source(row.id))
     new_versions(conn, _of_source(row.id), now)
     record_history(conn)
@@ -161,8 +164,8 @@ def _remove(conn: Connection, rows: list[Any], *, force: bool, now: datetime, wh
         .scalars()]
     now = as_utc(now)
     delete_units(conn, ids, now, what=what)
-    conn.execute(update(data_source).where(data_source.c.id.in_([row.id for row in rows]))
-                 .values(removed_at=now, updated_at=now))
+    conn.execute(update(data_source).where(data_source.c.id.in_([row.id for row in rows])).values(removed_at=now))
+    record_sources(conn, now, [row.id for row in rows])  # each Organization: a deleted version
     return len(ids)
 
 
@@ -178,7 +181,7 @@ def _refuse_served(conn: Connection, rows: list[Any], force: bool, what: str, pu
 
 def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str) -> int:
     """Erase the data sources `rows` as if never loaded: every version of their units (history, bodies, names), their
-    source versions, the rows themselves and the account's types no unit uses any more. No read, vread,
+    source versions, every version of their Organizations, the rows themselves and the account's types no unit uses any more. No read, vread,
     _history, search or $export returns them afterwards; nor do consumers learn of a deletion (undoing a load
     into the wrong account). A unit of another data source under one of them refuses it. Returns the units
     erased."""
@@ -200,6 +203,7 @@ def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str) -> int:
     conn.execute(delete(org_unit).where(org_unit.c.source_version_id.in_(versions)))
     conn.execute(update(data_source).where(data_source.c.id.in_(source_ids)).values(default_version_id=None))
     conn.execute(delete(source_version).where(source_version.c.data_source_id.in_(source_ids)))
+    conn.execute(delete(data_source_history).where(data_source_history.c.data_source_id.in_(source_ids)))
     conn.execute(delete(data_source).where(data_source.c.id.in_(source_ids)))
     used = select(org_unit.c.org_unit_type_id).distinct()
     conn.execute(delete(org_unit_type).where(org_unit_type.c.account.in_({row.account for row in rows}),

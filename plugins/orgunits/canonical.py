@@ -90,6 +90,11 @@ def export_operation(ns: str, settings: Settings) -> dict[str, Any]:
                                       "as DELETE entries of transaction Bundles in the manifest's `deleted`"),
             param("_type", "string", "Comma-separated resource types (repeatable); default every exported type",
                   max_="*"),
+            param("_typeFilter", "string", "A search of one exported type, `Type?query` URL-encoded (repeatable, or "
+                  "comma-separated): that type's resources are those matching any of its queries, each taken as "
+                  "[base]/[type]?query takes it (its search parameters, chains and _has; no result parameter such "
+                  "as _count, _sort, _include, _elements or _summary); a type without one is exported whole. A "
+                  "query the server cannot apply is refused (400)", max_="*"),
             {"name": "return", "use": "out", "min": 0, "max": "1", "type": "Binary",
              "documentation": "None: the answer is 202 with the job's status URL in Content-Location"},
         ],

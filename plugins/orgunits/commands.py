@@ -12,15 +12,15 @@ from plugins.orgunits.importers.declaration import ImportFormat
 from plugins.orgunits.importers.formats import DECLARED
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, org_unit
 from plugins.orgunits.versions import list_versions, set_default_version, unserved_units
-from plugins.orgunits.writer import transaction
+from plugins.orgunits.writer import stamp, transaction
 from server import (
     Command,
     ConfigError,
     DemoData,
+    LoadCall,
     LoadError,
     LoadFormat,
     LoadReport,
-    Progress,
     Settings,
     add_common_options,
     writing_engine,
@@ -50,8 +50,9 @@ def _configure(declared: ImportFormat) -> Callable[[argparse.ArgumentParser], No
     return configure
 
 
-def _loader(declared: ImportFormat) -> Callable[[Engine, str, argparse.Namespace, Progress], LoadReport]:
-    def load(engine: Engine, path: str, args: argparse.Namespace, progress: Progress) -> LoadReport:
+def _loader(declared: ImportFormat) -> Callable[[LoadCall], LoadReport]:
+    def load(call: LoadCall) -> LoadReport:
+        engine, path, args, progress = call.engine, call.path, call.args, call.progress
         own = {name: getattr(args, name) for name in declared.own_options}
         data_source = declared.data_source(args.data_source, **own)
         report = declared.loader(engine, path, data_source=data_source, version=args.version,
@@ -66,10 +67,16 @@ def _loader(declared: ImportFormat) -> Callable[[Engine, str, argparse.Namespace
                           "they are not published (and have no deletion in _history): load with --delete-missing to "
                           "record them as deleted, or choose the version served with `orgunit-fhir versions "
                           "set-default`",)
+        # a load writes units (Locations) and its data source (an Organization, when that provider is enabled):
+        # each type counted on its own
+        change = report.source_change
+        organizations = (LoadReport(int(change == "inserted"), int(change == "updated"), int(change == "unchanged"),
+                                    resource_type="Organization"),) if "Organization" in call.registry.providers else ()
         return LoadReport(report.inserted, report.updated, report.unchanged, report.deleted, notes, report.missing,
                           tuple(map(str, report.deleted_ids)), tuple(map(str, report.missing_ids)),
                           {"account": args.account, "data_source": data_source, "version": args.version},
-                          report.deleted_units, report.missing_units)
+                          report.deleted_units, report.missing_units, resource_type="Location",
+                          other_types=organizations)
 
     return load
 
@@ -118,7 +125,7 @@ def _list(engine: Engine, account: str | None) -> int:
 def _set_default(engine: Engine, args: argparse.Namespace) -> int:
     number = None if args.version == "newest" else _version_number(args.version)
     with transaction(engine) as conn:  # a writer: one at a time
-        set_default_version(conn, args.data_source, number, account=args.account)
+        set_default_version(conn, args.data_source, number, account=args.account, now=stamp(conn))
         chosen = [v for v in list_versions(conn, args.account) if v.data_source == args.data_source and v.served]
         if chosen and not chosen[0].units and not args.force:
             conn.rollback()

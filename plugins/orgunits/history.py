@@ -1,27 +1,38 @@
 """Versions of org units: paths kept right after moves, new versions, their snapshots in org_unit_history, and
-the deletions of `--delete-missing`."""
+the deletions of `--delete-missing`; versions of data sources (their Organizations) in data_source_history."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Select,
     bindparam,
     exists,
+    func,
     insert,
     select,
+    union_all,
     update,
 )
 
-from plugins.orgunits.tables import org_unit, org_unit_history, source_version
-from plugins.orgunits.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, snapshot
+from plugins.orgunits.tables import data_source, data_source_history, org_unit, org_unit_history, source_version
+from plugins.orgunits.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, SOURCE_PUBLISHED, snapshot
 from server import LoadError, as_utc, path_below, path_subtree
 
 BATCH_SIZE = 2000
 MAX_DEPTH = 256
 _ID_CHUNK = 2000
 
+
+_NEWEST = union_all(select(func.max(org_unit_history.c.updated_at).label("at")),
+                    select(func.max(data_source_history.c.updated_at).label("at"))).subquery("newest")
+# the instant of the newest version stored, of either versioned type (server.begin_writing: a write stamps after it)
+NEWEST_VERSION: Select[Any] = select(func.max(_NEWEST.c.at))
+SOURCE_KEYS = tuple(column.key for column in SOURCE_PUBLISHED)
 
 RECORDED = exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,  # the current version is in history
                           org_unit_history.c.version_id == org_unit.c.version_id)
@@ -121,3 +132,47 @@ def delete_units(conn: Connection, ids: list[int], now: datetime, *, what: str) 
         conn.execute(update(org_unit).where(org_unit.c.id.in_(chunk), org_unit.c.deleted.is_(False))
                      .values(deleted=True, version_id=org_unit.c.version_id + 1, updated_at=now))
     record_history(conn)
+
+
+def record_sources(conn: Connection, now: datetime, ids: Iterable[int]) -> list[int]:
+    """The data sources `ids` whose Organization changed since its newest version (created, renamed, serving another
+    source version, removed, restored) get a new version stamped `now`: a snapshot of what it publishes
+    (views.SOURCE_PUBLISHED, with the version's number and instant), or a deletion once removed. A change stamped
+    `now` again (a later step of the same write) amends that version: one version per data source and write.
+    Returns the ids given a version."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return []
+    now = as_utc(now)
+    rows = conn.execute(select(*SOURCE_PUBLISHED, data_source.c.removed_at)
+                        .where(data_source.c.id.in_(wanted))).mappings().all()
+    later = data_source_history.alias("later")
+    newest = ~exists().where(later.c.data_source_id == data_source_history.c.data_source_id,
+                             later.c.version_id > data_source_history.c.version_id)
+    recorded = {row.data_source_id: row for row in conn.execute(
+        select(data_source_history).where(data_source_history.c.data_source_id.in_(wanted), newest))}
+    changed: list[int] = []
+    for row in rows:
+        published = None if row["removed_at"] is not None else {key: row[key] for key in SOURCE_KEYS}
+        last = recorded.get(row["id"])
+        if last is not None and _published(last) == published:
+            continue
+        amend = last is not None and as_utc(last.updated_at) == now
+        version = last.version_id if amend else (last.version_id + 1 if last is not None else 1)
+        values = {"updated_at": now, "deleted": published is None,
+                  "snapshot": None if published is None else {**published, "version_id": version,
+                                                              "updated_at": now.isoformat()}}
+        if amend:
+            conn.execute(update(data_source_history).values(values).where(
+                data_source_history.c.data_source_id == row["id"], data_source_history.c.version_id == version))
+        else:
+            conn.execute(insert(data_source_history).values(data_source_id=row["id"], version_id=version, **values))
+        conn.execute(update(data_source).where(data_source.c.id == row["id"])
+                     .values(version_id=version, updated_at=now))
+        changed.append(row["id"])
+    return changed
+
+
+def _published(version: Any) -> dict[str, Any] | None:
+    """What a stored version publishes (None: a deletion), as record_sources compares it."""
+    return None if version.deleted else {key: (version.snapshot or {}).get(key) for key in SOURCE_KEYS}

@@ -9,6 +9,7 @@ from typing import Any
 from plugins.orgunits.admin_commands import ACCOUNTS, DATA_SOURCES
 from plugins.orgunits.commands import DEMO, LOAD_FORMATS, VERSIONS
 from plugins.orgunits.explorer import explorer_pages
+from plugins.orgunits.mcsd import MCSD_DIRECTORY, Served, description
 from plugins.orgunits.tables import MIGRATIONS
 from server import (
     Command,
@@ -20,9 +21,6 @@ from server import (
     WebPage,
     hookimpl,
 )
-
-MCSD_DIRECTORY = "https://profiles.ihe.net/ITI/mCSD/CapabilityStatement/IHE.mCSD.Directory"
-
 
 @hookimpl
 def register_migrations(settings: Settings) -> list[Migrations]:
@@ -50,12 +48,8 @@ def register_web_pages(settings: Settings) -> list[WebPage | WebAssets]:
 
 
 @hookimpl
-def update_capability_statement(statement: dict[str, Any], settings: Settings) -> None:
+def update_capability_statement(statement: dict[str, Any], settings: Settings, registry: Served) -> None:
     statement["name"] = "OrgUnitFhirServer"
     statement["title"] = "Organization units as FHIR R4 Location resources (read-only)"
-    statement["description"] = (
-        "Read-only FHIR R4 server publishing a health-system organization-unit pyramid. GET and HEAD only; every "
-        "request needs a JWT bearer token. It instantiates the IHE mCSD Directory capability statement for reading "
-        "(ITI-90 search, ITI-91 _history) and differs by design: no create/update/delete, no POST "
-        "[base]/[type]/_search, no transaction.")
+    statement["description"] = description(registry)  # every difference from the mCSD Directory, as served
     statement["instantiates"] = [MCSD_DIRECTORY]

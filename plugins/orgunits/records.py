@@ -68,6 +68,9 @@ class WriteReport:
     moved_ids: tuple[int, ...] = field(default=(), compare=False)
     deleted_units: tuple[str, ...] = ()  # the first deleted units as the operator knows them: "code 'name' (id N)"
     missing_units: tuple[str, ...] = ()
+    # what the write did to its data source (its Organization): inserted, updated (a new source version served,
+    # restored...) or unchanged; set by import_units, a detail of the units' report (not compared)
+    source_change: str = field(default="unchanged", compare=False)
 
     @property
     def total(self) -> int:

@@ -32,12 +32,27 @@ class DataSource(SQLModel, table=True):
     # the source version served (only its units are published); NULL: the newest version
     default_version_id: int | None = None
     identifier_system: str | None = None
-    updated_at: datetime | None = None  # last change of the data source itself or a new source version
+    # its Organization's current version (data_source_history): its number and instant (meta.versionId, lastUpdated)
+    version_id: int = Field(default=1, sa_column_kwargs={"server_default": "1"})
+    updated_at: datetime | None = None
     # server.params.text.normalize(name), for name search
     name_norm: str | None = Field(default=None, sa_column=Column(NORM_TYPE))
     # `orgunit-fhir data-sources remove`: its units are deleted versions, it is no longer published
     removed_at: datetime | None = None
     last_format: str | None = None  # the load format that last wrote it (a load in another format warns)
+
+
+class DataSourceHistory(SQLModel, table=True):
+    """Every version of every data source's Organization: its published row as JSON (what the Organization provider's
+    to_resource takes), or its removal (a deletion). history.record_sources writes them."""
+
+    __tablename__ = "data_source_history"
+    __table_args__ = (Index("ix_data_source_history_updated_at", "updated_at", "data_source_id", "version_id"),)
+    data_source_id: int = Field(primary_key=True)
+    version_id: int = Field(primary_key=True)
+    updated_at: datetime
+    deleted: bool = False
+    snapshot: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
 
 
 class SourceVersion(SQLModel, table=True):
@@ -125,6 +140,7 @@ class OrgUnitName(SQLModel, table=True):
 
 
 data_source = DataSource.__table__
+data_source_history = DataSourceHistory.__table__
 source_version = SourceVersion.__table__
 org_unit_type = OrgUnitType.__table__
 org_unit = OrgUnit.__table__

@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 from sqlalchemy import Connection, func, select, update
 
+from plugins.orgunits.history import record_sources
 from plugins.orgunits.tables import (
     DEFAULT_ACCOUNT,
     data_source,
@@ -41,8 +42,9 @@ def list_versions(conn: Connection, account: str | None = None) -> list[VersionI
 
 def set_default_version(conn: Connection, data_source_name: str, number: int | None,
                         account: str = DEFAULT_ACCOUNT, now: datetime | None = None) -> None:
-    """Serve version `number` of the data source (None: back to the newest). Consumers that sync with
-    _history/_lastUpdated must re-read in full afterwards: the switch itself is not a version of any unit."""
+    """Serve version `number` of the data source (None: back to the newest); when that changes the version served,
+    its Organization gets a new version stamped `now` (its source-version extension). Consumers that sync with _history/_lastUpdated must
+    re-read the Locations in full afterwards: the switch itself is not a version of any unit."""
     source = conn.execute(select(data_source.c.id).where(data_source.c.account == account,
                                                          data_source.c.name == data_source_name,
                                                          data_source.c.removed_at.is_(None))).scalar()
@@ -57,8 +59,8 @@ def set_default_version(conn: Connection, data_source_name: str, number: int | N
                                  .order_by(source_version.c.number)).scalars().all()
             raise LoadError(f"data source {data_source_name!r} has no version {number}; "
                             f"it has {', '.join(map(str, known)) or 'none'}")
-    conn.execute(update(data_source).where(data_source.c.id == source).values(
-        default_version_id=version_id, updated_at=now or datetime.now(timezone.utc)))
+    conn.execute(update(data_source).where(data_source.c.id == source).values(default_version_id=version_id))
+    record_sources(conn, now or datetime.now(timezone.utc), [source])
 
 
 def unserved_units(conn: Connection, data_source_name: str, account: str = DEFAULT_ACCOUNT) -> int:

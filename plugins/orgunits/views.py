@@ -1,14 +1,15 @@
-"""The org unit as published: its row joined with type, source version, data source and parent.
+"""The org unit as published: its row joined with type, source version, data source and parent; the data source as
+published (an Organization).
 
 The Location provider reads these columns; the writer snapshots them (as JSON) into org_unit_history,
-so a historical version renders exactly as it was published.
+so a historical version renders exactly as it was published (and a data source's into data_source_history).
 """
 from __future__ import annotations
 
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, FromClause, Select, and_, exists, func, or_, select
+from sqlalchemy import ColumnElement, FromClause, Select, and_, exists, func, or_, select, true
 from sqlalchemy.orm import aliased
 
 from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source_version
@@ -62,9 +63,18 @@ LIVE_ACCOUNT: ColumnElement[bool] = exists().where(_live.c.account == data_sourc
 VERSION_PARTITIONS: Select[Any] = select(source_version.c.id, data_source.c.account, SERVED).select_from(
     source_version.join(data_source, source_version.c.data_source_id == data_source.c.id)).where(LIVE_ACCOUNT)
 
-# (partition, account, served) of every data source: the partitions of Organizations (a removed one is not served)
-SOURCE_PARTITIONS: Select[Any] = select(data_source.c.id, data_source.c.account,
-                                        data_source.c.removed_at.is_(None)).where(LIVE_ACCOUNT)
+# (partition, account, served) of every data source: the partitions of Organizations; a removed one stays served, so
+# its account's consumers see its deletion (410, a DELETE in _history), as they see its units'
+SOURCE_PARTITIONS: Select[Any] = select(data_source.c.id, data_source.c.account, true()).where(LIVE_ACCOUNT)
+
+# the number of the source version each data source serves (its Organization's source-version extension)
+CURRENT_VERSION: ColumnElement[Any] = (select(source_version.c.number)
+                                       .where(source_version.c.data_source_id == data_source.c.id, SERVED)
+                                       .scalar_subquery().label("current_version"))
+# the data source as its Organization publishes it: what each version's snapshot holds (data_source_history), besides
+# the version's number and instant (history.record_sources)
+SOURCE_PUBLISHED: tuple[ColumnElement[Any], ...] = (data_source.c.id, data_source.c.name, data_source.c.slug,
+                                                    CURRENT_VERSION)
 
 
 # the account of the oldest data source not removed: what a token without an account claim sees among several

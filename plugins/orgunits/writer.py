@@ -16,7 +16,6 @@ from sqlalchemy import (
     Row,
     bindparam,
     delete,
-    func,
     insert,
     literal_column,
     select,
@@ -26,10 +25,12 @@ from sqlalchemy import (
 from plugins.orgunits.history import (
     BATCH_SIZE,
     MAX_DEPTH,
+    NEWEST_VERSION,
     RECORDED,
     new_versions,
     new_versions_for_children,
     record_history,
+    record_sources,
     refresh_paths,
 )
 from plugins.orgunits.ordering import parents_first
@@ -45,7 +46,6 @@ from plugins.orgunits.tables import (
     DEFAULT_ACCOUNT,
     data_source,
     org_unit,
-    org_unit_history,
     org_unit_name,
     org_unit_type,
     source_version,
@@ -62,7 +62,8 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
                        identifier_system: str | None = None, now: datetime | None = None,
                        account: str = DEFAULT_ACCOUNT) -> int:
     """Id of the data source called `name` in `account`, created if missing (slug defaults to the slugified
-    name). Data source names and slugs are unique within an account."""
+    name; its Organization's first version is stamped `now`). Data source names and slugs are unique within an
+    account."""
     now = as_utc(now or datetime.now(timezone.utc))
     if not account or not account.strip() or len(account) > 200:
         raise LoadError(f"account {account!r}: give a name of 1 to 200 characters")
@@ -70,8 +71,8 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
                        .where(data_source.c.account == account, data_source.c.name == name)).first()
     if row is not None:
         if identifier_system is not None and row.identifier_system != identifier_system:
-            conn.execute(update(data_source).where(data_source.c.id == row.id)
-                         .values(identifier_system=identifier_system, updated_at=now))
+            conn.execute(update(data_source).where(data_source.c.id == row.id)  # its Organization is the same
+                         .values(identifier_system=identifier_system))
             of_source = select(source_version.c.id).where(source_version.c.data_source_id == row.id)
             new_versions(conn, org_unit.c.source_version_id.in_(of_source), now)  # their identifier changes
         return int(row.id)
@@ -82,17 +83,20 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
         raise LoadError(f"data source {name!r}: slug {slug!r} already belongs to data source {taken!r}")
     result = conn.execute(insert(data_source).values(name=name, slug=slug, identifier_system=identifier_system,
                                                      updated_at=now, name_norm=normalize(name), account=account))
-    return int(result.inserted_primary_key[0])
+    source_id = int(result.inserted_primary_key[0])
+    record_sources(conn, now, [source_id])
+    return source_id
 
 
 def ensure_source_version(conn: Connection, data_source_id: int, number: int, now: datetime | None = None) -> int:
+    """Id of version `number` of the data source, created if missing (its Organization gets a new version stamped
+    `now` when that changes the version it serves: the newest, unless one was chosen)."""
     row_id = conn.execute(select(source_version.c.id).where(
         source_version.c.data_source_id == data_source_id, source_version.c.number == number)).scalar()
     if row_id is not None:
         return int(row_id)
     result = conn.execute(insert(source_version).values(data_source_id=data_source_id, number=number))
-    conn.execute(update(data_source).where(data_source.c.id == data_source_id)
-                 .values(updated_at=as_utc(now or datetime.now(timezone.utc))))
+    record_sources(conn, as_utc(now or datetime.now(timezone.utc)), [data_source_id])
     return int(result.inserted_primary_key[0])
 
 
@@ -287,7 +291,7 @@ def transaction(engine: Engine, dry_run: bool = False) -> Iterator[Connection]:
     """The one transaction every write goes through: it takes the writer lock first (server.storage.writes; the
     versions' instant: `stamp(conn)`), is committed at the end, rolled back on an error, or (`dry_run`) anyway."""
     with engine.connect() as conn, conn.begin() as begun:  # committed at the end unless rolled back
-        conn.info[_STAMP] = begin_writing(conn, select(func.max(org_unit_history.c.updated_at)))
+        conn.info[_STAMP] = begin_writing(conn, NEWEST_VERSION)
         try:
             yield conn
         finally:

@@ -71,7 +71,9 @@ def _scope_text(auth: AuthSettings) -> str:
         return ""
     return (" SMART system scopes in the " + " or ".join(f"'{c}'" for c in auth.scope_claims) + " claim narrow a "
             "token per resource type and interaction: v1 system/Location.read, v2 system/Location.rs (r: read, vread, "
-            "history; s: search, operations), system/*.rs for every type; a scope with a query is refused.")
+            "history, $export; s: search, other operations), system/*.rs for every type; a v2 scope with a query "
+            "(system/Location.rs?partof:below=Location/12) grants its letters on that search's matches only, and one "
+            "the server cannot apply as a filter refuses the token.")
 
 
 def security(settings: Settings) -> dict[str, Any]:
@@ -93,7 +95,8 @@ def security(settings: Settings) -> dict[str, Any]:
     block["description"] = (
         "Send 'Authorization: Bearer <JWT>'. The token must carry the permission "
         f"'{auth.permission}' in the '{auth.permission_claim}' claim or as a scope. Missing or invalid tokens get "
-        "401, tokens without the permission (or the scope an interaction needs) 403." + _scope_text(auth) +
+        "401, tokens without the permission (or the scope an interaction needs) 403 (a missing scope named in "
+        "WWW-Authenticate: Bearer error=\"insufficient_scope\", scope=\"...\")." + _scope_text(auth) +
         f" Every answer is limited to the account named by the '{auth.account_claim}' claim and to the subtrees whose "
         f"roots are listed in the '{auth.roots_claim}' claim, if any; ids outside them are answered as unknown ids "
         "(404).")

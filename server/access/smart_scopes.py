@@ -9,17 +9,22 @@ decides, as before scopes existed. One that carries some sees only what they gra
   grant nothing here). `user/` scopes grant as `system/` ones do (the server holds no per-user data);
   `patient/` scopes grant nothing (no patient compartment here).
 - A scope of that shape that does not parse (`system/Location.sr`) grants nothing; it still narrows the token.
-- A v2 granular scope with a query (`system/Location.rs?type=CSPS`) is refused with the token (ScopeRefused):
-  the server cannot apply its filter, and never ignores it.
+- A v2 granular scope with a query (`system/Location.rs?partof:below=Location/12`) grants its letters on the
+  resources that search matches only (SmartScopes.filters); several on one type are a union, and one without a
+  query on the type grants all of it. A query that is not a query string is refused with the token (ScopeRefused);
+  one this server cannot apply as a filter (a parameter the type does not have, a result parameter such as
+  `_count`, a chain) is refused when the caller is made (server.engine.scope_filters): never ignored.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode
 from typing import Any
 
 from server.access.claims import claim_tokens
+from server.errors import Denial
 
 READ = "r"    # read, vread, history-instance, history-type
 SEARCH = "s"  # search-type, operation
@@ -35,13 +40,18 @@ _V1 = {"read": frozenset(READ + SEARCH), "*": frozenset(READ + SEARCH), "write":
 
 
 class ScopeRefused(ValueError):
-    """A scope the server cannot honour (a v2 scope with a query): the token is refused."""
+    """A scope the server cannot honour (a v2 scope whose query is not a query string): the token is refused."""
+
+
+Query = tuple[tuple[str, str], ...]  # a scope's query: (name, value) pairs, as a search takes them
 
 
 @dataclass(frozen=True)
 class Grant:
     resource_type: str  # "*": every type
     letters: frozenset[str]  # of READ and SEARCH
+    query: Query | None = None  # a v2 granular scope's: the search its resources must match; None: all of them
+    text: str = ""  # the scope as the token wrote it (named when the server cannot apply its query)
 
 
 @dataclass(frozen=True)
@@ -54,48 +64,68 @@ class SmartScopes:
     def names(self) -> list[str]:
         """The grants as v2 scopes (the audit line)."""
         return [f"{self.context}/{g.resource_type}.{''.join(x for x in READ + SEARCH if x in g.letters)}"
-                for g in self.grants if g.letters]
+                f"{'?' + urlencode(g.query) if g.query else ''}" for g in self.grants if g.letters]
 
     def allows(self, resource_type: str, letter: str) -> bool:
         return any(letter in g.letters and g.resource_type in (resource_type, WILDCARD) for g in self.grants)
+
+    def filters(self, resource_type: str) -> tuple[Grant, ...] | None:
+        """The granular grants whose queries limit what the token sees of the type (a union), None when it is not
+        limited: a grant on the type (or every type) without a query, or none at all (then it sees nothing)."""
+        granting = [g for g in self.grants if g.letters and g.resource_type in (resource_type, WILDCARD)]
+        if not granting or any(g.query is None for g in granting):
+            return None
+        return tuple(granting)
 
     def sees(self, resource_type: str) -> bool:
         """Whether the token may see resources of the type at all (each letter reveals them): what
         `_include`/`_revinclude` may return."""
         return any(g.letters and g.resource_type in (resource_type, WILDCARD) for g in self.grants)
 
-    def denial(self, kind: str, resource_type: str | None, letter: str | None = None) -> str | None:
-        """Why the interaction is denied (naming the scope it lacks), None when it is granted. `letter`: the one
-        an operation declares it needs (server.declare.provider.Operation.scope; default: its kind's). The
-        CapabilityStatement and system-level interactions need no scope here (what they return is scoped per type);
-        a kind of interaction this module does not know is denied."""
+    def denial(self, kind: str, resource_type: str | None, letter: str | None = None) -> Denial | None:
+        """Why the interaction is denied, naming the scope it lacks (Denial.scope: the 403 says insufficient_scope
+        and names it), None when it is granted. `letter`: the one an operation declares it needs
+        (server.declare.provider.Operation.scope; default: its kind's). The CapabilityStatement and system-level
+        interactions need no scope here (what they return is scoped per type); a kind of interaction this module
+        does not know is denied."""
         if kind == "capabilities" or resource_type is None:
             return None
         letter = letter if kind == "operation" and letter in (READ, SEARCH) else LETTER_OF_KIND.get(kind)
         if letter is None:
-            return f"the token's SMART scopes grant no {kind} interaction"
+            return Denial(f"the token's SMART scopes grant no {kind} interaction")
         if self.allows(resource_type, letter):
             return None
         what = "read, vread, history and the operations that read" if letter == READ else "search and operations"
-        return (f"the token's SMART scopes do not grant {kind} on {resource_type}: it lacks the scope "
-                f"{self.context}/{resource_type}.{letter} ({what}; or {self.context}/{resource_type}.read in SMART v1)")
+        needed = f"{self.context}/{resource_type}.{letter}"
+        return Denial(f"the token's SMART scopes do not grant {kind} on {resource_type}: it lacks the scope {needed} "
+                      f"({what}; or {self.context}/{resource_type}.read in SMART v1)", needed)
 
 
-def _grant(context: str, rtype: str, what: str) -> Grant | None:
+def _query(token: str, raw: str) -> Query:
+    try:
+        pairs = parse_qsl(raw, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        pairs = []
+    if not pairs or any(not name or not value for name, value in pairs):
+        raise ScopeRefused(f"the scope {token[:100]!r} has a query that is not name=value pairs")
+    return tuple(pairs)
+
+
+def _grant(context: str, rtype: str, what: str, query: Query | None, token: str) -> Grant | None:
     if not _TYPE.fullmatch(rtype):
         return None
-    if what in _V1:
+    if what in _V1 and query is None:
         letters = _V1[what]
     elif what and _V2.fullmatch(what):
         letters = frozenset(what) & frozenset(READ + SEARCH)
     else:
         return None
-    return Grant(rtype, letters if context in GRANTING else frozenset())
+    return Grant(rtype, letters if context in GRANTING else frozenset(), query, token)
 
 
 def parse_scopes(tokens: Iterable[str]) -> SmartScopes | None:
     """The grants of the SMART resource scopes among `tokens`; None when there is none (not narrowed).
-    ScopeRefused for a scope with a query."""
+    ScopeRefused for a scope whose query is not a query string."""
     grants: list[Grant] = []
     contexts: list[str] = []
     smart = False
@@ -106,9 +136,8 @@ def parse_scopes(tokens: Iterable[str]) -> SmartScopes | None:
         match = _SHAPE.fullmatch(token)
         if match is None:
             continue  # malformed: grants nothing
-        if match["query"] is not None:
-            raise ScopeRefused(f"the scope {token[:100]!r} has a query: granular scopes are not supported")
-        grant = _grant(match["context"], match["type"], match["what"])
+        query = _query(token, match["query"][1:]) if match["query"] is not None else None
+        grant = _grant(match["context"], match["type"], match["what"], query, token)
         if grant is not None:
             grants.append(grant)
             contexts.append(match["context"])

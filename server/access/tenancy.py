@@ -13,13 +13,19 @@ from collections.abc import Collection, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, false, or_, select, true
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, exists, false, or_, select, true
 
 from server.access.roots import bare_root_type, parse_roots, root_paths
+from server.access.smart_scopes import Query
 from server.declare.provider import ResourceProvider, Tenancy, Via
 from server.errors import Forbidden
 from server.params.paths import in_subtree, outermost, subtree
-from server.params.types.reference import ReferenceTarget, referring
+from server.params.types.reference import SCOPE_ROOTS, ReferenceTarget, referring
+from server.search.asks import run_on
+from server.search.seen import seen
+from server.search.chains import Chained, parse_request
+from server.search.hops import compile_chained
+from server.search.sql import JOINED, lookups, read_types, where_clause
 from server.storage.cache import Bounded
 from server.storage.freshness import Freshness, Snapshot, database_of
 
@@ -31,6 +37,9 @@ class AccessScope:
     account: str | None = None  # None: the token names no account
     roots: tuple[str, ...] | None = None  # Type/id, bare ids or system|value identifiers; None: no subtree limit
     all_accounts: bool = False  # trusted in-process callers (tests, tools), never a token
+    # SMART v2 granular scopes (server.access.smart_scopes): per type, the searches of which the caller sees the
+    # matches only (a union); a type not named is not filtered. Set by the engine (server.engine.scope_filters)
+    filters: tuple[tuple[str, tuple[Query, ...]], ...] = ()
 
 
 EVERYTHING = AccessScope(all_accounts=True)
@@ -68,6 +77,9 @@ class Visibility:
     partitions: frozenset[Any] | None = None
     paths: tuple[str, ...] | None = None
     by_row: bool = True
+    # a provider whose versions are scoped each by its own reference (Via.versions): a condition on the rows of its
+    # history table (the versions the caller sees, whatever the current row); None: by the current row (`clause`)
+    versions: ColumnElement[bool] | None = field(default=None, compare=False)
 
     def admits(self, partition: Any, path: str | None) -> bool:
         if self.partitions is not None and partition not in self.partitions:
@@ -113,6 +125,42 @@ def _referring(provider: ResourceProvider, target: ReferenceTarget, ids: Any) ->
     if target.through is None and getattr(target.column, "table", None) is not provider.table:
         return provider.id_column.in_(select(provider.id_column).select_from(provider.source).where(cond))
     return cond
+
+
+def _referred(referrer: ResourceProvider, target: ReferenceTarget, ids: Any) -> Any:
+    """The ids that the live resources `ids` of `referrer` point at with their reference `target`."""
+    live = seen(referrer, None)
+    if target.through is not None:
+        through = target.through
+        held = select(target.column).select_from(through.table).where(
+            through.key.in_(select(referrer.id_column).select_from(referrer.table).where(referrer.id_column.in_(ids),
+                                                                                      *live)))
+        return held if through.where is None else held.where(through.where)
+    return select(target.column).select_from(referrer.source).where(referrer.id_column.in_(ids), *live)
+
+
+def _versions_referring(provider: ResourceProvider, target: ReferenceTarget, ids: Any,
+                        own: ColumnElement[bool] | None) -> ColumnElement[bool]:
+    """The history rows whose version referred (`target`: Via.versions) to one of `ids`, of a resource whose current
+    row is in the caller's partitions (`own`)."""
+    versioning = provider.versioning
+    assert versioning is not None
+    through = target.through
+    if through is None:
+        cond: ColumnElement[bool] = target.column.in_(ids)
+    else:
+        assert through.version is not None
+        side = [through.key == versioning.history_id, through.version == versioning.history_version,
+                target.column.in_(ids), *([through.where] if through.where is not None else [])]
+        cond = exists().select_from(through.table).where(*side)
+    if own is None:
+        return cond
+    return and_(cond, exists().where(provider.id_column == versioning.history_id, own))
+
+
+def _history_id(provider: ResourceProvider) -> ColumnElement[Any]:
+    assert provider.versioning is not None
+    return provider.versioning.history_id
 
 
 class Scoper:
@@ -162,6 +210,32 @@ class Scoper:
 
     def _build(self, conn: Connection, snapshot: Snapshot, provider: ResourceProvider, tenancy: Tenancy,
                scope: AccessScope, chain: tuple[str, ...]) -> Visibility:
+        scoped = self._scoped(conn, snapshot, provider, tenancy, scope, chain)
+        queries = dict(scope.filters).get(provider.resource_type)
+        return scoped if queries is None else self._filtered(conn, provider, scoped, queries)
+
+    def _filtered(self, conn: Connection, provider: ResourceProvider, vis: Visibility,
+                  queries: tuple[Query, ...]) -> Visibility:
+        """`vis` narrowed to the matches of any of the searches (a token's granular scopes): each compiled as
+        `[type]?query` is, its look-ups (the path a :below names) among the rows the server serves."""
+        matches = []
+        for query in queries:
+            request = parse_request(provider, query, strict=True, providers=self.freshness.registry.providers)
+            others = {rtype: () for rtype in read_types(request.all_clauses)}
+            found = run_on(conn, lookups(provider, request, None, others))
+            joined = {(JOINED, j.key, j.raw): compile_chained(conn, self.freshness.registry.providers, j,
+                                                              lambda _: None)
+                      for j in request.joined if isinstance(j, Chained)}
+            matches.append(where_clause(provider, request, {**found, **joined, SCOPE_ROOTS: None}))
+        narrowed = or_(*matches)
+        clause = narrowed if vis.clause is None else and_(vis.clause, narrowed)
+        versions = None if vis.versions is None else \
+            and_(vis.versions, exists().where(provider.id_column == _history_id(provider), narrowed))
+        return Visibility(clause, _digest(vis.key, queries), vis.partitions, vis.paths, by_row=False,
+                          versions=versions)
+
+    def _scoped(self, conn: Connection, snapshot: Snapshot, provider: ResourceProvider, tenancy: Tenancy,
+                scope: AccessScope, chain: tuple[str, ...]) -> Visibility:
         account = self.account(conn, scope, snapshot)  # first: 403 whatever the provider
         partitions = self._partitions(snapshot, provider, scope, account) if tenancy.partition is not None else None
         if tenancy.via is not None:
@@ -177,22 +251,30 @@ class Scoper:
 
     def _through(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy, via: Via,
                  scope: AccessScope, partitions: frozenset[Any] | None, chain: tuple[str, ...]) -> Visibility:
-        """Visible when a resource the reference points at is: rows whose reference is among the referenced
-        provider's visible rows (no condition when the caller sees all of them)."""
+        """Visible when a resource the reference points at is (or, `reverse`, one that points at it): rows whose
+        reference is among the other provider's visible rows (no condition when the caller sees all of them)."""
         own = _own(tenancy, partitions, None)
-        referenced = self.freshness.registry.providers.get(via.resource_type)
-        param = provider.params_by_name.get(via.param)
-        targets = param.targets_to(via.resource_type) if param is not None else []
-        if not isinstance(referenced, ResourceProvider) or referenced.tenancy is None or not targets \
+        other = self.freshness.registry.providers.get(via.resource_type)
+        holder = other if via.reverse else provider  # the provider whose parameter holds the reference
+        param = holder.params_by_name.get(via.param) if isinstance(holder, ResourceProvider) else None
+        targets = param.targets_to(via.resource_type if not via.reverse else provider.resource_type) \
+            if param is not None else []
+        if not isinstance(other, ResourceProvider) or other.tenancy is None or not targets \
                 or via.resource_type in chain:
             # nothing to see through: a type not served (or without scope), or a cycle of references
             if scope.all_accounts and scope.roots is None:
                 return Visibility(own.clause, own.key, by_row=False)
             return NOTHING
-        seen = self._visibility(conn, referenced, scope, chain)
+        seen = self._visibility(conn, other, scope, chain)
         conds = [own.clause] if own.clause is not None else []
+        versions = None
         if seen.clause is not None:
-            ids = select(referenced.id_column).select_from(referenced.table).where(seen.clause)
-            conds.append(or_(*(_referring(provider, t, ids) for t in targets)))
+            ids = select(other.id_column).select_from(other.table).where(seen.clause)
+            if via.reverse:
+                conds.append(or_(*(provider.id_column.in_(_referred(other, t, ids)) for t in targets)))
+            else:
+                conds.append(or_(*(_referring(provider, t, ids) for t in targets)))
+            if via.versions is not None:
+                versions = _versions_referring(provider, via.versions, ids, own.clause)
         clause = and_(true(), *conds) if conds else None
-        return Visibility(clause, _digest(own.key, via, seen.key), partitions, by_row=False)
+        return Visibility(clause, _digest(own.key, via, seen.key), partitions, by_row=False, versions=versions)

@@ -142,7 +142,11 @@ def _numeric_date(claims: Mapping[str, Any], name: str) -> int | float | None:
 
 
 class Authenticator:
-    def __init__(self, settings: Settings, *, clock: Clock = time.time, cache_size: int = CACHE_SIZE) -> None:
+    def __init__(self, settings: Settings, *, clock: Clock = time.time, cache_size: int = CACHE_SIZE,
+                 create_secret: bool = True) -> None:
+        """`create_secret`: generate the HMAC secret into the data directory when there is none (a server's; an
+        in-process context, which verifies no token, leaves the folder as it is: without a secret, no HMAC token
+        verifies)."""
         auth = settings.auth
         self.settings = settings
         self.clock = clock
@@ -151,7 +155,7 @@ class Authenticator:
         self.asym_algorithms = self.algorithms & ASYMMETRIC_ALGORITHMS
         if auth.max_token_bytes < 64:
             raise ConfigError("auth.max_token_bytes must be at least 64")
-        self.secret = secret_for(settings, create=True) if self.hmac_algorithms else None
+        self.secret = secret_for(settings, create=create_secret) if self.hmac_algorithms else None
         self.public_key = load_public_key_file(auth.public_key_file) if auth.public_key_file else None
         if self.public_key and self.asym_algorithms and not any(map(self.public_key.verifies, self.asym_algorithms)):
             raise ConfigError(f"auth.public_key_file {auth.public_key_file} verifies none of auth.algorithms "
@@ -199,7 +203,8 @@ class Authenticator:
         if "kid" in header and not (isinstance(kid, str) and 0 < len(kid) <= MAX_KID_LENGTH):
             raise invalid(f"kid must be a string of 1 to {MAX_KID_LENGTH} characters")
         expires = self._check_claims(claims, now)  # before any key lookup: a stale token never fetches keys
-        keys: Iterable[Any] = [self.secret] if alg in HMAC_ALGORITHMS else self._public_keys(alg, kid)
+        keys: Iterable[Any] = ([self.secret] if self.secret else []) if alg in HMAC_ALGORITHMS else \
+            self._public_keys(alg, kid)
         auth = self.settings.auth
         for key in keys:
             try:
@@ -230,7 +235,7 @@ class Authenticator:
             return smart_scopes_of(claims, self.settings.auth.scope_claims)
         except ScopeRefused as exc:
             log.info("auth: token refused: %s", exc)
-            raise invalid("SMART scopes with a query (granular scopes) are not supported") from None
+            raise invalid("a SMART scope has a query that is not a query string") from None
 
     def _check_claims(self, claims: Mapping[str, Any], now: float) -> float:
         auth = self.settings.auth

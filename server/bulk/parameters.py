@@ -1,20 +1,59 @@
-"""The kick-off's parameters: which types, `_since`, `_outputFormat`, and `Prefer: respond-async`."""
+"""The kick-off's parameters: which types, `_since`, `_typeFilter`, `_outputFormat`, and `Prefer: respond-async`.
+
+`_typeFilter` (Bulk Data STU2): `Type?query` values (URL-encoded, comma-separated or repeated), each parsed as
+`[type]?query` is (strictly: an unknown parameter is refused, never ignored; search result parameters such as
+`_count`, `_sort`, `_include`, `_elements` or `_summary` have no place in it). A type's resources are those matching
+any of its filters (a union); a type without one is exported whole. A filter names one of the types exported: of
+`_type` when given, else of the level's (`[base]/[type]/$export`: that type); another one is refused (400), or
+dropped with `Prefer: handling=lenient` (it would select nothing the export holds). A filter the server cannot
+apply is refused even then: leaving it out would change what the export holds without saying."""
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import re
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import parse_qsl
 
 from server.errors import InvalidRequest, UnsupportedParameter
 from server.params.dates import parse_since
+from server.search.request import SearchRequest, selecting_only
 
 NDJSON = "application/fhir+ndjson"
 OUTPUT_FORMATS = frozenset({NDJSON, "application/ndjson", "ndjson"})
 # Bulk Data parameters this server does not apply: refused, or ignored with Prefer: handling=lenient
-UNSUPPORTED = frozenset({"_typeFilter", "_elements", "includeAssociatedData", "patient", "_until", "organizeOutputBy",
+UNSUPPORTED = frozenset({"_elements", "includeAssociatedData", "patient", "_until", "organizeOutputBy",
                          "allowPartialManifests"})
 IGNORED = frozenset({"_format", "_pretty"})
+TYPE_FILTER = "_typeFilter"
+MAX_FILTERS = 40  # `_typeFilter` queries in one kick-off (each is a search, compiled at the kick-off)
+_FILTER = re.compile(r"(?P<type>[A-Z][A-Za-z]{0,63})\?(?P<query>.*)", re.DOTALL)
+_NEXT_FILTER = re.compile(r",(?=[A-Z][A-Za-z]{0,63}\?)")  # a comma before `Type?`; one within a query's values stays
+# `Type`, its query's (name, value) pairs -> its search, as `[type]?query` is parsed (strict: server.engine.parsing)
+FilterParser = Callable[[str, Sequence[tuple[str, str]]], SearchRequest]
+
+
+@dataclass(frozen=True)
+class TypeFilter:
+    """One `_typeFilter` value: `Type?query` as sent, and its search in the typed form of `[type]?query`."""
+
+    query: str
+    search: SearchRequest
+
+    @property
+    def resource_type(self) -> str:
+        return self.search.resource_type
+
+
+@contextmanager
+def naming(query: str) -> Iterator[None]:
+    """The 400 of a filter's search (parsed, or compiled: server.bulk.service) names the filter."""
+    try:
+        yield
+    except InvalidRequest as exc:
+        raise type(exc)(f"{TYPE_FILTER} {query[:200]!r}: {exc.diagnostics}", expression=exc.expression) from None
 
 
 @dataclass(frozen=True)
@@ -23,9 +62,14 @@ class ExportRequest:
     since: datetime | None = None  # resources changed after this instant only
     since_raw: str | None = None
     output_format: str = NDJSON
+    filters: tuple[TypeFilter, ...] = ()  # `_typeFilter`: a type's resources are those matching any of its own
+
+    def filters_of(self, resource_type: str) -> tuple[TypeFilter, ...]:
+        return tuple(f for f in self.filters if f.resource_type == resource_type)
 
     def to_json(self) -> dict[str, Any]:
-        return {"types": list(self.types), "since": self.since_raw, "outputFormat": self.output_format}
+        return {"types": list(self.types), "since": self.since_raw, "outputFormat": self.output_format,
+                "typeFilter": [f.query for f in self.filters]}
 
 
 def _prefer(header: str) -> set[str]:
@@ -33,10 +77,10 @@ def _prefer(header: str) -> set[str]:
 
 
 def parse_export(items: Sequence[tuple[str, str]], prefer: str, exportable: Collection[str],
-                 level_type: str | None) -> ExportRequest:
+                 level_type: str | None, parse_filter: FilterParser) -> ExportRequest:
     """`exportable`: the types a system-level export writes (in order); `level_type`: the type of a
-    `[type]/$export`, else None. 400 for what the server cannot honour (unless Prefer: handling=lenient, for the
-    parameters it does not support and types it does not export)."""
+    `[type]/$export`, else None; `parse_filter`: a `_typeFilter`'s search. 400 for what the server cannot honour
+    (unless Prefer: handling=lenient, for the parameters it does not support and the types it does not export)."""
     preferences = _prefer(prefer)
     if "respond-async" not in preferences:
         raise InvalidRequest("$export runs asynchronously: send the header Prefer: respond-async")
@@ -70,4 +114,42 @@ def parse_export(items: Sequence[tuple[str, str]], prefer: str, exportable: Coll
             raise UnsupportedParameter("_type names no exported type")
     else:
         types = [level_type] if level_type is not None else list(exportable)
-    return ExportRequest(tuple(types), since[1] if since else None, since[0] if since else None)
+    filters = _type_filters(items, types, exportable, level_type, parse_filter, lenient)
+    return ExportRequest(tuple(types), since[1] if since else None, since[0] if since else None, filters=filters)
+
+
+def _type_filters(items: Sequence[tuple[str, str]], types: Sequence[str], exportable: Collection[str],
+                  level_type: str | None, parse_filter: FilterParser, lenient: bool) -> tuple[TypeFilter, ...]:
+    filters: list[TypeFilter] = []
+    for query in (q.strip() for key, raw in items if key == TYPE_FILTER for q in _NEXT_FILTER.split(raw)):
+        if not query:
+            continue
+        shape = _FILTER.fullmatch(query)
+        if shape is None:
+            raise InvalidRequest(f"{TYPE_FILTER} {query[:200]!r} is not a search: send Type?query, URL-encoded "
+                                 "(e.g. Location%3Fstatus%3Dactive), several joined by commas or repeated")
+        rtype = shape["type"]
+        if rtype not in types:
+            if lenient:
+                continue
+            why = f"{rtype} is not exported (exported types: {', '.join(exportable)})" if rtype not in exportable \
+                else f"[base]/{level_type}/$export exports {level_type} only" if level_type is not None \
+                else f"{rtype} is not among the types of _type ({', '.join(types)}): a filter selects among them"
+            raise UnsupportedParameter(f"{TYPE_FILTER} {query[:200]!r}: {why}")
+        if len(filters) == MAX_FILTERS:
+            raise InvalidRequest(f"too many {TYPE_FILTER} queries; at most {MAX_FILTERS}")
+        with naming(query):
+            filters.append(TypeFilter(query, _search(rtype, shape["query"], parse_filter)))
+    return tuple({f.query: f for f in filters}.values())  # a filter sent twice is one
+
+
+def _search(rtype: str, query: str, parse_filter: FilterParser) -> SearchRequest:
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        raise InvalidRequest("its query is malformed (name=value pairs joined by &, URL-encoded)") from None
+    selecting_only(pairs, f"a {TYPE_FILTER}")
+    search = parse_filter(rtype, pairs)
+    if not search.clauses and not search.joined:
+        raise InvalidRequest(f"it names no search criterion (every {rtype}: leave the filter out)")
+    return search

@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine
+from sqlalchemy import ColumnElement, Engine
 
 from server.bulk.files import NdjsonFiles, Written, job_directory, remove_job
 from server.bulk.jobs import Job, JobStore
@@ -35,6 +35,8 @@ class Plan:
     job: Job
     caller: Caller
     request: ExportRequest
+    # each filtered type's condition (its `_typeFilter` searches OR-ed), compiled at the kick-off
+    filters: Mapping[str, ColumnElement[bool]] = field(default_factory=dict)
 
 
 def _deleted_entry(rtype: str, rid: str) -> bytes:
@@ -106,7 +108,7 @@ class Runner:
         with self.engine.connect() as conn:
             vis = visibility(self.ctx, conn, provider, plan.caller)
             view = AsOf(plan.job.transaction_time, plan.request.since, vis.clause,
-                        self.ctx.freshness.splices(conn, provider))
+                        self.ctx.freshness.splices(conn, provider), plan.filters.get(rtype))
             for batch in resources(conn, provider, view):
                 self._check()
                 files.write(batch)

@@ -10,18 +10,21 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
-from sqlalchemy import Engine
+from sqlalchemy import ColumnElement, Engine, or_
 
 from server.bulk.files import JOB_ID, job_directory, remove_job
 from server.bulk.jobs import DONE, FAILED, Job, JobStore, Owner, now
-from server.bulk.parameters import NDJSON, parse_export
+from server.bulk.parameters import NDJSON, ExportRequest, naming, parse_export
 from server.bulk.ranges import byte_ranges
 from server.bulk.runner import Plan, Runner, manifest
 from server.declare.answer import PRIVATE_NO_STORE, Answer, FileBody
 from server.declare.instants import http_date
-from server.declare.provider import OperationCall
+from server.declare.provider import OperationCall, ResourceProvider
 from server.engine.caller import Caller
 from server.engine.context import ServerContext
+from server.engine.drivers import in_thread
+from server.engine.parsing import parse
+from server.engine.searches import search_condition
 from server.errors import Forbidden, InternalError, ResourceNotFound, TooManyRequests
 from server.storage.db import create_db_engine
 from server.storage.freshness import synced_now
@@ -93,6 +96,25 @@ class BulkService:
         return Owner.of(principal.subject if principal else None, account, caller.scope.roots,
                         caller.scope.all_accounts, smart)
 
+    def _provider(self, resource_type: str) -> ResourceProvider:
+        provider = self.ctx.registry.providers[resource_type]
+        assert isinstance(provider, ResourceProvider)  # exported: table-backed
+        return provider
+
+    def _conditions(self, caller: Caller, request: ExportRequest) -> dict[str, ColumnElement[bool]]:
+        """Each filtered type's condition: its `_typeFilter` searches OR-ed, each compiled as `[type]?query` is
+        for the caller (server.engine.searches.search_condition)."""
+        found: dict[str, ColumnElement[bool]] = {}
+        for rtype in request.types:
+            compiled: list[ColumnElement[bool]] = []
+            for type_filter in request.filters_of(rtype):
+                with naming(type_filter.query):
+                    compiled.append(in_thread(self.ctx, search_condition(self.ctx, caller, self._provider(rtype),
+                                                                         type_filter.search)))
+            if compiled:
+                found[rtype] = or_(*compiled)
+        return found
+
     def enabled(self) -> None:
         if not self.settings.bulk.enabled:
             raise ResourceNotFound("Bulk Data $export is disabled on this server (bulk.enabled: false)")
@@ -119,17 +141,23 @@ class BulkService:
 
     # ------------------------------------------------------------------ interactions
     def kickoff(self, call: OperationCall) -> Answer:
-        """`[base]/$export` or `[base]/[type]/$export` (the type's read scope checked by the pipeline); at the system
-        level, the types the token may not read are left out, or refused (403) when `_type` names one."""
+        """`[base]/$export` or `[base]/[type]/$export` (the type's read scope, `r`, checked by the pipeline); at the
+        system level, the types the token may not read are left out, or refused (403, insufficient_scope) when
+        `_type` or a `_typeFilter` names one. Each `_typeFilter` is parsed and compiled here, as `[type]?query` is
+        for this caller: one the server cannot apply is a 400 naming it."""
         self.enabled()
         caller, items, level_type = call.caller, call.parameters, call.resource_type
         if level_type is not None and level_type not in exportable(self.ctx):
             raise ResourceNotFound(f"{level_type} is not exported (canonical resources are read and searched)")
-        request = parse_export(items, call.headers.get("prefer", ""), exportable(self.ctx), level_type)
+        request = parse_export(items, call.headers.get("prefer", ""), exportable(self.ctx), level_type,
+                               lambda rtype, pairs: parse(self.ctx, self._provider(rtype), pairs, strict=True))
         denied = [t for t in request.types if not call.permitted(t)]
-        if denied and any(k == "_type" for k, _ in items):
-            raise Forbidden(call.denial(denied[0]) or f"the token may not read {denied[0]}")
+        named = any(k == "_type" for k, _ in items)
+        refused = next((t for t in denied if named or request.filters_of(t)), None)
+        if refused is not None:
+            raise Forbidden(call.denial(refused) or f"the token may not read {refused}")
         request = replace(request, types=tuple(t for t in request.types if t not in denied))
+        filters = self._conditions(caller, request)
         owner = self.owner(caller)
         self.sweep()
         started = now()
@@ -142,7 +170,8 @@ class BulkService:
         if not store.create(job, bulk.max_running):
             raise TooManyRequests(f"{bulk.max_running} exports are running; try again later",
                                   headers={"Retry-After": "10"})
-        runner = Runner(self.ctx, self.engine, JobStore(self.engine), Plan(job, caller, request), self.stopping)
+        runner = Runner(self.ctx, self.engine, JobStore(self.engine), Plan(job, caller, request, filters),
+                        self.stopping)
         thread = threading.Thread(target=runner.run, name=f"bulk-{job.id[:8]}", daemon=True)
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]

@@ -9,7 +9,9 @@ are looked up version by version. So a write committed during the export, whose 
 changes none of its files. A provider without versions is read as it is when the export reads it (no history to
 go back to), `_since` applying to its `last_updated` when it declares one (else every resource is written).
 
-The caller's scope applies to the current rows (its account's served partitions, its subtrees), as for searches."""
+The caller's scope applies to the current rows (its account's served partitions, its subtrees), as for searches;
+so does a type's `_typeFilter` (its searches' condition, as `[type]?query` compiles it): a resource changed after T is
+matched by what it is now, and a deletion listed with `_since` by what it was when deleted."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ from sqlalchemy import ColumnElement, Connection, Select, and_, case, func, null
 
 from server.declare.provider import ResourceProvider, Versioning
 from server.declare.rendered import json_bytes
+from server.search.referred import tables_of
 from server.search.seen import seen
 from server.storage.backend import backend_of
 
@@ -38,6 +41,18 @@ class AsOf:
     since: datetime | None = None  # resources changed after this instant only
     visible: ColumnElement[bool] | None = None  # the caller's scope on the provider's rows
     bodies: bool = False  # the stored bodies may be spliced
+    matching: ColumnElement[bool] | None = None  # `_typeFilter`: the condition of the type's filters on its rows
+
+
+def _filtered(provider: ResourceProvider, view: AsOf) -> list[ColumnElement[bool]]:
+    """The type's `_typeFilter` condition on its current rows: on its table alone as it is, else on the ids of the
+    rows of its source (the tables its search joins) that meet it."""
+    if view.matching is None:
+        return []
+    if tables_of(view.matching) <= {provider.table}:
+        return [view.matching]
+    rows = select(provider.id_column).select_from(provider.source).where(view.matching).correlate(None)
+    return [provider.id_column.in_(rows)]
 
 
 def _seen(provider: ResourceProvider, view: AsOf, flag: ColumnElement[Any], deleted: bool) -> list[ColumnElement[bool]]:
@@ -65,7 +80,7 @@ def unchanged(provider: ResourceProvider, view: AsOf, *, deleted: bool = False,
     assert v is not None
     hid, _, updated, is_deleted, snapshot = _versions(v)
     since = [updated > view.since] if view.since is not None else []
-    where = [updated <= view.at, *_seen(provider, view, is_deleted, deleted), *since]
+    where = [updated <= view.at, *_seen(provider, view, is_deleted, deleted), *since, *_filtered(provider, view)]
     if deleted:
         return select(hid).select_from(_current_join(provider, v)).where(*where).order_by(hid)
     body = provider.prerendered.body if view.bodies and provider.prerendered is not None else null()
@@ -90,7 +105,8 @@ def changed(provider: ResourceProvider, view: AsOf, *, deleted: bool = False) ->
     source = _current_join(provider, v).join(at_t, and_(at_t.c[hid.key] == provider.id_column,
                                                        at_t.c[hversion.key] == version_at_t))
     since = [at_t.c[updated.key] > view.since] if view.since is not None else []
-    where = [updated > view.at, *_seen(provider, view, at_t.c[v.history_deleted.key], deleted), *since]
+    where = [updated > view.at, *_seen(provider, view, at_t.c[v.history_deleted.key], deleted), *since,
+             *_filtered(provider, view)]
     if deleted:
         return select(provider.id_column).select_from(source).where(*where).order_by(provider.id_column)
     body = at_t.c[provider.prerendered.body.key] if view.bodies and provider.prerendered is not None else null()
@@ -102,7 +118,8 @@ def current(provider: ResourceProvider, view: AsOf) -> Select[Any]:
     """A provider without versions: its rows as they are (`_since` on its last_updated when declared)."""
     since = [provider.last_updated > view.since] if view.since is not None and provider.last_updated is not None \
         else []
-    return (select(*provider.columns).select_from(provider.source).where(true(), *since, *seen(provider, view.visible))
+    return (select(*provider.columns).select_from(provider.source)
+            .where(true(), *since, *seen(provider, view.visible), *_filtered(provider, view))
             .order_by(provider.id_column))
 
 

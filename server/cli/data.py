@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 import tempfile
@@ -10,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from server.cli.common import say
-from server.declare.extensions import LoadFormat, LoadReport
-from server.errors import ConfigError, InterruptedAfterCommit
+from server.declare.extensions import LoadCall, LoadFormat, LoadReport
+from server.engine import searches
+from server.engine.context import create_context
+from server.errors import ConfigError, FhirError, InterruptedAfterCommit, LoadError
 from server.ops.checks import embedded_database_missing, embedded_path
 from server.extensions import Extensions
 from server.declare.progress import Progress
@@ -90,26 +94,48 @@ def cmd_demo(args: argparse.Namespace, settings: Settings, extensions: Extension
     return 0
 
 
-def report_fields(fmt: str, path: str, report: LoadReport, dry_run: bool, seconds: float) -> dict[str, Any]:
-    """The figures of a load, as its JSON line holds them."""
-    return {"command": "load", "format": fmt, "path": path, **dict(report.about), "dry_run": dry_run,
-            "inserted": report.inserted, "updated": report.updated, "unchanged": report.unchanged,
+def _counts(report: LoadReport) -> dict[str, Any]:
+    """One type's figures (the first few ids of each)."""
+    return {"inserted": report.inserted, "updated": report.updated, "unchanged": report.unchanged,
             "deleted": report.deleted, "missing": report.missing, "deleted_ids": list(report.deleted_ids[:SAMPLE]),
             "missing_ids": list(report.missing_ids[:SAMPLE]), "deleted_units": list(report.deleted_named[:SAMPLE]),
-            "missing_units": list(report.missing_named[:SAMPLE]), "notes": list(report.notes), "seconds": seconds}
+            "missing_units": list(report.missing_named[:SAMPLE])}
 
 
-def report_line(fmt: str, report: LoadReport, dry_run: bool, seconds: float) -> str:
+def report_fields(fmt: str, path: str, report: LoadReport, dry_run: bool, seconds: float) -> dict[str, Any]:
+    """The figures of a load, as its JSON line holds them: the counts of its (main) type, as they always were, and
+    when the format names its types, `resource_type` and `types`: each type's own counts (never summed)."""
+    fields = {"command": "load", "format": fmt, "path": path, **dict(report.about), "dry_run": dry_run,
+              **_counts(report), "notes": list(report.notes), "seconds": seconds}
+    if report.resource_type is not None:
+        fields["resource_type"] = report.resource_type
+        fields["types"] = {part.resource_type: _counts(part) for part in report.by_type}
+    return fields
+
+
+def report_line(fmt: str, report: LoadReport, dry_run: bool, seconds: float, of_type: bool = False) -> str:
     """`load mapped: 0 inserted, 0 updated, 5,725 unchanged, 1 deleted (first: 10006 'Kapsowar' (id 3720)) in 0.3s`
-    (ids alone for a format that names no units)."""
+    (ids alone for a format that names no units); `of_type`: the line names its type (`load mapped: Location: ...`)."""
     parts = [f"{report.inserted:,} inserted", f"{report.updated:,} updated", f"{report.unchanged:,} unchanged"]
     for count, ids, what in ((report.deleted, report.deleted_named or report.deleted_ids, "deleted"),
                              (report.missing, report.missing_named or report.missing_ids, "missing from the file")):
         if count:
             first = f" (first: {', '.join(map(str, ids[:SAMPLE]))})" if ids else ""
             parts.append(f"{count:,} {what}{first}")
-    head = f"load {fmt}{' (dry run: nothing written)' if dry_run else ''}"
+    head = (f"load {fmt}{' (dry run: nothing written)' if dry_run else ''}"
+            f"{f': {report.resource_type}' if of_type else ''}")
     return f"{head}: {', '.join(parts)} in {seconds}s"
+
+
+def report_lines(fmt: str, path: str, report: LoadReport, dry_run: bool,
+                 seconds: float) -> list[tuple[str, dict[str, Any]]]:
+    """What `load` logs: one line for a load of one type, else one per type it wrote, each naming its type with
+    that type's counts as its fields."""
+    fields = report_fields(fmt, path, report, dry_run, seconds)
+    if not report.other_types:
+        return [(report_line(fmt, report, dry_run, seconds), fields)]
+    return [(report_line(fmt, part, dry_run, seconds, of_type=True),
+             {**fields, "resource_type": part.resource_type, **_counts(part)}) for part in report.by_type]
 
 
 def cmd_load(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
@@ -136,6 +162,14 @@ def cmd_load(args: argparse.Namespace, settings: Settings, extensions: Extension
         raise
 
 
+def load_call(settings: Settings, engine: Engine, path: str, args: argparse.Namespace, progress: Progress) -> LoadCall:
+    """What a load format is called with: its look-up searches `engine`'s database as a trusted caller (its server
+    context made at the first look-up: a format that looks nothing up makes none)."""
+    made = functools.cache(lambda: create_context(settings, db=engine, serving=False))
+    registry = Registry.collect(get_plugin_manager(settings), settings)
+    return LoadCall(engine, path, args, progress, settings, registry, searches.lookup(made))
+
+
 def _load(args: argparse.Namespace, settings: Settings, extensions: Extensions, dry_run: bool,
           created: bool = False, committed: list[bool] | None = None) -> int:
     """`committed` gets True once the load's transaction has committed."""
@@ -144,7 +178,10 @@ def _load(args: argparse.Namespace, settings: Settings, extensions: Extensions, 
     with writing_engine(settings) as engine:
         started = time.perf_counter()
         progress = Progress(f"load {fmt.name}")
-        report = fmt.load(engine, args.path, args, progress)
+        try:
+            report = fmt.load(load_call(settings, engine, args.path, args, progress))
+        except FhirError as exc:  # a look-up the format made failed: the load wrote nothing
+            raise LoadError(f"load {fmt.name}: a look-up failed ({exc.diagnostics}); the load stopped there") from exc
         if committed is not None and not dry_run:
             committed.append(True)
         progress.close()
@@ -152,7 +189,9 @@ def _load(args: argparse.Namespace, settings: Settings, extensions: Extensions, 
             analyze(engine)
     seconds = round(time.perf_counter() - started, 1)
     fields = report_fields(fmt.name, args.path, report, dry_run, seconds)
-    say(report_line(fmt.name, report, dry_run, seconds), **fields)
+    lines = report_lines(fmt.name, args.path, report, dry_run, seconds)
+    for line, logged in lines:  # a line per type the load wrote
+        say(line, **logged)
     if created:
         say(f"created the database {embedded_path(settings)}", command="create", path=embedded_path(settings))
     for note in report.notes:
@@ -161,7 +200,7 @@ def _load(args: argparse.Namespace, settings: Settings, extensions: Extensions, 
         sys.stdout.write(orjson.dumps(fields, default=str).decode() + "\n")
         sys.stdout.flush()
     if not dry_run:
-        render_committed(settings, report_line(fmt.name, report, dry_run, seconds).removeprefix("load "))
+        render_committed(settings, "; ".join(line.removeprefix("load ") for line, _ in lines))
     return 0
 
 

@@ -24,11 +24,13 @@ from server.extensions import Extensions
 from server.cli.common import say
 from server.http.protocol import open_files_needed
 from server.ops.checks import (
+    check_database,
     check_serving_databases,
     embedded_database_missing,
     embedded_path,
     missing_database,
     no_schema,
+    serving_targets,
     validate,
 )
 from server.telemetry.logs import configure_logging
@@ -95,6 +97,19 @@ def _has_schema(engine: Engine, extensions: Extensions) -> bool:
         return any(extensions.schema.current(conn).values())
 
 
+def _migrate_embedded(settings: Settings, extensions: Extensions) -> None:
+    """The embedded database is the server's own: each chain behind (a new release, a plugin newly enabled) is
+    migrated as serve starts, named in a warning first; a chain at a revision this server does not know (a newer
+    release migrated it) is refused, not half-migrated."""
+    found = check_database(serving_targets(settings)[-1], extensions.schema)
+    if found.reachable and not found.migratable:
+        raise ConfigError(found.describe())
+    for chain in found.stale:
+        say(f"serve: migrating the embedded database {embedded_path(settings)}: {chain.describe()}", logging.WARNING,
+            command="serve", chain=chain.name, plugins=list(chain.plugins), revision=chain.revision, head=chain.head)
+    ensure_schema(settings, extensions)
+
+
 def _prepare_databases(settings: Settings, extensions: Extensions, ctx: ServerContext, demo: bool) -> None:
     """The embedded database is migrated and its bodies rendered; it is created (with the demo) only when asked:
     a typo'd path or an empty file is refused, never served as an empty registry or as the demo."""
@@ -106,7 +121,7 @@ def _prepare_databases(settings: Settings, extensions: Extensions, ctx: ServerCo
             say(f"serve --demo: creating {embedded_path(settings)} with the synthetic demo (not your data)",
                 command="serve")
             write_demo(settings, extensions, None, 42)
-        ensure_schema(settings, extensions)  # an existing database of an older version is migrated
+        _migrate_embedded(settings, extensions)  # an existing database of an older version is migrated, loudly
         if demo and extensions.demos and _is_empty(ctx.db, extensions):
             say("serve --demo: the database holds no org units: writing the synthetic demo", command="serve")
             write_demo(settings, extensions, None, 42)

@@ -9,7 +9,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from server.declare.lookup import Lookup
 from server.declare.progress import Progress
+from server.declare.registry import Registry
+from server.errors import ConfigError  # a LoadReport's mistake is a plugin's, refused as its declarations are
 from server.settings import Settings
 
 
@@ -34,7 +37,12 @@ class LoadReport:
     updated, unchanged, deleted; `missing`: resources the file left out that stay as they were; the first few
     ids of each, and (`deleted_named`, `missing_named`) the same as the operator knows them (their source code and
     name, the id beside), which the report line shows; `about`: what the load wrote into (data source,
-    version...) for the JSON line; notes for the operator."""
+    version...) for the JSON line; notes for the operator.
+
+    A load that writes several resource types reports each on its own, never one sum: these counts are those of
+    `resource_type` (the format's main type), and `other_types` holds one report per other type it wrote (its
+    `resource_type` and counts; `notes` and `about` stay on this one). `load` then prints a line per type and its
+    JSON line gains `types`, each type's counts. A format of one type may leave `resource_type` unset."""
 
     inserted: int = 0
     updated: int = 0
@@ -47,18 +55,49 @@ class LoadReport:
     about: Mapping[str, Any] = field(default_factory=dict)
     deleted_named: tuple[str, ...] = ()
     missing_named: tuple[str, ...] = ()
+    resource_type: str | None = None
+    other_types: tuple[LoadReport, ...] = ()
+
+    def __post_init__(self) -> None:
+        named = [part.resource_type for part in self.by_type]
+        if self.other_types and (None in named or len(set(named)) != len(named)
+                                 or any(part.other_types for part in self.other_types)):
+            raise ConfigError(f"a LoadReport of several types names each once, in resource_type (got "
+                              f"{', '.join(map(str, named))}), and its other_types have none of their own")
+
+    @property
+    def by_type(self) -> tuple[LoadReport, ...]:
+        """This report (the main type's counts), then each other type's."""
+        return (self, *self.other_types)
+
+
+@dataclass(frozen=True)
+class LoadCall:
+    """What a load format's `load` is called with: the writing engine, the file's path, the parsed arguments, the
+    progress line, the settings and the providers of the enabled plugins (`registry`), and `lookup`, which finds
+    resources of any provider as a search would (a facility code to a Location id:
+    `call.lookup.identified("Location", system, code)`), with that provider's rules, never its tables. A look-up
+    reads what is committed, or with `connection=` what the load's own transaction wrote so far."""
+
+    engine: Engine
+    path: str
+    args: argparse.Namespace
+    progress: Progress
+    settings: Settings
+    registry: Registry
+    lookup: Lookup
 
 
 @dataclass(frozen=True)
 class LoadFormat:
     """`orgunit-fhir load <name> PATH ...`: the engine migrates the schema, opens a writing engine, calls
-    `load`, refreshes planner statistics and pre-renders what changed; `configure` adds the format's options.
-    `dry_run`: the format honours `args.dry_run` (checks and counts everything, writes nothing), so `load`
-    offers `--dry-run` for it."""
+    `load` with a LoadCall, refreshes planner statistics and pre-renders what changed; `configure` adds the
+    format's options. `dry_run`: the format honours `args.dry_run` (checks and counts everything, writes nothing),
+    so `load` offers `--dry-run` for it."""
 
     name: str
     help: str
-    load: Callable[[Engine, str, argparse.Namespace, Progress], LoadReport]
+    load: Callable[[LoadCall], LoadReport]
     configure: Callable[[argparse.ArgumentParser], None] = lambda parser: None
     dry_run: bool = False
 

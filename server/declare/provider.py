@@ -10,6 +10,7 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, Connection, FromClause, Select
 from sqlalchemy.engine import RowMapping
 
+from server.declare.lookup import Lookup
 from server.errors import ConfigError
 from server.params.param import SearchParam
 from server.params.types.date import DateTarget
@@ -52,6 +53,9 @@ class OperationCall:
     # the caller's scope on another type's rows (a condition on its table; None: every row), for what the handler
     # reads beside its own type (an $everything); 404 for a type without rows
     visible_to: Callable[[str], ColumnElement[bool] | None] = lambda resource_type: None
+    # finds resources of any type as the caller may see them, through a search (server.declare.lookup): what a
+    # handler reads of another provider without knowing its tables
+    lookup: Lookup | None = None
 
     @property
     def connection(self) -> Connection:
@@ -130,10 +134,22 @@ class Subtree:
 @dataclass(frozen=True)
 class Via:
     """Scoped through a reference: a row is visible when the `resource_type` resource its reference search
-    parameter `param` points at is visible to the caller (for a multi-valued reference: any of them)."""
+    parameter `param` points at is visible to the caller (for a multi-valued reference: any of them).
+
+    `reverse`: the other way round (`_has`-style): `param` is a reference parameter of `resource_type` pointing at
+    this provider, and a row is visible when a live `resource_type` resource the caller sees refers to it
+    (Practitioner through `PractitionerRole.practitioner`). Hops chain: `resource_type` may itself be scoped `via`
+    another type (a Practitioner through its roles, each role through its `location`).
+
+    `versions`: where each kept version of this (versioned) provider holds the reference as that version had it:
+    a ReferenceTarget whose column is a column of the versioning's history table, or (`through=`) of a side table
+    with one row per version and reference (`Through(table, key=<the resource's id>, version=<the version>)`).
+    Each version is then visible by what it referenced (vread, `_history`), not by the current row."""
 
     param: str
     resource_type: str
+    reverse: bool = False
+    versions: ReferenceTarget | None = None
 
 
 @dataclass(frozen=True)
@@ -247,12 +263,31 @@ class ResourceProvider:
         if roots_by is not None and getattr(self.params_by_name.get(roots_by), "type", None) != "token":
             raise ConfigError(f"{where}: tenancy.subtree.roots_by must name a token search parameter")
         via = tenancy.via
-        if via is not None:
+        if via is not None and via.resource_type == self.resource_type:
+            raise ConfigError(f"{where}: tenancy.via must go through another type, not {via.resource_type!r}")
+        if via is not None and not via.reverse:  # a reverse one names another provider's parameter (the registry's)
             param = self.params_by_name.get(via.param)
-            if via.resource_type == self.resource_type or param is None or \
-                    via.resource_type not in param.referenced_types:
+            if param is None or via.resource_type not in param.referenced_types:
                 raise ConfigError(f"{where}: tenancy.via must name a reference search parameter to another type "
                                   f"({via.param!r} to {via.resource_type!r})")
+        if via is not None and via.versions is not None:
+            self._check_versions(via, via.versions, where)
+
+    def _check_versions(self, via: Via, target: ReferenceTarget, where: str) -> None:
+        versioning = self.versioning
+        if via.reverse or versioning is None:
+            raise ConfigError(f"{where}: tenancy.via.versions scopes each kept version by its own reference: it "
+                              "needs versioning and a forward reference (not reverse)")
+        if target.resource_type != via.resource_type:
+            raise ConfigError(f"{where}: tenancy.via.versions must refer to {via.resource_type}, "
+                              f"not {target.resource_type}")
+        through = target.through
+        if through is None and getattr(target.column, "table", None) is not versioning.history:
+            raise ConfigError(f"{where}: tenancy.via.versions: {target.column} is not a column of the history "
+                              "table; a multi-valued reference is a side table: through=Through(table, key, version=)")
+        if through is not None and through.version is None:
+            raise ConfigError(f"{where}: tenancy.via.versions: its side table needs the version column "
+                              "(Through(table, key, version=...)): a row per version and reference")
 
 
 @dataclass(frozen=True)

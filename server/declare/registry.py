@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -11,6 +12,8 @@ from typing import Any
 
 import orjson
 import pluggy
+from fhir.resources.R4B import get_fhir_model_class
+from fhir.resources.R4B.resource import Resource
 
 from server.declare import instants
 from server.errors import ConfigError, ResourceTypeNotSupported
@@ -20,8 +23,12 @@ from server.declare.provider import (
     StaticProvider,
 )
 from server.declare.declared import declared
+from server.params.types.reference import ReferenceTarget
 from server.params.param import SearchParam
+from server.params.types.reference import Hierarchy
 from server.settings import Settings
+
+log = logging.getLogger("orgunit_fhir.plugins")
 
 
 def _without_references(to_resource: Callable[[Any], dict[str, Any]],
@@ -46,10 +53,32 @@ def _without_references(to_resource: Callable[[Any], dict[str, Any]],
     return render
 
 
-def _link(provider: ResourceProvider, served: frozenset[str]) -> ResourceProvider:
-    """References to a type no provider serves are neither written nor searchable."""
+def _hierarchy(provider: ResourceProvider) -> Hierarchy | None:
+    """The tree of the provider's resources: the path of its self-reference, else its subtree tenancy's; None."""
+    own = (t.path for p in provider.search_params for t in p.targets if isinstance(t, ReferenceTarget)
+           and t.resource_type == provider.resource_type and t.path is not None)
+    path = next(own, None)
+    if path is None and provider.tenancy is not None and provider.tenancy.subtree is not None:
+        path = provider.tenancy.subtree.path
+    return None if path is None else Hierarchy(provider.resource_type, provider.table, provider.id_column, path)
+
+
+def _in_trees(param: SearchParam, trees: Mapping[str, Hierarchy]) -> SearchParam:
+    """The parameter whose references to a type with a tree (and no path of their own) know it: :below, :above."""
+    if not any(isinstance(t, ReferenceTarget) and t.path is None and t.resource_type in trees for t in param.targets):
+        return param
+    return replace(param, targets=tuple(
+        replace(t, hierarchy=trees[t.resource_type])
+        if isinstance(t, ReferenceTarget) and t.path is None and t.resource_type in trees else t
+        for t in param.targets))
+
+
+def _link(provider: ResourceProvider, served: frozenset[str], trees: Mapping[str, Hierarchy]) -> ResourceProvider:
+    """References to a type no provider serves are neither written nor searchable; those to a type with a tree
+    (`trees`) are searched by it too (:below, :above)."""
     dangling = frozenset(e for e, rtype in provider.references.items() if rtype not in served)
-    params = tuple(p for p in provider.search_params if not p.referenced_types or p.referenced_types & served)
+    params = tuple(_in_trees(p, trees) for p in provider.search_params
+                   if not p.referenced_types or p.referenced_types & served)
     prerendered = provider.prerendered
     if prerendered is not None:  # the stored bodies must name what besides the provider made them
         prerendered = replace(prerendered, fingerprint=f"{prerendered.fingerprint};engine={_engine_rendering()};"
@@ -67,6 +96,34 @@ def _engine_rendering() -> str:
     for module in (instants, sys.modules[__name__]):
         digest.update(Path(module.__file__ or "").read_bytes())
     return digest.hexdigest()[:16]
+
+
+def _is_resource_type(name: str) -> bool:
+    """A FHIR R4 resource type (not a data type, not a typo)."""
+    try:
+        return issubclass(get_fhir_model_class(name), Resource)
+    except (ValueError, KeyError, ImportError):
+        return False
+
+
+def _check_references(plugin: str, provider: AnyProvider, served: frozenset[str]) -> None:
+    """A reference to no FHIR resource type (a typo: `Organisation`) is refused at start-up; one to a type no
+    enabled plugin serves is left out of every resource and search, and said once (a plugin disabled on purpose)."""
+    if not isinstance(provider, ResourceProvider):
+        return
+    named = [(f"its {element!r} element", rtype) for element, rtype in provider.references.items()]
+    named += [(f"its {param.name!r} search parameter", target.resource_type) for param in provider.search_params
+              for target in param.targets if isinstance(target, ReferenceTarget)]
+    via = provider.tenancy.via if provider.tenancy is not None else None
+    named += [("its tenancy.via", via.resource_type)] if via is not None else []
+    for where, rtype in named:
+        if rtype not in served and not _is_resource_type(rtype):
+            raise ConfigError(f"plugin {plugin}: {provider.resource_type} refers to {rtype!r} ({where}), which is no "
+                              "FHIR R4 resource type: a typo?")
+    for where, rtype in named:
+        if rtype not in served:
+            log.warning("plugin %s: %s refers to %s (%s), which no enabled plugin serves: that reference is left "
+                        "out of its resources and searches", plugin, provider.resource_type, rtype, where)
 
 
 @dataclass(frozen=True)
@@ -97,6 +154,8 @@ class Registry:
             providers[provider.resource_type] = provider
             plugins[provider.resource_type] = plugin
         served = frozenset(providers)
+        for rtype, provider in providers.items():
+            _check_references(plugins[rtype], provider, served)
         for rtype, provider in providers.items():  # scoped through a type nobody serves: it would serve nothing
             via = provider.tenancy.via if isinstance(provider, ResourceProvider) and provider.tenancy else None
             if via is not None and via.resource_type not in served:
@@ -104,7 +163,15 @@ class Registry:
                     f"plugin {plugins[rtype]}: {rtype} is scoped through {via.resource_type} (its {via.param!r} "
                     f"reference), which no enabled plugin serves: enable the plugin that serves "
                     f"{via.resource_type}, or disable {plugins[rtype]} too")
-        linked = {t: _link(p, served) if isinstance(p, ResourceProvider) else p for t, p in providers.items()}
+            referrer = providers.get(via.resource_type) if via is not None and via.reverse else None
+            param = referrer.params_by_name.get(via.param) if isinstance(referrer, ResourceProvider) else None
+            if via is not None and via.reverse and (param is None or rtype not in param.referenced_types):
+                raise ConfigError(f"plugin {plugins[rtype]}: {rtype} is scoped through {via.resource_type} the "
+                                  f"other way round, but {via.resource_type} has no reference search parameter "
+                                  f"{via.param!r} to {rtype}")
+        trees = {t: tree for t, p in providers.items()
+                 if isinstance(p, ResourceProvider) and (tree := _hierarchy(p)) is not None}
+        linked = {t: _link(p, served, trees) if isinstance(p, ResourceProvider) else p for t, p in providers.items()}
         return cls(dict(sorted(linked.items())))
 
     def get(self, resource_type: str) -> AnyProvider:

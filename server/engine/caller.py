@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from server.access.tenancy import EVERYTHING, AccessScope
 from server.access.tokens import Principal
 from server.engine.context import ServerContext
+from server.engine.scope_filters import filtered
 from server.declare.interaction import Interaction
-from server.errors import Forbidden
+from server.errors import Denial, Forbidden
 
 
 @dataclass(frozen=True)
@@ -26,12 +27,13 @@ ANONYMOUS = Caller(None, AccessScope(account="", roots=()))  # no token (public 
 def caller_of(ctx: ServerContext, principal: Principal) -> Caller:
     """The caller a verified token makes: its scope from the `access_scope` hook (the one place it is called)."""
     scope = ctx.pm.hook.access_scope(principal=principal, settings=ctx.settings)
-    return Caller(principal, scope if scope is not None else AccessScope())
+    return Caller(principal, filtered(ctx, scope if scope is not None else AccessScope(), principal.scopes))
 
 
 def authorize(ctx: ServerContext, principal: Principal, interaction: Interaction) -> None:
-    """403 when a plugin's `authorize` hook denies the interaction."""
+    """403 when a plugin's `authorize` hook denies the interaction (a scope error when a denial names the SMART
+    scope the token lacks: server.errors.Denial)."""
     denials = [d for d in ctx.pm.hook.authorize(principal=principal, interaction=interaction, settings=ctx.settings)
                if d]
     if denials:
-        raise Forbidden("; ".join(denials))
+        raise Forbidden(Denial.joined(denials))

@@ -12,6 +12,7 @@ import pluggy
 from server.access.smart import security
 from server.declare.provider import Operation, StaticProvider
 from server.declare.registry import Registry
+from server.params.types.reference import ReferenceTarget
 from server.search.chains import HAS, chain_documentation, has_documentation
 from server.settings import Settings
 
@@ -19,7 +20,7 @@ FORMATS = ["application/fhir+json", "json", "application/fhir+xml", "xml"]
 RESULT_PARAMETERS = (
     "Result parameters: _count (default {default}, at most {max}), _skip, _sort (comma-separated, '-' descending; "
     "ties broken by id), _total (none, estimate, accurate), _summary (true, data, count, false), _elements, "
-    "_include / _include:iterate, _revinclude, _format (json, xml), _pretty. Each search parameter's "
+    "_include / _revinclude (each with :iterate), _format (json, xml), _pretty. Each search parameter's "
     "documentation lists its modifiers. Unknown parameters are ignored (listed nowhere in the self link) unless "
     "Prefer: handling=strict. Chained parameters ([reference].[parameter]=) and reverse chaining (_has:...) are listed "
     "in each reference parameter's documentation and in _has; one the server cannot follow is refused (400)."
@@ -81,12 +82,26 @@ def _static_resource(provider: StaticProvider) -> dict[str, Any]:
     return entry
 
 
+def _trees(param: Any) -> str | None:
+    """What :below and :above do on a reference to another type's tree (the engine gives them: the provider's
+    documentation may not say so)."""
+    trees = sorted({t.hierarchy.resource_type for t in param.targets
+                    if isinstance(t, ReferenceTarget) and t.tree is not None})
+    if not trees:
+        return None
+    named = " or ".join(trees)
+    return (f"Modifiers :below and :above ({named} hierarchy): :below=[id] matches references to that {named} or to "
+            f"one inside it, :above=[id] to that {named} or to one above it.")
+
+
 def _documentation(param: Any, registry: Registry) -> str | None:
-    """A parameter's documentation; a reference parameter's also lists its chains (R4 has no element for them)."""
-    chains = chain_documentation(registry.providers, param) if param.referenced_types else None
-    if not chains:
+    """A parameter's documentation; a reference parameter's also lists its chains (R4 has no element for them)
+    and its hierarchy modifiers on another type's tree (nor for modifiers)."""
+    added = [d for d in (_trees(param), chain_documentation(registry.providers, param) if param.referenced_types
+                         else None) if d]
+    if not added:
         return param.documentation or None
-    return f"{param.documentation.rstrip('. ')}. {chains}" if param.documentation else chains
+    return " ".join([f"{param.documentation.rstrip('. ')}." if param.documentation else "", *added]).strip()
 
 
 def _resource(provider: Any, settings: Settings, registry: Registry) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from server.engine.counts import count
 from server.engine.visibility import seen_by
 from server.engine.steps import Steps, blocking, database, scalar
 from server.search.chains import Chained
-from server.search.hops import compile_chained, crossed
+from server.search.hops import chain_types, compile_chained, crossed
 from server.search.request import SearchRequest
 from server.search.sql import JOINED
 from server.storage.freshness import Snapshot
@@ -42,7 +42,7 @@ def joined_conditions(ctx: ServerContext, caller: Caller, request: SearchRequest
     name = yield from database()
     for joined in request.joined:
         assert isinstance(joined, Chained)
-        crossing = [providers[t] for t in joined.types[1:]]
+        crossing = [providers[t] for t in chain_types(joined)]
         seen = yield from _seen(ctx, caller, snapshot, crossing)
 
         def build(conn: Any, joined: Chained = joined, seen: dict[str, Visibility] = seen) -> ColumnElement[bool]:

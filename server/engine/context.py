@@ -64,7 +64,9 @@ class ServerContext:
 
 
 def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = (),
-                   db: Engine | None = None) -> ServerContext:
+                   db: Engine | None = None, *, serving: bool = True) -> ServerContext:
+    """`serving`: for a server; False for in-process work (a load's look-ups), which verifies no token and so
+    creates no JWT secret."""
     pm = get_plugin_manager(settings, extra_plugins)
     registry = Registry.collect(pm, settings)
     extensions = Extensions.collect(pm, settings)
@@ -81,7 +83,7 @@ def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object
         pm=pm,
         registry=registry,
         db=db,
-        authenticator=Authenticator(settings),
+        authenticator=Authenticator(settings, create_secret=serving),
         capability_statement=build_capability_statement(registry, settings, pm,
                                                         tuple(extensions.operations.values())),
         freshness=freshness,

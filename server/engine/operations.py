@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from server.declare.answer import Answer, Page
+from server.declare.lookup import Lookup
 from server.declare.provider import Operation, OperationCall, OperationLevel, ResourceProvider
 from server.engine.bundle import searchset
 from server.engine.caller import Caller
@@ -84,7 +85,7 @@ def _parameters(ctx: ServerContext, op: Operation, items: Sequence[tuple[str, st
 
 
 def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: ResourceProvider, op: Operation,
-                 rid: str | None, items: Sequence[tuple[str, str]], strict: bool) -> Any:
+                 rid: str | None, items: Sequence[tuple[str, str]], strict: bool, lookup: Lookup) -> Any:
     """A provider's operation (server.engine.searches.run_operation_steps, which checked the instance first)."""
     if ("instance" if rid is not None else "type") not in op.levels:
         at = f"{provider.resource_type}/[id]/${op.name}" if rid is None else f"{provider.resource_type}/${op.name}"
@@ -102,13 +103,13 @@ def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: Resour
                              caller=caller, server=ctx, permitted=permitted, denial=denial,
                              count=paging.count if paging else None, skip=paging.skip if paging else 0,
                              visible_to=lambda rtype: visibility(ctx, reading, resource_provider(
-                                 ctx, rtype, f"${op.name}"), caller).clause)
+                                 ctx, rtype, f"${op.name}"), caller).clause, lookup=lookup)
         return _answer(ctx, op, call, paging, path)
 
 
 def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: str, resource_type: str | None,
                          segments: Sequence[str], items: Sequence[tuple[str, str]], strict: bool,
-                         headers: Mapping[str, str], url: str) -> Any:
+                         headers: Mapping[str, str], url: str, lookup: Lookup) -> Any:
     """A server-wide operation (the `register_operations` hook): `[base]/$name/segments...` (no resource type) or
     `[base]/[type]/$name`. Its handler reads with a connection that cannot write, each type as the caller may
     (OperationCall.visible_to, .permitted), at any level (no provider's `visible`: a type-level call is of every
@@ -131,7 +132,7 @@ def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: st
 
         call = OperationCall(None, None, None, parameters, strict, reading, None, base, level, resource_type,
                              dict(zip(op.path, segments)), headers, url, caller, ctx, permitted, denial,
-                             paging.count if paging else None, paging.skip if paging else 0, visible_to)
+                             paging.count if paging else None, paging.skip if paging else 0, visible_to, lookup)
         return _answer(ctx, op, call, paging, f"{resource_type}/${name}" if resource_type else f"${name}")
 
 

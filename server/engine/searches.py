@@ -4,21 +4,22 @@ count (unless kept), the page and the includes are statements; a chain's conditi
 is built in a thread. `search_type` and `run_operation` run one in the calling thread (in-process callers)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select
+from sqlalchemy import ColumnElement, Select, and_, true
 
 from server.access.tenancy import Visibility
 from server.declare.provider import ResourceProvider, StaticProvider
 from server.declare.rendered import Rendered
 from server.engine.bundle import search_entry, searchset
-from server.engine.caller import Caller
+from server.engine.caller import TRUSTED, Caller
 from server.engine.chaining import joined_conditions, total as counted
 from server.engine.parsing import parse
 from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.operations import call_handler
+from server.engine.lookup import EngineLookup
 from server.engine.instances import Resource, fetch, fresh, resource_provider, splices, subset_of
 from server.engine.visibility import seen_by, static_account
 from server.engine.static import search_static
@@ -27,10 +28,13 @@ from server.errors import ResourceNotFound, operation_outcome
 from server.params.ids import coerce_id
 from server.params.types.reference import SCOPE_ROOTS
 from server.search.bodies import PageEntry, body_page_query
+from server.search.hops import crossed
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_references
 from server.search.order import AFTER_VALUE, MEASURE, SORT_BELOW, resume_at
 from server.search.request import SearchRequest, bind_operation
-from server.search.sql import AFTER, WALK, WALK_ABOVE, count_query, lookups, page_query, read_query, where_clause
+from server.search.seen import seen
+from server.search.sql import (AFTER, WALK, WALK_ABOVE, count_query, lookups, matching, page_query, read_query,
+                               where_clause)
 from server.storage.freshness import Snapshot, synced
 from server.storage.prepared import driver_sql
 
@@ -46,21 +50,36 @@ def _shape(total: int | None) -> str:
 
 class _Condition:
     """The search's one condition, built on first need (a kept count and a kept page need none): its look-ups and
-    its chains' conditions first."""
+    its chains' conditions first. `others`: what the caller sees of the other types its look-ups read
+    (server.search.sql.read_types)."""
 
     def __init__(self, ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest,
-                 snapshot: Snapshot, vis: Visibility) -> None:
-        self.ctx, self.caller, self.provider, self.request, self.snapshot, self.vis = \
-            ctx, caller, provider, request, snapshot, vis
+                 snapshot: Snapshot, vis: Visibility, others: Mapping[str, Visibility]) -> None:
+        self.ctx, self.caller, self.provider, self.request, self.snapshot, self.vis, self.others = \
+            ctx, caller, provider, request, snapshot, vis, others
         self.found: dict[Any, Any] | None = None
+
+    @property
+    def others_key(self) -> tuple[tuple[str, Any], ...]:
+        """What the condition depends on of the other types' scopes (a kept page's key holds it)."""
+        return tuple((rtype, vis.key) for rtype, vis in self.others.items())
 
     def where(self, walk: bool = False, page: bool = False) -> Steps[ColumnElement[bool]]:
         if self.found is None:
-            looked_up = yield from asked(self.ctx, lookups(self.provider, self.request, self.vis.clause))
+            providers = self.ctx.registry.providers
+            scopes = {rtype: seen(providers[rtype], vis.clause) for rtype, vis in self.others.items()}
+            looked_up = yield from asked(self.ctx, lookups(self.provider, self.request, self.vis.clause, scopes))
             joined = yield from joined_conditions(self.ctx, self.caller, self.request, self.snapshot)
             self.found = {**looked_up, **joined, SCOPE_ROOTS: self.vis.paths}
         return where_clause(self.provider, self.request, {**self.found, WALK: True} if walk else self.found,
                             self.vis.clause, page)
+
+    def own(self) -> Steps[list[ColumnElement[bool]]]:
+        """The search's own conditions (server.search.sql.matching: not the rows the caller may see), of the same
+        look-ups and chains' conditions as its `where`."""
+        yield from self.where()
+        assert self.found is not None
+        return matching(self.provider, self.request, self.found)
 
     def count(self, up_to: int | None) -> Steps[Select[Any]]:
         """A bounded count of a search led by an index walks it, as its page does (server.search.sql.count_query)."""
@@ -122,7 +141,7 @@ def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest
     # the page of the same search seen before (another position, another _elements or format): its SQL as sent
     seen = (path, request.key, vis.key, (yield from database()), snapshot.stamp, splice, count,
             request.after is not None, None if request.after is not None else request.skip,
-            tuple(k.raw for k in request.sort), "many" if over else _shape(matched))
+            tuple(k.raw for k in request.sort), "many" if over else _shape(matched), condition.others_key)
     page = ctx.pages.peek(seen) if count else None
     resume = (yield from asked(ctx, resume_at(provider, request, vis.clause))) if count and request.after else None
     if page is not None and request.after is not None:
@@ -139,13 +158,34 @@ def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest
     return found
 
 
+def _condition(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest,
+               snapshot: Snapshot, vis: Visibility) -> Steps[_Condition]:
+    others: dict[str, Visibility] = {}
+    # the other types its look-ups, chains and _has read: what the caller sees of each decides its matches (and so
+    # which kept page serves it: a provider open to all, chained to a scoped one, is not the same page to all)
+    for other in crossed(ctx.registry.providers, request):
+        others[other.resource_type] = yield from seen_by(ctx, other, caller, snapshot)
+    return _Condition(ctx, caller, provider, request, snapshot, vis, others)
+
+
+def search_condition(ctx: ServerContext, caller: Caller, provider: ResourceProvider,
+                     request: SearchRequest) -> Steps[ColumnElement[bool]]:
+    """What the search matches, compiled as `[type]?query` is (its look-ups, chains and _has among what the caller
+    sees), without the rows the caller may see, which whoever uses it applies: Bulk Data's `_typeFilter`, on the
+    versions an export reads (server.bulk.snapshot)."""
+    snapshot = yield from fresh(ctx)
+    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    condition = yield from _condition(ctx, caller, provider, request, snapshot, vis)
+    return and_(true(), *(yield from condition.own()))
+
+
 def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest, base: str,
             path: str) -> Steps[dict[str, Any]]:
     count, ranked = request.count, request.ranked is not None
     snapshot = yield from fresh(ctx)  # taken before the page is read: its sync point holds for the answer
     vis = yield from seen_by(ctx, provider, caller, snapshot)
     splice = splices(provider, snapshot)
-    condition = _Condition(ctx, caller, provider, request, snapshot, vis)
+    condition = yield from _condition(ctx, caller, provider, request, snapshot, vis)
     # a first page led by an index walk (a name prefix) is read before its count: when it is not full, its
     # entries are the total and no count is run (the walk reads the same rows, whatever the total)
     page_first = (request.counts and count > 0 and request.led is not None and request.after is None
@@ -224,6 +264,12 @@ def search_type(ctx: ServerContext, caller: Caller, base: str, resource_type: st
     return in_thread(ctx, search_type_steps(ctx, caller, base, resource_type, items, strict=strict))
 
 
+def lookup(ctx: ServerContext | Callable[[], ServerContext], caller: Caller = TRUSTED) -> EngineLookup:
+    """The look-up (server.declare.lookup) that searches as `caller` (a loader's: TRUSTED; an operation's) on
+    `ctx`, or on the context `ctx()` makes at the first look-up."""
+    return EngineLookup(ctx if callable(ctx) else lambda: ctx, search_type_steps, caller)
+
+
 def run_operation_steps(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str | None,
                         operation: str, items: Sequence[tuple[str, str]], *,
                         strict: bool = False) -> Steps[dict[str, Any]]:
@@ -236,7 +282,7 @@ def run_operation_steps(ctx: ServerContext, caller: Caller, base: str, resource_
     if op.handler is not None:  # the plugin's own code, on a read-only connection of its own: in a thread
         if rid is not None and "instance" in op.levels:
             yield from fetch(ctx, provider, rid, caller)  # it must exist and be visible: 404 (or 410) otherwise
-        return (yield from threaded(lambda: call_handler(ctx, caller, base, provider, op, rid, items, strict)))
+        return (yield from threaded(lambda: call_handler(ctx, caller, base, provider, op, rid, items, strict, lookup(ctx, caller))))
     if rid is None:
         raise ResourceNotFound(f"${operation} is answered at [base]/{resource_type}/[id]/${operation} only")
     request = parse(ctx, provider, items, strict)

@@ -54,8 +54,11 @@ def vread_steps(ctx: ServerContext, caller: Caller, resource_type: str, rid: str
         raise ResourceNotFound(f"{resource_type}/{rid}/_history/{vid} is not known")
     snapshot = yield from fresh(ctx)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
-    found = (yield from rows(ctx, version_query(versioning, stored, int(vid), _bodies(provider, snapshot)))) \
-        if (yield from sees(ctx, provider, vis, stored)) else []
+    query = version_query(versioning, stored, int(vid), _bodies(provider, snapshot))
+    if vis.versions is not None:  # each version by what it referenced
+        found = yield from rows(ctx, query.where(vis.versions))
+    else:
+        found = (yield from rows(ctx, query)) if (yield from sees(ctx, provider, vis, stored)) else []
     if not found:
         raise ResourceNotFound(f"{resource_type}/{rid} has no version {vid}")
     deleted, content, body = found[0]
@@ -70,8 +73,9 @@ def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryReq
     versioning = _versioned(provider)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
     clause = vis.clause
-    # one resource's history: its visibility was checked by the caller
-    scoped = within(provider, versioning.history_id, clause) if clause is not None and stored is None else None
+    # each version by what it referenced; else one resource's history: its visibility was checked by the caller
+    scoped = vis.versions if vis.versions is not None else \
+        within(provider, versioning.history_id, clause) if clause is not None and stored is None else None
     synced = snapshot.synced  # every version before it is committed: a fixed set
     request = request.bounded(synced)
 
@@ -108,8 +112,11 @@ def history_instance_steps(ctx: ServerContext, caller: Caller, base: str, resour
         raise not_found(resource_type, rid)
     snapshot = yield from fresh(ctx)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
-    known = (yield from sees(ctx, provider, vis, stored)) and \
-        (yield from scalar(ctx, history_count(versioning, HistoryRequest(), stored)))
+    if vis.versions is not None:  # known when one of its versions is visible
+        known = yield from scalar(ctx, history_count(versioning, HistoryRequest(), stored, vis.versions))
+    else:
+        known = (yield from sees(ctx, provider, vis, stored)) and \
+            (yield from scalar(ctx, history_count(versioning, HistoryRequest(), stored)))
     if not known:
         raise not_found(resource_type, rid)
     return (yield from _history(ctx, provider, request, base, f"{resource_type}/{rid}/_history", stored, caller,

@@ -12,11 +12,12 @@ from starlette.datastructures import Headers
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from server.access.tokens import REALM
 from server.declare.answer import Answer, FileBody
 from server.engine.context import ServerContext
 from server.declare.interaction import Interaction
 from server.declare.rendered import Rendered, json_bytes, materialized
-from server.errors import FhirError, InternalError
+from server.errors import FhirError, Forbidden, InternalError
 from server.html import HTML_HEADERS, html_page
 from server.http.negotiation import FHIR_JSON, Format
 from server.http.xml import to_xml
@@ -102,11 +103,20 @@ def error_response(ctx: ServerContext, exc: BaseException, interaction: Interact
         log.error("request %s %s %s failed: %s", request_id, scope["method"], scope["path"], exc.__class__.__name__,
                   exc_info=exc if not isinstance(exc, FhirError) else None)
         error.diagnostics = f"{error.diagnostics} (request id {request_id})"
+    headers = {**error.headers, **challenge(error)}
     if fmt.html:
         page = html_page(error.outcome(), error.status, base_url(scope, Headers(scope=scope), ctx.settings),
                          ctx.settings.fhir.extension_namespace)
-        return fhir_response(page, fmt, error.status, error.headers)
-    return fhir_response(error.outcome(), fmt, error.status, error.headers)
+        return fhir_response(page, fmt, error.status, headers)
+    return fhir_response(error.outcome(), fmt, error.status, headers)
+
+
+def challenge(error: FhirError) -> dict[str, str]:
+    """A scope error's WWW-Authenticate (RFC 6750 section 3.1): `insufficient_scope` and the scope the token lacks,
+    which a client asks its authorization server for; nothing for another error (a 401's is its own)."""
+    if isinstance(error, Forbidden) and error.scope:
+        return {"WWW-Authenticate": f'{REALM}, error="insufficient_scope", scope="{error.scope}"'}
+    return {}
 
 
 class RangedFile(FileResponse):

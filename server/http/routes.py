@@ -94,7 +94,8 @@ async def _server_operation(pipeline: Pipeline, scope: Scope, rtype: str | None,
     headers = {k: v for k, v in request_headers(scope).items() if k in ("prefer", "range")}
     return await pipeline.serve(scope, interaction, lambda ctx, r: threaded(
         lambda: operations.run_server_operation(ctx, r.caller, r.base, name, rtype, segments, r.items, r.strict,
-                                                headers, f"{r.base}{at}{'?' + query if query else ''}")),
+                                                headers, f"{r.base}{at}{'?' + query if query else ''}",
+                                                searches.lookup(ctx, r.caller))),
         negotiator=negotiator)
 
 

@@ -19,7 +19,7 @@ from server.telemetry.logs import LOG_FORMATS
 from server.settings import Settings
 from server.storage.backend import backend_of, is_embedded, is_postgresql, translate_errors, unknown_driver
 from server.storage.db import normalize_url
-from server.storage.migrate import Schema, describe
+from server.storage.migrate import ChainState, Schema, describe
 from server.storage.replicas import PRIMARY, Target, replica_targets
 
 MIN_METRICS_TOKEN = 16
@@ -96,6 +96,7 @@ class DatabaseCheck:
     revision: Mapping[str, str | None] | None
     head: Mapping[str, str | None]
     error: str | None = None
+    chains: tuple[ChainState, ...] = ()  # each chain of the schema as this database recorded it (when reachable)
 
     @property
     def current(self) -> bool:
@@ -106,17 +107,53 @@ class DatabaseCheck:
         """Reachable and holding some version of this server's schema (an older one is migrated)."""
         return self.reachable and any((self.revision or {}).values())
 
+    @property
+    def where(self) -> str:
+        return f"database {self.name} ({self.url})"
+
+    @property
+    def stale(self) -> tuple[ChainState, ...]:
+        """The chains not at their head: behind (a plugin newly enabled: never migrated), or past what this
+        server knows."""
+        return tuple(chain for chain in self.chains if not chain.current)
+
+    @property
+    def migratable(self) -> bool:
+        """Every chain not at its head is behind it: `migrate` (and serve, on the embedded database) brings it
+        there; a revision this server does not know cannot be migrated."""
+        return all(chain.behind for chain in self.stale)
+
     def describe(self) -> str:
-        where = f"database {self.name} ({self.url})"
+        where = self.where
         if not self.reachable:
             return f"{where}: unreachable: {self.error}"
         if not self.has_schema:
             return (f"{where}: holds no schema of this server (a typo in the URL, or a database never loaded?); "
                     f"{CREATE_IT}")
         if not self.current:
-            return (f"{where}: schema at {describe(self.revision or {})} but this server needs {describe(self.head)}: "
-                    "run `orgunit-fhir migrate --database <url>` with a role that may alter the schema")
-        return f"{where}: reachable, schema {describe(self.revision or {})} (current)"
+            if not self.stale:  # made without its chains: the whole schema at once
+                return (f"{where}: schema at {describe(self.revision or {})} but this server needs "
+                        f"{describe(self.head)}: {MIGRATE_IT}")
+            return (f"{where}: {'; '.join(chain.describe() for chain in self.stale)}: "
+                    f"{MIGRATE_IT if self.migratable else NEWER_SCHEMA}")
+        return f"{where}: reachable, schema current (each chain at its head): {describe(self.revision or {})}"
+
+    def lines(self, embedded: bool) -> list[tuple[bool, str]]:
+        """check-config's lines for this database, ok or not: one per chain not at its head (which plugin's, at
+        which revision, which head, and what to run), else one for the database."""
+        if not self.reachable or not self.has_schema or self.current or not self.stale:
+            return [(self.current, self.describe())]
+        return [(False, (f"{self.where}: {chain.describe()}: "
+                         f"{(SERVE_MIGRATES if embedded else MIGRATE_IT) if chain.behind else NEWER_SCHEMA}"))
+                for chain in self.stale]
+
+
+MIGRATE_IT = ("run `orgunit-fhir migrate --database <url>` with a role that may alter the schema (until then serve "
+              "refuses this database and /readyz answers 503)")
+SERVE_MIGRATES = ("`orgunit-fhir serve` migrates this embedded database when it starts (`load` and `demo` too); "
+                  "`orgunit-fhir migrate` does it now")
+NEWER_SCHEMA = ("this server cannot migrate it (a release newer than this one migrated the database?): serve refuses "
+                "it; run the release that migrated it, or restore a copy of the database of this release")
 
 
 def serving_targets(settings: Settings) -> tuple[Target, ...]:
@@ -140,7 +177,7 @@ def check_database(target: Target, schema: Schema, timeout_s: int = 5) -> Databa
         return DatabaseCheck(target.name, _safe(target.url), False, None, head, detail)
     finally:
         engine.dispose()
-    return DatabaseCheck(target.name, _safe(target.url), True, revision, head)
+    return DatabaseCheck(target.name, _safe(target.url), True, revision, head, chains=schema.states(revision))
 
 
 def check_serving_databases(settings: Settings, schema: Schema) -> list[DatabaseCheck]:

@@ -39,7 +39,7 @@ from server.search.chains import Chained, Hop
 from server.search.referred import foreign_key, referred, referred_keys, tables_of
 from server.search.seen import seen
 from server.search.request import SearchRequest
-from server.search.sql import look_up, where_clause
+from server.search.sql import look_up, read_types, where_clause
 from server.params.types.reference import ReferenceTarget, targets_to
 
 Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller's scope on a provider's rows
@@ -119,7 +119,9 @@ def compile_chained(conn: Connection, providers: Mapping[str, Any], chained: Cha
     scopes = {p.resource_type: visible(p) for p in types[1:]}
     last = types[-1]
     sub = SearchRequest(last.resource_type, clauses=(chained.clause,))
-    cond = where_clause(last, sub, look_up(conn, last, sub, scopes[last.resource_type]), scopes[last.resource_type])
+    others = {t: seen(providers[t], visible(providers[t])) for t in read_types(sub.clauses)}  # its look-ups' types
+    cond = where_clause(last, sub, look_up(conn, last, sub, scopes[last.resource_type], others),
+                        scopes[last.resource_type])
     for i in reversed(range(len(chained.hops))):
         hop, near, far = chained.hops[i], types[i], types[i + 1]
         cond = _reverse(near, hop, far, cond) if hop.reverse else _forward(conn, near, hop, far, cond)
@@ -128,7 +130,15 @@ def compile_chained(conn: Connection, providers: Mapping[str, Any], chained: Cha
     return cond
 
 
+def chain_types(chained: Chained) -> tuple[str, ...]:
+    """The other types one chained or _has parameter reads: each type a hop reaches, then those the look-ups of
+    its last clause read (what the caller sees of each is compiled into its condition)."""
+    return tuple(dict.fromkeys((*chained.types[1:], *read_types((chained.clause,)))))
+
+
 def crossed(providers: Mapping[str, Any], request: SearchRequest) -> list[ResourceProvider]:
-    """The other types the request's chained and _has parameters search (their data decides its matches too)."""
-    names = dict.fromkeys(t for j in request.joined if isinstance(j, Chained) for t in j.types[1:])
+    """The other types the request's chained and _has parameters search, and those its look-ups read (a :below on
+    a reference to another type's tree): their data decides its matches too."""
+    names = dict.fromkeys([*(t for j in request.joined if isinstance(j, Chained) for t in chain_types(j)),
+                           *read_types(request.all_clauses)])
     return [providers[n] for n in names if n != request.resource_type]

@@ -44,9 +44,10 @@ Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller
 Splices = Callable[[ResourceProvider], bool]  # whether the provider's stored bodies serve what the database holds
 
 
-def _followed(includes: Iterable[Include]) -> set[str]:
-    """The keys of the columns holding the references the forward includes follow (in the rows themselves)."""
-    return {t.column.key for include in includes if not include.reverse
+def _followed(includes: Iterable[Include], resource_type: str) -> set[str]:
+    """The keys of the columns holding the references that the forward includes starting from `resource_type`
+    follow (in the rows themselves)."""
+    return {t.column.key for include in includes if not include.reverse and include.source == resource_type
             for t in targets_to(include.param.targets, include.target) if t.through is None}
 
 
@@ -60,7 +61,7 @@ def page_references(provider: ResourceProvider, includes: Sequence[Include], ids
     """A page of stored bodies as fetch_included reads its rows: their ids, and the reference columns the forward
     includes follow, in one narrow statement (none when they follow none), in the page's order."""
     key = provider.id_column.key
-    columns = _columns(provider.search_columns or provider.columns, _followed(includes))
+    columns = _columns(provider.search_columns or provider.columns, _followed(includes, provider.resource_type))
     if not columns or not ids:
         return [{key: i} for i in ids]
     query = _narrow(provider, read_query(provider, list(ids), visible=visible, live=True), provider.id_column, *columns)
@@ -121,49 +122,101 @@ def fetch_included(registry: Registry, provider: ResourceProvider, includes: Seq
                    page: Sequence[Row], visible: Visible = lambda provider: None,
                    splices: Splices = lambda provider: False) -> Asks[Included]:
     """What the page's references lead to, within the caller's scope (`visible`): a parent outside it stays a
-    reference only. `page`: the matches' rows (their ids, and the reference columns the forward includes follow:
-    page_references); `splices`: the providers whose included resources are their stored bodies."""
+    reference only. `page`: the matches' rows (their ids, and the reference columns the includes starting from
+    their type follow: page_references); `splices`: the providers whose included resources are their stored bodies.
+
+    Level by level, each resource once: the first applies every include to the matches; each next one applies the
+    :iterate includes to what the one before brought of their types (matches or included: any type), for at most
+    MAX_ITERATE_DEPTH levels (then `too_deep` when one more would bring something)."""
     seen = {(provider.resource_type, str(row[provider.id_column.key])) for row in page}
     out: list[IncludedResource] = []
     truncated = too_deep = False
-    for include in includes:
-        if include.reverse:
-            source = registry.get(include.source)
-            assert isinstance(source, ResourceProvider)  # parse_search checked it has the reference parameter
-            ids = [row[provider.id_column.key] for row in page]
-            for target in targets_to(include.param.targets, include.target):
-                room = MAX_INCLUDED - len(out)
-                keys = (yield from _referring_keys(source, target, ids)) if ids else None
-                rows, found = (yield from _fetched(
-                    source, referring_query(source, target, ids, room + 1, visible(source), keys), splices(source),
-                    True, (), room + 1)) if ids else ([], [])
-                truncated |= len(rows) > room
-                for resource in found[:room]:
-                    key = (source.resource_type, str(resource.id))
-                    if key not in seen:
-                        seen.add(key)
-                        out.append(resource)
-            continue
-        frontier = list(page)
-        follow = _followed([include]) if include.iterate else set()
-        for depth in range(MAX_ITERATE_DEPTH + 1 if include.iterate else 1):
-            target_provider = registry.providers.get(include.target)
-            if not isinstance(target_provider, ResourceProvider) or not frontier:
-                break
-            wanted: list[Any] = []
-            for target in targets_to(include.param.targets, include.target):
-                for ref in (yield from _referenced(provider, target, frontier)):
-                    key = (include.target, str(ref))
-                    if key not in seen:
-                        seen.add(key)
-                        wanted.append(coerce_id(target_provider.id_column, str(ref)))
-            if not wanted:
-                break
-            if depth == MAX_ITERATE_DEPTH:
-                too_deep = True
-                break
-            query = read_query(target_provider, wanted, visible=visible(target_provider), live=True)
-            frontier, found = yield from _fetched(target_provider, query.order_by(target_provider.id_column),
-                                                  splices(target_provider), False, follow)
+    iterated = [include for include in includes if include.iterate]
+    level: dict[str, list[Row]] = {provider.resource_type: list(page)}  # what the level before brought, by type
+    for depth in range(MAX_ITERATE_DEPTH + 1):
+        brought: dict[str, list[Row]] = {}
+        for include in includes if depth == 0 else iterated:
+            near, far, rows = registry.providers.get(include.near), registry.providers.get(include.far), \
+                level.get(include.near)
+            if not rows or not isinstance(near, ResourceProvider) or not isinstance(far, ResourceProvider):
+                continue
+            if depth == MAX_ITERATE_DEPTH and include.iterate:
+                too_deep = too_deep or (yield from _would_bring(include, near, far, rows, seen, visible))
+                continue
+            room = max(0, MAX_INCLUDED - len(out))
+            new_rows, found, cut = yield from (_referring(include, near, far, rows, seen, room, visible, splices,
+                                                          _followed(iterated, far.resource_type))
+                                               if include.reverse else
+                                               _referred(include, near, far, rows, seen, visible, splices,
+                                                         _followed(iterated, far.resource_type)))
             out += found
+            truncated |= cut
+            brought.setdefault(far.resource_type, []).extend(new_rows)
+        level = brought
+        if not level:
+            break
     return Included(out, truncated, too_deep)
+
+
+def _unseen_references(include: Include, near: ResourceProvider, rows: Sequence[Row],
+                       seen: set[tuple[str, str]]) -> Asks[list[str]]:
+    """The ids the rows' references (of `include`) point at that are not among the resources `seen`, once each."""
+    refs: dict[str, None] = {}
+    for target in targets_to(include.param.targets, include.target):
+        refs.update((str(ref), None) for ref in (yield from _referenced(near, target, rows)))
+    return [ref for ref in refs if (include.far, ref) not in seen]
+
+
+def _referred(include: Include, near: ResourceProvider, far: ResourceProvider, rows: Sequence[Row],
+              seen: set[tuple[str, str]], visible: Visible, splices: Splices,
+              follow: Collection[str]) -> Asks[tuple[list[Row], list[IncludedResource], bool]]:
+    """_include: the resources the rows refer to that are not `seen` yet (then they are): their rows (with the
+    columns `follow` names), the resources, and False (nothing cut)."""
+    wanted = [stored for ref in (yield from _unseen_references(include, near, rows, seen))
+              if (stored := coerce_id(far.id_column, ref)) is not None]
+    seen.update((far.resource_type, str(stored)) for stored in wanted)
+    if not wanted:
+        return [], [], False
+    query = read_query(far, wanted, visible=visible(far), live=True).order_by(far.id_column)
+    new_rows, found = yield from _fetched(far, query, splices(far), False, follow)
+    return new_rows, found, False
+
+
+def _referring(include: Include, near: ResourceProvider, far: ResourceProvider, rows: Sequence[Row],
+               seen: set[tuple[str, str]], room: int, visible: Visible, splices: Splices,
+               follow: Collection[str]) -> Asks[tuple[list[Row], list[IncludedResource], bool]]:
+    """_revinclude: the resources referring to the rows that are not `seen` yet (then they are), at most `room` of
+    them: their rows, the resources, and whether there were more."""
+    ids = [row[near.id_column.key] for row in rows]
+    key = far.id_column.key
+    new_rows: list[Row] = []
+    out: list[IncludedResource] = []
+    cut = False
+    for target in targets_to(include.param.targets, include.target):
+        keys = yield from _referring_keys(far, target, ids)
+        limit = room - len(out) + 1
+        fetched, found = yield from _fetched(far, referring_query(far, target, ids, limit, visible(far), keys),
+                                             splices(far), True, follow, limit)
+        cut |= len(fetched) >= limit
+        new = set()
+        for resource in found[:limit - 1]:
+            if (far.resource_type, str(resource.id)) not in seen:
+                seen.add((far.resource_type, str(resource.id)))
+                out.append(resource)
+                new.add(resource.id)
+        new_rows += [row for row in fetched if row[key] in new]
+    return new_rows, out, cut
+
+
+def _would_bring(include: Include, near: ResourceProvider, far: ResourceProvider, rows: Sequence[Row],
+                 seen: set[tuple[str, str]], visible: Visible) -> Asks[bool]:
+    """Whether `include` would bring a resource not `seen` from the rows (an :iterate one past the depth limit)."""
+    if not include.reverse:
+        return bool((yield from _unseen_references(include, near, rows, seen)))
+    ids = [row[near.id_column.key] for row in rows]
+    known = sum(1 for rtype, _ in seen if rtype == far.resource_type)
+    for target in targets_to(include.param.targets, include.target):  # one more than those seen: one is new
+        found = yield referring_query(far, target, ids, known + 1, visible(far)), "mappings"
+        if any((far.resource_type, str(row[far.id_column.key])) not in seen for row in found):
+            return True
+    return False

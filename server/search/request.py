@@ -11,7 +11,7 @@ from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
 from server.declare.provider import ResourceProvider
 from server.params.ids import stored_id
 from server.settings import FhirApi
-from server.search.paging import Paged, Paging, parse_paging
+from server.search.paging import FORMAT_PARAMS, PAGING_PARAMS, Paged, Paging, parse_paging
 from server.params.param import SearchParam
 from server.params.types.base import IndexOrder, Orders, Ranks, implements
 from server.params.values import SearchValue, parse_value
@@ -20,7 +20,20 @@ MAX_VALUES = 100  # OR-ed values in one parameter
 MAX_CLAUSES = 40  # parameters in one search
 MAX_INCLUDES = 10  # _include and _revinclude values in one search
 SUMMARY_MODES = ("true", "false", "count", "data")
+# what shapes a search's answer, not its matches (`_include:iterate` by its name before the colon): a search that
+# only selects (Bulk Data's `_typeFilter`) takes none of them
+RESULT_PARAMETERS = frozenset({*PAGING_PARAMS, *FORMAT_PARAMS, "_after", "_sort", "_total", "_summary", "_elements",
+                               "_include", "_revinclude", "_contained", "_containedType"})
 TOTAL_MODES = ("none", "estimate", "accurate")
+
+
+def selecting_only(pairs: Sequence[tuple[str, str]], what: str) -> None:
+    """A query that selects resources and shapes no answer (Bulk Data's `_typeFilter`, a SMART scope's query):
+    UnsupportedParameter naming its result parameters, `what` saying what takes search parameters only."""
+    shaping = sorted({k for k, _ in pairs if k.partition(":")[0] in RESULT_PARAMETERS})
+    if shaping:
+        raise UnsupportedParameter(f"{', '.join(shaping)}: a result parameter shapes a search's answer, not what "
+                                   f"it matches; {what} takes search parameters only")
 _COMMA = re.compile(r"(?<!\\),")
 
 Summary = Literal["true", "false", "count", "data"]
@@ -56,13 +69,25 @@ class SortKey:
 
 @dataclass(frozen=True)
 class Include:
-    """`_include=Source:param[:Target]` (or `_revinclude`): the resources a reference parameter links."""
+    """`_include=Source:param[:Target]` (or `_revinclude`): the resources a reference parameter links. Without
+    :iterate it starts from the matches; with it, from every resource of its `near` type in the results (matches
+    and included ones), again for each level it brings (server.search.include)."""
 
     source: str  # the resource type that holds the reference
     param: SearchParam
     target: str  # the resource type referred to
     iterate: bool = False
     reverse: bool = False
+
+    @property
+    def near(self) -> str:
+        """The type of the resources it starts from (the referring ones; _revinclude: the referred ones)."""
+        return self.target if self.reverse else self.source
+
+    @property
+    def far(self) -> str:
+        """The type of the resources it brings."""
+        return self.source if self.reverse else self.target
 
     @property
     def key(self) -> str:
@@ -197,14 +222,33 @@ def _include(providers: Mapping[str, Any], resource_type: str, key: str, raw: st
     param = provider.params_by_name.get(name) if isinstance(provider, ResourceProvider) else None
     targets = param.referenced_types if param is not None else frozenset()
     target = target or (next(iter(targets)) if len(targets) == 1 else "")
-    if param is None or target not in targets or \
-            (reverse and target != resource_type) or (not reverse and source != resource_type):
+    near = target if reverse else source
+    if param is None or target not in targets or (not iterate and near != resource_type):
+        kind = "_revinclude" if reverse else "_include"
         raise UnsupportedParameter(
-            f"{key}={raw!r} is not supported; use {'_revinclude' if reverse else '_include'}=Type:parameter with a "
-            f"reference parameter of {'a type that refers to ' + resource_type if reverse else resource_type}")
-    if iterate and (reverse or target != source):
-        raise UnsupportedParameter(f"{key}={raw!r}: :iterate is supported on _include of a self-reference only")
+            f"{key}={raw!r} is not supported; use {kind}=Type:parameter with a reference parameter of "
+            f"{'a type that refers to ' + resource_type if reverse else resource_type}, or {kind}:iterate=Type:"
+            f"parameter with one {'referring to' if reverse else 'of'} a type the results hold")
     return Include(source, param, target, iterate, reverse)
+
+
+def _iterated(includes: Sequence[Include], resource_type: str) -> None:
+    """Each :iterate include starts from a type the results hold: the matches', or one another include brings
+    (else it could bring nothing: a 400 says so, rather than an answer silently without it)."""
+    held = {resource_type}
+    grew = True
+    while grew:
+        grew = False
+        for include in includes:
+            if include.near in held and include.far not in held:
+                held.add(include.far)
+                grew = True
+    for include in includes:
+        if include.near not in held:
+            raise UnsupportedParameter(
+                f"{include.key}={include.raw!r}: no {include.near} is among the results of this {resource_type} "
+                f"search, its matches or what its other _include and _revinclude bring; bring them first (e.g. "
+                f"_include={resource_type}:[a reference to {include.near}])")
 
 
 def parse_search(
@@ -247,6 +291,7 @@ def parse_search(
             ignored.append(key)  # lenient handling: left out, and the Bundle says so
     if len(includes) > MAX_INCLUDES:
         raise InvalidRequest(f"too many _include/_revinclude values ({len(includes)}); at most {MAX_INCLUDES}")
+    _iterated(includes, provider.resource_type)
     if len(clauses) > MAX_CLAUSES:
         raise InvalidRequest(f"too many search parameters ({len(clauses)}); at most {MAX_CLAUSES}")
     if request.summary == "count":

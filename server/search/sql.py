@@ -4,7 +4,7 @@ and reads: a page (of columns or of stored bodies), a count, rows by id, the res
 from the history (compiled once: server.storage.prepared)."""
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -33,6 +33,7 @@ from server.search.asks import Asks, run_on
 from server.search.request import Clause, SearchRequest
 from server.search.seen import seen
 from server.params.types.base import (
+    SCOPE,
     CompileContext,
     LooksUp,
     Match,
@@ -112,29 +113,52 @@ def where_clause(provider: ResourceProvider, request: SearchRequest, found: Foun
     """`found`: look_up's result (and the conditions of the request's chained parameters, compiled before);
     `visible`: the caller's scope (server.access.tenancy.Visibility.clause); `page`: the condition of a page,
     without the clause whose index the page walks, when it walks one (server.search.order.index_walk)."""
+    return and_(true(), *seen(provider, visible), *matching(provider, request, found, page))
+
+
+def matching(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
+             page: bool = False) -> list[ColumnElement[bool]]:
+    """The request's own conditions, to be AND-ed: its clauses and its chained and _has parameters (`found`,
+    `page`: as where_clause's), without the rows the caller may see (`seen`), which whoever uses them applies
+    (Bulk Data's `_typeFilter`: on the versions it reads)."""
     joined = [(found or {})[(JOINED, j.key, j.raw)] for j in request.joined]  # KeyError: not compiled
     led = request.led[0] if page and request.led is not None else None
-    clauses = (_clause(provider, c, found or {}) for c in request.all_clauses if c is not led)
-    return and_(true(), *seen(provider, visible), *clauses, *joined)
+    return [*(_clause(provider, c, found or {}) for c in request.all_clauses if c is not led), *joined]
 
 
 
 
-def lookups(provider: ResourceProvider, request: SearchRequest,
-            visible: ColumnElement[bool] | None = None) -> Asks[dict[Hashable, Any]]:
+def read_types(clauses: Iterable[Clause]) -> tuple[str, ...]:
+    """The other types whose rows the clauses' look-ups and matches read (LooksUp.reads: a :below on a reference to
+    another type's tree), in order: what the caller sees of each is handed to `lookups` as `scopes`."""
+    found: dict[str, None] = {}
+    for clause in clauses:
+        if implements(type(clause.param.kind), LooksUp):
+            kind = cast(LooksUp[Any, Any], clause.param.kind)
+            found.update(dict.fromkeys(t for target in clause.param.targets
+                                       if (t := kind.reads(target, clause.modifier)) is not None))
+    return tuple(found)
+
+
+def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnElement[bool] | None = None,
+            scopes: Mapping[str, Sequence[ColumnElement[bool]]] | None = None) -> Asks[dict[Hashable, Any]]:
     """What the search looks up before its query, one query at a time (server.search.asks): what the request's
-    LooksUp types need (the path of a :below value...), among the live rows the caller may see (`visible`): what it
-    may not see is unknown; and the keys of conditions on referred tables (server.search.referred)."""
-    found: dict[Hashable, Any] = {}
+    LooksUp types need (the path of a :below value...), among the live rows the caller may see (`visible`; of
+    another type a type `reads`, its `scopes` entry: seen(that provider, its visibility), one for each of
+    read_types): what it may not see is unknown; and the keys of conditions on referred tables
+    (server.search.referred). The scopes are kept in the result as found[(SCOPE, type)]."""
+    found: dict[Hashable, Any] = {(SCOPE, rtype): tuple(conds) for rtype, conds in (scopes or {}).items()}
     for clause in request.all_clauses:
         if not implements(type(clause.param.kind), LooksUp):
             continue
         kind = cast(LooksUp[Any, Any], clause.param.kind)
         at = _context(provider, clause, found)
         for target in clause.param.targets:
+            other = kind.reads(target, clause.modifier)
+            scope = seen(provider, visible) if other is None else found[(SCOPE, other)]  # KeyError: not handed
             for value in clause.values:
                 for key, query in kind.lookups(target, clause.modifier, value, at):
-                    found[key] = yield query.where(*seen(provider, visible)).limit(1), "scalar"
+                    found[key] = yield query.where(*scope).limit(1), "scalar"
     for clause in request.all_clauses:  # then the keys of conditions on referred tables (their rows' scope is
         if clause.modifier == "missing":  # the provider's, applied by the search itself)
             continue
@@ -147,9 +171,10 @@ def lookups(provider: ResourceProvider, request: SearchRequest,
 
 
 def look_up(conn: Connection, provider: ResourceProvider, request: SearchRequest,
-            visible: ColumnElement[bool] | None = None) -> dict[Hashable, Any]:
+            visible: ColumnElement[bool] | None = None,
+            scopes: Mapping[str, Sequence[ColumnElement[bool]]] | None = None) -> dict[Hashable, Any]:
     """`lookups` run on a connection at hand."""
-    return run_on(conn, lookups(provider, request, visible))
+    return run_on(conn, lookups(provider, request, visible, scopes))
 
 
 AFTER = "_after"  # the bind of a keyset page's position: a compiled page serves every position

@@ -48,6 +48,10 @@ class Migrations:
     def current(self, conn: Connection) -> str | None:
         return MigrationContext.configure(conn, opts={"version_table": self.table}).get_current_revision()
 
+    def knows(self, revision: str | None) -> bool:
+        """Whether `revision` is one of this chain's (None, never migrated, is the start of every chain)."""
+        return revision is None or revision in {script.revision for script in self.script().walk_revisions()}
+
     def run(self, conn: Connection, destination: str, *, downgrade: bool = False) -> None:
         config = self.config()
         script = ScriptDirectory.from_config(config)
@@ -66,25 +70,75 @@ ENGINE_MIGRATIONS = Migrations("engine", Path(__file__).parent / "migrations", e
 
 
 @dataclass(frozen=True)
+class ChainState:
+    """One chain in one database: the revision its version table records, the head this server has, and the
+    plugins that contribute it (none: the engine's own)."""
+
+    name: str
+    plugins: tuple[str, ...]
+    revision: str | None
+    head: str | None
+    known: bool  # the revision is one of this server's chain (a newer release may have migrated past it)
+
+    @property
+    def current(self) -> bool:
+        return self.revision == self.head
+
+    @property
+    def behind(self) -> bool:
+        """Not at its head but on the way to it: `migrate` brings it there (a chain never run included)."""
+        return not self.current and self.known
+
+    @property
+    def owner(self) -> str:
+        if not self.plugins:
+            return f"chain {self.name} (the engine's own)"
+        return f"chain {self.name} (plugin{'s' if len(self.plugins) > 1 else ''} {', '.join(self.plugins)})"
+
+    def describe(self) -> str:
+        """`chain orgunits (plugins orgunits, location) is behind: at 0009, head 0010`."""
+        if self.current:
+            return f"{self.owner} at {self.revision or '(none)'}, its head"
+        if self.revision is None:
+            return (f"{self.owner} was never migrated in this database (a plugin newly enabled?): at (none), "
+                    f"head {self.head}")
+        if self.known:
+            return f"{self.owner} is behind: at {self.revision}, head {self.head}"
+        return (f"{self.owner} is at {self.revision}, a revision this server does not know (migrated by a newer "
+                f"release?): head {self.head or '(none)'}")
+
+
+@dataclass(frozen=True)
 class Schema:
     """Every chain the enabled plugins contribute, the engine's first."""
 
     chains: tuple[Migrations, ...] = (ENGINE_MIGRATIONS,)
+    # (chain, the plugins contributing it) for the operators' messages; a chain left out is the engine's own
+    contributors: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
-    def of(cls, contributed: Iterable[Migrations]) -> Schema:
+    def of(cls, contributed: Iterable[tuple[str, Migrations]]) -> Schema:
+        """The schema of the (plugin, chain) pairs the enabled plugins declared."""
         chains: dict[str, Migrations] = {ENGINE_MIGRATIONS.name: ENGINE_MIGRATIONS}
         tables = {ENGINE_MIGRATIONS.table: ENGINE_MIGRATIONS.name}
-        for chain in contributed:
+        plugins: dict[str, list[str]] = {}
+        for plugin, chain in contributed:
             known = chains.get(chain.name)
             if known is not None:
                 if known.directory.resolve() != chain.directory.resolve():
                     raise ConfigError(f"two plugins contribute different migration chains named {chain.name!r}")
+                if plugin not in plugins.setdefault(chain.name, []):
+                    plugins[chain.name].append(plugin)
                 continue  # several providers of one package name their package's chain
             if chain.table in tables:
                 raise ConfigError(f"migrations {chain.name}: version table {chain.table} is {tables[chain.table]}'s")
             chains[chain.name], tables[chain.table] = chain, chain.name
-        return cls(tuple(chains.values()))
+            plugins.setdefault(chain.name, []).append(plugin)
+        return cls(tuple(chains.values()), tuple((name, tuple(names)) for name, names in plugins.items()))
+
+    def plugins_of(self, name: str) -> tuple[str, ...]:
+        """The plugins contributing chain `name` (none for the engine's own)."""
+        return dict(self.contributors).get(name, ())
 
     def chain(self, name: str) -> Migrations:
         for chain in self.chains:
@@ -97,6 +151,11 @@ class Schema:
 
     def current(self, conn: Connection) -> dict[str, str | None]:
         return {chain.name: chain.current(conn) for chain in self.chains}
+
+    def states(self, revisions: Mapping[str, str | None]) -> tuple[ChainState, ...]:
+        """Each chain as a database recorded it (`revisions`, from `current`), against this server's heads."""
+        return tuple(ChainState(chain.name, self.plugins_of(chain.name), revisions.get(chain.name), chain.head(),
+                                chain.knows(revisions.get(chain.name))) for chain in self.chains)
 
     def upgrade(self, engine: Engine, targets: Mapping[str, str] | None = None) -> None:
         """Each chain to its head (or to the revision `targets` names for it), each in its own transaction."""

@@ -25,7 +25,7 @@ from tests.support.served import served
 FHIR_AUDIENCE = "https://registry.test/fhir"
 OTHER_AUDIENCE = "https://other.test/fhir"
 SCOPES = ("system/Location.rs system/Location.read system/Organization.rs system/*.rs system/*.read "
-          "service_org_units system/Location.rs?type=CSPS")
+          "service_org_units system/Location.rs?type=CSPS system/Location.rs?typo=CSPS")
 PARTNER = ClientKey.generate("registry-partner")  # its tokens carry the permission claim (an IdP's mapper)
 SCOPE_ONLY = ClientKey.generate("scope-only-partner")  # the permission only as a scope it asks for
 SHORT = ClientKey.generate("short-lived")  # tokens valid 3 seconds
@@ -118,11 +118,16 @@ def test_a_token_for_another_audience_is_refused(client: TestClient, authserver:
     assert "wrong audience" in response.headers["www-authenticate"]
 
 
-def test_a_granular_scope_with_a_query_is_refused(client: TestClient, authserver: AuthServer) -> None:
+def test_a_granular_scope_with_a_query_from_the_authorization_server_is_honoured(
+        client: TestClient, authserver: AuthServer) -> None:
     token = authserver.token(PARTNER, "system/Location.rs?type=CSPS")
     response = client.get("/fhir/Location", headers=bearer(token))
-    assert response.status_code == 401
-    assert "granular scopes" in response.json()["issue"][0]["diagnostics"]
+    assert response.status_code == 200, response.text
+    csps = {str(u.id) for u in UNITS if u.type_short_name == "CSPS"}
+    assert {e["resource"]["id"] for e in response.json()["entry"]} == csps
+    assert client.get("/fhir/Location/10", headers=bearer(token)).status_code == 404
+    refused = client.get("/fhir/Location", headers=bearer(authserver.token(PARTNER, "system/Location.rs?typo=CSPS")))
+    assert refused.status_code == 401 and "typo" in refused.json()["issue"][0]["diagnostics"]
 
 
 def test_the_authorization_server_refuses_a_client_without_its_key(authserver: AuthServer) -> None:

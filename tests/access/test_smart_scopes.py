@@ -1,6 +1,6 @@
 """SMART scopes: v1 (system/Location.read) and v2 (system/Location.rs) from `scope` or `scp` narrow a token per
 resource type and interaction; the permission is still required; _include/_revinclude never return a type the token
-may not see; a scope with a query is refused; auth.smart_scopes: false ignores scopes. On both backends."""
+may not see; a scope with a query filters its type (tests/access/test_query_scopes.py); auth.smart_scopes: false ignores scopes. On both backends."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -53,9 +53,29 @@ def test_scopes_grant_per_type_and_interaction(scope: str, granted: set[tuple[st
     assert {(t, x) for t in ALL for x in (READ, SEARCH) if scopes.allows(t, x)} == granted
 
 
-@pytest.mark.parametrize("scope", ["system/Location.rs?type=CSPS", "system/*.rs?_tag=x", "system/Location.r?",
-                                   "patient/Location.rs?type=CSPS"])
-def test_a_scope_with_a_query_is_refused(scope: str) -> None:
+@pytest.mark.parametrize(("scope", "location", "every_type"), [
+    pytest.param("system/Location.rs?type=CSPS", ((("type", "CSPS"),),), None, id="a-query"),
+    pytest.param("system/Location.rs?partof:below=Location%2F12&status=active",
+                 ((("partof:below", "Location/12"), ("status", "active")),), None, id="decoded-pairs"),
+    pytest.param("system/*.rs?_id=1", ((("_id", "1"),),), ((("_id", "1"),),), id="wildcard"),
+    pytest.param("system/Location.rs?type=CSPS system/Location.s", None, None, id="an-unfiltered-grant-lifts-it"),
+    pytest.param("system/Location.rs?type=CSPS system/Location.rs?type=CHR", ((("type", "CSPS"),), (("type", "CHR"),)),
+                 None, id="two-a-union"),
+    pytest.param("patient/Location.rs?type=CSPS", None, None, id="patient-grants-nothing"),
+    pytest.param("system/Location.read?type=CSPS", None, None, id="v1-takes-no-query"),
+])
+def test_a_scope_with_a_query_filters_its_type(scope: str, location: Any, every_type: Any) -> None:
+    scopes = parse_scopes(["system/Organization.rs", *scope.split()])
+    assert scopes is not None
+    grants = scopes.filters("Location")
+    assert (tuple(g.query for g in grants) if grants is not None else None) == location
+    grants = scopes.filters("HealthcareService")  # a type of no grant but the wildcard's
+    assert (tuple(g.query for g in grants) if grants is not None else None) == every_type
+
+
+@pytest.mark.parametrize("scope", ["system/Location.r?", "system/Location.rs?type", "system/Location.rs?=x",
+                                   "system/Location.rs?type=&x=1"])
+def test_a_scope_whose_query_is_not_name_value_pairs_is_refused(scope: str) -> None:
     with pytest.raises(ScopeRefused):
         parse_scopes(["system/Organization.rs", scope])
 
@@ -190,15 +210,15 @@ def test_includes_never_return_a_type_the_token_may_not_see(app_client: TestClie
 
 
 @pytest.mark.parametrize("claims", [
-    pytest.param({"scope": "system/Location.rs?type=CSPS"}, id="query-in-scope"),
-    pytest.param({"scp": ["system/Organization.rs", "system/Location.rs?type=CSPS"]}, id="query-in-scp"),
+    pytest.param({"scope": "system/Location.rs?type"}, id="query-in-scope"),
+    pytest.param({"scp": ["system/Organization.rs", "system/Location.rs?"]}, id="query-in-scp"),
 ])
-def test_a_token_with_a_query_scope_is_refused_at_verification(app_client: TestClient, ctx: ServerContext,
-                                                               claims: dict[str, Any]) -> None:
+def test_a_token_with_a_malformed_query_scope_is_refused_at_verification(app_client: TestClient, ctx: ServerContext,
+                                                                         claims: dict[str, Any]) -> None:
     response = app_client.get("/fhir/Organization", headers=bearer(ctx.settings, **claims))
     assert response.status_code == 401
     assert 'error="invalid_token"' in response.headers["www-authenticate"]
-    assert "granular scopes" in response.json()["issue"][0]["diagnostics"]
+    assert "not a query string" in response.json()["issue"][0]["diagnostics"]
 
 
 @pytest.fixture(scope="module")

@@ -69,3 +69,37 @@ def test_a_real_bulk_client_exports_everything_then_exactly_what_changed(migrate
         assert deleted(tmp_path / "third") == gone
         for rtype in TYPES:
             assert _ids(third.get(rtype, [])) == _changed_since(server.base, server.token, rtype, since), rtype
+
+
+def _search_ids(base: str, token: str, rtype: str, **params: Any) -> set[str]:
+    """Every match of the search (its pages followed)."""
+    found: set[str] = set()
+    bundle = _get(base, token, rtype, _count=1000, **params)
+    while True:
+        found |= {e["resource"]["id"] for e in bundle.get("entry", []) if e["search"]["mode"] == "match"}
+        following = next((link["url"] for link in bundle.get("link", []) if link["relation"] == "next"), None)
+        if following is None:
+            return found
+        with urllib.request.urlopen(urllib.request.Request(following, headers={"Authorization": f"Bearer {token}"})) \
+                as answer:
+            bundle = json.loads(answer.read())
+
+
+def test_a_real_bulk_client_exports_the_facilities_its_type_filters_select(migrated_url: str, tmp_path: Path) -> None:
+    """smart-fetch sending `_typeFilter` (two queries for Location, one with a comma between values, which it quotes):
+    the Location files hold exactly what the searches match together, Organization (no filter) every one."""
+    settings = tmp_path / "cli.yaml"
+    settings.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\n", encoding="utf-8")
+    run_cli("demo", "--size", "300", settings=settings, database=migrated_url)
+    with live_server(tmp_path, migrated_url) as server:
+        queries = ["Location?type=CSPS&status=active", "Location?type=CHR,CMA"]
+        got = run_export(server.base, server.token, tmp_path / "filtered", TYPES, type_filters=queries)
+        facilities = _search_ids(server.base, server.token, "Location", type="CSPS", status="active") | \
+            _search_ids(server.base, server.token, "Location", type="CHR,CMA")
+        assert facilities and _ids(got["Location"]) == facilities
+        assert len(got["Location"]) == len(facilities)  # each once, though both queries could match it
+        assert _ids(got["Organization"]) == _search_ids(server.base, server.token, "Organization")
+        kickoff = next(json.loads(line) for line in (tmp_path / "filtered" / "log.ndjson").read_text().splitlines()
+                       if json.loads(line)["eventId"] == "kickoff")
+        sent = urllib.parse.parse_qs(urllib.parse.urlsplit(kickoff["eventDetail"]["exportUrl"]).query)
+        assert sent["_typeFilter"] == ["Location?type=CHR%2CCMA,Location?type=CSPS&status=active"]

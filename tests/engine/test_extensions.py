@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Column, Connection, Engine, Integer, MetaData, String, Table, create_engine, func, insert, select
+from sqlalchemy import Column, Connection, Integer, MetaData, String, Table, create_engine, func, insert, select
 
-from server import Command, ConfigError, DemoData, LoadFormat, LoadReport, Migrations, Progress, Settings, hookimpl
+from server import Command, ConfigError, DemoData, LoadCall, LoadFormat, LoadReport, Migrations, Progress, Settings, hookimpl
+from server.cli.data import load_call
 from server.cli.main import build_parser
 from server.extensions import Extensions
 from server.plugins import get_plugin_manager
@@ -21,10 +22,10 @@ notes = Table("acme_note", NOTES, Column("id", Integer, primary_key=True), Colum
 CHAIN = Path(__file__).parent / "acme_migrations"
 
 
-def _load(engine: Engine, path: str, args: argparse.Namespace, progress: Progress) -> LoadReport:
-    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
-    with engine.begin() as conn:
-        conn.execute(insert(notes), [{"text": f"{args.prefix}{line}"} for line in lines])
+def _load(call: LoadCall) -> LoadReport:
+    lines = [line for line in Path(call.path).read_text(encoding="utf-8").splitlines() if line]
+    with call.engine.begin() as conn:
+        conn.execute(insert(notes), [{"text": f"{call.args.prefix}{line}"} for line in lines])
     return LoadReport(inserted=len(lines))
 
 
@@ -96,7 +97,8 @@ def test_a_plugin_chain_migrates_and_its_format_loads(database_url: str, tmp_pat
         source = tmp_path / "notes.txt"
         source.write_text("one\ntwo\n", encoding="utf-8")
         args = argparse.Namespace(prefix="n-")
-        assert found.load_formats["notes-txt"].load(engine, str(source), args, Progress("t")) == LoadReport(inserted=2)
+        call = load_call(parse_settings({"database": {"url": database_url}}), engine, str(source), args, Progress("t"))
+        assert found.load_formats["notes-txt"].load(call) == LoadReport(inserted=2)
         with engine.connect() as conn:
             assert sorted(conn.execute(select(notes.c.text)).scalars()) == ["n-one", "n-two"]
             assert not found.demos[1].is_empty(conn)

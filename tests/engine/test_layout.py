@@ -128,6 +128,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(f"server.{n}" for n in laye
     "ops",                                  # health, readiness, start-up checks
     "app asgi",                             # the assembly
     "cli",                                  # the command line
+    "contract",                             # the provider contract suite: a pytest plugin over the assembled app
 ))
 
 

@@ -23,7 +23,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
 
 @pytest.mark.parametrize("rtype, referrers", [
     pytest.param("Location", ["Location:partof"], id="a-self-reference"),
-    pytest.param("Organization", ["Location:organization"], id="from-another-type"),
+    pytest.param("Organization", ["Location:organization", "Organization:partof"], id="from-another-type-and-itself"),
     pytest.param("CodeSystem", [], id="a-static-type"),
     pytest.param("Patient", [], id="a-type-not-served"),
 ])

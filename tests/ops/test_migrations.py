@@ -2,6 +2,7 @@
 its metadata describes, on both backends; databases of before the chains upgrade in place."""
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from sqlalchemy import Column, Engine, MetaData, create_engine, select, text
 from sqlalchemy.exc import IntegrityError
 
 from plugins.orgunits.tables import MIGRATIONS as ORGUNITS
+from plugins.orgunits.tables import data_source, data_source_history
 from plugins.orgunits.views import PUBLISHED_FROM, SOURCE_SYSTEM
 from server.extensions import load_extensions
 from server.settings import parse_settings
@@ -148,9 +150,38 @@ def test_0010_gives_units_a_system_of_their_own_and_keeps_the_data_sources(datab
                               "(1, 'Clinic', '10231', 'VALID', 1, 1, '2026-01-01', '2026-01-01', 1, false)"))
         SCHEMA.upgrade(engine)
         with engine.connect() as conn:
-            assert ORGUNITS.current(conn) == "0010"
+            assert ORGUNITS.current(conn) >= "0010"
             assert conn.execute(text("SELECT identifier_system FROM org_unit")).one() == (None,)
             assert conn.execute(select(SOURCE_SYSTEM).select_from(PUBLISHED_FROM)).scalar_one() == \
                 "https://mfl.example.org/code"
     finally:
         engine.dispose()
+
+
+def test_0011_gives_each_data_source_its_first_organization_version(database_url: str) -> None:
+    """A database at 0010: each data source gets version 1 of its Organization, what it publishes then (the source
+    version served: the one chosen, else the newest) at its updated_at; a removed one a deletion at its removed_at."""
+    engine = create_engine(normalize_url(database_url))
+    try:
+        SCHEMA.upgrade(engine, {"orgunits": "0010"})
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO data_source (id, name, slug, updated_at, removed_at) VALUES "
+                              "(1, 'Iaso', 'iaso', '2026-01-01 00:00:00+00', NULL), (2, 'MFL', 'mfl', NULL, NULL), "
+                              "(3, 'Old', 'old', '2026-01-01 00:00:00+00', '2026-02-01 00:00:00+00')"))
+            conn.execute(text("INSERT INTO source_version (id, number, data_source_id) VALUES (1, 1, 1), (2, 2, 1), "
+                              "(3, 7, 3)"))
+            conn.execute(text("UPDATE data_source SET default_version_id = 1 WHERE id = 1"))
+        SCHEMA.upgrade(engine)
+        with engine.connect() as conn:
+            rows = conn.execute(select(data_source_history).order_by(data_source_history.c.data_source_id)).all()
+            current = dict(conn.execute(select(data_source.c.id, data_source.c.updated_at)).all())
+            versions = set(conn.execute(select(data_source.c.version_id)).scalars())
+    finally:
+        engine.dispose()
+    first = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert [(r.data_source_id, r.version_id, r.deleted) for r in rows] == [(1, 1, False), (2, 1, False), (3, 1, True)]
+    assert rows[0].snapshot == {"id": 1, "name": "Iaso", "slug": "iaso", "current_version": 1, "version_id": 1,
+                                "updated_at": first.isoformat()}
+    assert rows[1].snapshot["current_version"] is None and rows[2].snapshot is None
+    assert [rows[0].updated_at, rows[2].updated_at] == [first, datetime(2026, 2, 1, tzinfo=timezone.utc)]
+    assert current == {r.data_source_id: r.updated_at for r in rows} and versions == {1}  # the current version's

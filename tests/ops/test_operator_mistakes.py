@@ -80,7 +80,7 @@ def test_a_dry_run_on_a_database_that_does_not_exist_checks_the_file_and_creates
     assert main(["load", "mapped", str(LAKELAND_CSV), "--mapping", str(LAKELAND), "--dry-run",
                  "--database", f"sqlite:///{tmp_path / 'new.db'}"]) == 0
     said = capsys.readouterr().err
-    assert "load mapped (dry run: nothing written): 34 inserted" in said and "creates none" in said
+    assert "load mapped (dry run: nothing written): Location: 34 inserted" in said and "creates none" in said
     assert _files(tmp_path) == set()
 
 

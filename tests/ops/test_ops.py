@@ -347,8 +347,8 @@ def test_metrics_count_the_requests(small_ctx: ServerContext) -> None:
 
 
 CHECK_CASES = [
-    pytest.param("", "sqlite", 0, ["ok    settings:", "ok    plugins: serving", "database primary", "(current)"],
-                 id="embedded"),
+    pytest.param("", "sqlite", 0, ["ok    settings:", "ok    plugins: serving", "database primary",
+                                   "schema current (each chain at its head)"], id="embedded"),
     pytest.param("", "sqlite-missing", 1, ["does not exist (a typo in the path?); create it with `orgunit-fhir "
                                            "migrate`"], id="embedded-not-created"),  # issue 23: a typo is a FAIL
     pytest.param("server:\n  log_format: xml\n", "sqlite", 1,
@@ -360,7 +360,8 @@ CHECK_CASES = [
     pytest.param("auth:\n  algorithms: [RS256]\n", "sqlite", 1, ["FAIL  plugins and auth: auth"], id="auth-without-keys"),
     pytest.param("auth:\n  algorithms: [RS256]\n  jwks_url: http://127.0.0.1:{closed}/jwks.json\n", "sqlite", 1,
                  ["FAIL  auth.jwks_url http://127.0.0.1:"], id="jwks-unreachable"),
-    pytest.param("", "postgresql", 0, ["ok    database primary (postgresql+psycopg://postgres@", "(current)"],
+    pytest.param("", "postgresql", 0, ["ok    database primary (postgresql+psycopg://postgres@",
+                                       "schema current (each chain at its head)"],
                  id="postgresql", marks=pytest.mark.postgres),
     pytest.param("", "postgresql-empty", 1, ["FAIL  database primary", "holds no schema of this server", "create it with `orgunit-fhir migrate`"],
                  id="postgresql-behind", marks=pytest.mark.postgres),

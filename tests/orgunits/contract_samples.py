@@ -3,9 +3,9 @@ and the canonical resources."""
 from __future__ import annotations
 
 from plugins.orgunits.canonical import EXTENSIONS
+from server.contract import Samples, Scope, Search, Subject
 from server.settings import Settings
 from server.storage.db import writing_engine
-from tests.support.contract import Samples, Scope, Search, Subject
 from tests.support.data import UNITS, load_small_pyramid
 
 NS = "https://orgunit-fhir.example.org/fhir"
@@ -41,8 +41,11 @@ ORGANIZATION = Samples(
         Search("name", "minist", "1"),
         Search("identifier", f"{NS}/sid/data-source|ministere-de-la-sante", "1"),
         Search("active", "true", "1"),
+        Search("type", "http://terminology.hl7.org/CodeSystem/organization-type|govt", "1"),
+        Search("partof:missing", "true", "1"),  # a data source is part of no other Organization
     ),
-    bad_values=(("active", "maybe"), ("_lastUpdated", "yesterday")),
+    bad_values=(("active", "maybe"), ("_lastUpdated", "yesterday"), ("partof", "Location/1")),
+    versions={"1": ("1",)},
     # an account-wide provider cannot apply a subtree restriction: a subtree-limited token sees none of it
     scopes=(Scope(("Location/10",), frozenset()),),
 )

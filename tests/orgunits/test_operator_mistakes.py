@@ -289,7 +289,7 @@ def test_missing_and_deleted_units_are_named_by_their_code(operator: Operator, t
 # --- 8. an interrupt after the commit says what was committed --------------------------------------------------------
 
 @pytest.mark.parametrize("when, status, words", [
-    pytest.param("render", 3, "interrupted after the changes were committed (mapped: 34 inserted", id="after-commit"),
+    pytest.param("render", 3, "interrupted after the changes were committed (mapped: Location: 34 inserted", id="after-commit"),
     pytest.param("write", 130, "interrupted: nothing was written", id="before-commit"),
 ])
 def test_an_interrupt_says_whether_the_load_was_committed(operator: Operator, monkeypatch: pytest.MonkeyPatch,

@@ -14,6 +14,8 @@ from tests.support.contexts import SECRET, make_settings
 from tests.support.validators import assert_valid
 
 NS = "https://orgunit-fhir.example.org"
+ORG_TYPE = "http://terminology.hl7.org/CodeSystem/organization-type"
+STRICT = {"Prefer": "handling=strict"}
 
 
 def app_client(small_ctx: ServerContext, tmp_path: Path, organization: bool) -> TestClient:
@@ -38,7 +40,7 @@ def test_organization_read(on: TestClient) -> None:
     org = on.get("/fhir/Organization/1").json()
     assert_valid(org)
     assert org == {
-        "resourceType": "Organization", "id": "1", "meta": {"lastUpdated": "2025-03-04T10:20:30Z"},
+        "resourceType": "Organization", "id": "1", "meta": {"versionId": "1", "lastUpdated": "2025-03-04T10:20:30Z"},
         "extension": [{"url": f"{NS}/fhir/StructureDefinition/source-version", "valueInteger": 3}],
         "identifier": [{"use": "official", "system": f"{NS}/fhir/sid/data-source", "value": "ministere-de-la-sante"}],
         "active": True,
@@ -57,16 +59,33 @@ def test_organization_read(on: TestClient) -> None:
     pytest.param("identifier=other", 0, id="identifier-other"), pytest.param("active=true", 1, id="active"),
     pytest.param("active=false", 0, id="inactive"), pytest.param("_lastUpdated=ge2025-03-04", 1, id="last-updated"),
     pytest.param("_lastUpdated=gt2025-03-04", 0, id="last-updated-after"), pytest.param("_sort=-name", 1, id="sort"),
+    # mCSD's type: every data source has the configured one (organization-type govt)
+    pytest.param("type=govt", 1, id="type"), pytest.param(f"type={ORG_TYPE}|govt", 1, id="type-system-code"),
+    pytest.param(f"type={ORG_TYPE}|", 1, id="type-system"), pytest.param("type=prov", 0, id="type-other-code"),
+    pytest.param(f"type={NS}/other|govt", 0, id="type-other-system"), pytest.param("type:not=govt", 0, id="type-not"),
+    pytest.param("type:text=gov", 1, id="type-text"), pytest.param("type:missing=true", 0, id="type-missing"),
+    # mCSD's partof: a data source is part of no other Organization
+    pytest.param("partof=1", 0, id="partof-id"), pytest.param("partof=Organization/1", 0, id="partof-reference"),
+    pytest.param("partof:missing=true", 1, id="partof-missing"),
+    pytest.param("partof:missing=false", 0, id="partof-present"),
+    pytest.param("partof.name=minist", 0, id="partof-chained"),
+    pytest.param("_id=1&_include=Organization:partof&_revinclude=Organization:partof", 1, id="partof-includes"),
 ])
 def test_organization_search(on: TestClient, query: str, total: int) -> None:
-    bundle = on.get(f"/fhir/Organization?{query}").json()
+    bundle = on.get(f"/fhir/Organization?{query}", headers=STRICT).json()  # strict: an unknown parameter is a 400
     assert_valid(bundle)
     assert bundle["total"] == total
+    assert [e["resource"]["id"] for e in bundle.get("entry", ())] == ["1"] * total  # nothing included
 
 
-def test_organization_bad_input(on: TestClient) -> None:
-    assert on.get("/fhir/Organization?active=maybe").status_code == 400
-    assert on.get("/fhir/Organization/1/_history").status_code == 404
+@pytest.mark.parametrize("query", [
+    pytest.param("active=maybe", id="active-not-a-code"),
+    pytest.param("partof=Location/1", id="partof-another-type"),
+    pytest.param("partof:below=1", id="partof-below"),  # a data source has no parent: no hierarchy to walk
+    pytest.param("type:above=govt", id="type-modifier"),
+])
+def test_organization_bad_input(on: TestClient, query: str) -> None:
+    assert on.get(f"/fhir/Organization?{query}").status_code == 400
 
 
 def test_location_references_resolve_when_enabled(on: TestClient) -> None:

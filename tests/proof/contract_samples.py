@@ -4,9 +4,10 @@ over the small pyramid (tests/support/data.py): service -> locations
 A caller sees a service when it sees one of its Locations: service 6 no token sees."""
 from __future__ import annotations
 
+from server.contract import Samples, Scope, Search, Subject
 from server.settings import Settings
-from tests.support.contract import Samples, Scope, Search, Subject
-from tests.support.proof import PLUGINS, SERVICES, SERVICES_UPDATE, SITE, load_services
+from tests.support.proof import PLUGINS, SERVICES, SERVICES_UPDATE, SITE, WORKERS, WORKERS_UPDATE, load_files, \
+    load_services
 
 HEALTHCARE_SERVICE = Samples(
     "HealthcareService",
@@ -33,8 +34,47 @@ HEALTHCARE_SERVICE = Samples(
 )
 
 
+# tests/proof/workers.json, then workers-update.json: role -> practitioner, locations
+# 1 -> 1, 30; 2 -> 2, 11; 3 -> 3, 3 then 30 (version 2); 4 -> 2, 3 and 1 (inactive); 5 -> 1, 32 (deleted).
+# A caller sees a role when it sees one of its Locations (each version by its own), a practitioner when it sees one
+# of its live roles: practitioner 4 holds none.
+PRACTITIONER_ROLE = Samples(
+    "PractitionerRole",
+    ids=frozenset({"1", "2", "3", "4"}),
+    searches=(
+        Search("_id", "2", "2"),
+        Search("_lastUpdated", "ge2000-01-01", "1"),
+        Search("practitioner", "Practitioner/2", "4"),
+        Search("location", "Location/30", "3"),
+        Search("location", "1", "4"),
+        Search("location:below", "10", "1"),  # held in the district, at a unit below it
+        Search("location:below", "Location/3", "4"),  # held at the unit itself
+        Search("active", "false", "4"),
+    ),
+    bad_values=(("active", "maybe"), ("location", "Organization/1"), ("practitioner", "Location/1")),
+    versions={"3": ("2", "1"), "5": ("2", "1"), "1": ("1",)},
+    deleted=frozenset({"5"}),
+    # each version by the Locations it was held at: role 3 moved from Location 3 to Location 30
+    scopes=(Scope(("Location/10",), frozenset({"1", "3", "5"}), versions={"3": ("2",)}),
+            Scope(("Location/3",), frozenset({"4"}), versions={"3": ("1",)}),
+            Scope(("Location/1",), frozenset({"1", "2", "3", "4", "5"}))),
+)
+
+PRACTITIONER = Samples(
+    "Practitioner",
+    ids=frozenset({"1", "2", "3"}),
+    searches=(Search("_id", "3", "3"), Search("name", "claire", "3"), Search("name", "Boukary", "2")),
+    hidden=frozenset({"4"}),  # holds no role: no caller's scope holds it
+    scopes=(Scope(("Location/10",), frozenset({"1", "3"})),
+            Scope(("Location/3",), frozenset({"2"})),
+            Scope(("Location/2",), frozenset({"1", "2", "3"}))),
+)
+
+
 def _load(settings: Settings) -> None:
     load_services(settings, SERVICES, SERVICES_UPDATE)
+    load_files(settings, "workers-json", WORKERS, WORKERS_UPDATE)
 
 
-SUBJECT = Subject("healthcare_services", PLUGINS, _load, (HEALTHCARE_SERVICE,), site=SITE)
+SUBJECT = Subject("healthcare_services", PLUGINS, _load, (HEALTHCARE_SERVICE, PRACTITIONER_ROLE, PRACTITIONER),
+                  site=SITE)

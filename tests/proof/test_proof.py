@@ -17,6 +17,9 @@ from starlette.testclient import TestClient
 
 import server
 from server.access.mint import mint_token
+from server.cli.data import load_call
+from server.contract.answers import entries
+from server.contract.context import contract_context, installed
 from server.engine.context import ServerContext
 from server.declare.registry import Registry
 from server.extensions import load_extensions
@@ -26,7 +29,6 @@ from server.errors import ConfigError
 from server.settings import parse_settings
 from tests.orgunits.contract_samples import SUBJECT as ORGUNITS
 from tests.proof.contract_samples import SUBJECT as PROOF
-from tests.support.contract import contract_context, entries, installed
 from tests.support.fixtures import client_fixture, context_fixture
 from tests.support.live import CLI, _env
 from tests.support.proof import PLUGINS, SERVICES, SERVICES_UPDATE, SITE
@@ -93,12 +95,12 @@ def _get(api: TestClient, url: str, **params: Any) -> dict[str, Any]:
 
 def test_its_own_migration_chain_is_at_its_head(ctx: ServerContext) -> None:
     with ctx.db.connect() as conn:
-        assert ctx.extensions.schema.current(conn)["healthcare_services"] == "hs0001"
+        assert ctx.extensions.schema.current(conn)["healthcare_services"] == "hs0002"
 
 
 def test_loading_the_same_file_again_changes_nothing(ctx: ServerContext) -> None:
     fmt = ctx.extensions.load_formats["services-json"]
-    report = fmt.load(ctx.db, str(SERVICES_UPDATE), argparse.Namespace(), Progress("load"))
+    report = fmt.load(load_call(ctx.settings, ctx.db, str(SERVICES_UPDATE), argparse.Namespace(), Progress("load")))
     assert (report.inserted, report.updated, report.unchanged, report.deleted) == (0, 0, 6, 0)
 
 

@@ -252,14 +252,14 @@ REFUSED = [
 # more that cannot be followed, checked over HTTP only
 REFUSED_OVER_HTTP = [
     pytest.param("Location", "organization:Location.name=x", id="organization-is-no-location"),
-    pytest.param("Location", "organization.partof.name=x", id="organization-has-no-partof"),
+    pytest.param("Location", "organization.endpoint.name=x", id="organization-has-no-endpoint"),
     pytest.param("Location", "organization.near=1|1|1", id="organization-has-no-near"),
     pytest.param("Location", "partof.near:missing=true", id="near-takes-no-modifier"),
     pytest.param("Location", "partof.identifier:below=x", id="token-takes-no-below"),
     pytest.param("Location", "partof.name:not=x", id="string-takes-no-not"),
     pytest.param("Location", "partof.partof.partof.partof.partof=x", id="four-hops-to-a-reference"),
     pytest.param("Location", "_has:Location:partof:_has=x", id="has-malformed-inside"),
-    pytest.param("Organization", "partof.name=x", id="organization-unknown-reference"),
+    pytest.param("Organization", "endpoint.name=x", id="organization-unknown-reference"),
     pytest.param("Organization", "_has:Location:partof:name=x", id="organization-has-wrong-target"),
     pytest.param("Organization", "_has:Location:organization:_has:Location:partof:_has:Location:partof:"
                                  "_has:Location:partof:type=x", id="organization-four-has"),

@@ -76,6 +76,12 @@ PATHS = [
     pytest.param("Device?_include=Device:location", id="include-from-a-type-without-bodies"),
     pytest.param("Schedule?_include=Schedule:actor", id="include-through-a-side-table"),
     pytest.param("Location/20/$children?_include=Location:partof&_revinclude=Device:location", id="operation"),
+    pytest.param("Device?_include=Device:location&_include:iterate=Location:partof", id="iterate-across-types"),
+    pytest.param("Schedule?_include=Schedule:actor&_include:iterate=Location:partof", id="iterate-from-a-side-table"),
+    pytest.param("Location?_id=10&_revinclude:iterate=Location:partof&_include:iterate=Location:partof",
+                 id="revinclude-iterate-and-include-iterate"),
+    pytest.param("Location?_id=2&_revinclude:iterate=Location:partof&_revinclude:iterate=Device:location",
+                 id="revinclude-iterate-across-types"),
 ]
 CALLERS = [
     pytest.param({}, id="no-account-claim"),

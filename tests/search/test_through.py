@@ -10,6 +10,8 @@ import pytest
 from sqlalchemy import Column, ForeignKey, Integer, MetaData, String, Table
 
 from server import ConfigError, ReferenceTarget, ResourceProvider, SearchParam, Settings, Through, hookimpl
+from server.access.tenancy import AccessScope
+from server.engine.caller import Caller
 from server.engine.context import ServerContext, create_context
 from server.errors import InvalidValue, UnsupportedParameter
 from tests.support.contexts import SECRET, make_settings
@@ -87,10 +89,23 @@ def entries(bundle: dict[str, Any], mode: str) -> list[str]:
     pytest.param("member:missing=false", ["Group/1", "Group/2", "Group/4"], id="present"),
     pytest.param("part=Group/3", ["Group/1", "Group/2"], id="side-table-without-where"),
     pytest.param("part:missing=true", ["Group/3"], id="part-missing"),
+    pytest.param("member:below=Location/10", ["Group/1", "Group/2", "Group/4"], id="below-through-a-side-table"),
+    pytest.param("member:below=32", ["Group/2"], id="below-a-leaf-is-itself"),
+    pytest.param("member:above=Location/20", ["Group/1"], id="above-through-a-side-table"),
 ])
 def test_search_by_a_multi_valued_reference(ctx: ServerContext, query: str, expected: list[str]) -> None:
     bundle = search(ctx, "Group", query, strict=True)
     assert entries(bundle, "match") == expected and bundle["total"] == len(expected)
+
+
+@pytest.mark.parametrize("query", ["member.name=CSPS", "member:Location.name=CSPS&_count=1", "member:below=10"])
+def test_a_type_open_to_all_chained_to_a_scoped_one_is_answered_per_caller(ctx: ServerContext, query: str) -> None:
+    """Group has no tenancy of its own, its chain reads Location: each caller's page is its own, never the page
+    kept for another caller's search (whose chain saw other Locations)."""
+    district, other = (Caller(None, AccessScope(roots=(root,))) for root in ("Location/10", "Location/3"))
+    for _ in range(2):  # the second time the pages are kept
+        assert entries(search(ctx, "Group", query, district), "match") != []
+        assert entries(search(ctx, "Group", query, other), "match") == []
 
 
 @pytest.mark.parametrize("query, matches, included", [
@@ -125,7 +140,7 @@ def test_revinclude_over_a_side_table(ctx: ServerContext, query: str, matches: l
 
 @pytest.mark.parametrize("query, error", [
     pytest.param("member=Organization/1", InvalidValue, id="other-type"),
-    pytest.param("member:below=Location/1", UnsupportedParameter, id="no-hierarchy-through-a-side-table"),
+    pytest.param("part:below=Group/1", UnsupportedParameter, id="no-hierarchy-of-a-type-without-a-tree"),
     pytest.param("_revinclude=Group:member", UnsupportedParameter, id="revinclude-of-another-type"),
 ])
 def test_bad_values_of_a_multi_valued_reference(ctx: ServerContext, query: str, error: type[Exception]) -> None:

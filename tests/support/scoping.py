@@ -7,6 +7,7 @@ deleted. `Device` refers to one Location (a column of its own rows) and has no p
 Location decides alone. `Schedule` refers to several Locations (a side table) and belongs to an account too."""
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -123,11 +124,14 @@ def load_scoped(engine: Engine) -> None:
         conn.execute(schedule_location.insert(), links)
 
 
-def universe_context(url: str, var: Path) -> ServerContext:
-    """alpha and beta, with Device and Schedule, bodies pre-rendered."""
-    ctx = create_context(make_settings(url, var, auth={"secret": SECRET}), [("scoped", ScopedThroughLocation())])
+def universe_context(url: str, var: Path, plugins: Sequence[tuple[str, object]] = (),
+                     loads: Sequence[Callable[[Engine], None]] = ()) -> ServerContext:
+    """alpha and beta, with Device and Schedule (then the test's own `plugins`, their data written by `loads`),
+    bodies pre-rendered."""
+    ctx = create_context(make_settings(url, var, auth={"secret": SECRET}),
+                         [("scoped", ScopedThroughLocation()), *plugins])
     ctx.extensions.schema.upgrade(ctx.db)
-    for load in (load_small_pyramid, load_alpha, load_beta, load_scoped):
+    for load in (load_small_pyramid, load_alpha, load_beta, load_scoped, *loads):
         load(ctx.db)
     refresh(ctx.db, ctx.registry)
     return ctx

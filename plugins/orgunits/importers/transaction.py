@@ -79,11 +79,13 @@ def _import(conn: Connection, name: str, version: int, types: Types, records: Re
                         "a mapping's parent or id field naming the wrong field does this; nothing was written. "
                         "Check the file and the mapping; if the moves are intended, load again with --allow-reparent")
     conn.execute(update(data_source).where(data_source.c.id == source_id).values(last_format=fmt, removed_at=None))
+    history.record_sources(conn, now, [source_id])  # a removed data source restored: its Organization again
     notes = list(before.notes(account, name, fmt, kept))
+    source_change = _source_change(conn, before.row, source_id)
     if delete_missing:
         deleted = history.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
         return _with(report, deleted=len(deleted), deleted_ids=tuple(deleted[:SAMPLE]), notes=tuple(notes),
-                     deleted_units=named_units(conn, deleted))
+                     deleted_units=named_units(conn, deleted), source_change=source_change)
     missing = history.missing_units(conn, data_source_id=source_id, seen_ids=seen)
     if missing:
         first = ", ".join(named_units(conn, missing))
@@ -91,7 +93,16 @@ def _import(conn: Connection, name: str, version: int, types: Types, records: Re
                      f"{'are' if len(missing) != 1 else 'is'} not in the file (first: {first}): kept as "
                      "before; load with --delete-missing to record them as deleted")
     return _with(report, missing=len(missing), missing_ids=tuple(missing[:SAMPLE]), notes=tuple(notes),
-                 missing_units=named_units(conn, missing))
+                 missing_units=named_units(conn, missing), source_change=source_change)
+
+
+def _source_change(conn: Connection, before: Any, source_id: int) -> str:
+    """What the load did to its data source (its Organization): inserted (it did not exist), updated (restored, or
+    stamped anew: a new source version served...) or unchanged."""
+    if before is None:
+        return "inserted"
+    after = conn.execute(select(data_source.c.updated_at).where(data_source.c.id == source_id)).scalar()
+    return "updated" if before.removed_at is not None or after != before.updated_at else "unchanged"
 
 
 def _with(report: WriteReport, **changes: Any) -> WriteReport:
@@ -122,7 +133,7 @@ class _Before:
 
     accounts: list[str]  # every account that holds a data source
     sources: list[str]  # the data sources of this account
-    row: Any  # the data source (removed_at, last_format), or None
+    row: Any  # the data source (removed_at, last_format, updated_at), or None
     units: int = 0  # its live units
     first: str | None = None  # the account a token without an account claim sees (views.FIRST_ACCOUNT)
 
@@ -168,7 +179,8 @@ def _before(conn: Connection, account: str, name: str) -> _Before:
     accounts = sorted(set(conn.execute(select(data_source.c.account).where(live)).scalars()))
     sources = sorted(conn.execute(select(data_source.c.name).where(data_source.c.account == account, live))
                      .scalars())
-    row = conn.execute(select(data_source.c.id, data_source.c.removed_at, data_source.c.last_format)
+    row = conn.execute(select(data_source.c.id, data_source.c.removed_at, data_source.c.last_format,
+                              data_source.c.updated_at)
                        .where(data_source.c.account == account, data_source.c.name == name)).first()
     units = 0 if row is None else int(conn.execute(
         select(func.count()).select_from(org_unit.join(source_version))

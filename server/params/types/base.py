@@ -7,7 +7,7 @@ measure of each match that orders the results and is shown in the entry (`Ranks`
 matches of one value can be read in (`Orders`)."""
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 import sys
 from functools import cache, cached_property
@@ -15,7 +15,10 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from sqlalchemy import ColumnElement, FromClause, Select, String, and_, func, select
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ColumnClause, Join, ScalarSelect, SelectBase
 from sqlalchemy.sql.functions import FunctionElement
+
+from server.errors import ConfigError
 
 Match = ColumnElement[bool] | Select[Any]  # a condition on the provider's rows, or a select of the matching ids
 
@@ -40,11 +43,41 @@ class Through:
     table: FromClause
     key: ColumnElement[Any]
     where: ColumnElement[bool] | None = None
+    # a side table of a history (server.declare.provider.Via.versions): the version its row belongs to
+    version: ColumnElement[Any] | None = None
+
+    def __post_init__(self) -> None:
+        """`table` may be a join (the side table with another, to keep some rows): what `key`, `where` and `version`
+        read must be its columns, else `ids()` would read another table beside it, every pair of rows (a silent
+        wrong answer): refused at start-up, named."""
+        for role, expression in (("key", self.key), ("where", self.where), ("version", self.version)):
+            foreign = [column for column in self._columns(expression) if not self.table.c.contains_column(column)]
+            if foreign:
+                raise ConfigError(f"Through({self._named(self.table)}): its {role} reads "
+                                  f"{', '.join(map(str, foreign))}, not a column of its table; give the table that "
+                                  "holds it (or a join of both) as the side table")
 
     def ids(self, cond: ColumnElement[bool]) -> Select[Any]:
-        """The ids of the resources having a side row that meets `cond`."""
-        inner = select(self.key).where(cond)
+        """The ids of the resources having a side row that meets `cond`, read from `table` (a join as well)."""
+        inner = select(self.key).select_from(self.table).where(cond)
         return inner if self.where is None else inner.where(self.where)
+
+    @classmethod
+    def _columns(cls, expression: Any) -> Iterator[ColumnClause[Any]]:
+        """The table columns an expression reads (a subquery in it reads its own FROM: not looked into)."""
+        if expression is None or isinstance(expression, (SelectBase, ScalarSelect)):
+            return
+        if isinstance(expression, ColumnClause) and expression.table is not None:
+            yield expression
+            return
+        for child in expression.get_children():
+            yield from cls._columns(child)
+
+    @classmethod
+    def _named(cls, table: FromClause) -> str:
+        if isinstance(table, Join):
+            return f"{cls._named(table.left)} JOIN {cls._named(table.right)}"
+        return str(getattr(table, "name", None) or table)
 
 
 def via(through: Through | None, cond: ColumnElement[bool]) -> Match:
@@ -94,6 +127,11 @@ class ParamType(Protocol[T, V]):
         ...
 
 
+# found[(SCOPE, resource_type)]: the conditions (AND-ed) keeping the live rows of another type the caller sees, handed
+# by the engine for each type a LooksUp type `reads`
+SCOPE = "scope"
+
+
 @runtime_checkable
 class LooksUp(Protocol[T, V]):
     """A type that needs values looked up before the search is compiled (reference :below: the path of the
@@ -102,6 +140,12 @@ class LooksUp(Protocol[T, V]):
 
     def lookups(self, target: T, modifier: str | None, value: V,
                 at: CompileContext) -> Sequence[tuple[Hashable, Select[Any]]]: ...
+
+    def reads(self, target: T, modifier: str | None) -> str | None:
+        """The other resource type whose rows the look-ups (and then the match) read, None: the provider's own.
+        The engine limits those look-ups to that type's live rows the caller sees, and hands the same conditions
+        to `compile` as at.found[(SCOPE, type)]."""
+        ...
 
 
 @runtime_checkable

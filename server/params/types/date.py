@@ -1,5 +1,11 @@
 """`date` parameters: a FHIR date, dateTime or instant with a prefix (eq ne gt lt ge le sa eb) against an instant
-column; the value denotes a half-open range (server.params.dates)."""
+column, or a period (a start and an `end` column); the value denotes a half-open range (server.params.dates).
+
+A period is the closed range [start, end] (a NULL start or end: open on that side; both NULL: no value) matched by
+the R4 rules for a target that is a range: eq, the value's range holds the period; ne, it does not; gt, the period
+reaches past the value's range (lt: before it); ge, it reaches past it or the value's range holds it (le: before);
+sa, it starts after the value's range; eb, it ends before it. An instant is the period of one point: the same
+rules."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -14,7 +20,8 @@ from server.params.types.base import CompileContext, Match
 
 @dataclass(frozen=True)
 class DateTarget:
-    column: ColumnElement[Any]  # a timezone-aware instant, stored in UTC
+    column: ColumnElement[Any]  # a timezone-aware instant, stored in UTC; with `end`: the start of a period
+    end: ColumnElement[Any] | None = None  # the end of a period (its last instant, included), of the same kind
 
 
 class DateType:
@@ -30,6 +37,8 @@ class DateType:
 
     def compile(self, target: DateTarget, modifier: str | None, value: DateRange,
                 at: CompileContext) -> Match | None:
+        if target.end is not None:
+            return _period(target.column, target.end, value)
         column, lower, upper = target.column, value.lower, value.upper
         return {
             "eq": and_(column >= lower, column < upper),
@@ -43,7 +52,29 @@ class DateType:
         }[value.prefix]
 
     def present(self, target: DateTarget, at: CompileContext) -> Match:
+        if target.end is not None:
+            return or_(target.column.is_not(None), target.end.is_not(None))
         return target.column.is_not(None)
+
+
+def _period(start: ColumnElement[Any], end: ColumnElement[Any], value: DateRange) -> ColumnElement[bool]:
+    """The periods [start, end] that meet the value's prefix against its range [lower, upper)."""
+    lower, upper = value.lower, value.upper
+    open_start, open_end = start.is_(None), end.is_(None)
+    some = or_(start.is_not(None), end.is_not(None))  # both NULL: no value, which no prefix matches
+    if value.prefix == "eq":  # the range holds the period (a bound left open reaches past it)
+        return and_(start >= lower, end < upper)
+    if value.prefix == "sa":  # wholly after the range
+        return start >= upper
+    if value.prefix == "eb":  # wholly before it
+        return end < lower
+    return and_(some, {
+        "ne": or_(open_start, open_end, start < lower, end >= upper),
+        "gt": or_(open_end, end >= upper),  # reaches past the range
+        "lt": or_(open_start, start < lower),  # reaches before it
+        "ge": or_(open_end, end >= upper, start >= lower),  # reaches past it, or the range holds it
+        "le": or_(open_start, start < lower, end < upper),  # reaches before it, or the range holds it
+    }[value.prefix])
 
 
 TYPE = DateType()

@@ -8,15 +8,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 
 from healthcare_services.tables import service, service_history, service_location
 from server import (
     Command,
+    LoadCall,
     LoadError,
     LoadFormat,
     LoadReport,
-    Progress,
     Settings,
     add_common_options,
     normalize,
@@ -47,7 +47,8 @@ def _write(conn: Connection, row: dict[str, Any], new: bool) -> None:
                                            "snapshot": snapshot})
 
 
-def load_services(engine: Engine, path: str, args: argparse.Namespace, progress: Progress) -> LoadReport:
+def load_services(call: LoadCall) -> LoadReport:
+    engine, path, progress = call.engine, call.path, call.progress
     try:
         entries = json.loads(Path(path).read_text(encoding="utf-8"))["services"]
         records = [_record(entry, n) for n, entry in enumerate(entries, 1)]

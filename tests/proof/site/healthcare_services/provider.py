@@ -11,6 +11,7 @@ from sqlalchemy.engine import RowMapping
 
 from healthcare_services.directory import directory_operation
 from healthcare_services.loader import SERVICES, SERVICES_JSON
+from healthcare_services.workers import PRACTITIONER, ROLE, WORKERS_JSON
 from healthcare_services.tables import (
     MIGRATIONS,
     service,
@@ -124,7 +125,7 @@ def healthcare_service_provider(settings: Settings) -> ResourceProvider:
 
 @hookimpl
 def register_resource_providers(settings: Settings) -> list[ResourceProvider]:
-    return [healthcare_service_provider(settings)]
+    return [healthcare_service_provider(settings), PRACTITIONER, ROLE]
 
 
 @hookimpl
@@ -139,7 +140,7 @@ def register_migrations(settings: Settings) -> list[Migrations]:
 
 @hookimpl
 def register_load_formats(settings: Settings) -> list[LoadFormat]:
-    return [SERVICES_JSON]
+    return [SERVICES_JSON, WORKERS_JSON]
 
 
 @hookimpl

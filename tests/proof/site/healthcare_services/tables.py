@@ -48,4 +48,45 @@ service_history = Table(  # every version: the row as to_resource takes it (JSON
     Column("snapshot", JSON),
 )
 
+# the health workers (IHE mCSD): a practitioner, and its roles each held at one or more Locations (facilities)
+practitioner = Table(
+    "hw_practitioner", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("name", String, nullable=False),
+    Column("name_norm", String, nullable=False, index=True),
+)
+
+role = Table(
+    "hw_practitioner_role", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("practitioner_id", Integer, ForeignKey("hw_practitioner.id"), nullable=False, index=True),
+    Column("active", Boolean, nullable=False),
+    Column("location_ids", JSON, nullable=False),  # what to_resource renders; searched through role_location
+    Column("version_id", Integer, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("deleted", Boolean, nullable=False),
+)
+
+role_location = Table(  # PractitionerRole.location of the current version, one row per Location
+    "hw_practitioner_role_location", metadata,
+    Column("role_id", Integer, ForeignKey("hw_practitioner_role.id"), primary_key=True),
+    Column("location_id", Integer, primary_key=True, index=True),
+)
+
+role_history = Table(
+    "hw_practitioner_role_history", metadata,
+    Column("role_id", Integer, primary_key=True),
+    Column("version_id", Integer, primary_key=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("deleted", Boolean, nullable=False),
+    Column("snapshot", JSON),
+)
+
+role_history_location = Table(  # the Locations each version was held at: each version is scoped by its own
+    "hw_practitioner_role_history_location", metadata,
+    Column("role_id", Integer, primary_key=True),
+    Column("version_id", Integer, primary_key=True),
+    Column("location_id", Integer, primary_key=True, index=True),
+)
+
 MIGRATIONS = Migrations("healthcare_services", Path(__file__).parent / "migrations", metadata)

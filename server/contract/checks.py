@@ -1,0 +1,304 @@
+"""The provider contract's checks, as pytest tests: every registered provider, over HTTP, against its subjects'
+samples, on SQLite and PostgreSQL. Read; search by every declared parameter; paging (the next links visit each
+match once); `_include` and `_revinclude` for every reference parameter; `_history` and vread when versioned (404
+when not); scoping (an id outside the caller's scope is a 404 like an unknown id, a subtree-limited token sees
+exactly its part, another account sees nothing); the CapabilityStatement entry (every parameter, operation, include
+and interaction declared); OperationOutcome errors (unknown id 404, bad value 400, unknown parameter 400 with
+`Prefer: handling=strict`).
+
+The plugin (server.contract.plugin) collects this module when --fhir-contract names subjects; a test module of
+one's own runs it too by `from server.contract.checks import *` and naming its FHIR_CONTRACT_SUBJECTS. The fixtures
+here are what such a module may override (`contract_postgres`, to give the PostgreSQL server)."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from starlette.testclient import TestClient
+
+from server import ReferenceTarget, ResourceProvider
+from server.access.mint import mint_token
+from server.app import create_app
+from server.contract.answers import entries, every_page, outcome_code
+from server.contract.context import contract_context, scratch_database, sqlite_url
+from server.contract.options import POSTGRES_OPTION, postgres_server, subjects_of
+from server.contract.samples import Samples, Scope, Search, Subject
+from server.engine.context import ServerContext
+from server.engine.searches import lookup
+from server.storage.backend import Postgres, Sqlite
+
+UNKNOWN_IDS = ("999999999", "no-such-id")  # and each sample's hidden ids
+STRICT = {"Prefer": "handling=strict"}
+
+
+@pytest.fixture(scope="session")
+def contract_postgres(pytestconfig: pytest.Config) -> str | None:
+    """The PostgreSQL server the PostgreSQL cases make a scratch database on: --fhir-contract-postgres or
+    ORGUNIT_FHIR_CONTRACT_POSTGRES (None: those cases are skipped)."""
+    return postgres_server(pytestconfig)
+
+
+@pytest.fixture(scope="module", params=[Sqlite.name, pytest.param(Postgres.name, marks=pytest.mark.postgres)])
+def contract_database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A fresh database on each backend, for the module."""
+    if request.param == Sqlite.name:
+        yield sqlite_url(tmp_path_factory.mktemp("contract"))
+        return
+    server = request.getfixturevalue("contract_postgres")
+    if server is None:
+        pytest.skip(f"no PostgreSQL server: give {POSTGRES_OPTION}=postgresql://user@host:5432/postgres")
+    with scratch_database(server) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def contract_subjects(request: pytest.FixtureRequest) -> tuple[Subject, ...]:
+    return subjects_of(request.config, request.module)
+
+
+@pytest.fixture(scope="module")
+def contract_ctx(contract_database: str, contract_subjects: tuple[Subject, ...],
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
+    """Every subject's plugins enabled and sample data loaded."""
+    with contract_context(contract_database, tmp_path_factory.mktemp("var"), contract_subjects) as ctx:
+        yield ctx
+
+
+@pytest.fixture(scope="module")
+def contract_api(contract_ctx: ServerContext) -> Iterator[TestClient]:
+    """A client of the app whose token sees the whole of the database's first account."""
+    with TestClient(create_app(contract_ctx.settings, context=contract_ctx), base_url="http://testserver") as client:
+        client.headers["Authorization"] = f"Bearer {mint_token(contract_ctx.settings)}"
+        yield client
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A check runs once per case its arguments name: `samples` each sampled type (with `search`, each of its
+    searches; with `scope`, each of its scopes), `tenanted` each sampled type whose resources belong to an account."""
+    names = set(metafunc.fixturenames)
+    if not names & {"samples", "tenanted"}:
+        return
+    every = [s for subject in subjects_of(metafunc.config, metafunc.module) for s in subject.samples]
+    if "search" in names:
+        metafunc.parametrize(("samples", "search"), [pytest.param(s, x, id=f"{s.resource_type}-{x.param}={x.value}")
+                                                     for s in every for x in s.searches])
+    elif "scope" in names:
+        metafunc.parametrize(("samples", "scope"), [pytest.param(s, x, id=f"{s.resource_type}-{'+'.join(x.roots)}")
+                                                    for s in every for x in s.scopes])
+    elif "tenanted" in names:
+        metafunc.parametrize("tenanted", [pytest.param(s, id=s.resource_type) for s in every if s.tenanted])
+    else:
+        metafunc.parametrize("samples", [pytest.param(s, id=s.resource_type) for s in every])
+
+
+def _provider(ctx: ServerContext, samples: Samples) -> ResourceProvider | None:
+    provider = ctx.registry.get(samples.resource_type)
+    return provider if isinstance(provider, ResourceProvider) else None
+
+
+def _declared(ctx: ServerContext, samples: Samples) -> set[str]:
+    provider = _provider(ctx, samples)
+    return set(provider.params_by_name) if provider is not None else {"_id", "url"}
+
+
+def _references(ctx: ServerContext, samples: Samples) -> list[tuple[Search, str, str]]:
+    """(search, target type, target id) of each sampled search on a reference parameter without modifier."""
+    provider = _provider(ctx, samples)
+    out = []
+    for search in samples.searches:
+        param = provider.params_by_name.get(search.param) if provider is not None else None
+        if param is not None and param.type == "reference":
+            target = next(t for t in param.targets if isinstance(t, ReferenceTarget))
+            out.append((search, target.resource_type, search.value.rsplit("/", 1)[-1]))
+    return out
+
+
+def _headers(ctx: ServerContext, **claims: Any) -> dict[str, str]:
+    return {"Authorization": f"Bearer {mint_token(ctx.settings, **claims)}"}
+
+
+def _version(entry: dict[str, Any]) -> tuple[str, str]:
+    """(id, version) of a history entry."""
+    return entry["fullUrl"].rsplit("/", 1)[-1], entry["response"]["etag"].removeprefix('W/"').removesuffix('"')
+
+
+def test_every_registered_provider_has_samples(contract_ctx: ServerContext,
+                                               contract_subjects: tuple[Subject, ...]) -> None:
+    sampled = {s.resource_type for subject in contract_subjects for s in subject.samples}
+    assert set(contract_ctx.registry.providers) == sampled, "give Samples for every registered provider"
+
+
+def test_samples_cover_every_declared_search_parameter(contract_ctx: ServerContext, samples: Samples) -> None:
+    sampled = {s.param.split(":")[0] for s in samples.searches}
+    assert _declared(contract_ctx, samples) <= sampled, "give a Search for every declared parameter"
+
+
+def test_read(contract_api: TestClient, samples: Samples) -> None:
+    for rid in sorted(samples.ids):
+        resource = contract_api.get(f"/fhir/{samples.resource_type}/{rid}").json()
+        assert (resource["resourceType"], resource["id"]) == (samples.resource_type, rid)
+    for rid in sorted(samples.deleted):
+        assert outcome_code(contract_api.get(f"/fhir/{samples.resource_type}/{rid}"), 410) == "deleted"
+
+
+def test_search_by_each_parameter(contract_api: TestClient, samples: Samples, search: Search) -> None:
+    bundle = contract_api.get(f"/fhir/{samples.resource_type}",
+                              params={search.param: search.value, "_count": "100"}).json()
+    found = {rid for _, rid in entries(bundle)}
+    assert search.finds in found
+    assert found <= samples.ids  # never a deleted resource
+    assert bundle["total"] == len(found)
+
+
+def test_the_look_up_finds_what_the_search_finds(contract_api: TestClient, contract_ctx: ServerContext,
+                                                samples: Samples, search: Search) -> None:
+    """What a loader of another plugin finds (server.declare.lookup, a trusted caller's) is what a client's search
+    finds, and what no token sees (`Samples.hidden`) besides."""
+    pages = every_page(contract_api, f"/fhir/{samples.resource_type}?{urlencode({search.param: search.value})}")
+    found = {rid for page in pages for _, rid in entries(page)}
+    looked = set(lookup(contract_ctx).ids(samples.resource_type, [(search.param, search.value)]))
+    assert found <= looked and looked - found <= samples.hidden
+
+
+def test_a_scope_with_the_search_as_its_query_sees_its_matches_only(contract_api: TestClient,
+                                                                     contract_ctx: ServerContext, samples: Samples,
+                                                                     search: Search) -> None:
+    """SMART v2 granular scopes: a token granted `system/<type>.rs?<the search>` sees, of the type, the search's
+    matches only (a type searched in memory cannot apply it: the token is refused, 401)."""
+    rtype, query = samples.resource_type, urlencode({search.param: search.value})
+    pages = every_page(contract_api, f"/fhir/{rtype}?{query}")
+    found = {rid for page in pages for _, rid in entries(page)}
+    headers = _headers(contract_ctx, account=samples.account, extra={"scope": f"system/{rtype}.rs?{query}"})
+    answer = contract_api.get(f"/fhir/{rtype}", headers=headers)
+    if _provider(contract_ctx, samples) is None:
+        assert outcome_code(answer, 401) == "login"
+        return
+    assert {rid for page in every_page(contract_api, f"/fhir/{rtype}?_count=3", headers)
+            for _, rid in entries(page)} == found
+    for rid in sorted(samples.ids):
+        assert contract_api.get(f"/fhir/{rtype}/{rid}", headers=headers).status_code == (200 if rid in found else 404)
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_paging_visits_each_match_once(contract_api: TestClient, samples: Samples, count: int) -> None:
+    pages = every_page(contract_api, f"/fhir/{samples.resource_type}?_count={count}")
+    seen = [rid for page in pages for _, rid in entries(page)]
+    assert len(seen) == len(set(seen)) and set(seen) == samples.ids
+    assert all(len(entries(page)) <= count for page in pages) and pages[0]["total"] == len(samples.ids)
+
+
+def test_include_and_revinclude_every_reference_parameter(contract_api: TestClient, contract_ctx: ServerContext,
+                                                          tenanted: Samples) -> None:
+    rtype = tenanted.resource_type
+    for search, target, target_id in _references(contract_ctx, tenanted):
+        forward = contract_api.get(f"/fhir/{rtype}", params={"_id": search.finds,
+                                                              "_include": f"{rtype}:{search.param}"})
+        assert (target, target_id) in entries(forward.json(), "include"), search
+        back = contract_api.get(f"/fhir/{target}", params={"_id": target_id,
+                                                            "_revinclude": f"{rtype}:{search.param}"})
+        assert (rtype, search.finds) in entries(back.json(), "include"), search
+
+
+def test_history_and_vread(contract_api: TestClient, contract_ctx: ServerContext, tenanted: Samples) -> None:
+    rtype, samples = tenanted.resource_type, tenanted
+    provider = _provider(contract_ctx, samples)
+    assert provider is not None
+    if provider.versioning is None:
+        assert not samples.versions
+        assert outcome_code(contract_api.get(f"/fhir/{rtype}/{min(samples.ids)}/_history"), 404) == "not-found"
+        return
+    assert samples.versions, "a versioned provider gives the versions of a few ids"
+    for rid, versions in samples.versions.items():
+        history = contract_api.get(f"/fhir/{rtype}/{rid}/_history").json()
+        assert [_version(e) for e in history["entry"]] == [(rid, v) for v in versions]
+        for vid in versions:
+            answer = contract_api.get(f"/fhir/{rtype}/{rid}/_history/{vid}")
+            if rid in samples.deleted and vid == versions[0]:
+                assert outcome_code(answer, 410) == "deleted"
+            else:
+                assert answer.status_code == 200 and answer.json()["meta"]["versionId"] == vid
+        if rid not in samples.deleted:
+            assert contract_api.get(f"/fhir/{rtype}/{rid}").json()["meta"]["versionId"] == versions[0]
+    pages = every_page(contract_api, f"/fhir/{rtype}/_history?_count=2")
+    pairs = [_version(e) for page in pages for e in page.get("entry", ())]
+    assert len(pairs) == len(set(pairs)) == pages[0]["total"]
+    assert {(rid, v) for rid, vs in samples.versions.items() for v in vs} <= set(pairs)
+
+
+def test_a_subtree_token_sees_only_its_part(contract_api: TestClient, contract_ctx: ServerContext, samples: Samples,
+                                           scope: Scope) -> None:
+    rtype, headers = samples.resource_type, _headers(contract_ctx, roots=list(scope.roots))
+    pages = every_page(contract_api, f"/fhir/{rtype}?_count=2", headers)
+    assert {rid for page in pages for _, rid in entries(page)} == scope.sees - samples.deleted
+    for rid in sorted(samples.ids | samples.deleted):
+        answer = contract_api.get(f"/fhir/{rtype}/{rid}", headers=headers)
+        expected = (410 if rid in samples.deleted else 200) if rid in scope.sees else 404
+        assert answer.status_code == expected, (rid, answer.text)
+    for rid, every in samples.versions.items():  # its history and versions: those it sees, the others unknown
+        seen = scope.versions.get(rid, every if rid in scope.sees else ())
+        history = contract_api.get(f"/fhir/{rtype}/{rid}/_history", headers=headers)
+        if not seen:
+            assert outcome_code(history, 404) == "not-found"
+        else:
+            assert history.status_code == 200, history.text
+            assert [e["response"]["etag"] for e in history.json()["entry"]] == [f'W/"{v}"' for v in seen]
+        for vid in every:
+            answer = contract_api.get(f"/fhir/{rtype}/{rid}/_history/{vid}", headers=headers)
+            if vid not in seen:
+                assert outcome_code(answer, 404) == "not-found"
+            else:
+                assert answer.status_code == (410 if rid in samples.deleted and vid == every[0] else 200), answer.text
+
+
+def test_another_account_sees_nothing(contract_api: TestClient, contract_ctx: ServerContext,
+                                      tenanted: Samples) -> None:
+    rtype, headers = tenanted.resource_type, _headers(contract_ctx, account=f"not-{tenanted.account}")
+    assert contract_api.get(f"/fhir/{rtype}", headers=headers).json()["total"] == 0
+    for rid in sorted(tenanted.ids | tenanted.deleted):
+        assert outcome_code(contract_api.get(f"/fhir/{rtype}/{rid}", headers=headers), 404) == "not-found"
+
+
+def test_capability_entry_lists_everything_declared(contract_api: TestClient, contract_ctx: ServerContext,
+                                                    samples: Samples) -> None:
+    statement = contract_api.get("/fhir/metadata").json()
+    entry = next(r for r in statement["rest"][0]["resource"] if r["type"] == samples.resource_type)
+    assert _declared(contract_ctx, samples) <= {p["name"] for p in entry["searchParam"]}
+    provider = _provider(contract_ctx, samples)
+    if provider is None:
+        return
+    interactions = {i["code"] for i in entry["interaction"]}
+    versioned = provider.versioning is not None
+    assert {"read", "search-type"} <= interactions
+    assert {"vread", "history-instance", "history-type"} <= interactions if versioned else \
+        not interactions & {"vread", "history-instance", "history-type"}
+    bulk = {"export"} if contract_ctx.settings.bulk.enabled else set()  # the engine's Bulk Data $export, every type
+    assert {o["name"] for o in entry.get("operation", ())} == set(provider.operations_by_name) | bulk
+    references = {f"{samples.resource_type}:{p.name}" for p in provider.params_by_name.values()
+                  if p.type == "reference"}
+    assert references <= set(entry.get("searchInclude", ()))
+
+
+def test_errors_are_operation_outcomes(contract_api: TestClient, samples: Samples) -> None:
+    rtype = samples.resource_type
+    for rid in (*UNKNOWN_IDS, *sorted(samples.hidden)):
+        assert outcome_code(contract_api.get(f"/fhir/{rtype}/{rid}"), 404) == "not-found"
+    for name, value in samples.bad_values:
+        outcome_code(contract_api.get(f"/fhir/{rtype}", params={name: value}), 400)
+    outcome_code(contract_api.get(f"/fhir/{rtype}", params={"no-such-parameter": "x"}, headers=STRICT), 400)
+    assert contract_api.get(f"/fhir/{rtype}", params={"no-such-parameter": "x"}).status_code == 200  # lenient
+
+
+# what `from server.contract.checks import *` brings into a test module: the checks (every one: a test says so),
+# their fixtures and their cases
+__all__ = [
+    "contract_api", "contract_ctx", "contract_database", "contract_postgres", "contract_subjects",
+    "pytest_generate_tests",
+    "test_a_subtree_token_sees_only_its_part", "test_another_account_sees_nothing",
+    "test_capability_entry_lists_everything_declared", "test_errors_are_operation_outcomes",
+    "test_every_registered_provider_has_samples", "test_history_and_vread",
+    "test_include_and_revinclude_every_reference_parameter", "test_paging_visits_each_match_once", "test_read",
+    "test_the_look_up_finds_what_the_search_finds", "test_a_scope_with_the_search_as_its_query_sees_its_matches_only",
+    "test_samples_cover_every_declared_search_parameter", "test_search_by_each_parameter",
+]

@@ -1,0 +1,39 @@
+"""What a loader or an operation handler calls to find resources of any provider (its own or another plugin's),
+without reading that provider's tables: a search of the type, as `[type]?query` answers it, with the provider's
+own rules (the versions it serves, its identifier systems, its scoping). The engine implements it
+(server.engine.lookup); a plugin receives one (LoadCall.lookup, OperationCall.lookup) and types it with this."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from sqlalchemy import Connection
+
+Query = str | Sequence[tuple[str, str]]  # "identifier=sys|v&status=active", or its (name, value) pairs
+
+
+class Lookup(Protocol):
+    def search(self, resource_type: str, query: Query, *, limit: int | None = None,
+               connection: Connection | None = None) -> list[dict[str, Any]]:
+        """The matches of `[resource_type]?query`, as FHIR dicts, in the search's order: every match, or the first
+        `limit`. A parameter the type does not know, a bad value or a type not served raises the FhirError a
+        search answers (InvalidRequest, ResourceTypeNotSupported...): a typo never answers everything.
+        `connection`: read with it (a loader's own transaction: what it wrote so far is seen), else with one of
+        the lookup's own (what is committed)."""
+        ...
+
+    def ids(self, resource_type: str, query: Query, *, limit: int | None = None,
+            connection: Connection | None = None) -> list[str]:
+        """The ids of `search`'s matches."""
+        ...
+
+    def one(self, resource_type: str, query: Query, *,
+            connection: Connection | None = None) -> dict[str, Any] | None:
+        """The one match, None when there is none; AmbiguousLookup when there are several."""
+        ...
+
+    def identified(self, resource_type: str, value: str, *, system: str | None = None,
+                   connection: Connection | None = None) -> str | None:
+        """The id of the resource with the identifier `value` (of `system`, else of any system: the type's
+        `identifier` parameter), None when there is none; AmbiguousLookup when several hold it."""
+        ...

@@ -1,0 +1,94 @@
+"""The look-up a loader or an operation handler calls (server.declare.lookup.Lookup): a search of any type run in
+process, through the same parsing, scoping and SQL as `[type]?query`, following its pages."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from sqlalchemy import Connection
+
+from server.declare.lookup import Query
+from server.declare.provider import ResourceProvider
+from server.declare.rendered import materialized
+from server.engine.caller import TRUSTED, Caller
+from server.engine.context import ServerContext
+from server.engine.drivers import in_thread
+from server.engine.steps import Steps
+from server.errors import AmbiguousLookup, InvalidRequest
+
+BASE = "urn:orgunit-fhir:lookup"  # the bundles' links stay in process: only their query is read
+PAGING = frozenset({"_count", "_skip", "_after", "_sort", "_total", "_summary", "_elements", "_include",
+                    "_revinclude", "_include:iterate", "_revinclude:iterate", "_contained", "_containedType"})
+
+
+def _pairs(query: Query) -> list[tuple[str, str]]:
+    pairs = parse_qsl(query.lstrip("?"), keep_blank_values=True, strict_parsing=bool(query)) \
+        if isinstance(query, str) else [(str(k), str(v)) for k, v in query]
+    result = [name for name, _ in pairs if name in PAGING]
+    if result:
+        raise InvalidRequest(f"a look-up takes search parameters only, not {', '.join(sorted(set(result)))} "
+                             "(it returns every match, by id order of the search)")
+    return pairs
+
+
+SearchSteps = Callable[..., Steps[dict[str, Any]]]  # server.engine.searches.search_type_steps
+
+
+def _escaped(text: str) -> str:
+    """A search value's text with FHIR's escapes (a backslash before \\ , | and $): a code holding a comma is one code."""
+    return "".join("\\" + c if c in "\\,|$" else c for c in text)
+
+
+@dataclass(frozen=True)
+class EngineLookup:
+    """Searches as `caller` (TRUSTED: every account, the served versions only; an operation's: the caller's
+    scope), with `steps` (the search-type interaction: server.engine.searches.lookup builds one)."""
+
+    context: Callable[[], ServerContext]  # the server context, made at the first look-up (a load may make none)
+    steps: SearchSteps
+    caller: Caller = TRUSTED
+
+    @property
+    def ctx(self) -> ServerContext:
+        return self.context()
+
+    def search(self, resource_type: str, query: Query, *, limit: int | None = None,
+               connection: Connection | None = None) -> list[dict[str, Any]]:
+        pairs = _pairs(query)
+        ctx = self.ctx
+        page = max(1, min(limit if limit is not None else ctx.settings.api.max_count, ctx.settings.api.max_count))
+        found: list[dict[str, Any]] = []
+        uncounted = [("_total", "none")] if isinstance(ctx.registry.get(resource_type), ResourceProvider) else []
+        items: Sequence[tuple[str, str]] = [*pairs, ("_count", str(page)), *uncounted]
+        while True:
+            bundle = materialized(in_thread(ctx, self.steps(ctx, self.caller, BASE, resource_type, items,
+                                                            strict=True), connection))
+            found += [e["resource"] for e in bundle.get("entry", ()) if e.get("search", {}).get("mode") == "match"]
+            following = next((link["url"] for link in bundle.get("link", ()) if link["relation"] == "next"), None)
+            if following is None or (limit is not None and len(found) >= limit):
+                return found[:limit] if limit is not None else found
+            items = parse_qsl(urlsplit(following).query, keep_blank_values=True)
+
+    def ids(self, resource_type: str, query: Query, *, limit: int | None = None,
+            connection: Connection | None = None) -> list[str]:
+        return [r["id"] for r in self.search(resource_type, query, limit=limit, connection=connection)]
+
+    def one(self, resource_type: str, query: Query, *,
+            connection: Connection | None = None) -> dict[str, Any] | None:
+        found = self.search(resource_type, query, limit=2, connection=connection)
+        if len(found) > 1:
+            shown = query if isinstance(query, str) else "&".join(f"{k}={v}" for k, v in query)
+            raise AmbiguousLookup(f"{resource_type}?{shown} matches several resources "
+                                  f"({', '.join(r['id'] for r in found)}, ...), not one")
+        return found[0] if found else None
+
+    def identified(self, resource_type: str, value: str, *, system: str | None = None,
+                   connection: Connection | None = None) -> str | None:
+        if not value or system == "":
+            raise InvalidRequest(f"a look-up by identifier needs a value (and a system, if any), got "
+                                 f"{system!r}|{value!r}")
+        token = _escaped(value) if system is None else f"{_escaped(system)}|{_escaped(value)}"
+        found = self.one(resource_type, [("identifier", token)], connection=connection)
+        return found["id"] if found is not None else None

@@ -1,0 +1,174 @@
+"""IHE mCSD health workers: FHIR R4 Practitioner and PractitionerRole, and `orgunit-fhir load workers-json FILE`.
+
+A role is held at one or more Locations, which the file names by their facility codes: the loader finds each
+through the engine's look-up (`call.lookup.identified("Location", code)`), as a search of Location by identifier
+would, with the org-unit plugin's own rules (the versions it serves, its identifier systems): it reads none of that
+plugin's tables. A caller sees a role when it sees one of its Locations, each kept version by the Locations that
+version was held at, and a practitioner when it sees one of the practitioner's live roles."""
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy.engine import RowMapping
+
+from healthcare_services.tables import practitioner, role, role_history, role_history_location, role_location
+from server import (
+    AmbiguousLookup,
+    LoadCall,
+    LoadError,
+    LoadFormat,
+    LoadReport,
+    ReferenceTarget,
+    ResourceProvider,
+    SearchParam,
+    StringTarget,
+    Tenancy,
+    Through,
+    TokenTarget,
+    Versioning,
+    Via,
+    instant,
+    normalize,
+)
+
+HL7_SP = "http://hl7.org/fhir/SearchParameter/"
+ROLE_FIELDS = ("practitioner_id", "active", "location_ids")
+
+
+def practitioner_resource(row: RowMapping) -> dict[str, Any]:
+    return {"resourceType": "Practitioner", "id": str(row["id"]), "name": [{"text": row["name"]}]}
+
+
+def role_resource(row: RowMapping) -> dict[str, Any]:
+    resource: dict[str, Any] = {
+        "resourceType": "PractitionerRole", "id": str(row["id"]),
+        "meta": {"versionId": str(row["version_id"]), "lastUpdated": instant(row["updated_at"])},
+        "active": row["active"], "practitioner": {"reference": f"Practitioner/{row['practitioner_id']}"}}
+    if row["location_ids"]:
+        resource["location"] = [{"reference": f"Location/{i}"} for i in row["location_ids"]]
+    return resource
+
+
+HELD_AT = Through(role_location, role_location.c.role_id)
+# each version's Locations, keyed by (role, version): what scopes that version
+HELD_AT_VERSION = Through(role_history_location, role_history_location.c.role_id,
+                          version=role_history_location.c.version_id)
+
+PRACTITIONER = ResourceProvider(
+    resource_type="Practitioner",
+    table=practitioner,
+    id_column=practitioner.c.id,
+    columns=tuple(practitioner.c),
+    to_resource=practitioner_resource,
+    search_params=(SearchParam("name", "string", (StringTarget(practitioner.c.name_norm, practitioner.c.name),),
+                               "Name starts with the value, ignoring case and accents", HL7_SP + "Practitioner-name"),),
+    # FHIR's Practitioner refers to no Location: it is seen through its roles (a chain: role -> location)
+    tenancy=Tenancy(via=Via("practitioner", "PractitionerRole", reverse=True)),
+    documentation="Health workers, seen by whoever sees one of their roles",
+)
+
+ROLE = ResourceProvider(
+    resource_type="PractitionerRole",
+    table=role,
+    id_column=role.c.id,
+    columns=tuple(role.c),
+    to_resource=role_resource,
+    search_params=(
+        SearchParam("practitioner", "reference", (ReferenceTarget(role.c.practitioner_id, "Practitioner"),),
+                    "The practitioner holding the role", HL7_SP + "PractitionerRole-practitioner"),
+        SearchParam("location", "reference",
+                    (ReferenceTarget(role_location.c.location_id, "Location", through=HELD_AT),),
+                    "One of the Locations where the role is held; :below a Location: held there or below it",
+                    HL7_SP + "PractitionerRole-location"),
+        SearchParam("active", "token", (TokenTarget(role.c.active, codes={"true": (True,), "false": (False,)}),),
+                    "true or false", HL7_SP + "PractitionerRole-active"),
+    ),
+    references={"practitioner": "Practitioner"},
+    tenancy=Tenancy(via=Via("location", "Location",
+                            versions=ReferenceTarget(role_history_location.c.location_id, "Location",
+                                                     through=HELD_AT_VERSION))),
+    versioning=Versioning(
+        version=role.c.version_id, last_updated=role.c.updated_at, deleted=role.c.deleted,
+        history=role_history, history_id=role_history.c.role_id, history_version=role_history.c.version_id,
+        history_updated=role_history.c.updated_at, history_deleted=role_history.c.deleted,
+        history_snapshot=role_history.c.snapshot),
+    documentation="The roles of health workers at facilities",
+)
+
+
+def _facility(call: LoadCall, code: Any, where: str) -> int:
+    """The id of the Location whose identifier is the facility code, as the Location provider serves it."""
+    try:
+        found = call.lookup.identified("Location", str(code))
+    except AmbiguousLookup as exc:
+        raise LoadError(f"{where}: facility code {code!r} names several Locations ({exc.diagnostics})") from exc
+    if found is None:
+        raise LoadError(f"{where}: facility code {code!r} names no Location this server serves")
+    return int(found)
+
+
+def _roles(call: LoadCall, entries: list[Any]) -> list[dict[str, Any]]:
+    roles = []
+    for n, entry in enumerate(entries, 1):
+        try:
+            rid, holder, codes = int(entry["id"]), int(entry["practitioner"]), list(entry["facilities"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LoadError(f"role #{n}: {exc!r} (needs id, practitioner and facilities, a list of codes)") from exc
+        roles.append({"id": rid, "practitioner_id": holder, "active": bool(entry.get("active", True)),
+                      "location_ids": sorted({_facility(call, code, f"role #{n}") for code in codes})})
+    return roles
+
+
+def _write_role(conn: Connection, row: dict[str, Any], new: bool) -> None:
+    conn.execute(insert(role) if new else update(role).where(role.c.id == row["id"]), row)
+    conn.execute(delete(role_location).where(role_location.c.role_id == row["id"]))
+    if row["location_ids"]:
+        conn.execute(insert(role_location), [{"role_id": row["id"], "location_id": i} for i in row["location_ids"]])
+    snapshot = None if row["deleted"] else {**row, "updated_at": row["updated_at"].isoformat()}
+    conn.execute(insert(role_history), {"role_id": row["id"], "version_id": row["version_id"],
+                                        "updated_at": row["updated_at"], "deleted": row["deleted"],
+                                        "snapshot": snapshot})
+    if row["location_ids"]:  # a deletion keeps the Locations of the version it deletes: who saw it sees it go
+        conn.execute(insert(role_history_location), [
+            {"role_id": row["id"], "version_id": row["version_id"], "location_id": i} for i in row["location_ids"]])
+
+
+def load_workers(call: LoadCall) -> LoadReport:
+    try:
+        data = json.loads(Path(call.path).read_text(encoding="utf-8"))
+        people = [{"id": int(p["id"]), "name": str(p["name"]), "name_norm": normalize(str(p["name"]))}
+                  for p in data["practitioners"]]
+        entries = list(data["roles"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LoadError(f"{call.path}: not a workers file ({exc})") from exc
+    roles = _roles(call, entries)  # every facility code resolved before anything is written
+    now, counts = datetime.now(UTC), {"inserted": 0, "updated": 0, "unchanged": 0, "deleted": 0}
+    with call.engine.begin() as conn:
+        known = set(conn.execute(select(practitioner.c.id)).scalars())
+        for person in people:
+            conn.execute(update(practitioner).where(practitioner.c.id == person["id"]) if person["id"] in known
+                         else insert(practitioner), person)
+        current = {row["id"]: row for row in conn.execute(select(role)).mappings()}
+        for n, record in enumerate(roles, 1):
+            old = current.pop(record["id"], None)
+            if old is not None and not old["deleted"] and all(old[f] == record[f] for f in ROLE_FIELDS):
+                counts["unchanged"] += 1
+                continue
+            version = 1 if old is None else old["version_id"] + 1
+            _write_role(conn, {**record, "version_id": version, "updated_at": now, "deleted": False}, old is None)
+            counts["inserted" if old is None else "updated"] += 1
+            call.progress(n)
+        for old in current.values():  # absent from the file: a deleted version
+            if not old["deleted"]:
+                _write_role(conn, {**old, "version_id": old["version_id"] + 1, "updated_at": now, "deleted": True},
+                            False)
+                counts["deleted"] += 1
+    return LoadReport(**counts)
+
+
+WORKERS_JSON = LoadFormat("workers-json", 'a JSON file {"practitioners": [{id, name}], "roles": [{id, practitioner, '
+                                          'active, facilities: [facility codes]}]}', load_workers)
