@@ -12,6 +12,7 @@ from server.errors import (
     FhirError,
     Forbidden,
     InternalError,
+    SchemaMissing,
     ServiceUnavailable,
     StatementTimedOut,
     StorageUnavailable,
@@ -70,4 +71,8 @@ def translate_exception(exception: BaseException, interaction: Interaction | Non
     if isinstance(exception, StorageUnavailable):
         return ServiceUnavailable("the database is unavailable or too slow; try again shortly",
                                   headers={"Retry-After": "5"})
+    if isinstance(exception, SchemaMissing):  # not transient: it stays so until an operator migrates
+        log.error("the database schema is behind this server's: %s; run `orgunit-fhir migrate`", exception)
+        return ServiceUnavailable("the database schema is behind this server's (a table or column it reads is "
+                                  "missing): an operator runs `orgunit-fhir migrate`; /readyz names the chain")
     return InternalError("internal server error")

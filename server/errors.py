@@ -139,6 +139,11 @@ class StorageUnavailable(StorageError):
     """The database cannot be reached, went silent, dropped the connection or has no connection free in time."""
 
 
+class SchemaMissing(StorageError):
+    """The database lacks a table or column this server reads: its schema is behind (a plugin enabled, a release
+    installed, and `orgunit-fhir migrate` not run)."""
+
+
 class StatementTimedOut(StorageError):
     """The database gave up on a statement (its statement timeout): a narrower one may succeed."""
 

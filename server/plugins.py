@@ -47,10 +47,11 @@ def get_plugin_manager(settings: Settings, extra_plugins: Iterable[tuple[str, ob
     for name, target in CORE_PLUGINS.items():
         if not pm.is_blocked(name):
             pm.register(_core_plugin(target), name=name)
-    try:
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-    except Exception as exc:  # an entry point that does not import
-        raise ConfigError(f"a plugin in entry-point group {ENTRY_POINT_GROUP!r} failed to load: {exc}") from exc
+    for name, target in available_plugins().items():  # one at a time: a failure names its plugin
+        try:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
+        except Exception as exc:  # an entry point that does not import (a declaration refused at import: ConfigError)
+            raise ConfigError(f"plugin {name} ({target}) failed to load: {exc}") from exc
     for name, plugin in extra.items():
         if not pm.is_blocked(name):
             pm.register(plugin, name=name)

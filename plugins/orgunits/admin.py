@@ -181,9 +181,9 @@ def _refuse_served(conn: Connection, rows: list[Any], force: bool, what: str, pu
 
 def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str) -> int:
     """Erase the data sources `rows` as if never loaded: every version of their units (history, bodies, names), their
-    source versions, every version of their Organizations, the rows themselves and the account's types no unit uses any more. No read, vread,
-    _history, search or $export returns them afterwards; nor do consumers learn of a deletion (undoing a load
-    into the wrong account). A unit of another data source under one of them refuses it. Returns the units
+    source versions, every version of their Organizations, the rows themselves and the account's types no unit uses
+    any more. No read, vread, _history, search or $export returns them afterwards; nor do consumers learn of a
+    deletion (undoing a load into the wrong account). A unit of another data source under one of them refuses it. Returns the units
     erased."""
     _refuse_served(conn, rows, force, what, purge=True)
     source_ids = [row.id for row in rows]

@@ -109,7 +109,8 @@ def _refers(providers: Mapping[str, Any], value: str, target: str | None) -> boo
 def differences(registry: Served) -> list[str]:
     """Every difference from the mCSD Directory: by design, the types not served, and per type served what it lacks."""
     providers = registry.providers
-    served = {e.resource_type: p for e in DIRECTORY if isinstance(p := providers.get(e.resource_type), ResourceProvider)}
+    served = {e.resource_type: p for e in DIRECTORY
+              if isinstance(p := providers.get(e.resource_type), ResourceProvider)}
     out = list(BY_DESIGN)
     absent = [e.resource_type for e in DIRECTORY if e.resource_type not in served]
     if absent:

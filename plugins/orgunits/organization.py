@@ -53,7 +53,8 @@ def _type(settings: Settings) -> Mapping[str, str]:
     if set(config) - {"type"}:
         raise ConfigError(f"unknown key(s) {', '.join(sorted(set(config) - {'type'}))}; known: type")
     coding = config.get("type", DEFAULT_TYPE)
-    if not isinstance(coding, dict) or not {"system", "code"} <= set(coding) or set(coding) - {"system", "code", "display"}:
+    if not isinstance(coding, dict) or not {"system", "code"} <= set(coding) or \
+            set(coding) - {"system", "code", "display"}:
         raise ConfigError("type must be a Coding: {system, code, display}")
     return coding
 

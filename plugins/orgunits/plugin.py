@@ -22,6 +22,7 @@ from server import (
     hookimpl,
 )
 
+
 @hookimpl
 def register_migrations(settings: Settings) -> list[Migrations]:
     return [MIGRATIONS]

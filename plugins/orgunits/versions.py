@@ -43,8 +43,9 @@ def list_versions(conn: Connection, account: str | None = None) -> list[VersionI
 def set_default_version(conn: Connection, data_source_name: str, number: int | None,
                         account: str = DEFAULT_ACCOUNT, now: datetime | None = None) -> None:
     """Serve version `number` of the data source (None: back to the newest); when that changes the version served,
-    its Organization gets a new version stamped `now` (its source-version extension). Consumers that sync with _history/_lastUpdated must
-    re-read the Locations in full afterwards: the switch itself is not a version of any unit."""
+    its Organization gets a new version stamped `now` (its source-version extension). Consumers that sync with
+    _history/_lastUpdated must re-read the Locations in full afterwards: the switch itself is not a version of any
+    unit."""
     source = conn.execute(select(data_source.c.id).where(data_source.c.account == account,
                                                          data_source.c.name == data_source_name,
                                                          data_source.c.removed_at.is_(None))).scalar()

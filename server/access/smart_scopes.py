@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode
 from typing import Any
 
-from server.access.claims import claim_tokens
+from server.access.claims import claim_or_none, claim_tokens
 from server.errors import Denial
 
 READ = "r"    # read, vread, history-instance, history-type
@@ -69,13 +69,16 @@ class SmartScopes:
     def allows(self, resource_type: str, letter: str) -> bool:
         return any(letter in g.letters and g.resource_type in (resource_type, WILDCARD) for g in self.grants)
 
-    def filters(self, resource_type: str) -> tuple[Grant, ...] | None:
-        """The granular grants whose queries limit what the token sees of the type (a union), None when it is not
-        limited: a grant on the type (or every type) without a query, or none at all (then it sees nothing)."""
+    def filters(self, resource_type: str, letter: str) -> tuple[Grant, ...] | None:
+        """The granular grants whose queries limit what the token sees of the type through an interaction of
+        `letter` (a union: each letter keeps to its own scopes' queries; a type the letter is not granted on, which
+        the other letter's answers include, to all of its scopes'), None when it is not limited: a grant without a
+        query, or none at all (then it sees nothing)."""
         granting = [g for g in self.grants if g.letters and g.resource_type in (resource_type, WILDCARD)]
-        if not granting or any(g.query is None for g in granting):
+        lettered = [g for g in granting if letter in g.letters] or granting
+        if not lettered or any(g.query is None for g in lettered):
             return None
-        return tuple(granting)
+        return tuple(lettered)
 
     def sees(self, resource_type: str) -> bool:
         """Whether the token may see resources of the type at all (each letter reveals them): what
@@ -106,15 +109,19 @@ def _query(token: str, raw: str) -> Query:
         pairs = parse_qsl(raw, keep_blank_values=True, strict_parsing=True)
     except ValueError:
         pairs = []
-    if not pairs or any(not name or not value for name, value in pairs):
-        raise ScopeRefused(f"the scope {token[:100]!r} has a query that is not name=value pairs")
+    if not pairs or any(not name or not value.strip() for name, value in pairs):
+        raise ScopeRefused(f"the SMART scope {token[:100]!r} has a query that is not a query string of "
+                           "name=value pairs")
     return tuple(pairs)
 
 
 def _grant(context: str, rtype: str, what: str, query: Query | None, token: str) -> Grant | None:
     if not _TYPE.fullmatch(rtype):
         return None
-    if what in _V1 and query is None:
+    if what in _V1:
+        if query is not None:
+            raise ScopeRefused(f"the SMART scope {token[:100]!r} is a v1 scope with a query: only v2 scopes "
+                               "(.r, .s, .rs) take one")
         letters = _V1[what]
     elif what and _V2.fullmatch(what):
         letters = frozenset(what) & frozenset(READ + SEARCH)
@@ -147,6 +154,14 @@ def parse_scopes(tokens: Iterable[str]) -> SmartScopes | None:
 
 
 def smart_scopes_of(claims: Mapping[str, Any], names: Sequence[str]) -> SmartScopes | None:
+    """ScopeRefused for a list element holding a query scope and a space: split as scope strings are, its query
+    would lose what follows the space and grant more than the element says (`...?partof.name=DS Mouyakro`)."""
+    for name in names:
+        value = claim_or_none(claims, name)
+        for item in value if isinstance(value, list) else ():
+            if isinstance(item, str) and "?" in item and len(item.split()) > 1:
+                raise ScopeRefused(f"the scope list element {item[:100]!r} holds a query and a space (encode it: "
+                                   "%20): it cannot be read as one scope")
     return parse_scopes(claim_tokens(claims, names))
 
 

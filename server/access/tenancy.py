@@ -25,7 +25,7 @@ from server.search.asks import run_on
 from server.search.seen import seen
 from server.search.chains import Chained, parse_request
 from server.search.hops import compile_chained
-from server.search.sql import JOINED, lookups, read_types, where_clause
+from server.search.sql import JOINED, lookups, matching, read_types
 from server.storage.cache import Bounded
 from server.storage.freshness import Freshness, Snapshot, database_of
 
@@ -80,6 +80,16 @@ class Visibility:
     # a provider whose versions are scoped each by its own reference (Via.versions): a condition on the rows of its
     # history table (the versions the caller sees, whatever the current row); None: by the current row (`clause`)
     versions: ColumnElement[bool] | None = field(default=None, compare=False)
+    # narrowed by a SMART scope's query (AccessScope.filters): `clause` is `unfiltered` AND the query's matches; a
+    # search's look-ups (the path a :below names) read the rows of `unfiltered`, the rows the token's account and
+    # roots hold (a scope `partof:below=Location/9` finds the units below 9, though 9 is not among its matches)
+    filtered: bool = False
+    unfiltered: ColumnElement[bool] | None = field(default=None, compare=False)
+
+    @property
+    def looked_up(self) -> ColumnElement[bool] | None:
+        """The rows a search's look-ups read."""
+        return self.unfiltered if self.filtered else self.clause
 
     def admits(self, partition: Any, path: str | None) -> bool:
         if self.partitions is not None and partition not in self.partitions:
@@ -226,13 +236,14 @@ class Scoper:
             joined = {(JOINED, j.key, j.raw): compile_chained(conn, self.freshness.registry.providers, j,
                                                               lambda _: None)
                       for j in request.joined if isinstance(j, Chained)}
-            matches.append(where_clause(provider, request, {**found, **joined, SCOPE_ROOTS: None}))
+            # its conditions on every row, deleted ones too: a deletion stays seen where its resource was
+            matches.append(and_(true(), *matching(provider, request, {**found, **joined, SCOPE_ROOTS: None})))
         narrowed = or_(*matches)
         clause = narrowed if vis.clause is None else and_(vis.clause, narrowed)
         versions = None if vis.versions is None else \
             and_(vis.versions, exists().where(provider.id_column == _history_id(provider), narrowed))
         return Visibility(clause, _digest(vis.key, queries), vis.partitions, vis.paths, by_row=False,
-                          versions=versions)
+                          versions=versions, filtered=True, unfiltered=vis.clause)
 
     def _scoped(self, conn: Connection, snapshot: Snapshot, provider: ResourceProvider, tenancy: Tenancy,
                 scope: AccessScope, chain: tuple[str, ...]) -> Visibility:

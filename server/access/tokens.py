@@ -235,7 +235,10 @@ class Authenticator:
             return smart_scopes_of(claims, self.settings.auth.scope_claims)
         except ScopeRefused as exc:
             log.info("auth: token refused: %s", exc)
-            raise invalid("a SMART scope has a query that is not a query string") from None
+            raise AuthenticationFailed(  # the diagnostics name the scope; the header keeps a fixed text
+                f"invalid token: {exc}; the token is refused rather than the scope ignored",
+                headers={"WWW-Authenticate": f'{REALM}, error="invalid_token", '
+                                             'error_description="a SMART scope cannot be read"'}) from None
 
     def _check_claims(self, claims: Mapping[str, Any], now: float) -> float:
         auth = self.settings.auth

@@ -28,6 +28,7 @@ UNSUPPORTED = frozenset({"_elements", "includeAssociatedData", "patient", "_unti
                          "allowPartialManifests"})
 IGNORED = frozenset({"_format", "_pretty"})
 TYPE_FILTER = "_typeFilter"
+KNOWN = frozenset({"_type", "_since", "_outputFormat", TYPE_FILTER, *UNSUPPORTED, *IGNORED})
 MAX_FILTERS = 40  # `_typeFilter` queries in one kick-off (each is a search, compiled at the kick-off)
 _FILTER = re.compile(r"(?P<type>[A-Z][A-Za-z]{0,63})\?(?P<query>.*)", re.DOTALL)
 _NEXT_FILTER = re.compile(r",(?=[A-Z][A-Za-z]{0,63}\?)")  # a comma before `Type?`; one within a query's values stays
@@ -109,6 +110,10 @@ def parse_export(items: Sequence[tuple[str, str]], prefer: str, exportable: Coll
         elif key in UNSUPPORTED and not lenient:
             raise UnsupportedParameter(f"the $export parameter {key} is not supported (Prefer: handling=lenient "
                                        "ignores it)")
+        elif key not in KNOWN and not lenient:  # a typo'd `_typeFilter` or `_since` would export everything
+            raise UnsupportedParameter(f"unknown $export parameter {key[:64]!r}; this server takes "
+                                       f"{', '.join(sorted(KNOWN - IGNORED))} (Prefer: handling=lenient ignores "
+                                       "what it does not know)")
     if any(k == "_type" and v.strip(" ,") for k, v in items):
         if not types and not lenient:
             raise UnsupportedParameter("_type names no exported type")

@@ -154,6 +154,8 @@ class BulkService:
         denied = [t for t in request.types if not call.permitted(t)]
         named = any(k == "_type" for k, _ in items)
         refused = next((t for t in denied if named or request.filters_of(t)), None)
+        if refused is None and denied and len(denied) == len(request.types):  # nothing left to export: say why
+            refused = denied[0]
         if refused is not None:
             raise Forbidden(call.denial(refused) or f"the token may not read {refused}")
         request = replace(request, types=tuple(t for t in request.types if t not in denied))

@@ -76,8 +76,9 @@ class LoadCall:
     """What a load format's `load` is called with: the writing engine, the file's path, the parsed arguments, the
     progress line, the settings and the providers of the enabled plugins (`registry`), and `lookup`, which finds
     resources of any provider as a search would (a facility code to a Location id:
-    `call.lookup.identified("Location", system, code)`), with that provider's rules, never its tables. A look-up
-    reads what is committed, or with `connection=` what the load's own transaction wrote so far."""
+    `call.lookup.identified("Location", code)`, `system=` naming its system; `call.lookup.within(account)` keeps to
+    one account), with that provider's rules, never its tables. A look-up reads what is committed, or with
+    `connection=` what the load's own transaction wrote so far."""
 
     engine: Engine
     path: str

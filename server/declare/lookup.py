@@ -4,15 +4,23 @@ own rules (the versions it serves, its identifier systems, its scoping). The eng
 (server.engine.lookup); a plugin receives one (LoadCall.lookup, OperationCall.lookup) and types it with this."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from sqlalchemy import Connection
 
-Query = str | Sequence[tuple[str, str]]  # "identifier=sys|v&status=active", or its (name, value) pairs
+Query = str | Sequence[tuple[str, str]] | Mapping[str, str]  # "identifier=sys|v&status=active", or its pairs
 
 
 class Lookup(Protocol):
+    """Finds resources of any served type through a search, with the provider's rules (call.lookup of a LoadCall
+    or an OperationCall). A loader's sees every account (`within(account)`: one); a handler's, what its caller
+    sees."""
+
+    def within(self, account: str) -> Lookup:
+        """The same look-up, of what `account` holds only."""
+        ...
+
     def search(self, resource_type: str, query: Query, *, limit: int | None = None,
                connection: Connection | None = None) -> list[dict[str, Any]]:
         """The matches of `[resource_type]?query`, as FHIR dicts, in the search's order: every match, or the first

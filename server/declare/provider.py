@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, Connection, FromClause, Select
@@ -15,6 +15,7 @@ from server.errors import ConfigError
 from server.params.param import SearchParam
 from server.params.types.date import DateTarget
 from server.params.types.reference import ReferenceTarget as ReferenceTarget  # re-exported
+from server.params.types.base import Through
 from server.params.types.token import TokenTarget
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -236,6 +237,8 @@ class ResourceProvider:
             problem = param.problem()
             if problem is not None:
                 raise ConfigError(f"{where}: search parameter {param.name} {problem}")
+            for target in param.targets:
+                self._check_columns(param, target, where)
         if self.tenancy is not None:
             self._check_tenancy(self.tenancy, where)
         if self.prerendered is not None and self.versioning is None:
@@ -251,6 +254,23 @@ class ResourceProvider:
             bound = self.params_by_name.get(op.param) if op.param is not None else None
             if op.param is not None and (bound is None or not bound.referenced_types):
                 raise ConfigError(f"{where}: operation {op.name} must bind a reference search parameter, not {op.param!r}")
+
+    def _check_columns(self, param: SearchParam, target: Any, where: str) -> None:
+        """A target reads the provider's rows (its table, or its from_clause) or its side table (`through=`): a
+        column of any other table would be read beside them, every pair of rows (a multi-valued reference declared
+        without its side table matches every resource): refused at start-up, named."""
+        through = getattr(target, "through", None)
+        rows = through.table if through is not None else self.source
+        for name in (f.name for f in fields(target)):
+            value = getattr(target, name)
+            if not isinstance(value, ColumnElement):
+                continue
+            foreign = [c for c in Through.columns_of(value) if not rows.c.contains_column(c)]
+            if foreign:
+                held = "its side table (through=)" if through is not None else \
+                    "the provider's table or from_clause (a value held in a side table needs through=Through(...))"
+                raise ConfigError(f"{where}: search parameter {param.name} reads {', '.join(map(str, foreign))}, "
+                                  f"not a column of {held}")
 
     def _check_tenancy(self, tenancy: Tenancy, where: str) -> None:
         if tenancy.subtree is not None and tenancy.via is not None:
@@ -268,8 +288,13 @@ class ResourceProvider:
         if via is not None and not via.reverse:  # a reverse one names another provider's parameter (the registry's)
             param = self.params_by_name.get(via.param)
             if param is None or via.resource_type not in param.referenced_types:
-                raise ConfigError(f"{where}: tenancy.via must name a reference search parameter to another type "
-                                  f"({via.param!r} to {via.resource_type!r})")
+                to = sorted(n for n, p in self.params_by_name.items() if via.resource_type in p.referenced_types)
+                why = f"it has no search parameter {via.param!r}" if param is None else \
+                    f"its {via.param!r} does not refer to {via.resource_type}"
+                raise ConfigError(f"{where}: tenancy.via names {via.param!r} to {via.resource_type!r}, but {why}; "
+                                  f"its reference parameters to {via.resource_type}: {', '.join(to) or 'none'} "
+                                  f"(a parameter of {via.resource_type} referring to {self.resource_type}: "
+                                  "Via(..., reverse=True))")
         if via is not None and via.versions is not None:
             self._check_versions(via, via.versions, where)
 

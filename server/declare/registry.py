@@ -183,6 +183,20 @@ class Registry:
     def __iter__(self) -> Iterator[AnyProvider]:
         return iter(self.providers.values())
 
+    def scoped_through(self, resource_type: str) -> tuple[AnyProvider, ...]:
+        """The other providers whose data decides which rows of `resource_type` a caller sees: the type its tenancy
+        goes `via`, and on along their own `via`s (a role through its Locations; a practitioner through its roles,
+        then their Locations). What is kept per data generation of the type (counts) depends on theirs too."""
+        found: list[AnyProvider] = []
+        provider = self.providers.get(resource_type)
+        while isinstance(provider, ResourceProvider) and provider.tenancy is not None and \
+                provider.tenancy.via is not None:
+            provider = self.providers.get(provider.tenancy.via.resource_type)
+            if provider is None or provider.resource_type in {resource_type, *(f.resource_type for f in found)}:
+                break
+            found.append(provider)
+        return tuple(found)
+
     def referrers(self, resource_type: str) -> tuple[Referrer, ...]:
         """Every reference parameter (of a provider searched by parameters) that refers to `resource_type`, in the
         registry's order: what _revinclude and _has can walk back. Computed once for all types."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from server.access.smart_scopes import LETTER_OF_KIND, READ
 from server.access.tenancy import EVERYTHING, AccessScope
 from server.access.tokens import Principal
 from server.engine.context import ServerContext
@@ -18,6 +19,17 @@ from server.errors import Denial, Forbidden
 class Caller:
     principal: Principal | None  # None: a trusted in-process caller, or no token (public metadata)
     scope: AccessScope
+    # the scope of reads (`r`: read, vread, history, $export) when the token's SMART query scopes narrow them
+    # otherwise than searches (`s`); None: `scope`
+    reading: AccessScope | None = None
+
+    def doing(self, interaction: Interaction) -> Caller:
+        """The caller as one interaction sees: its reads keep to the queries of its `r` scopes."""
+        if self.reading is None:
+            return self
+        letter = interaction.scope if interaction.kind == "operation" and interaction.scope else \
+            LETTER_OF_KIND.get(interaction.kind)
+        return Caller(self.principal, self.reading) if letter == READ else Caller(self.principal, self.scope)
 
 
 TRUSTED = Caller(None, EVERYTHING)  # sees every account: in-process callers only, never a token
@@ -27,7 +39,8 @@ ANONYMOUS = Caller(None, AccessScope(account="", roots=()))  # no token (public 
 def caller_of(ctx: ServerContext, principal: Principal) -> Caller:
     """The caller a verified token makes: its scope from the `access_scope` hook (the one place it is called)."""
     scope = ctx.pm.hook.access_scope(principal=principal, settings=ctx.settings)
-    return Caller(principal, filtered(ctx, scope if scope is not None else AccessScope(), principal.scopes))
+    searching, reading = filtered(ctx, scope if scope is not None else AccessScope(), principal.scopes)
+    return Caller(principal, searching, reading if reading != searching else None)
 
 
 def authorize(ctx: ServerContext, principal: Principal, interaction: Interaction) -> None:

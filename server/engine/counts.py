@@ -1,4 +1,5 @@
-"""Counts, cached per data generation: a versioned provider's count is kept until it has a newer version."""
+"""Counts, cached per data generation: a versioned provider's count is kept until it, or a type it is scoped
+through, has a newer version."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
@@ -18,12 +19,14 @@ def count(ctx: ServerContext, provider: ResourceProvider, snapshot: Snapshot, ke
     """A count; for a versioned provider, cached until it has a newer version (the query built on a miss).
     `kept_only`: the count kept, None when there is none (nothing counted); `known`: the count found otherwise
     (a page that holds every match), kept as if counted."""
-    if provider.versioning is None:
+    # what the caller sees of the provider depends on the types it is scoped through: their data generations too
+    deciding = (provider, *ctx.registry.scoped_through(provider.resource_type))
+    if any(not isinstance(p, ResourceProvider) or p.versioning is None for p in deciding):
         if known is not None or kept_only:
             return known
         return int((yield from scalar(ctx, (yield from query()), bounded=False)))
     # keyed by the database that counts and what it holds: a lagging replica's totals are its own
-    kept_as = ((yield from database()), snapshot.generations.get(provider.resource_type), key)
+    kept_as = ((yield from database()), tuple(snapshot.generations.get(p.resource_type) for p in deciding), key)
     if known is not None:
         ctx.counts.put(kept_as, known)
         return known

@@ -2,8 +2,8 @@
 process, through the same parsing, scoping and SQL as `[type]?query`, following its pages."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -12,24 +12,35 @@ from sqlalchemy import Connection
 from server.declare.lookup import Query
 from server.declare.provider import ResourceProvider
 from server.declare.rendered import materialized
+from server.access.tenancy import AccessScope
 from server.engine.caller import TRUSTED, Caller
 from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.steps import Steps
 from server.errors import AmbiguousLookup, InvalidRequest
+from server.search.request import selecting_only
 
 BASE = "urn:orgunit-fhir:lookup"  # the bundles' links stay in process: only their query is read
-PAGING = frozenset({"_count", "_skip", "_after", "_sort", "_total", "_summary", "_elements", "_include",
-                    "_revinclude", "_include:iterate", "_revinclude:iterate", "_contained", "_containedType"})
 
 
 def _pairs(query: Query) -> list[tuple[str, str]]:
-    pairs = parse_qsl(query.lstrip("?"), keep_blank_values=True, strict_parsing=bool(query)) \
-        if isinstance(query, str) else [(str(k), str(v)) for k, v in query]
-    result = [name for name, _ in pairs if name in PAGING]
-    if result:
-        raise InvalidRequest(f"a look-up takes search parameters only, not {', '.join(sorted(set(result)))} "
-                             "(it returns every match, by id order of the search)")
+    """The query's (name, value) pairs: InvalidRequest for one that is not a query string, a result parameter (a
+    look-up pages itself), or an empty value (a search ignores it: the look-up would answer everything)."""
+    if isinstance(query, str):
+        try:
+            pairs = parse_qsl(query.lstrip("?"), keep_blank_values=True, strict_parsing=True) if query else []
+        except ValueError:
+            raise InvalidRequest(f"a look-up's query must be name=value pairs joined by &, got {query[:100]!r}") \
+                from None
+    elif isinstance(query, Mapping):
+        pairs = [(str(k), str(v)) for k, v in query.items()]
+    else:
+        pairs = [(str(k), str(v)) for k, v in query]
+    selecting_only(pairs, "a look-up (it returns every match itself)")
+    blank = [name for name, value in pairs if not value.strip()]
+    if blank:
+        raise InvalidRequest(f"a look-up's {', '.join(blank)} has an empty value: a search ignores it, and the "
+                             "look-up would answer every resource")
     return pairs
 
 
@@ -49,6 +60,10 @@ class EngineLookup:
     context: Callable[[], ServerContext]  # the server context, made at the first look-up (a load may make none)
     steps: SearchSteps
     caller: Caller = TRUSTED
+
+    def within(self, account: str) -> EngineLookup:
+        """The same look-up, of what `account` holds only (the served versions of its data sources)."""
+        return replace(self, caller=Caller(None, AccessScope(account=account)))
 
     @property
     def ctx(self) -> ServerContext:
@@ -81,7 +96,7 @@ class EngineLookup:
         if len(found) > 1:
             shown = query if isinstance(query, str) else "&".join(f"{k}={v}" for k, v in query)
             raise AmbiguousLookup(f"{resource_type}?{shown} matches several resources "
-                                  f"({', '.join(r['id'] for r in found)}, ...), not one")
+                                  f"({' and '.join(r['id'] for r in found)} at least), not one")
         return found[0] if found else None
 
     def identified(self, resource_type: str, value: str, *, system: str | None = None,

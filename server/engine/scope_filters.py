@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from server.access.smart_scopes import Grant, Query, SmartScopes
+from server.access.smart_scopes import READ, SEARCH, Grant, Query, SmartScopes
 from server.access.tenancy import AccessScope
 from server.access.tokens import REALM
 from server.declare.provider import ResourceProvider
@@ -35,13 +35,15 @@ def _checked(ctx: ServerContext, provider: ResourceProvider, grant: Grant) -> Qu
     return grant.query
 
 
-def scope_filters(ctx: ServerContext, scopes: SmartScopes | None) -> tuple[tuple[str, tuple[Query, ...]], ...]:
-    """Per type the token's granular scopes limit, their queries (each checked against the type's provider)."""
+def scope_filters(ctx: ServerContext, scopes: SmartScopes | None,
+                  letter: str) -> tuple[tuple[str, tuple[Query, ...]], ...]:
+    """Per type the token's granular scopes limit for interactions of `letter`, their queries (each checked
+    against the type's provider)."""
     if scopes is None:
         return ()
     filters: list[tuple[str, tuple[Query, ...]]] = []
     for provider in ctx.registry:
-        grants = scopes.filters(provider.resource_type)
+        grants = scopes.filters(provider.resource_type, letter)
         if grants is None:
             continue
         if not isinstance(provider, ResourceProvider):
@@ -50,7 +52,9 @@ def scope_filters(ctx: ServerContext, scopes: SmartScopes | None) -> tuple[tuple
     return tuple(filters)
 
 
-def filtered(ctx: ServerContext, scope: AccessScope, scopes: SmartScopes | None) -> AccessScope:
-    """The access scope, narrowed by the token's granular scopes."""
-    filters = scope_filters(ctx, scopes)
-    return replace(scope, filters=filters) if filters else scope
+def filtered(ctx: ServerContext, scope: AccessScope, scopes: SmartScopes | None) -> tuple[AccessScope, AccessScope]:
+    """The access scope narrowed by the token's granular scopes, for search-type interactions (`s`: searches,
+    operations) and for reads (`r`: read, vread, history, $export)."""
+    searching, reading = (scope_filters(ctx, scopes, letter) for letter in (SEARCH, READ))
+    return (replace(scope, filters=searching) if searching else scope,
+            replace(scope, filters=reading) if reading else scope)

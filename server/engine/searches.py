@@ -26,7 +26,7 @@ from server.engine.static import search_static
 from server.engine.steps import Query, Steps, asked, blocking, database, rows, threaded
 from server.errors import ResourceNotFound, operation_outcome
 from server.params.ids import coerce_id
-from server.params.types.reference import SCOPE_ROOTS
+from server.params.types.reference import SCOPE_ROOTS, SCOPE_SEEN
 from server.search.bodies import PageEntry, body_page_query
 from server.search.hops import crossed
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_references
@@ -67,10 +67,11 @@ class _Condition:
     def where(self, walk: bool = False, page: bool = False) -> Steps[ColumnElement[bool]]:
         if self.found is None:
             providers = self.ctx.registry.providers
-            scopes = {rtype: seen(providers[rtype], vis.clause) for rtype, vis in self.others.items()}
-            looked_up = yield from asked(self.ctx, lookups(self.provider, self.request, self.vis.clause, scopes))
+            scopes = {rtype: seen(providers[rtype], vis.looked_up) for rtype, vis in self.others.items()}
+            looked_up = yield from asked(self.ctx, lookups(self.provider, self.request, self.vis.looked_up, scopes))
             joined = yield from joined_conditions(self.ctx, self.caller, self.request, self.snapshot)
-            self.found = {**looked_up, **joined, SCOPE_ROOTS: self.vis.paths}
+            self.found = {**looked_up, **joined, SCOPE_ROOTS: self.vis.paths,
+                          SCOPE_SEEN: self.vis.clause if self.vis.filtered else None}
         return where_clause(self.provider, self.request, {**self.found, WALK: True} if walk else self.found,
                             self.vis.clause, page)
 

@@ -172,7 +172,7 @@ class Pipeline:
                 nonlocal admitted, principal
                 principal = self.admission.authenticate(authorization, interaction)
                 caller, key = self.admission.caller(principal)
-                admitted = parsed.admitted(caller)
+                admitted = parsed.admitted(caller.doing(interaction))
                 self.admission.allow(caller, key, interaction)
                 return admitted
 

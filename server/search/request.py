@@ -346,6 +346,9 @@ def _clause(provider: ResourceProvider, key: str, raw: str, strict: bool) -> Cla
     parts = _COMMA.split(raw) if param.kind.split and modifier != "missing" else [raw]
     if len(parts) > MAX_VALUES:
         raise InvalidRequest(f"{key}: too many values ({len(parts)}); at most {MAX_VALUES} per parameter")
+    if any(not part.strip() for part in parts):  # a prefix of nothing, say: it would match every resource
+        raise InvalidValue(f"{key}={raw[:100]!r}: a value is blank (spaces only, or nothing between commas); "
+                           "leave the parameter out to match every resource")
     values = tuple(parse_value(param, modifier or None, part.replace("\\,", ",")) for part in parts)
     return Clause(param, modifier or None, values)
 

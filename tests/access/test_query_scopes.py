@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 from server.contract.answers import entries, every_page
 from server.contract.context import contract_context
 from server.engine.context import ServerContext
-from tests.orgunits.contract_samples import SUBJECT as ORGUNITS
+from plugins.orgunits.contract_samples import SUBJECT as ORGUNITS
 from tests.proof.contract_samples import SUBJECT as PROOF
 from tests.support.contexts import bearer
 from tests.support.fixtures import client_fixture, context_fixture
@@ -132,3 +132,63 @@ def test_an_export_keeps_to_the_query_scope(api: TestClient, ctx: ServerContext)
         body = api.get(output["url"], headers={"Authorization": headers["Authorization"]}).text
         exported |= {line.split('"id":"')[1].split('"')[0] for line in body.splitlines() if line}
     assert exported == _trusted(api, ctx, "/fhir/Location?type=CSPS")
+
+
+@pytest.mark.parametrize(("scopes", "read", "searched"), [
+    pytest.param(["system/Location.r?type=CSPS", "system/Location.s?type=CHR"], "type=CSPS", "type=CHR",
+                 id="each-letter-its-own-query"),
+    pytest.param(["system/Location.rs?type=CSPS", "system/Location.s"], "type=CSPS", "", id="search-lifted-only"),
+    pytest.param(["system/Location.r", "system/Location.rs?type=CHR"], "", "type=CHR", id="read-lifted-only"),
+])
+def test_each_letter_keeps_to_its_own_scopes_queries(api: TestClient, ctx: ServerContext, scopes: list[str],
+                                                     read: str, searched: str) -> None:
+    headers = _token(ctx, scopes)
+    readable, findable = (_trusted(api, ctx, f"/fhir/Location?{q}") for q in (read, searched))
+    for rid in sorted(_trusted(api, ctx, "/fhir/Location")):
+        assert api.get(f"/fhir/Location/{rid}", headers=headers).status_code == (200 if rid in readable else 404)
+        assert (api.get(f"/fhir/Location/{rid}/_history", headers=headers).status_code == 200) is (rid in readable)
+    assert _ids(api, "/fhir/Location", headers) == findable
+    assert _ids(api, "/fhir/Location/_history", headers) <= readable
+
+
+def test_a_deletion_stays_seen_where_its_resource_was(api: TestClient, ctx: ServerContext) -> None:
+    """A deleted resource's current row keeps what it held: a query scope matching it sees it go (410, its
+    DELETE in _history), as an Update client must."""
+    headers = _token(ctx, ["system/HealthcareService.rs?service-category=http://terminology.hl7.org/CodeSystem/"
+                           "service-category|17"])
+    assert api.get("/fhir/HealthcareService/7", headers=headers).status_code == 410
+    history = api.get("/fhir/HealthcareService/7/_history", headers=headers).json()
+    assert [e["request"]["method"] for e in history["entry"]] == ["DELETE", "POST"]
+    assert api.get("/fhir/HealthcareService/4", headers=headers).status_code == 404  # category 35
+
+
+def test_below_a_unit_the_scope_leaves_out_and_the_top_of_what_it_sees(api: TestClient, ctx: ServerContext) -> None:
+    """`partof:below=10` leaves 10 out: the token's own query still finds its units (its look-ups read what its
+    account holds), and the explorer's roots (`partof:missing=true`) are the top of what it sees."""
+    headers = _token(ctx, ["system/Location.rs?partof:below=Location/10"])
+    below = _trusted(api, ctx, "/fhir/Location?partof:below=10")
+    assert _ids(api, "/fhir/Location?partof:below=10", headers) == below == _ids(api, "/fhir/Location", headers)
+    tops = _ids(api, "/fhir/Location?partof:missing=true", headers)
+    assert tops == _trusted(api, ctx, "/fhir/Location?partof=10") and tops
+    assert _ids(api, "/fhir/Location?partof:missing=false", headers) == below - tops
+
+
+@pytest.mark.parametrize(("claims", "named"), [
+    pytest.param({"scp": ["system/Location.rs?partof.name=DS Boromo"]}, "holds a query and a space",
+                 id="a-list-element-with-a-space"),
+    pytest.param({"scope": "system/Location.rs?name=%20"}, "not a query string", id="a-blank-value"),
+    pytest.param({"scope": "system/Location.read?type=CSPS"}, "v1 scope with a query", id="v1-with-a-query"),
+    pytest.param({"scope": "system/Location.rs?type"}, "'system/Location.rs?type'", id="named"),
+])
+def test_a_scope_that_cannot_be_read_as_one_refuses_the_token_and_is_named(api: TestClient, ctx: ServerContext,
+                                                                           claims: dict[str, Any],
+                                                                           named: str) -> None:
+    answer = api.get("/fhir/Location", headers=bearer(ctx.settings, **claims))
+    assert answer.status_code == 401, answer.text
+    assert named in answer.json()["issue"][0]["diagnostics"]
+    assert answer.headers["www-authenticate"].endswith('error_description="a SMART scope cannot be read"')
+
+
+def test_a_list_element_with_an_encoded_space_is_one_scope(api: TestClient, ctx: ServerContext) -> None:
+    headers = bearer(ctx.settings, scp=["system/Location.rs?partof.name=DS%20Boromo"])
+    assert _ids(api, "/fhir/Location", headers) == _trusted(api, ctx, "/fhir/Location?partof.name=DS Boromo")

@@ -62,19 +62,18 @@ def test_scopes_grant_per_type_and_interaction(scope: str, granted: set[tuple[st
     pytest.param("system/Location.rs?type=CSPS system/Location.rs?type=CHR", ((("type", "CSPS"),), (("type", "CHR"),)),
                  None, id="two-a-union"),
     pytest.param("patient/Location.rs?type=CSPS", None, None, id="patient-grants-nothing"),
-    pytest.param("system/Location.read?type=CSPS", None, None, id="v1-takes-no-query"),
 ])
 def test_a_scope_with_a_query_filters_its_type(scope: str, location: Any, every_type: Any) -> None:
     scopes = parse_scopes(["system/Organization.rs", *scope.split()])
     assert scopes is not None
-    grants = scopes.filters("Location")
+    grants = scopes.filters("Location", "s")
     assert (tuple(g.query for g in grants) if grants is not None else None) == location
-    grants = scopes.filters("HealthcareService")  # a type of no grant but the wildcard's
+    grants = scopes.filters("HealthcareService", "s")  # a type of no grant but the wildcard's
     assert (tuple(g.query for g in grants) if grants is not None else None) == every_type
 
 
 @pytest.mark.parametrize("scope", ["system/Location.r?", "system/Location.rs?type", "system/Location.rs?=x",
-                                   "system/Location.rs?type=&x=1"])
+                                   "system/Location.rs?type=&x=1", "system/Location.read?type=CSPS"])
 def test_a_scope_whose_query_is_not_name_value_pairs_is_refused(scope: str) -> None:
     with pytest.raises(ScopeRefused):
         parse_scopes(["system/Organization.rs", scope])

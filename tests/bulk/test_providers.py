@@ -18,7 +18,7 @@ from server.contract.context import contract_context
 from server.engine.context import ServerContext
 from server.declare.provider import ResourceProvider
 from server.settings import BulkSettings
-from tests.orgunits.contract_samples import SUBJECT as ORGUNITS
+from plugins.orgunits.contract_samples import SUBJECT as ORGUNITS
 from tests.proof.contract_samples import SUBJECT as PROOF
 from tests.support.bulk import export, lines
 from tests.support.contexts import bearer

@@ -264,3 +264,30 @@ def test_a_filtered_export_holds_the_data_at_transaction_time(api: TestClient, c
     assert exported(api, since, headers) == {"Location": {30, 32}}  # 32 renamed, 30 a child of 20
     assert {orjson.loads(line)["name"] for line in lines(api, since["output"], headers)["Location"]} == \
         {"CSPS Ségou", "Dispensaire Kéré (during)"}
+
+
+@pytest.mark.parametrize("params", [
+    pytest.param([("_type", "Location"), ("_typefilter", "Location?type=CSPS")], id="typefilter-lower-case"),
+    pytest.param([("typeFilter", "Location?type=CSPS")], id="typefilter-no-underscore"),
+    pytest.param([("_sincee", "2025-01-01T00:00:00Z")], id="since-typo"),
+    pytest.param([("_types", "Location")], id="types"),
+    pytest.param([("foo", "bar")], id="anything"),
+])
+def test_an_unknown_kick_off_parameter_is_refused_not_a_whole_export(api: TestClient, ctx: ServerContext,
+                                                                     params: Params) -> None:
+    """A typo'd `_typeFilter` or `_since` would export the whole registry, the client none the wiser: 400 naming
+    it; Prefer: handling=lenient ignores it, as the Bulk Data spec allows."""
+    headers = bearer(ctx.settings, account="alpha")
+    answer = api.get("/fhir/$export", params=params, headers={**ASYNC, **headers})
+    assert answer.status_code == 400, answer.text
+    assert repr(params[-1][0]) in answer.json()["issue"][0]["diagnostics"]
+    lenient = api.get("/fhir/$export", params=params, headers={**ASYNC, **headers,
+                                                               "Prefer": "respond-async, handling=lenient"})
+    assert lenient.status_code == 202, lenient.text
+
+
+def test_a_token_that_may_read_no_exported_type_is_told_so(api: TestClient, ctx: ServerContext) -> None:
+    headers = bearer(ctx.settings, account="alpha", scope="system/Location.s system/Patient.rs service_org_units")
+    answer = api.get("/fhir/$export", headers={**ASYNC, **headers})
+    assert answer.status_code == 403, answer.text
+    assert 'error="insufficient_scope"' in answer.headers["www-authenticate"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from server.contract.checks import *  # the checks, their fixtures and their cases
-from tests.orgunits.contract_samples import SUBJECT as ORGUNITS
+from plugins.orgunits.contract_samples import SUBJECT as ORGUNITS
 from tests.proof.contract_samples import SUBJECT as PROOF
 from tests.support import pg
 

@@ -2,7 +2,8 @@
 installed distribution (its pytest plugin, found through its entry point or named with -p) and the repository's
 own package and samples. The repository is made here: the proof package (tests/proof/site) and its data files,
 and samples written against `server.contract` alone (this project's own ones, their imports pointed at the
-repository's modules: the org units its provider is scoped through are loaded with plugins.orgunits)."""
+repository's modules); the org units its provider is scoped through are the installed org-unit subject's
+(plugins.orgunits.contract_samples)."""
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ from server.contract.options import POSTGRES_ENV, SUBJECTS_ENV
 ROOT = Path(__file__).resolve().parents[2]
 PROOF = ROOT / "tests" / "proof"
 PACKAGE = "provider_tests"
-CONTRACT = f"--fhir-contract={PACKAGE}.orgunit_samples:SUBJECT,{PACKAGE}.contract_samples:SUBJECT"
+CONTRACT = f"--fhir-contract=plugins.orgunits.contract_samples:SUBJECT,{PACKAGE}.contract_samples:SUBJECT"
 WRONG = ('Search("_id", "4", "4")', 'Search("_id", "4", "5")')  # finds another service than 4
 ISOLATION = f'''
 import importlib.metadata
@@ -61,10 +62,7 @@ def _repository(folder: Path, *, wrong: bool) -> Path:
     samples.mkdir()
     for name, text in {
         "__init__.py": "",
-        "pyramid.py": _rewired(ROOT / "tests" / "support" / "data.py"),
         "proof.py": _rewired(ROOT / "tests" / "support" / "proof.py", ('parents[1] / "proof"', "parents[1]")),
-        "orgunit_samples.py": _rewired(ROOT / "tests" / "orgunits" / "contract_samples.py",
-                                       ("tests.support.data", f"{PACKAGE}.pyramid")),
         "contract_samples.py": _rewired(PROOF / "contract_samples.py", ("tests.support.proof", f"{PACKAGE}.proof"),
                                         *([WRONG] if wrong else [])),
     }.items():

@@ -222,7 +222,10 @@ def test_plugins_import_only_the_public_surface(name: str) -> None:
     path, tree = SOURCES[name]
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("server"):
-            assert node.module == "server", f"{path}:{node.lineno} imports {node.module}; plugins use `from server import`"
+            # a plugin's contract samples declare themselves with the contract suite's own declarations
+            samples = path.name == "contract_samples.py" and node.module == "server.contract"
+            assert node.module == "server" or samples, \
+                f"{path}:{node.lineno} imports {node.module}; plugins use `from server import`"
         if isinstance(node, ast.Import):
             assert not any(a.name.startswith("server.") for a in node.names), f"{path}:{node.lineno}"
 

@@ -14,8 +14,10 @@ from server.app import create_app
 from server.engine.context import ServerContext
 from tests.support.contexts import SECRET, make_settings
 
-NOT_SERVED = "resource types not served: Practitioner, PractitionerRole, HealthcareService, Endpoint, " \
-             "OrganizationAffiliation"
+NOT_SERVED = ("resource types not served: Practitioner, PractitionerRole, HealthcareService, Endpoint, "
+              "OrganizationAffiliation")
+WITHOUT_ORGANIZATION = ("resource types not served: Organization, Practitioner, PractitionerRole, HealthcareService, "
+                        "Endpoint, OrganizationAffiliation")
 ORGANIZATION = ("Organization: no search parameter ihe-mcsd-hierarchy-type, ihe-mcsd-hierarchy-partof; no modifier "
                 "partof:above, partof:below; no chained parameter endpoint.connection-type, endpoint.payload-type; no "
                 "_include Organization:endpoint; no _revinclude OrganizationAffiliation:participating-organization, "
@@ -39,11 +41,9 @@ def _differences(statement: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("plugins, differences", [
     pytest.param({}, [*BY_DESIGN, NOT_SERVED, *ORGANIZATION.split("; ")], id="shipped-plugins"),
     pytest.param({"organization": {"enabled": False}}, [
-        *BY_DESIGN, "resource types not served: Organization, Practitioner, PractitionerRole, HealthcareService, "
-                    "Endpoint, OrganizationAffiliation",
-        "Location: no search parameter organization", "no chained parameter organization.active, "
-        "organization.identifier, organization.name", "no _include Location:organization"],
-        id="without-organization"),
+        *BY_DESIGN, WITHOUT_ORGANIZATION, "Location: no search parameter organization",
+        "no chained parameter organization.active, organization.identifier, organization.name",
+        "no _include Location:organization"], id="without-organization"),
 ])
 def test_the_description_lists_every_difference_from_the_mcsd_directory(
         small_ctx: ServerContext, tmp_path: Path, plugins: dict[str, Any], differences: list[str]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +14,8 @@ from starlette.testclient import TestClient
 
 from plugins.orgunits.admin import remove_source, rename_source
 from plugins.orgunits.importers.transaction import import_units
-from plugins.orgunits.versions import set_default_version
 from plugins.orgunits.records import UnitRecord
+from plugins.orgunits.versions import set_default_version
 from plugins.orgunits.writer import ensure_data_source, ensure_source_version, stamp, transaction, write_units
 from server.access.mint import mint_token
 from server.app import create_app
@@ -156,9 +156,11 @@ def test_a_sync_follows_the_organizations_changes(engine: Engine, tmp_path: Path
 
 
 def test_a_write_stamps_after_the_newest_organization_version(engine: Engine) -> None:
-    """The writer lock's instant is after every version stored, of Locations and of Organizations alike."""
-    later = T2 + timedelta(days=365)
-    written(lambda conn: rename_source(conn, "default", NAME, "Santé publique", later))(engine)
+    """The writer lock's instant is after every version stored, of Locations and of Organizations alike (here an
+    Organization's, later than the clock: its units have none)."""
+    later = datetime(2100, 1, 1, tzinfo=timezone.utc)
+    NEWER_VERSION(engine)
+    written(lambda conn: set_default_version(conn, NAME, 3, now=later))(engine)
     with transaction(engine) as conn:
         assert stamp(conn) > later
 

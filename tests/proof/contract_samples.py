@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from server.contract import Samples, Scope, Search, Subject
 from server.settings import Settings
-from tests.support.proof import PLUGINS, SERVICES, SERVICES_UPDATE, SITE, WORKERS, WORKERS_UPDATE, load_files, \
-    load_services
+from server.contract import load_files
+from tests.support.proof import PLUGINS, SERVICES, SERVICES_UPDATE, SITE, WORKERS, WORKERS_UPDATE, load_services
 
 HEALTHCARE_SERVICE = Samples(
     "HealthcareService",

@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
 
-from server import AmbiguousLookup, InvalidRequest, LoadError, Settings, Tenancy, Via, hookimpl
+from server import (AmbiguousLookup, InvalidRequest, LoadError, ReferenceTarget, SearchParam, Settings, StringTarget,
+                    Tenancy, Via, hookimpl)
 from server.access.mint import mint_token
 from server.cli.data import load_call
 from server.contract.answers import entries
@@ -25,7 +26,7 @@ from server.engine.searches import lookup
 from server.errors import ConfigError, ResourceTypeNotSupported
 from server.plugins import get_plugin_manager
 from server.settings import parse_settings
-from tests.orgunits.contract_samples import SUBJECT as ORGUNITS
+from plugins.orgunits.contract_samples import SUBJECT as ORGUNITS
 from tests.proof.contract_samples import SUBJECT as PROOF
 from tests.support.fixtures import client_fixture, context_fixture
 from tests.support.proof import SITE, WORKERS
@@ -57,6 +58,11 @@ def _ids(api: TestClient, url: str, headers: dict[str, str] | None = None, mode:
     pytest.param(lambda look: look.ids("HealthcareService", "location=Location/20"), ["1", "2"],
                  id="another-plugins-type"),
     pytest.param(lambda look: look.one("Practitioner", "name=claire")["id"], "3", id="one"),
+    pytest.param(lambda look: look.ids("Location", {"partof": "10"}), ["20", "32"], id="a-mapping"),
+    pytest.param(lambda look: look.within("default").identified("Location", "KvNOePwHFyH"), "30",
+                 id="within-its-account"),
+    pytest.param(lambda look: look.within("elsewhere").identified("Location", "KvNOePwHFyH"), None,
+                 id="within-another-account"),
 ])
 def test_the_look_up_searches_any_type_with_its_providers_rules(ctx: ServerContext, call: Any, found: Any) -> None:
     assert call(lookup(ctx)) == found
@@ -68,6 +74,10 @@ def test_the_look_up_searches_any_type_with_its_providers_rules(ctx: ServerConte
     pytest.param(lambda look: look.ids("Practitionner", "name=a"), ResourceTypeNotSupported, id="unknown-type"),
     pytest.param(lambda look: look.one("Location", "partof=10"), AmbiguousLookup, id="one-of-several"),
     pytest.param(lambda look: look.identified("Location", ""), InvalidRequest, id="no-value"),
+    pytest.param(lambda look: look.ids("Location", "identifier="), InvalidRequest, id="an-empty-value"),
+    pytest.param(lambda look: look.ids("Location", [("partof:below", " ")]), InvalidRequest, id="a-blank-value"),
+    pytest.param(lambda look: look.ids("Location", "identifier"), InvalidRequest, id="not-a-query-string"),
+    pytest.param(lambda look: look.ids("Location", "_sort=name"), InvalidRequest, id="a-result-parameter"),
 ])
 def test_a_look_up_never_answers_everything_for_a_mistake(ctx: ServerContext, call: Any, error: type) -> None:
     with pytest.raises(error):
@@ -229,3 +239,22 @@ def test_a_typo_in_a_referenced_type_is_refused_at_start_up() -> None:
     with installed([SITE]), pytest.raises(ConfigError, match="PractitionerRole refers to 'Practicioner' \\(its "
                                                              "'practitioner' element\\), which is no FHIR R4 resource"):
         _registry_with(PRACTITIONER.tenancy, references={"practitioner": "Practicioner"})
+
+
+@pytest.mark.parametrize(("param", "message"), [
+    pytest.param(lambda t: SearchParam("location", "reference", (ReferenceTarget(t.role_location.c.location_id,
+                                                                                 "Location"),), "held at"),
+                 "location reads hw_practitioner_role_location.location_id, not a column of the provider's table",
+                 id="a-side-table-without-through"),
+    pytest.param(lambda t: SearchParam("name", "string", (StringTarget(t.practitioner.c.name_norm,
+                                                                       t.practitioner.c.name),), "name"),
+                 "name reads hw_practitioner.name_norm, not a column of the provider", id="another-types-table"),
+])
+def test_a_target_on_a_table_the_provider_does_not_read_is_refused(param: Any, message: str) -> None:
+    """Read beside the provider's rows, such a column would pair every row with every other: `location=10` would
+    match every role, and a district's token see them all."""
+    from healthcare_services import tables
+    from healthcare_services.workers import PRACTITIONER, ROLE
+    with installed([SITE]), pytest.raises(ConfigError, match=message):
+        _registry_with(PRACTITIONER.tenancy, search_params=(*ROLE.search_params[:1], param(tables),
+                                                            *ROLE.search_params[2:]))

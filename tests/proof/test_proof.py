@@ -27,7 +27,7 @@ from server.declare.progress import Progress
 from server.plugins import available_plugins, get_plugin_manager
 from server.errors import ConfigError
 from server.settings import parse_settings
-from tests.orgunits.contract_samples import SUBJECT as ORGUNITS
+from plugins.orgunits.contract_samples import SUBJECT as ORGUNITS
 from tests.proof.contract_samples import SUBJECT as PROOF
 from tests.support.fixtures import client_fixture, context_fixture
 from tests.support.live import CLI, _env

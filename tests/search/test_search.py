@@ -389,3 +389,17 @@ def test_children_of_unknown_parent_is_404(small_ctx: ServerContext, rid: str) -
 def test_read_unknown_is_404(small_ctx: ServerContext, rid: str) -> None:
     with pytest.raises(ResourceNotFound):
         reads.read(small_ctx, TRUSTED, "Location", rid)
+
+
+@pytest.mark.parametrize("query", [
+    pytest.param("name=%20", id="a-space"),
+    pytest.param("name=%09", id="a-tab"),
+    pytest.param("name:contains=%20", id="contains-a-space"),
+    pytest.param("name=%2C", id="nothing-between-commas"),
+    pytest.param("name=Boromo,", id="a-trailing-comma"),
+    pytest.param("name=%CC%81", id="an-accent-alone"),
+    pytest.param("identifier=%20", id="a-blank-token"),
+])
+def test_a_blank_value_is_refused_not_a_match_of_everything(small_ctx: ServerContext, query: str) -> None:
+    with pytest.raises(InvalidValue):
+        search(small_ctx, "Location", query)

@@ -17,7 +17,7 @@ from server.contract.context import contract_context
 from server.engine.caller import TRUSTED, Caller
 from server.engine.context import ServerContext
 from server.errors import InvalidValue
-from tests.orgunits.contract_samples import SUBJECT as ORGUNITS
+from plugins.orgunits.contract_samples import SUBJECT as ORGUNITS
 from tests.proof.contract_samples import SUBJECT as PROOF
 from tests.support.fixtures import context_fixture
 from tests.support.searching import search

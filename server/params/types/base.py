@@ -51,7 +51,7 @@ class Through:
         read must be its columns, else `ids()` would read another table beside it, every pair of rows (a silent
         wrong answer): refused at start-up, named."""
         for role, expression in (("key", self.key), ("where", self.where), ("version", self.version)):
-            foreign = [column for column in self._columns(expression) if not self.table.c.contains_column(column)]
+            foreign = [column for column in self.columns_of(expression) if not self.table.c.contains_column(column)]
             if foreign:
                 raise ConfigError(f"Through({self._named(self.table)}): its {role} reads "
                                   f"{', '.join(map(str, foreign))}, not a column of its table; give the table that "
@@ -63,7 +63,7 @@ class Through:
         return inner if self.where is None else inner.where(self.where)
 
     @classmethod
-    def _columns(cls, expression: Any) -> Iterator[ColumnClause[Any]]:
+    def columns_of(cls, expression: Any) -> Iterator[ColumnClause[Any]]:
         """The table columns an expression reads (a subquery in it reads its own FROM: not looked into)."""
         if expression is None or isinstance(expression, (SelectBase, ScalarSelect)):
             return
@@ -71,7 +71,7 @@ class Through:
             yield expression
             return
         for child in expression.get_children():
-            yield from cls._columns(child)
+            yield from cls.columns_of(child)
 
     @classmethod
     def _named(cls, table: FromClause) -> str:

@@ -29,6 +29,10 @@ HIERARCHY = ("below", "above")
 # search: to such a caller a root's parent is hidden, so `:missing=true` on a hierarchical reference (one with a
 # path) gives its roots, as it gives the whole tree's roots to the others
 SCOPE_ROOTS = "scope-roots"
+# found[SCOPE_SEEN]: the condition of the rows a caller whose visibility a SMART scope's query narrows sees (None:
+# not narrowed): to it a parent it cannot see is as missing, so `:missing=true` on a hierarchical reference gives the
+# top of what it sees (the explorer's roots)
+SCOPE_SEEN = "scope-seen"
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,9 @@ class ReferenceType:
         return false() if stored is None else via(target.through, target.column == stored)
 
     def present(self, target: ReferenceTarget, at: CompileContext) -> Match:
+        narrowed = at.found.get(SCOPE_SEEN)
+        if narrowed is not None and target.path is not None:  # the parent is one the caller sees
+            return target.column.in_(select(at.id_column).select_from(at.source).where(narrowed).correlate(None))
         roots = at.found.get(SCOPE_ROOTS)
         if roots is not None and target.path is not None:  # a caller limited to subtrees: below its roots
             return target.path.not_in(roots) if roots else true()

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement, Table, and_
 
+from server.errors import InvalidValue
 from server.params.text import normalize
 from server.params.types.base import (
     CompileContext,
@@ -45,7 +46,10 @@ class StringType:
         return frozenset({"exact", "contains", "missing"})
 
     def parse(self, name: str, targets: Sequence[StringTarget], modifier: str | None, raw: str) -> StringValue:
-        return StringValue(raw, normalize(raw))
+        normalized = normalize(raw)
+        if not normalized and modifier != "exact":  # accents or spaces alone: a prefix of nothing matches all
+            raise InvalidValue(f"{name}: {raw[:100]!r} holds no letter or digit to search by")
+        return StringValue(raw, normalized)
 
     def compile(self, target: StringTarget, modifier: str | None, value: StringValue,
                 at: CompileContext) -> Match | None:

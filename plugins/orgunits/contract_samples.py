@@ -1,12 +1,13 @@
-"""The org-unit package's contract samples, over the small pyramid (tests/support/data.py): Location, Organization
-and the canonical resources."""
+"""The org-unit plugins' contract samples, over the small pyramid (plugins.orgunits.samples): Location, Organization
+and the canonical resources. Installed with the distribution: a provider package scoped through Locations runs the
+contract suite with this subject first (`--fhir-contract=plugins.orgunits.contract_samples:SUBJECT,...`), its own
+sample data then referring to these Locations by id."""
 from __future__ import annotations
 
 from plugins.orgunits.canonical import EXTENSIONS
-from server.contract import Samples, Scope, Search, Subject
-from server.settings import Settings
-from server.storage.db import writing_engine
-from tests.support.data import UNITS, load_small_pyramid
+from server import Settings, writing_engine
+from server.contract import Samples, Scope, Search, Subject  # the suite's declarations
+from plugins.orgunits.samples import UNITS, load_small_pyramid
 
 NS = "https://orgunit-fhir.example.org/fhir"
 
