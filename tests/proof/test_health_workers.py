@@ -84,6 +84,23 @@ def test_a_look_up_never_answers_everything_for_a_mistake(ctx: ServerContext, ca
         call(lookup(ctx))
 
 
+@pytest.mark.parametrize(("roots", "found"), [
+    pytest.param(None, ["Location/1", "Location/3"], id="every-location"),
+    pytest.param(["Location/3"], ["Location/3"], id="a-region-its-own"),
+    pytest.param(["Location/10"], None, id="the-role-unseen"),
+])
+def test_an_operation_finds_another_types_resources_as_its_caller_sees_them(
+        api: TestClient, ctx: ServerContext, roots: list[str] | None, found: list[str] | None) -> None:
+    """The handler's look-up searches as the caller: a region's token gets the role's Locations in its region."""
+    headers = _as(ctx, *roots) if roots is not None else {}
+    answer = api.get("/fhir/PractitionerRole/4/$facilities", headers=headers)
+    if found is None:
+        assert answer.status_code == 404  # the role itself is out of its scope
+        return
+    assert answer.status_code == 200, answer.text
+    assert sorted(e["fullUrl"].split("/fhir/")[1] for e in answer.json().get("entry", ())) == found
+
+
 def test_the_loader_resolved_each_facility_code_to_its_location(api: TestClient) -> None:
     role = api.get("/fhir/PractitionerRole/4").json()
     assert role["location"] == [{"reference": "Location/1"}, {"reference": "Location/3"}]

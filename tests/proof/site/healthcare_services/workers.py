@@ -18,10 +18,13 @@ from sqlalchemy.engine import RowMapping
 from healthcare_services.tables import practitioner, role, role_history, role_history_location, role_location
 from server import (
     AmbiguousLookup,
+    InvalidRequest,
     LoadCall,
     LoadError,
     LoadFormat,
     LoadReport,
+    Operation,
+    OperationCall,
     ReferenceTarget,
     ResourceProvider,
     SearchParam,
@@ -52,6 +55,24 @@ def role_resource(row: RowMapping) -> dict[str, Any]:
         resource["location"] = [{"reference": f"Location/{i}"} for i in row["location_ids"]]
     return resource
 
+
+def facilities(call: OperationCall) -> dict[str, Any]:
+    """GET [base]/PractitionerRole/[id]/$facilities: the Locations where the role is held, as the caller sees them
+    (found through the engine's look-up, as a search of Location would: a district's token gets its own only)."""
+    if call.strict and call.parameters:
+        raise InvalidRequest("$facilities takes no parameter")
+    assert call.lookup is not None and call.id is not None
+    role_ = call.lookup.one("PractitionerRole", {"_id": call.id})
+    held = [ref["reference"].rsplit("/", 1)[-1] for ref in (role_ or {}).get("location", ())]
+    found = call.lookup.search("Location", {"_id": ",".join(held)}) if held else []
+    return {"resourceType": "Bundle", "type": "collection", **({"entry": [
+        {"fullUrl": f"{call.base}/Location/{r['id']}", "resource": r} for r in found]} if found else {})}
+
+
+FACILITIES = Operation("facilities", None, "GET [base]/PractitionerRole/[id]/$facilities: a collection Bundle of the "
+                       "Locations where the role is held that the caller may see",
+                       "https://healthcare-services.example.org/OperationDefinition/PractitionerRole-facilities",
+                       handler=facilities)
 
 HELD_AT = Through(role_location, role_location.c.role_id)
 # each version's Locations, keyed by (role, version): what scopes that version
@@ -87,6 +108,7 @@ ROLE = ResourceProvider(
         SearchParam("active", "token", (TokenTarget(role.c.active, codes={"true": (True,), "false": (False,)}),),
                     "true or false", HL7_SP + "PractitionerRole-active"),
     ),
+    operations=(FACILITIES,),
     references={"practitioner": "Practitioner"},
     tenancy=Tenancy(via=Via("location", "Location",
                             versions=ReferenceTarget(role_history_location.c.location_id, "Location",
