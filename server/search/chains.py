@@ -20,14 +20,14 @@ from server.declare.registry import Registry
 from server.errors import InvalidRequest, UnsupportedParameter
 from server.params.param import SearchParam
 from server.settings import FhirApi
-from server.search.request import MAX_CLAUSES, Clause, SearchRequest, _clause, parse_search
+from server.search.request import MAX_CLAUSES, Clause, Directed, SearchRequest, _clause, parse_search
 
 MAX_HOPS = 3  # references crossed by one parameter, chained and _has together
 HAS = "_has"
 
 
 @dataclass(frozen=True)
-class Hop:
+class Hop(Directed):
     """One reference crossed: `param` of `source` refers to `target`. Forward (a chain) the search goes from
     `source` to `target`; reverse (`_has`) from `target` back to the `source` resources referring to it."""
 
@@ -36,15 +36,6 @@ class Hop:
     target: str
     reverse: bool = False
     qualified: bool = False  # written `param:Type.` (the type named in the key)
-
-    @property
-    def near(self) -> str:
-        """The type this hop starts from."""
-        return self.target if self.reverse else self.source
-
-    @property
-    def far(self) -> str:
-        return self.source if self.reverse else self.target
 
     @property
     def prefix(self) -> str:

@@ -67,8 +67,27 @@ class SortKey:
         return f"-{self.param.name}" if self.descending else self.param.name
 
 
+class Directed:
+    """A reference walked one way or the other: `param` of `source` refers to `target`; forward from `source` to
+    `target`, `reverse` from `target` back to the `source` resources referring to it (an include, a chain's hop)."""
+
+    source: str
+    target: str
+    reverse: bool
+
+    @property
+    def near(self) -> str:
+        """The type it starts from (the referring one; reverse: the referred one)."""
+        return self.target if self.reverse else self.source
+
+    @property
+    def far(self) -> str:
+        """The type it reaches."""
+        return self.source if self.reverse else self.target
+
+
 @dataclass(frozen=True)
-class Include:
+class Include(Directed):
     """`_include=Source:param[:Target]` (or `_revinclude`): the resources a reference parameter links. Without
     :iterate it starts from the matches; with it, from every resource of its `near` type in the results (matches
     and included ones), again for each level it brings (server.search.include)."""
@@ -78,16 +97,6 @@ class Include:
     target: str  # the resource type referred to
     iterate: bool = False
     reverse: bool = False
-
-    @property
-    def near(self) -> str:
-        """The type of the resources it starts from (the referring ones; _revinclude: the referred ones)."""
-        return self.target if self.reverse else self.source
-
-    @property
-    def far(self) -> str:
-        """The type of the resources it brings."""
-        return self.source if self.reverse else self.target
 
     @property
     def key(self) -> str:
