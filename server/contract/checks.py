@@ -223,7 +223,9 @@ def test_history_and_vread(contract_api: TestClient, contract_ctx: ServerContext
             assert contract_api.get(f"/fhir/{rtype}/{rid}").json()["meta"]["versionId"] == versions[0]
     pages = every_page(contract_api, f"/fhir/{rtype}/_history?_count=2")
     pairs = [_version(e) for page in pages for e in page.get("entry", ())]
-    assert len(pairs) == len(set(pairs)) == pages[0]["total"]
+    walked = [([_version(e) for e in page.get("entry", ())], [link["url"].partition("?")[2] for link in page["link"]
+                                                              if link["relation"] == "next"]) for page in pages]
+    assert len(pairs) == len(set(pairs)) == pages[0]["total"], f"each page's (id, version) and next link: {walked}"
     assert {(rid, v) for rid, vs in samples.versions.items() for v in vs} <= set(pairs)
 
 

@@ -94,11 +94,14 @@ def test_a_provider_repository_runs_the_suite_without_a_checkout(
     repo = _repository(tmp_path, wrong=wrong)
     env = {name: value for name, value in os.environ.items()
            if name not in {"PYTHONPATH", "PYTEST_ADDOPTS", SUBJECTS_ENV, POSTGRES_ENV}}
-    done = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=repo, env={**env, "PYTHONPATH": str(repo)},
-                          capture_output=True, text=True, timeout=600, check=False)
+    # its own basetemp: the shared /tmp/pytest-of-<user> is pruned by whichever pytest session starts next
+    done = subprocess.run([sys.executable, "-m", "pytest", f"--basetemp={tmp_path / 'basetemp'}", *args], cwd=repo,
+                          env={**env, "PYTHONPATH": str(repo)}, capture_output=True, text=True, timeout=600,
+                          check=False)
     output = done.stdout + done.stderr
-    assert done.returncode == returncode, output[-5000:]
-    assert [p for p in present if p not in output] == [], output[-5000:]
+    said = "\n".join(line for line in output.splitlines() if line.startswith(("E ", "FAILED", "ERROR", "=")))
+    assert done.returncode == returncode, said[-5000:] or output[-5000:]
+    assert [p for p in present if p not in output] == [], said[-5000:] or output[-5000:]
     assert [a for a in absent if a in output] == [], output[-5000:]
 
 
