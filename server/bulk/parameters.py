@@ -15,11 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qsl
 
 from server.errors import InvalidRequest, UnsupportedParameter
 from server.params.dates import parse_since
-from server.search.request import SearchRequest, selecting_only
+from server.search.request import SearchRequest
 
 NDJSON = "application/fhir+ndjson"
 OUTPUT_FORMATS = frozenset({NDJSON, "application/ndjson", "ndjson"})
@@ -32,8 +31,8 @@ KNOWN = frozenset({"_type", "_since", "_outputFormat", TYPE_FILTER, *UNSUPPORTED
 MAX_FILTERS = 40  # `_typeFilter` queries in one kick-off (each is a search, compiled at the kick-off)
 _FILTER = re.compile(r"(?P<type>[A-Z][A-Za-z]{0,63})\?(?P<query>.*)", re.DOTALL)
 _NEXT_FILTER = re.compile(r",(?=[A-Z][A-Za-z]{0,63}\?)")  # a comma before `Type?`; one within a query's values stays
-# `Type`, its query's (name, value) pairs -> its search, as `[type]?query` is parsed (strict: server.engine.parsing)
-FilterParser = Callable[[str, Sequence[tuple[str, str]]], SearchRequest]
+# `Type`, its query -> its search, a selection parsed as `[type]?query` is (server.engine.parsing.parse_selection)
+FilterParser = Callable[[str, str], SearchRequest]
 
 
 @dataclass(frozen=True)
@@ -144,17 +143,6 @@ def _type_filters(items: Sequence[tuple[str, str]], types: Sequence[str], export
         if len(filters) == MAX_FILTERS:
             raise InvalidRequest(f"too many {TYPE_FILTER} queries; at most {MAX_FILTERS}")
         with naming(query):
-            filters.append(TypeFilter(query, _search(rtype, shape["query"], parse_filter)))
+            filters.append(TypeFilter(query, parse_filter(rtype, shape["query"])))
     return tuple({f.query: f for f in filters}.values())  # a filter sent twice is one
 
-
-def _search(rtype: str, query: str, parse_filter: FilterParser) -> SearchRequest:
-    try:
-        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
-    except ValueError:
-        raise InvalidRequest("its query is malformed (name=value pairs joined by &, URL-encoded)") from None
-    selecting_only(pairs, f"a {TYPE_FILTER}")
-    search = parse_filter(rtype, pairs)
-    if not search.clauses and not search.joined:
-        raise InvalidRequest(f"it names no search criterion (every {rtype}: leave the filter out)")
-    return search

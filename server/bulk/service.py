@@ -23,7 +23,7 @@ from server.declare.provider import OperationCall, ResourceProvider
 from server.engine.caller import Caller
 from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
-from server.engine.parsing import parse
+from server.engine.parsing import parse_selection
 from server.engine.searches import search_condition
 from server.errors import Forbidden, InternalError, ResourceNotFound, TooManyRequests
 from server.storage.db import create_db_engine
@@ -150,7 +150,8 @@ class BulkService:
         if level_type is not None and level_type not in exportable(self.ctx):
             raise ResourceNotFound(f"{level_type} is not exported (canonical resources are read and searched)")
         request = parse_export(items, call.headers.get("prefer", ""), exportable(self.ctx), level_type,
-                               lambda rtype, pairs: parse(self.ctx, self._provider(rtype), pairs, strict=True))
+                               lambda rtype, query: parse_selection(self.ctx, self._provider(rtype), query,
+                                                                    "the filter"))
         denied = [t for t in request.types if not call.permitted(t)]
         named = any(k == "_type" for k, _ in items)
         refused = next((t for t in denied if named or request.filters_of(t)), None)

@@ -2,7 +2,7 @@
 process, through the same parsing, scoping and SQL as `[type]?query`, following its pages."""
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -18,30 +18,9 @@ from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.steps import Steps
 from server.errors import AmbiguousLookup, InvalidRequest
-from server.search.request import selecting_only
+from server.search.request import selection_pairs
 
 BASE = "urn:orgunit-fhir:lookup"  # the bundles' links stay in process: only their query is read
-
-
-def _pairs(query: Query) -> list[tuple[str, str]]:
-    """The query's (name, value) pairs: InvalidRequest for one that is not a query string, a result parameter (a
-    look-up pages itself), or an empty value (a search ignores it: the look-up would answer everything)."""
-    if isinstance(query, str):
-        try:
-            pairs = parse_qsl(query.lstrip("?"), keep_blank_values=True, strict_parsing=True) if query else []
-        except ValueError:
-            raise InvalidRequest(f"a look-up's query must be name=value pairs joined by &, got {query[:100]!r}") \
-                from None
-    elif isinstance(query, Mapping):
-        pairs = [(str(k), str(v)) for k, v in query.items()]
-    else:
-        pairs = [(str(k), str(v)) for k, v in query]
-    selecting_only(pairs, "a look-up (it returns every match itself)")
-    blank = [name for name, value in pairs if not value.strip()]
-    if blank:
-        raise InvalidRequest(f"a look-up's {', '.join(blank)} has an empty value: a search ignores it, and the "
-                             "look-up would answer every resource")
-    return pairs
 
 
 SearchSteps = Callable[..., Steps[dict[str, Any]]]  # server.engine.searches.search_type_steps
@@ -71,7 +50,7 @@ class EngineLookup:
 
     def search(self, resource_type: str, query: Query, *, limit: int | None = None,
                connection: Connection | None = None) -> list[dict[str, Any]]:
-        pairs = _pairs(query)
+        pairs = selection_pairs(query, "a look-up")
         ctx = self.ctx
         page = max(1, min(limit if limit is not None else ctx.settings.api.max_count, ctx.settings.api.max_count))
         found: list[dict[str, Any]] = []

@@ -7,10 +7,21 @@ from collections.abc import Sequence
 from server.declare.provider import ResourceProvider
 from server.engine.context import ServerContext
 from server.search.chains import parse_request
-from server.search.request import SearchRequest
+from server.errors import InvalidRequest
+from server.search.request import SearchRequest, selection_pairs
 
 
 def parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]],
           strict: bool) -> SearchRequest:
     """The search as this server takes it: its limits, its chains over the types it serves."""
     return parse_request(provider, items, limits=ctx.settings.api, strict=strict, providers=ctx.registry.providers)
+
+
+def parse_selection(ctx: ServerContext, provider: ResourceProvider, query: str | Sequence[tuple[str, str]],
+                    what: str) -> SearchRequest:
+    """A query that selects `provider`'s resources (server.search.request.selection_pairs), parsed strictly as
+    `[type]?query` is; InvalidRequest when it names no criterion (it would select every resource)."""
+    request = parse(ctx, provider, selection_pairs(query, what), strict=True)
+    if not request.clauses and not request.joined:
+        raise InvalidRequest(f"{what} names no search criterion (every {provider.resource_type}: leave it out)")
+    return request

@@ -11,9 +11,8 @@ from server.access.tenancy import AccessScope
 from server.access.tokens import REALM
 from server.declare.provider import ResourceProvider
 from server.engine.context import ServerContext
-from server.engine.parsing import parse
+from server.engine.parsing import parse_selection
 from server.errors import AuthenticationFailed, FhirError
-from server.search.request import selecting_only
 
 def _refused(grant: Grant, why: str) -> AuthenticationFailed:
     return AuthenticationFailed(
@@ -26,12 +25,9 @@ def _refused(grant: Grant, why: str) -> AuthenticationFailed:
 def _checked(ctx: ServerContext, provider: ResourceProvider, grant: Grant) -> Query:
     assert grant.query is not None
     try:
-        selecting_only(grant.query, "a scope's query")
-        request = parse(ctx, provider, grant.query, strict=True)
+        parse_selection(ctx, provider, grant.query, "a scope's query")
     except FhirError as exc:
         raise _refused(grant, exc.diagnostics) from None
-    if not request.clauses and not request.joined:
-        raise _refused(grant, "it names no search criterion")
     return grant.query
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal, Protocol, cast
 
+from urllib.parse import parse_qsl
+
 from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
 from server.declare.provider import ResourceProvider
 from server.params.ids import stored_id
@@ -27,13 +29,30 @@ RESULT_PARAMETERS = frozenset({*PAGING_PARAMS, *FORMAT_PARAMS, "_after", "_sort"
 TOTAL_MODES = ("none", "estimate", "accurate")
 
 
-def selecting_only(pairs: Sequence[tuple[str, str]], what: str) -> None:
-    """A query that selects resources and shapes no answer (Bulk Data's `_typeFilter`, a SMART scope's query):
-    UnsupportedParameter naming its result parameters, `what` saying what takes search parameters only."""
+def selection_pairs(query: str | Sequence[tuple[str, str]] | Mapping[str, str], what: str) -> list[tuple[str, str]]:
+    """A query that selects resources and shapes no answer (Bulk Data's `_typeFilter`, a SMART scope's query, a
+    plugin's look-up), as (name, value) pairs: InvalidRequest for text that is not a query string, for a blank value
+    (a search ignores it: the query would select everything), UnsupportedParameter for a result parameter; `what`
+    names the query in the message."""
+    if isinstance(query, str):
+        try:
+            pairs = parse_qsl(query.lstrip("?"), keep_blank_values=True, strict_parsing=True) if query else []
+        except ValueError:
+            raise InvalidRequest(f"{what} must be name=value pairs joined by &, URL-encoded; got "
+                                 f"{query[:100]!r}") from None
+    else:
+        pairs = [(str(k), str(v)) for k, v in (query.items() if isinstance(query, Mapping) else query)]
     shaping = sorted({k for k, _ in pairs if k.partition(":")[0] in RESULT_PARAMETERS})
     if shaping:
         raise UnsupportedParameter(f"{', '.join(shaping)}: a result parameter shapes a search's answer, not what "
                                    f"it matches; {what} takes search parameters only")
+    blank = [name for name, value in pairs if not value.strip()]
+    if blank:
+        raise InvalidRequest(f"{what}: {', '.join(blank)} has an empty value, which a search ignores: the query "
+                             "would select every resource")
+    return pairs
+
+
 _COMMA = re.compile(r"(?<!\\),")
 
 Summary = Literal["true", "false", "count", "data"]
