@@ -20,6 +20,7 @@ from server.declare.provider import (
     StaticProvider,
     Subtree,
     Tenancy,
+    VersionScope,
     Versioning,
     Via,
 )
@@ -59,7 +60,7 @@ __all__ = [
     "Operation", "OperationCall", "Page", "Prerendered", "Principal", "Progress", "ReferenceTarget", "ResourceNotFound",
     "ResourceProvider",
     "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",
-    "Through", "TokenTarget", "Versioning", "Via", "WebAssets", "WebPage", "add_common_options", "as_utc",
+    "Through", "TokenTarget", "VersionScope", "Versioning", "Via", "WebAssets", "WebPage", "add_common_options", "as_utc",
     "begin_writing", "hookimpl", "instant",
     "normalize", "path_below", "path_of", "path_subtree", "software_version", "reading_engine", "writing_engine",
     "text_index_expression",

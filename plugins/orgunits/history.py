@@ -14,6 +14,7 @@ from sqlalchemy import (
     exists,
     func,
     insert,
+    or_,
     select,
     union_all,
     update,
@@ -33,6 +34,12 @@ _NEWEST = union_all(select(func.max(org_unit_history.c.updated_at).label("at")),
 # the instant of the newest version stored, of either versioned type (server.begin_writing: a write stamps after it)
 NEWEST_VERSION: Select[Any] = select(func.max(_NEWEST.c.at))
 SOURCE_KEYS = tuple(column.key for column in SOURCE_PUBLISHED)
+
+# what scopes a version while it is current (server.VersionScope): recorded with it, and kept equal to the unit's own
+# while it is the current one (sync_current_paths)
+_SCOPED = (org_unit.c.source_version_id.label("scope_partition"), org_unit.c.path.label("scope_path"))
+_PUBLISHED_KEYS = tuple(column.key for column in PUBLISHED_COLUMNS)
+_MANY_MOVES = 500  # past this many moved units, the current versions' paths are compared over the whole table
 
 RECORDED = exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,  # the current version is in history
                           org_unit_history.c.version_id == org_unit.c.version_id)
@@ -54,7 +61,26 @@ def refresh_paths(conn: Connection, moved: list[int]) -> None:
         done = conn.execute(update(org_unit).where(org_unit.c.path.is_(None), ready)
                             .values(path=path_below(parent_path, org_unit.c.id)))
         if not done.rowcount:
-            return
+            break
+    sync_current_paths(conn, moved)
+
+
+def sync_current_paths(conn: Connection, moved: list[int]) -> None:
+    """The current version of each unit below a moved one keeps the unit's new path (server.VersionScope: a caller
+    sees a version as it could while it was current; the unit did not change, its place did)."""
+    if not moved:
+        return
+    current = [org_unit_history.c.org_unit_id == org_unit.c.id, org_unit_history.c.version_id == org_unit.c.version_id,
+               or_(org_unit_history.c.path.is_(None), org_unit_history.c.path != org_unit.c.path)]
+    if len(moved) > _MANY_MOVES:
+        conn.execute(update(org_unit_history).where(*current).values(path=org_unit.c.path))
+        return
+    for start in range(0, len(moved), _ID_CHUNK):
+        paths = conn.execute(select(org_unit.c.path).where(org_unit.c.id.in_(moved[start:start + _ID_CHUNK]),
+                                                          org_unit.c.path.is_not(None))).scalars().all()
+        for path in paths:
+            conn.execute(update(org_unit_history).where(*current, path_subtree(org_unit.c.path, path))
+                         .values(path=org_unit.c.path))
 
 
 def new_versions(conn: Connection, where: ColumnElement[bool], now: datetime) -> None:
@@ -76,7 +102,7 @@ def record_history(conn: Connection, batch_size: int = BATCH_SIZE) -> int:
                               org_unit_history.c.version_id == org_unit.c.version_id)
     last_id, written = None, 0
     while True:
-        query = select(*PUBLISHED_COLUMNS).select_from(PUBLISHED_FROM).where(missing)
+        query = select(*PUBLISHED_COLUMNS, *_SCOPED).select_from(PUBLISHED_FROM).where(missing)
         if last_id is not None:
             query = query.where(org_unit.c.id > last_id)
         rows = conn.execute(query.order_by(org_unit.c.id).limit(batch_size)).mappings().all()
@@ -84,7 +110,8 @@ def record_history(conn: Connection, batch_size: int = BATCH_SIZE) -> int:
             return written
         conn.execute(insert(org_unit_history), [
             {"org_unit_id": row["id"], "version_id": row["version_id"], "updated_at": row["updated_at"],
-             "deleted": row["deleted"], "snapshot": None if row["deleted"] else snapshot(row)}
+             "deleted": row["deleted"], "snapshot": None if row["deleted"] else snapshot(row, _PUBLISHED_KEYS),
+             "source_version_id": row["scope_partition"], "path": row["scope_path"]}
             for row in rows
         ])
         written += len(rows)

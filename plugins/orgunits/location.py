@@ -48,6 +48,7 @@ from server import (
     Tenancy,
     Through,
     TokenTarget,
+    VersionScope,
     Versioning,
     hookimpl,
     instant,
@@ -252,7 +253,9 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
         references={"managingOrganization": "Organization"},
         # callers see their account's served source versions, within their subtree roots (Location/id or identifiers)
         tenancy=Tenancy(org_unit.c.source_version_id, VERSION_PARTITIONS,
-                        subtree=Subtree(org_unit.c.path, roots_by="identifier"), first_account=FIRST_ACCOUNT),
+                        subtree=Subtree(org_unit.c.path, roots_by="identifier"), first_account=FIRST_ACCOUNT,
+                        # each kept version by the source version and the place it had while current
+                        versions=VersionScope(org_unit_history.c.source_version_id, org_unit_history.c.path)),
         prerendered=Prerendered(org_unit_history.c.body, config.fingerprint, _stays_right,
                                 None if config.boundaries_in_search else NO_BOUNDARY),
         versioning=Versioning(

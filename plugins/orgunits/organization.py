@@ -35,6 +35,7 @@ from server import (
     StringTarget,
     Tenancy,
     TokenTarget,
+    VersionScope,
     Versioning,
     hookimpl,
     instant,
@@ -88,7 +89,8 @@ def organization_provider(settings: Settings) -> ResourceProvider:
         columns=(*SOURCE_PUBLISHED, data_source.c.version_id, data_source.c.updated_at, DELETED, PART_OF),
         to_resource=to_resource,
         # account only: each caller sees its account's data sources, a token limited to subtrees none
-        tenancy=Tenancy(data_source.c.id, SOURCE_PARTITIONS, first_account=FIRST_ACCOUNT),
+        tenancy=Tenancy(data_source.c.id, SOURCE_PARTITIONS, first_account=FIRST_ACCOUNT,
+                        versions=VersionScope(data_source_history.c.data_source_id)),  # each version its own partition
         versioning=Versioning(
             version=data_source.c.version_id, last_updated=data_source.c.updated_at, deleted=DELETED,
             history=data_source_history, history_id=data_source_history.c.data_source_id,

@@ -122,6 +122,11 @@ class OrgUnitHistory(SQLModel, table=True):
     snapshot: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     # the version rendered once as compact FHIR JSON (server.storage.prerender), spliced into responses; NULL: render per request
     body: bytes | None = Field(default=None, sa_column=Column(LargeBinary))
+    # what scoped the version while it was current (server.VersionScope): its source version (the partition: an
+    # account's, served or not) and its materialized path; the current version's follow the unit's (a move of an
+    # ancestor changes them) so that a caller sees each version only as it could when it was current
+    source_version_id: int | None = None
+    path: str | None = Field(default=None, sa_column=Column(PATH_TYPE))
 
 
 class OrgUnitName(SQLModel, table=True):

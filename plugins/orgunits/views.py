@@ -83,10 +83,12 @@ SOURCE_PUBLISHED: tuple[ColumnElement[Any], ...] = (data_source.c.id, data_sourc
 FIRST_ACCOUNT: Select[Any] = select(data_source.c.account).order_by(data_source.c.id).limit(1)
 
 
-def snapshot(row: Any) -> dict[str, Any]:
-    """A published row as JSON-ready data (dates and instants as ISO strings)."""
+def snapshot(row: Any, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """A published row (`keys` of it: all when None) as JSON-ready data (dates and instants as ISO strings)."""
     out: dict[str, Any] = {}
     for key, value in row.items():
+        if keys is not None and key not in keys:
+            continue
         if isinstance(value, datetime):
             value = value.isoformat()
         elif isinstance(value, date):

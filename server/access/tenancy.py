@@ -9,8 +9,8 @@ out-of-scope id is answered exactly as an unknown one (server.engine.visibility.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Hashable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Hashable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, and_, bindparam, exists, false, or_, select, true
@@ -20,12 +20,8 @@ from server.access.smart_scopes import Query
 from server.declare.provider import ResourceProvider, Tenancy, Via
 from server.errors import Forbidden
 from server.params.paths import in_subtree, outermost, subtree
-from server.params.types.reference import SCOPE_ROOTS, ReferenceTarget, referring
-from server.search.asks import run_on
+from server.params.types.reference import ReferenceTarget, referring
 from server.search.seen import seen
-from server.search.chains import Chained, parse_request
-from server.search.hops import compile_chained
-from server.search.sql import JOINED, lookups, matching, read_types
 from server.storage.cache import Bounded
 from server.storage.freshness import Freshness, Snapshot, database_of
 
@@ -40,6 +36,13 @@ class AccessScope:
     # SMART v2 granular scopes (server.access.smart_scopes): per type, the searches of which the caller sees the
     # matches only (a union); a type not named is not filtered. Set by the engine (server.engine.scope_filters)
     filters: tuple[tuple[str, tuple[Query, ...]], ...] = ()
+    # the types the token's SMART scopes do not reach: the caller sees nothing of them (an _include never returns
+    # them, a chain through them matches nothing). Set by the engine (server.engine.caller)
+    unseen: frozenset[str] = frozenset()
+
+    def without_filter(self, resource_type: str) -> AccessScope:
+        """The scope without its queries on `resource_type`: what a scope's query on that type is compiled for."""
+        return replace(self, filters=tuple((t, q) for t, q in self.filters if t != resource_type))
 
 
 EVERYTHING = AccessScope(all_accounts=True)
@@ -77,14 +80,19 @@ class Visibility:
     partitions: frozenset[Any] | None = None
     paths: tuple[str, ...] | None = None
     by_row: bool = True
-    # a provider whose versions are scoped each by its own reference (Via.versions): a condition on the rows of its
-    # history table (the versions the caller sees, whatever the current row); None: by the current row (`clause`)
+    # a versioned provider's: the versions the caller sees, a condition on the rows of its history table (vread,
+    # _history): each version by what scoped it while it was current (Tenancy.versions, Via.versions), else the
+    # current version alone of the rows `clause` admits (the one the caller provably may read). None: every version
+    # (only when `clause` is None)
     versions: ColumnElement[bool] | None = field(default=None, compare=False)
     # narrowed by a SMART scope's query (AccessScope.filters): `clause` is `unfiltered` AND the query's matches; a
     # search's look-ups (the path a :below names) read the rows of `unfiltered`, the rows the token's account and
     # roots hold (a scope `partof:below=Location/9` finds the units below 9, though 9 is not among its matches)
     filtered: bool = False
     unfiltered: ColumnElement[bool] | None = field(default=None, compare=False)
+    # narrowed beyond its account: by subtree roots, by a scope's query, or through a type so narrowed. An
+    # unrestricted caller sees every row of its account, whether something refers to it or not
+    restricted: bool = False
 
     @property
     def looked_up(self) -> ColumnElement[bool] | None:
@@ -98,34 +106,48 @@ class Visibility:
 
 
 UNRESTRICTED = Visibility(key="all")
-NOTHING = Visibility(false(), "nothing", frozenset(), ())
+NOTHING = Visibility(false(), "nothing", frozenset(), (), versions=false(), restricted=True)
 
 
 def _digest(*parts: Any) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:24]
 
 
-def _in_partitions(tenancy: Tenancy, partitions: frozenset[Any] | None) -> list[ColumnElement[bool]]:
-    if partitions is None or tenancy.partition is None:
+def _in_partitions(column: ColumnElement[Any] | None, partitions: frozenset[Any] | None) -> list[ColumnElement[bool]]:
+    if partitions is None or column is None:
         return []
     if not partitions:
         return [false()]
     # constants in the SQL, not parameters: PostgreSQL's generic plan of a prepared statement would not know
     # how many rows they select (it then sorted whole partitions for a page)
-    return [tenancy.partition.in_(bindparam(None, sorted(partitions, key=str), unique=True, expanding=True,
-                                            literal_execute=True))]
+    return [column.in_(bindparam(None, sorted(partitions, key=str), unique=True, expanding=True,
+                                 literal_execute=True))]
 
 
-def _own(tenancy: Tenancy, partitions: frozenset[Any] | None, paths: tuple[str, ...] | None) -> Visibility:
-    """Scoped by its partitions, and by its own subtree when `paths` is given."""
-    conds = _in_partitions(tenancy, partitions)
-    if paths is not None:
-        path = tenancy.path
-        assert path is not None
-        conds.append(or_(*(subtree(path, p, inline=True) for p in paths)) if paths else false())
-    clause = and_(true(), *conds) if conds else None
+def _in_paths(column: ColumnElement[Any] | None, paths: tuple[str, ...] | None) -> list[ColumnElement[bool]]:
+    if paths is None:
+        return []
+    assert column is not None
+    return [or_(*(subtree(column, p, inline=True) for p in paths)) if paths else false()]
+
+
+def _all(conds: list[ColumnElement[bool]]) -> ColumnElement[bool] | None:
+    return and_(true(), *conds) if conds else None
+
+
+def _own(provider: ResourceProvider, tenancy: Tenancy, partitions: frozenset[Any] | None,
+         paths: tuple[str, ...] | None) -> Visibility:
+    """Scoped by its partitions, and by its own subtree when `paths` is given; each kept version by its own
+    partition and path when the provider declares them (Tenancy.versions)."""
+    clause = _all([*_in_partitions(tenancy.partition, partitions), *_in_paths(tenancy.path, paths)])
     key = _digest(sorted(partitions, key=str) if partitions is not None else None, paths)
-    return Visibility(clause, key, partitions, paths)
+    versions = None
+    if clause is not None and tenancy.scoped_per_version(provider.versioning) and tenancy.via is None:
+        own = tenancy.versions
+        assert own is not None
+        versions = and_(true(), *_in_partitions(own.partition if tenancy.partition is not None else None,
+                                                partitions), *_in_paths(own.path, paths))
+    return Visibility(clause, key, partitions, paths, versions=versions, restricted=paths is not None)
 
 
 def _referring(provider: ResourceProvider, target: ReferenceTarget, ids: Any) -> ColumnElement[bool]:
@@ -137,22 +159,39 @@ def _referring(provider: ResourceProvider, target: ReferenceTarget, ids: Any) ->
     return cond
 
 
-def _referred(referrer: ResourceProvider, target: ReferenceTarget, ids: Any) -> Any:
-    """The ids that the live resources `ids` of `referrer` point at with their reference `target`."""
-    live = seen(referrer, None)
+def _referred(referrer: ResourceProvider, target: ReferenceTarget, ids: Any, live: bool) -> Any:
+    """The ids that the resources `ids` of `referrer` (`live`: the live ones only) point at with their reference
+    `target`."""
+    alive = seen(referrer, None) if live else []
     if target.through is not None:
         through = target.through
         held = select(target.column).select_from(through.table).where(
             through.key.in_(select(referrer.id_column).select_from(referrer.table).where(referrer.id_column.in_(ids),
-                                                                                      *live)))
+                                                                                      *alive)))
         return held if through.where is None else held.where(through.where)
-    return select(target.column).select_from(referrer.source).where(referrer.id_column.in_(ids), *live)
+    return select(target.column).select_from(referrer.source).where(referrer.id_column.in_(ids), *alive)
+
+
+def _referred_by(provider: ResourceProvider, other: ResourceProvider, targets: list[ReferenceTarget], ids: Any,
+                 restricted: bool) -> ColumnElement[bool]:
+    """Rows of `provider` that rows `ids` of `other` refer to (a reverse Via). To a caller narrowed beyond its
+    account a live row needs a live referrer it sees; a deleted row stays seen by whoever saw one of its referrers
+    (live or deleted: a deletion is seen by whoever saw the resource). Unrestricted, any referrer of its account."""
+    def by(live: bool) -> ColumnElement[bool]:
+        return or_(*(provider.id_column.in_(_referred(other, t, ids, live)) for t in targets))
+
+    versioning = provider.versioning
+    if not restricted:
+        return by(False)
+    if versioning is None:
+        return by(True)
+    return or_(and_(versioning.deleted.is_(False), by(True)), and_(versioning.deleted.is_(True), by(False)))
 
 
 def _versions_referring(provider: ResourceProvider, target: ReferenceTarget, ids: Any,
                         own: ColumnElement[bool] | None) -> ColumnElement[bool]:
-    """The history rows whose version referred (`target`: Via.versions) to one of `ids`, of a resource whose current
-    row is in the caller's partitions (`own`)."""
+    """The history rows whose version referred (`target`: Via.versions) to one of `ids`, within the caller's
+    partitions (`own`: a condition on the history rows)."""
     versioning = provider.versioning
     assert versioning is not None
     through = target.through
@@ -163,27 +202,45 @@ def _versions_referring(provider: ResourceProvider, target: ReferenceTarget, ids
         side = [through.key == versioning.history_id, through.version == versioning.history_version,
                 target.column.in_(ids), *([through.where] if through.where is not None else [])]
         cond = exists().select_from(through.table).where(*side)
-    if own is None:
-        return cond
-    return and_(cond, exists().where(provider.id_column == versioning.history_id, own))
+    return cond if own is None else and_(cond, own)
 
 
-def _history_id(provider: ResourceProvider) -> ColumnElement[Any]:
-    assert provider.versioning is not None
-    return provider.versioning.history_id
+def _current_versions(provider: ResourceProvider, clause: ColumnElement[bool]) -> ColumnElement[bool]:
+    """The history rows of the current versions of the rows `clause` admits: what a caller provably may read."""
+    versioning = provider.versioning
+    assert versioning is not None
+    return exists().where(provider.id_column == versioning.history_id,
+                          versioning.version == versioning.history_version, clause)
+
+
+def _with_versions(provider: ResourceProvider, vis: Visibility) -> Visibility:
+    """`vis` with the versions it shows: those its scope proves per version, else the current ones."""
+    if provider.versioning is None or vis.clause is None:
+        return vis
+    if vis.filtered or vis.versions is None:  # a query is proven on the current row only
+        return replace(vis, versions=_current_versions(provider, vis.clause))
+    return vis
+
+
+# what a SMART scope's queries on a type select, compiled as `[type]?query` is for the caller (the engine's one
+# compile path, server.engine.conditions, handed down by server.engine.visibility): (connection, provider, the scope
+# without its queries on that type, what that scope sees of the provider, the queries) -> a condition on its rows,
+# deleted ones included
+Narrow = Callable[[Connection, ResourceProvider, AccessScope, Visibility, tuple[Query, ...]], ColumnElement[bool]]
 
 
 class Scoper:
     """Visibilities by (data generation, provider, scope), built on a miss: partitions from the freshness
     snapshot (re-read once a second), subtree roots resolved with one query, references through the
-    referenced provider's visibility."""
+    referenced provider's visibility, a scope's queries through the engine's compile path (`narrow`)."""
 
     def __init__(self, freshness: Freshness) -> None:
         self.freshness = freshness
         self._cache: Bounded[Visibility] = Bounded(MAX_CACHED)
 
-    def visibility(self, conn: Connection, provider: ResourceProvider, scope: AccessScope) -> Visibility:
-        return self._visibility(conn, provider, scope, ())
+    def visibility(self, conn: Connection, provider: ResourceProvider, scope: AccessScope,
+                   narrow: Narrow) -> Visibility:
+        return self._visibility(conn, provider, scope, narrow, ())
 
     def peek(self, provider: ResourceProvider, scope: AccessScope, snapshot: Snapshot,
              database: str) -> Visibility | None:
@@ -198,14 +255,14 @@ class Scoper:
         snapshot = snapshot or self.freshness.snapshot(conn)
         return caller_account(scope, snapshot.accounts, snapshot.first_account)
 
-    def _visibility(self, conn: Connection, provider: ResourceProvider, scope: AccessScope,
+    def _visibility(self, conn: Connection, provider: ResourceProvider, scope: AccessScope, narrow: Narrow,
                     chain: tuple[str, ...]) -> Visibility:
         tenancy = provider.tenancy
         if tenancy is None:
             return UNRESTRICTED
         snapshot = self.freshness.snapshot(conn)
         key = (database_of(conn), snapshot.stamp, provider.resource_type, scope)
-        return self._cache.get(key, lambda: self._build(conn, snapshot, provider, tenancy, scope,
+        return self._cache.get(key, lambda: self._build(conn, snapshot, provider, tenancy, scope, narrow,
                                                         (*chain, provider.resource_type)))
 
     def _partitions(self, snapshot: Snapshot, provider: ResourceProvider, scope: AccessScope,
@@ -219,52 +276,42 @@ class Scoper:
         return allowed
 
     def _build(self, conn: Connection, snapshot: Snapshot, provider: ResourceProvider, tenancy: Tenancy,
-               scope: AccessScope, chain: tuple[str, ...]) -> Visibility:
-        scoped = self._scoped(conn, snapshot, provider, tenancy, scope, chain)
+               scope: AccessScope, narrow: Narrow, chain: tuple[str, ...]) -> Visibility:
+        vis = self._scoped(conn, snapshot, provider, tenancy, scope, narrow, chain)
         queries = dict(scope.filters).get(provider.resource_type)
-        return scoped if queries is None else self._filtered(conn, provider, scoped, queries)
-
-    def _filtered(self, conn: Connection, provider: ResourceProvider, vis: Visibility,
-                  queries: tuple[Query, ...]) -> Visibility:
-        """`vis` narrowed to the matches of any of the searches (a token's granular scopes): each compiled as
-        `[type]?query` is, its look-ups (the path a :below names) among the rows the server serves."""
-        matches = []
-        for query in queries:
-            request = parse_request(provider, query, strict=True, providers=self.freshness.registry.providers)
-            others = {rtype: () for rtype in read_types(request.all_clauses)}
-            found = run_on(conn, lookups(provider, request, None, others))
-            joined = {(JOINED, j.key, j.raw): compile_chained(conn, self.freshness.registry.providers, j,
-                                                              lambda _: None)
-                      for j in request.joined if isinstance(j, Chained)}
-            # its conditions on every row, deleted ones too: a deletion stays seen where its resource was
-            matches.append(and_(true(), *matching(provider, request, {**found, **joined, SCOPE_ROOTS: None})))
-        narrowed = or_(*matches)
-        clause = narrowed if vis.clause is None else and_(vis.clause, narrowed)
-        versions = None if vis.versions is None else \
-            and_(vis.versions, exists().where(provider.id_column == _history_id(provider), narrowed))
-        return Visibility(clause, _digest(vis.key, queries), vis.partitions, vis.paths, by_row=False,
-                          versions=versions, filtered=True, unfiltered=vis.clause)
+        if queries is not None:  # `vis` narrowed to the matches of any of the scope's queries (a union)
+            narrowed = narrow(conn, provider, scope.without_filter(provider.resource_type), vis, queries)
+            vis = Visibility(narrowed if vis.clause is None else and_(vis.clause, narrowed), _digest(vis.key, queries),
+                             vis.partitions, vis.paths, by_row=False, filtered=True, unfiltered=vis.clause,
+                             restricted=True)
+        return _with_versions(provider, vis)
 
     def _scoped(self, conn: Connection, snapshot: Snapshot, provider: ResourceProvider, tenancy: Tenancy,
-                scope: AccessScope, chain: tuple[str, ...]) -> Visibility:
+                scope: AccessScope, narrow: Narrow, chain: tuple[str, ...]) -> Visibility:
         account = self.account(conn, scope, snapshot)  # first: 403 whatever the provider
         partitions = self._partitions(snapshot, provider, scope, account) if tenancy.partition is not None else None
         if tenancy.via is not None:
-            return self._through(conn, provider, tenancy, tenancy.via, scope, partitions, chain)
+            whole = scope.all_accounts or tenancy.partition is not None or snapshot.accounts == {account}
+            return self._through(conn, provider, tenancy, tenancy.via, scope, partitions, whole, narrow, chain)
         if tenancy.subtree is None:  # account only: it cannot apply subtree roots
-            return NOTHING if scope.roots is not None else _own(tenancy, partitions, None)
+            return NOTHING if scope.roots is not None else _own(provider, tenancy, partitions, None)
         if scope.roots is None:
-            return _own(tenancy, partitions, None)
+            return _own(provider, tenancy, partitions, None)
         roots = parse_roots(scope.roots)
         paths = root_paths(conn, provider, tenancy.subtree, roots, bare_root_type(self.freshness.registry),
                            partitions) if roots else []
-        return _own(tenancy, partitions, outermost(paths))
+        return _own(provider, tenancy, partitions, outermost(paths))
 
-    def _through(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy, via: Via,
-                 scope: AccessScope, partitions: frozenset[Any] | None, chain: tuple[str, ...]) -> Visibility:
+    def _through(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy, via: Via, scope: AccessScope,
+                 partitions: frozenset[Any] | None, whole: bool, narrow: Narrow,
+                 chain: tuple[str, ...]) -> Visibility:
         """Visible when a resource the reference points at is (or, `reverse`, one that points at it): rows whose
-        reference is among the other provider's visible rows (no condition when the caller sees all of them)."""
-        own = _own(tenancy, partitions, None)
+        reference is among the other provider's visible rows. A caller the other provider's visibility does not
+        narrow beyond its account sees every row of its account (`whole`: of its partitions; a provider without
+        partitions, whose account its references decide: every row when the caller's account is the only one, or
+        to a trusted caller), else those referring to (or referred to by) a resource of its account, live or
+        deleted."""
+        own = _own(provider, tenancy, partitions, None)
         other = self.freshness.registry.providers.get(via.resource_type)
         holder = other if via.reverse else provider  # the provider whose parameter holds the reference
         param = holder.params_by_name.get(via.param) if isinstance(holder, ResourceProvider) else None
@@ -273,19 +320,23 @@ class Scoper:
         if not isinstance(other, ResourceProvider) or other.tenancy is None or not targets \
                 or via.resource_type in chain:
             # nothing to see through: a type not served (or without scope), or a cycle of references
-            if scope.all_accounts and scope.roots is None:
+            if scope.all_accounts and scope.roots is None and not scope.filters:
                 return Visibility(own.clause, own.key, by_row=False)
             return NOTHING
-        seen = self._visibility(conn, other, scope, chain)
-        conds = [own.clause] if own.clause is not None else []
+        seen = self._visibility(conn, other, scope, narrow, chain)
+        key = _digest(own.key, via, seen.key)
+        own_versions = _all(_in_partitions(tenancy.versions.partition if tenancy.versions else None, partitions))
+        if not seen.restricted and whole:
+            versions = own_versions if tenancy.scoped_per_version(provider.versioning) else None
+            return Visibility(own.clause, key, partitions, by_row=False, versions=versions)
+        ids = select(other.id_column).select_from(other.table).where(*([seen.clause] if seen.clause is not None
+                                                                        else []))
+        if via.reverse:
+            referred = _referred_by(provider, other, targets, ids, seen.restricted)
+        else:
+            referred = or_(*(_referring(provider, t, ids) for t in targets))
         versions = None
-        if seen.clause is not None:
-            ids = select(other.id_column).select_from(other.table).where(seen.clause)
-            if via.reverse:
-                conds.append(or_(*(provider.id_column.in_(_referred(other, t, ids)) for t in targets)))
-            else:
-                conds.append(or_(*(_referring(provider, t, ids) for t in targets)))
-            if via.versions is not None:
-                versions = _versions_referring(provider, via.versions, ids, own.clause)
-        clause = and_(true(), *conds) if conds else None
-        return Visibility(clause, _digest(own.key, via, seen.key), partitions, by_row=False, versions=versions)
+        if via.versions is not None and tenancy.scoped_per_version(provider.versioning):
+            versions = _versions_referring(provider, via.versions, ids, own_versions)
+        return Visibility(_all([*([own.clause] if own.clause is not None else []), referred]), key, partitions,
+                          by_row=False, versions=versions, restricted=seen.restricted)

@@ -162,23 +162,49 @@ def test_the_look_up_finds_what_the_search_finds(contract_api: TestClient, contr
     assert found <= looked and looked - found <= samples.hidden
 
 
+def _callers(ctx: ServerContext, subjects: tuple[Subject, ...], samples: Samples) -> list[tuple[str, dict[str, Any]]]:
+    """The callers a scope's query is checked for: (name, claims besides `scope`): the account's whole view, each
+    subtree of the samples, and one whose other types are each narrowed by a query scope (their first sampled
+    search); the scopes of that last one on other types go in `scope` with the checked one's."""
+    callers: list[tuple[str, dict[str, Any]]] = [("unrestricted", {})]
+    callers += [(f"roots {'+'.join(x.roots)}", {"roots": list(x.roots)}) for x in samples.scopes]
+    narrowed = [f"system/{s.resource_type}.rs?{urlencode({s.searches[0].param: s.searches[0].value})}"
+                for subject in subjects for s in subject.samples
+                if s.resource_type != samples.resource_type and s.searches and _provider(ctx, s) is not None]
+    if narrowed:
+        callers.append(("query-scoped", {"narrowed": narrowed}))
+    return callers
+
+
 def test_a_scope_with_the_search_as_its_query_sees_its_matches_only(contract_api: TestClient,
-                                                                     contract_ctx: ServerContext, samples: Samples,
-                                                                     search: Search) -> None:
-    """SMART v2 granular scopes: a token granted `system/<type>.rs?<the search>` sees, of the type, the search's
-    matches only (a type searched in memory cannot apply it: the token is refused, 401)."""
+                                                                     contract_ctx: ServerContext,
+                                                                     contract_subjects: tuple[Subject, ...],
+                                                                     samples: Samples, search: Search) -> None:
+    """SMART v2 granular scopes: a token granted `system/<type>.rs?<the search>` sees, of the type, exactly what the
+    search returns to the same caller granted `system/<type>.rs` (one compile path: its look-ups, chains and
+    `:missing` among what that caller sees), for a caller seeing the whole account, one limited to each sampled
+    subtree and one whose other types are narrowed by query scopes (a type searched in memory cannot apply a query:
+    the token is refused, 401)."""
     rtype, query = samples.resource_type, urlencode({search.param: search.value})
-    pages = every_page(contract_api, f"/fhir/{rtype}?{query}")
-    found = {rid for page in pages for _, rid in entries(page)}
-    headers = _headers(contract_ctx, account=samples.account, extra={"scope": f"system/{rtype}.rs?{query}"})
-    answer = contract_api.get(f"/fhir/{rtype}", headers=headers)
-    if _provider(contract_ctx, samples) is None:
-        assert outcome_code(answer, 401) == "login"
-        return
-    assert {rid for page in every_page(contract_api, f"/fhir/{rtype}?_count=3", headers)
-            for _, rid in entries(page)} == found
-    for rid in sorted(samples.ids):
-        assert contract_api.get(f"/fhir/{rtype}/{rid}", headers=headers).status_code == (200 if rid in found else 404)
+    others = [f"system/{t}.rs" for t in sorted(contract_ctx.registry.providers) if t != rtype]
+    for name, claims in _callers(contract_ctx, contract_subjects, samples):
+        narrowed = claims.get("narrowed", [])
+        base = {"account": samples.account, **({"roots": claims["roots"]} if "roots" in claims else {})}
+        around = [n for n in narrowed if not n.startswith(f"system/{rtype}.")] + \
+            [o for o in others if not any(n.startswith(o + "?") for n in narrowed)]
+        searching = _headers(contract_ctx, **base, extra={"scope": " ".join([f"system/{rtype}.rs", *around])})
+        scoped = _headers(contract_ctx, **base, extra={"scope": " ".join([f"system/{rtype}.rs?{query}", *around])})
+        answer = contract_api.get(f"/fhir/{rtype}", headers=scoped)
+        if _provider(contract_ctx, samples) is None:
+            assert outcome_code(answer, 401) == "login"
+            return
+        found = {rid for page in every_page(contract_api, f"/fhir/{rtype}?{query}", searching)
+                 for _, rid in entries(page)}
+        seen = {rid for page in every_page(contract_api, f"/fhir/{rtype}?_count=3", scoped) for _, rid in entries(page)}
+        assert seen == found, f"{name}: the scope's query sees {sorted(seen)}, its search finds {sorted(found)}"
+        for rid in sorted(samples.ids):
+            status = contract_api.get(f"/fhir/{rtype}/{rid}", headers=scoped).status_code
+            assert status == (200 if rid in found else 404), (name, rid)
 
 
 @pytest.mark.parametrize("count", [1, 2])

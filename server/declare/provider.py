@@ -154,6 +154,19 @@ class Via:
 
 
 @dataclass(frozen=True)
+class VersionScope:
+    """Where each kept version of a provider scoped by its own rows holds what scoped it while it was current:
+    columns of the versioning's history table. `partition`: the version's partition (its account, its served
+    source version), needed when the tenancy declares a partition; `path`: its materialized path, needed when the
+    tenancy declares a subtree. The writer keeps the current version's row equal to the current row's (a unit
+    whose ancestor moves has its current version's path changed with its own). Each version is then shown to the
+    callers who could read it while it was current (vread, `_history`), whatever the current row holds now."""
+
+    partition: ColumnElement[Any] | None = None
+    path: ColumnElement[Any] | None = None
+
+
+@dataclass(frozen=True)
 class Tenancy:
     """Who sees which rows. Every row belongs to a partition (`partition`, a column of the provider's table);
     `partitions` selects (partition key, account, served) for every partition: a caller sees the rows of the
@@ -169,6 +182,18 @@ class Tenancy:
     subtree: Subtree | None = None
     via: Via | None = None
     first_account: Select[Any] | None = None
+    versions: VersionScope | None = None  # a versioned provider's scope of each kept version (VersionScope)
+
+    def scoped_per_version(self, versioning: Versioning | None) -> bool:
+        """Whether every kept version can be scoped by what scoped it while current: a partition and a subtree per
+        version (VersionScope), a reference per version (Via.versions). Else, to a caller narrowed by it, the
+        history shows the current version alone (the one it provably may read)."""
+        if versioning is None:
+            return False
+        own = self.versions or VersionScope()
+        return (self.partition is None or own.partition is not None) and \
+            (self.subtree is None or own.path is not None) and \
+            (self.via is None or self.via.versions is not None)
 
     @property
     def path(self) -> ColumnElement[Any] | None:
@@ -297,6 +322,23 @@ class ResourceProvider:
                                   "Via(..., reverse=True))")
         if via is not None and via.versions is not None:
             self._check_versions(via, via.versions, where)
+        if tenancy.versions is not None:
+            self._check_version_scope(tenancy, tenancy.versions, where)
+
+    def _check_version_scope(self, tenancy: Tenancy, scope: VersionScope, where: str) -> None:
+        versioning = self.versioning
+        if versioning is None:
+            raise ConfigError(f"{where}: tenancy.versions scopes each kept version: it needs versioning")
+        for name, column, declared in (("partition", scope.partition, tenancy.partition),
+                                       ("path", scope.path, tenancy.path)):
+            if column is None:
+                continue
+            if declared is None:
+                raise ConfigError(f"{where}: tenancy.versions.{name} is given but the tenancy declares no "
+                                  f"{'partition' if name == 'partition' else 'subtree'}")
+            if getattr(column, "table", None) is not versioning.history:
+                raise ConfigError(f"{where}: tenancy.versions.{name}: {column} is not a column of the history table "
+                                  "(each version holds its own)")
 
     def _check_versions(self, via: Via, target: ReferenceTarget, where: str) -> None:
         versioning = self.versioning

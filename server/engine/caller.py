@@ -4,7 +4,7 @@ The interactions take a Caller and never look at the token again; an in-process 
 TRUSTED, or `caller_of(ctx, principal)` to act as a token would."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from server.access.smart_scopes import LETTER_OF_KIND, READ
 from server.access.tenancy import EVERYTHING, AccessScope
@@ -39,7 +39,11 @@ ANONYMOUS = Caller(None, AccessScope(account="", roots=()))  # no token (public 
 def caller_of(ctx: ServerContext, principal: Principal) -> Caller:
     """The caller a verified token makes: its scope from the `access_scope` hook (the one place it is called)."""
     scope = ctx.pm.hook.access_scope(principal=principal, settings=ctx.settings)
-    searching, reading = filtered(ctx, scope if scope is not None else AccessScope(), principal.scopes)
+    scope = scope if scope is not None else AccessScope()
+    if principal.scopes is not None:  # the types its SMART scopes do not reach: nothing of them, whichever path asks
+        scope = replace(scope, unseen=frozenset(p.resource_type for p in ctx.registry
+                                                if not principal.scopes.sees(p.resource_type)))
+    searching, reading = filtered(ctx, scope, principal.scopes)
     return Caller(principal, searching, reading if reading != searching else None)
 
 

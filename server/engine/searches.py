@@ -4,37 +4,34 @@ count (unless kept), the page and the includes are statements; a chain's conditi
 is built in a thread. `search_type` and `run_operation` run one in the calling thread (in-process callers)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, true
+from sqlalchemy import ColumnElement
 
 from server.access.tenancy import Visibility
 from server.declare.provider import ResourceProvider, StaticProvider
 from server.declare.rendered import Rendered
 from server.engine.bundle import search_entry, searchset
 from server.engine.caller import TRUSTED, Caller
-from server.engine.chaining import joined_conditions, total as counted
+from server.engine.chaining import total as counted
+from server.engine.conditions import Condition
 from server.engine.parsing import parse
 from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.operations import call_handler
 from server.engine.lookup import EngineLookup
 from server.engine.instances import Resource, fetch, fresh, resource_provider, splices, subset_of
-from server.engine.visibility import seen_by, static_account
+from server.engine.visibility import seen_across, seen_by, static_account
 from server.engine.static import search_static
 from server.engine.steps import Query, Steps, asked, blocking, database, rows, threaded
 from server.errors import ResourceNotFound, operation_outcome
 from server.params.ids import coerce_id
-from server.params.types.reference import SCOPE_ROOTS, SCOPE_SEEN
 from server.search.bodies import PageEntry, body_page_query
-from server.search.hops import crossed
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_references
 from server.search.order import AFTER_VALUE, MEASURE, SORT_BELOW, resume_at
 from server.search.request import SearchRequest, bind_operation
-from server.search.seen import seen
-from server.search.sql import (AFTER, WALK, WALK_ABOVE, count_query, lookups, matching, page_query, read_query,
-                               where_clause)
+from server.search.sql import (AFTER, WALK_ABOVE, page_query, read_query)
 from server.storage.freshness import Snapshot, synced
 from server.storage.prepared import driver_sql
 
@@ -46,46 +43,6 @@ def _shape(total: int | None) -> str:
     if total is None:
         return "unknown"
     return "few" if total <= SORT_BELOW else "many" if total > WALK_ABOVE else "some"
-
-
-class _Condition:
-    """The search's one condition, built on first need (a kept count and a kept page need none): its look-ups and
-    its chains' conditions first. `others`: what the caller sees of the other types its look-ups read
-    (server.search.sql.read_types)."""
-
-    def __init__(self, ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest,
-                 snapshot: Snapshot, vis: Visibility, others: Mapping[str, Visibility]) -> None:
-        self.ctx, self.caller, self.provider, self.request, self.snapshot, self.vis, self.others = \
-            ctx, caller, provider, request, snapshot, vis, others
-        self.found: dict[Any, Any] | None = None
-
-    @property
-    def others_key(self) -> tuple[tuple[str, Any], ...]:
-        """What the condition depends on of the other types' scopes (a kept page's key holds it)."""
-        return tuple((rtype, vis.key) for rtype, vis in self.others.items())
-
-    def where(self, walk: bool = False, page: bool = False) -> Steps[ColumnElement[bool]]:
-        if self.found is None:
-            providers = self.ctx.registry.providers
-            scopes = {rtype: seen(providers[rtype], vis.looked_up) for rtype, vis in self.others.items()}
-            looked_up = yield from asked(self.ctx, lookups(self.provider, self.request, self.vis.looked_up, scopes))
-            joined = yield from joined_conditions(self.ctx, self.caller, self.request, self.snapshot)
-            self.found = {**looked_up, **joined, SCOPE_ROOTS: self.vis.paths,
-                          SCOPE_SEEN: self.vis.clause if self.vis.filtered else None}
-        return where_clause(self.provider, self.request, {**self.found, WALK: True} if walk else self.found,
-                            self.vis.clause, page)
-
-    def own(self) -> Steps[list[ColumnElement[bool]]]:
-        """The search's own conditions (server.search.sql.matching: not the rows the caller may see), of the same
-        look-ups and chains' conditions as its `where`."""
-        yield from self.where()
-        assert self.found is not None
-        return matching(self.provider, self.request, self.found)
-
-    def count(self, up_to: int | None) -> Steps[Select[Any]]:
-        """A bounded count of a search led by an index walks it, as its page does (server.search.sql.count_query)."""
-        walked = up_to is not None and self.request.led is not None
-        return count_query(self.provider, self.request, where=(yield from self.where(page=walked)), up_to=up_to)
 
 
 def _rendered(ctx: ServerContext, provider: ResourceProvider, entries: Sequence[PageEntry]) -> Steps[list[Match]]:
@@ -114,8 +71,8 @@ def _included_visibility(ctx: ServerContext, caller: Caller, request: SearchRequ
     return lambda p: seen[p.resource_type]
 
 
-def _total(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest,
-           snapshot: Snapshot, vis: Visibility, condition: _Condition, kept_only: bool,
+def _total(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest,
+           snapshot: Snapshot, vis: Visibility, condition: Condition, kept_only: bool,
            known: int | None = None) -> Steps[tuple[int | None, bool]]:
     """(the count, whether it is past the threshold). Counted up to the threshold: past it a count would grow
     with the data (Bundle.total is then left out, and the `last` link with it), unless an exact one is asked for
@@ -123,18 +80,18 @@ def _total(ctx: ServerContext, caller: Caller, provider: ResourceProvider, reque
     count() and others do). `kept_only`: the count kept from before, else (None, False) without counting;
     `known`: the count a page found whole, kept as if counted."""
     up_to = ctx.settings.fhir.total_threshold
-    matched = yield from counted(ctx, provider, caller, request, snapshot, (request.key, vis.key, up_to),
+    matched = yield from counted(ctx, provider, request, snapshot, condition.others, (request.key, vis.key, up_to),
                                  lambda: condition.count(up_to), kept_only=kept_only, known=known)
     over = matched is not None and matched > up_to
     if over and (request.total == "accurate" or request.summary == "count" or request.count == 0):
-        matched = yield from counted(ctx, provider, caller, request, snapshot, (request.key, vis.key, None),
+        matched = yield from counted(ctx, provider, request, snapshot, condition.others, (request.key, vis.key, None),
                                      lambda: condition.count(None))
         over = False
     return matched, over
 
 
 def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest, path: str, snapshot: Snapshot,
-          vis: Visibility, condition: _Condition, splice: bool, matched: int | None,
+          vis: Visibility, condition: Condition, splice: bool, matched: int | None,
           over: bool) -> Steps[Sequence[Any]]:
     """The page's rows, one past `_count` (is there a next page?); its statement depends on what is known of the
     total (server.search.sql: few matches sorted, many walked)."""
@@ -160,13 +117,9 @@ def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest
 
 
 def _condition(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest,
-               snapshot: Snapshot, vis: Visibility) -> Steps[_Condition]:
-    others: dict[str, Visibility] = {}
-    # the other types its look-ups, chains and _has read: what the caller sees of each decides its matches (and so
-    # which kept page serves it: a provider open to all, chained to a scoped one, is not the same page to all)
-    for other in crossed(ctx.registry.providers, request):
-        others[other.resource_type] = yield from seen_by(ctx, other, caller, snapshot)
-    return _Condition(ctx, caller, provider, request, snapshot, vis, others)
+               snapshot: Snapshot, vis: Visibility) -> Steps[Condition]:
+    others = yield from seen_across(ctx, caller, request, snapshot)
+    return Condition(ctx, provider, request, snapshot, vis, others)
 
 
 def search_condition(ctx: ServerContext, caller: Caller, provider: ResourceProvider,
@@ -177,7 +130,7 @@ def search_condition(ctx: ServerContext, caller: Caller, provider: ResourceProvi
     snapshot = yield from fresh(ctx)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
     condition = yield from _condition(ctx, caller, provider, request, snapshot, vis)
-    return and_(true(), *(yield from condition.own()))
+    return (yield from condition.selects())
 
 
 def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest, base: str,
@@ -191,15 +144,15 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
     # entries are the total and no count is run (the walk reads the same rows, whatever the total)
     page_first = (request.counts and count > 0 and request.led is not None and request.after is None
                   and not request.skip)
-    matched, over = (yield from _total(ctx, caller, provider, request, snapshot, vis, condition, page_first)) \
+    matched, over = (yield from _total(ctx, provider, request, snapshot, vis, condition, page_first)) \
         if request.counts else (None, False)
     found = yield from _page(ctx, provider, request, path, snapshot, vis, condition, splice, matched, over)
     if page_first and matched is None:
         if len(found) <= count:  # every match is on this page
-            matched, over = yield from _total(ctx, caller, provider, request, snapshot, vis, condition, False,
+            matched, over = yield from _total(ctx, provider, request, snapshot, vis, condition, False,
                                               len(found))
         else:
-            matched, over = yield from _total(ctx, caller, provider, request, snapshot, vis, condition, False)
+            matched, over = yield from _total(ctx, provider, request, snapshot, vis, condition, False)
     total = None if over else matched
     has_next = len(found) > count
     found = found[:count]

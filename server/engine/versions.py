@@ -13,7 +13,7 @@ from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.counts import count
 from server.engine.instances import Resource, fresh, not_found, resource_provider, splices, subset_of
-from server.engine.visibility import sees, seen_by
+from server.engine.visibility import seen_by
 from server.engine.steps import Steps, rows, scalar
 from server.errors import ResourceGone, ResourceNotFound
 from server.params.ids import stored_id
@@ -26,7 +26,6 @@ from server.search.history import (
     write_cursor,
 )
 from server.search.request import parse_subset
-from server.search.sql import within
 from server.storage.freshness import Snapshot
 
 
@@ -55,10 +54,7 @@ def vread_steps(ctx: ServerContext, caller: Caller, resource_type: str, rid: str
     snapshot = yield from fresh(ctx)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
     query = version_query(versioning, stored, int(vid), _bodies(provider, snapshot))
-    if vis.versions is not None:  # each version by what it referenced
-        found = yield from rows(ctx, query.where(vis.versions))
-    else:
-        found = (yield from rows(ctx, query)) if (yield from sees(ctx, provider, vis, stored)) else []
+    found = yield from rows(ctx, query if vis.versions is None else query.where(vis.versions))
     if not found:
         raise ResourceNotFound(f"{resource_type}/{rid} has no version {vid}")
     deleted, content, body = found[0]
@@ -72,10 +68,7 @@ def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryReq
              stored: Any | None, caller: Caller, snapshot: Snapshot) -> Steps[dict[str, Any]]:
     versioning = _versioned(provider)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
-    clause = vis.clause
-    # each version by what it referenced; else one resource's history: its visibility was checked by the caller
-    scoped = vis.versions if vis.versions is not None else \
-        within(provider, versioning.history_id, clause) if clause is not None and stored is None else None
+    scoped = vis.versions  # the versions the caller sees (None: every one)
     synced = snapshot.synced  # every version before it is committed: a fixed set
     request = request.bounded(synced)
 
@@ -112,11 +105,8 @@ def history_instance_steps(ctx: ServerContext, caller: Caller, base: str, resour
         raise not_found(resource_type, rid)
     snapshot = yield from fresh(ctx)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
-    if vis.versions is not None:  # known when one of its versions is visible
-        known = yield from scalar(ctx, history_count(versioning, HistoryRequest(), stored, vis.versions))
-    else:
-        known = (yield from sees(ctx, provider, vis, stored)) and \
-            (yield from scalar(ctx, history_count(versioning, HistoryRequest(), stored)))
+    # known when one of its versions is visible: the same query for an id out of sight and an unknown one
+    known = yield from scalar(ctx, history_count(versioning, HistoryRequest(), stored, vis.versions))
     if not known:
         raise not_found(resource_type, rid)
     return (yield from _history(ctx, provider, request, base, f"{resource_type}/{rid}/_history", stored, caller,

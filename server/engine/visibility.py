@@ -1,33 +1,56 @@
 """What a caller sees of a provider, decided here only: nothing of a type its SMART scopes do not reach, else its
-access scope's visibility (server.access.tenancy: built once per data generation, at hand afterwards); and whether
+access scope's visibility (server.access.tenancy: built once per data generation, at hand afterwards), a SMART
+scope's query compiled through the one path every query that selects takes (server.engine.conditions); and whether
 it sees one row. The engine's interactions and Bulk Data ask here; no one asks the scoper directly (a test
 checks it)."""
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, literal, select
+from sqlalchemy import ColumnElement, Connection, literal, or_, select
 
-from server.access.tenancy import NOTHING, Visibility
+from server.access.smart_scopes import Query
+from server.access.tenancy import NOTHING, AccessScope, Visibility
 from server.declare.provider import ResourceProvider, StaticProvider
 from server.engine.caller import Caller
+from server.engine.conditions import Condition
 from server.engine.context import ServerContext
+from server.engine.drivers import in_thread
+from server.engine.parsing import parse_selection
 from server.engine.steps import Steps, blocking, rows
+from server.search.hops import crossed
+from server.search.request import SearchRequest
 from server.storage.freshness import Snapshot
 
 
 def _beyond_smart_scopes(provider: ResourceProvider, caller: Caller) -> bool:
     """A type the token's SMART scopes do not reach: the caller sees nothing of it (so _include/_revinclude never
-    return it), whichever path asks."""
-    scopes = caller.principal.scopes if caller.principal is not None else None
-    return scopes is not None and not scopes.sees(provider.resource_type)
+    return it, a chain through it matches nothing), whichever path asks."""
+    return provider.resource_type in caller.scope.unseen
 
 
 def visibility(ctx: ServerContext, conn: Connection, provider: ResourceProvider, caller: Caller) -> Visibility:
     """What the caller sees of the provider: SMART scopes, then its access scope (built on a miss)."""
     if _beyond_smart_scopes(provider, caller):
         return NOTHING
-    return ctx.scoper.visibility(conn, provider, caller.scope)
+    return ctx.scoper.visibility(conn, provider, caller.scope, lambda *args: _narrowed(ctx, *args))
+
+
+def _narrowed(ctx: ServerContext, conn: Connection, provider: ResourceProvider, scope: AccessScope,
+              vis: Visibility, queries: tuple[Query, ...]) -> ColumnElement[bool]:
+    """What a token's scope queries on the provider select (a union), each compiled as `[type]?query` is for the
+    caller without them (`scope`, seeing `vis` of the provider): the same look-ups, chains and `_has`, among what
+    that caller sees of every type crossed. On every row, deleted ones too: a deletion stays seen where its
+    resource was."""
+    caller = Caller(None, scope)
+    snapshot = ctx.freshness.snapshot(conn)
+
+    def selects(query: Query) -> Steps[ColumnElement[bool]]:
+        request = parse_selection(ctx, provider, query, "a scope's query")
+        others = yield from seen_across(ctx, caller, request, snapshot)
+        return (yield from Condition(ctx, provider, request, snapshot, vis, others).selects())
+
+    return or_(*(in_thread(ctx, selects(query), conn) for query in queries))
 
 
 def known_visibility(ctx: ServerContext, provider: ResourceProvider, caller: Caller, snapshot: Snapshot,
@@ -42,6 +65,17 @@ def seen_by(ctx: ServerContext, provider: ResourceProvider, caller: Caller, snap
     """The caller's visibility of the provider: at hand once built for this snapshot, else built in a thread."""
     return (yield from blocking(lambda conn: visibility(ctx, conn, provider, caller),
                                 lambda name: known_visibility(ctx, provider, caller, snapshot, name)))
+
+
+def seen_across(ctx: ServerContext, caller: Caller, request: SearchRequest,
+                snapshot: Snapshot) -> Steps[dict[str, Visibility]]:
+    """What the caller sees of each other type the query's look-ups, chains and _has read: each decides its matches
+    (and so which kept page serves it: a provider open to all, chained to a scoped one, is not the same page to
+    all)."""
+    others: dict[str, Visibility] = {}
+    for other in crossed(ctx.registry.providers, request):
+        others[other.resource_type] = yield from seen_by(ctx, other, caller, snapshot)
+    return others
 
 
 def sees(ctx: ServerContext, provider: ResourceProvider, vis: Visibility, stored: Any,

@@ -61,12 +61,18 @@ def _bounds(g: dict[str, str | None]) -> tuple[datetime, datetime]:
             raise ValueError("zone offset out of range")
         zone = timezone(sign * timedelta(hours=hours, minutes=minutes))
     lower = datetime(int(g["y"] or 0), int(g["m"] or 1), int(g["d"] or 1), int(g["H"] or 0), int(g["M"] or 0),
-                     int(g["S"] or 0), int(float(g["f"] or 0) * 1_000_000), tzinfo=zone)
+                     int(g["S"] or 0), _microseconds(g["f"]), tzinfo=zone)
     try:
         upper = _utc(_upper(lower, g))
     except (ValueError, OverflowError):  # past the end of year 9999
         upper = LATEST
     return _utc(lower), upper
+
+
+def _microseconds(fraction: str | None) -> int:
+    """The microseconds a fraction of a second (".000249") holds, exactly (digits, never a float: .000249 is 249):
+    digits past the sixth are dropped, as the instant they name starts within that microsecond."""
+    return int((fraction or ".")[1:].ljust(6, "0")[:6])
 
 
 def _utc(value: datetime) -> datetime:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from starlette.testclient import TestClient
@@ -52,8 +53,8 @@ MATRIX = [
                  ["status=active&partof=20"], id="two-parameters-both-apply"),
     pytest.param(["system/Location.rs?type=CSPS", "system/Location.rs", "system/HealthcareService.rs"], None,
                  [""], id="an-unfiltered-scope-grants-all"),
-    pytest.param(["system/Location.rs?partof:below=Location/2", "system/HealthcareService.rs"], ["Location/10"],
-                 ["partof:below=2&_id=10,20,30,31,32"], id="with-subtree-roots-both-apply"),
+    pytest.param(["system/Location.rs?partof:below=Location/10", "system/HealthcareService.rs"],
+                 ["Location/10", "Location/3"], ["partof:below=10"], id="with-subtree-roots-both-apply"),
     pytest.param(["system/Location.rs?partof.name=DS%20Boromo", "system/HealthcareService.rs"], None,
                  ["partof.name=DS Boromo"], id="a-chain"),
     pytest.param(["system/Location.rs?_has:HealthcareService:location:active=false", "system/HealthcareService.rs"],
@@ -80,8 +81,10 @@ def test_a_query_scope_sees_exactly_what_its_search_returns_through_every_intera
         assert included <= expected
         assert _ids(api, "/fhir/Location?_has:HealthcareService:location:active=true", headers) == \
             expected & _trusted(api, ctx, "/fhir/Location?_has:HealthcareService:location:active=true")
-        # what is scoped through Locations follows them: the services at one of the Locations it sees
-        services = _trusted(api, ctx, f"/fhir/HealthcareService?location={','.join(sorted(expected))}")
+        # what is scoped through Locations follows them: the services at one of the Locations it sees (and, to a
+        # token seeing the whole account, every service of it: one at no Location too)
+        services = _trusted(api, ctx, f"/fhir/HealthcareService?location={','.join(sorted(expected))}") | (
+            _trusted(api, ctx, "/fhir/HealthcareService") if expected == every and roots is None else set())
         assert _ids(api, "/fhir/HealthcareService", headers) == services
         assert _ids(api, "/fhir/HealthcareService?_include=HealthcareService:location", headers, "include") <= expected
 
@@ -153,13 +156,18 @@ def test_each_letter_keeps_to_its_own_scopes_queries(api: TestClient, ctx: Serve
 
 def test_a_deletion_stays_seen_where_its_resource_was(api: TestClient, ctx: ServerContext) -> None:
     """A deleted resource's current row keeps what it held: a query scope matching it sees it go (410, its
-    DELETE in _history), as an Update client must."""
+    DELETE in _history), as an Update client must. A query is proven on the current row only: of the history, such
+    a token sees the current version (the deletion) alone (issue 36: never a version it could not have read while
+    current); a token without the query sees every version."""
     headers = _token(ctx, ["system/HealthcareService.rs?service-category=http://terminology.hl7.org/CodeSystem/"
                            "service-category|17"])
     assert api.get("/fhir/HealthcareService/7", headers=headers).status_code == 410
     history = api.get("/fhir/HealthcareService/7/_history", headers=headers).json()
-    assert [e["request"]["method"] for e in history["entry"]] == ["DELETE", "POST"]
+    assert [e["request"]["method"] for e in history["entry"]] == ["DELETE"]
+    assert api.get("/fhir/HealthcareService/7/_history/1", headers=headers).status_code == 404
     assert api.get("/fhir/HealthcareService/4", headers=headers).status_code == 404  # category 35
+    whole = api.get("/fhir/HealthcareService/7/_history", headers=bearer(ctx.settings)).json()
+    assert [e["request"]["method"] for e in whole["entry"]] == ["DELETE", "POST"]
 
 
 def test_below_a_unit_the_scope_leaves_out_and_the_top_of_what_it_sees(api: TestClient, ctx: ServerContext) -> None:
@@ -192,3 +200,30 @@ def test_a_scope_that_cannot_be_read_as_one_refuses_the_token_and_is_named(api: 
 def test_a_list_element_with_an_encoded_space_is_one_scope(api: TestClient, ctx: ServerContext) -> None:
     headers = bearer(ctx.settings, scp=["system/Location.rs?partof.name=DS%20Boromo"])
     assert _ids(api, "/fhir/Location", headers) == _trusted(api, ctx, "/fhir/Location?partof.name=DS Boromo")
+
+
+# (roots, query, what the search finds for that caller): issue 36 item 3, a scope's query means what the same search
+# means for the same caller (its look-ups, chains and :missing among what that caller sees). Compiled apart, the
+# first four saw [10], [10], 5 and nothing: a parent outside the roots matched, and :missing ignored them.
+SAME_MEANING = [
+    pytest.param(["Location/10"], "partof.name=Boucle du Mouhoun", set(), id="roots-a-chain-to-a-parent-outside"),
+    pytest.param(["Location/10"], "partof.partof.name=Burkina Faso", set(), id="roots-two-hops-outside"),
+    pytest.param(["Location/10"], "partof:missing=false", {"20", "30", "31", "32"}, id="roots-missing-false"),
+    pytest.param(["Location/10"], "partof:missing=true", {"10"}, id="roots-missing-true"),
+    pytest.param(["Location/10"], "partof.name=DS Boromo", {"20", "32"}, id="roots-a-chain-inside"),
+    pytest.param(None, "partof.name=Boucle du Mouhoun", {"10", "11"}, id="whole-a-chain"),
+    pytest.param(None, "partof:missing=true", {"1"}, id="whole-missing-true"),
+    pytest.param(None, "_has:HealthcareService:location:active=false", {"3"}, id="whole-has"),
+]
+
+
+@pytest.mark.parametrize(("roots", "query", "found"), SAME_MEANING)
+def test_a_scopes_query_means_what_its_search_means_for_the_same_caller(api: TestClient, ctx: ServerContext,
+                                                                        roots: list[str] | None, query: str,
+                                                                        found: set[str]) -> None:
+    searching = _token(ctx, ["system/Location.rs", "system/HealthcareService.rs"], roots)
+    assert _ids(api, f"/fhir/Location?{query}", searching) == found
+    scoped = _token(ctx, [f"system/Location.rs?{quote(query, safe='=:.')}", "system/HealthcareService.rs"], roots)
+    assert _ids(api, "/fhir/Location", scoped) == found
+    for rid in ("1", "2", "3", "10", "11", "20", "30", "31", "32"):
+        assert api.get(f"/fhir/Location/{rid}", headers=scoped).status_code == (200 if rid in found else 404), rid

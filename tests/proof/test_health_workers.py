@@ -155,9 +155,12 @@ def test_a_practitioner_is_seen_through_its_roles_and_a_role_through_its_locatio
         ({"1", "3"} & practitioners)
 
 
-def test_a_full_scope_token_sees_every_practitioner_holding_a_live_role(api: TestClient) -> None:
-    assert _ids(api, "/fhir/Practitioner") == {"1", "2", "3"}  # 4 holds none
-    assert api.get("/fhir/Practitioner/4").status_code == 404
+def test_a_token_of_the_whole_account_sees_every_practitioner_with_a_role_or_not(api: TestClient) -> None:
+    """Issue 36: a row nothing refers to is seen by whoever sees the whole account (it was hidden from everyone),
+    and one deleted with its roles answers 410 (it was 404 to everyone)."""
+    assert _ids(api, "/fhir/Practitioner") == {"1", "2", "3", "4"}  # 4 holds no role
+    assert api.get("/fhir/Practitioner/4").status_code == 200
+    assert api.get("/fhir/Practitioner/5").status_code == 410  # deleted with its one role
 
 
 # ------------------------------------------------------------------ a multi-valued reference into the pyramid

@@ -11,7 +11,8 @@ SITE = PROOF / "site"  # the "installed" package and its dist-info
 SERVICES = PROOF / "services.json"
 SERVICES_UPDATE = PROOF / "services-update.json"  # renames service 2 (a second location), drops service 7
 WORKERS = PROOF / "workers.json"  # practitioners and their roles, at facilities named by code
-WORKERS_UPDATE = PROOF / "workers-update.json"  # moves role 3 from Location 3 to Location 30, drops role 5
+WORKERS_UPDATE = PROOF / "workers-update.json"  # moves role 3 from Location 3 to Location 30, drops role 5, and
+# practitioner 5 with its one role 6 (a deletion with its referrers)
 PLUGINS = {"healthcare_services": {"enabled": True}}
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
-from healthcare_services.tables import service, service_history, service_location
+from healthcare_services.tables import service, service_history, service_history_location, service_location
 from server import (
     Command,
     LoadCall,
@@ -45,6 +45,9 @@ def _write(conn: Connection, row: dict[str, Any], new: bool) -> None:
     conn.execute(insert(service_history), {"service_id": row["id"], "version_id": row["version_id"],
                                            "updated_at": row["updated_at"], "deleted": row["deleted"],
                                            "snapshot": snapshot})
+    if row["location_ids"]:  # a deletion keeps the Locations of the version it deletes: who saw it sees it go
+        conn.execute(insert(service_history_location), [
+            {"service_id": row["id"], "version_id": row["version_id"], "location_id": i} for i in row["location_ids"]])
 
 
 def load_services(call: LoadCall) -> LoadReport:

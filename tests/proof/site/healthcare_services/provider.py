@@ -16,6 +16,7 @@ from healthcare_services.tables import (
     MIGRATIONS,
     service,
     service_history,
+    service_history_location,
     service_location,
 )
 from server import (
@@ -59,6 +60,9 @@ def to_resource(row: RowMapping) -> dict[str, Any]:
 
 
 LOCATIONS = Through(service_location, service_location.c.service_id)
+# each version's Locations, keyed by (service, version): what scopes that version
+LOCATIONS_OF_VERSION = Through(service_history_location, service_history_location.c.service_id,
+                               version=service_history_location.c.version_id)
 
 SEARCH_PARAMS = (
     SearchParam("name", "string", (StringTarget(service.c.name_norm, service.c.name),),
@@ -113,7 +117,9 @@ def healthcare_service_provider(settings: Settings) -> ResourceProvider:
         search_params=SEARCH_PARAMS,
         operations=(SUMMARY,),
         references={"providedBy": "Organization"},
-        tenancy=Tenancy(via=Via("location", "Location")),  # seen by whoever sees one of its Locations
+        # seen by whoever sees one of its Locations, each kept version by the Locations it had
+        tenancy=Tenancy(via=Via("location", "Location", versions=ReferenceTarget(
+            service_history_location.c.location_id, "Location", through=LOCATIONS_OF_VERSION))),
         versioning=Versioning(
             version=service.c.version_id, last_updated=service.c.updated_at, deleted=service.c.deleted,
             history=service_history, history_id=service_history.c.service_id,

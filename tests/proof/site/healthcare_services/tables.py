@@ -48,12 +48,31 @@ service_history = Table(  # every version: the row as to_resource takes it (JSON
     Column("snapshot", JSON),
 )
 
+service_history_location = Table(  # the Locations of each version: each version is scoped by its own
+    "healthcare_service_history_location", metadata,
+    Column("service_id", Integer, primary_key=True),
+    Column("version_id", Integer, primary_key=True),
+    Column("location_id", Integer, primary_key=True, index=True),
+)
+
 # the health workers (IHE mCSD): a practitioner, and its roles each held at one or more Locations (facilities)
 practitioner = Table(
     "hw_practitioner", metadata,
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("name", String, nullable=False),
     Column("name_norm", String, nullable=False, index=True),
+    Column("version_id", Integer, nullable=False),
+    Column("updated_at", DateTime(timezone=True), index=True),
+    Column("deleted", Boolean, nullable=False),
+)
+
+practitioner_history = Table(
+    "hw_practitioner_history", metadata,
+    Column("practitioner_id", Integer, primary_key=True),
+    Column("version_id", Integer, primary_key=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("deleted", Boolean, nullable=False),
+    Column("snapshot", JSON),
 )
 
 role = Table(

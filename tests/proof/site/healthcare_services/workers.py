@@ -15,7 +15,14 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.engine import RowMapping
 
-from healthcare_services.tables import practitioner, role, role_history, role_history_location, role_location
+from healthcare_services.tables import (
+    practitioner,
+    practitioner_history,
+    role,
+    role_history,
+    role_history_location,
+    role_location,
+)
 from server import (
     AmbiguousLookup,
     InvalidRequest,
@@ -43,7 +50,9 @@ ROLE_FIELDS = ("practitioner_id", "active", "location_ids")
 
 
 def practitioner_resource(row: RowMapping) -> dict[str, Any]:
-    return {"resourceType": "Practitioner", "id": str(row["id"]), "name": [{"text": row["name"]}]}
+    return {"resourceType": "Practitioner", "id": str(row["id"]),
+            "meta": {"versionId": str(row["version_id"]), "lastUpdated": instant(row["updated_at"])},
+            "name": [{"text": row["name"]}]}
 
 
 def role_resource(row: RowMapping) -> dict[str, Any]:
@@ -87,8 +96,15 @@ PRACTITIONER = ResourceProvider(
     to_resource=practitioner_resource,
     search_params=(SearchParam("name", "string", (StringTarget(practitioner.c.name_norm, practitioner.c.name),),
                                "Name starts with the value, ignoring case and accents", HL7_SP + "Practitioner-name"),),
-    # FHIR's Practitioner refers to no Location: it is seen through its roles (a chain: role -> location)
+    # FHIR's Practitioner refers to no Location: it is seen through its roles (a chain: role -> location); its
+    # versions are not scoped each (no version records its roles): a caller narrowed to a district sees the current
+    # version alone (the engine's rule for what it cannot prove)
     tenancy=Tenancy(via=Via("practitioner", "PractitionerRole", reverse=True)),
+    versioning=Versioning(
+        version=practitioner.c.version_id, last_updated=practitioner.c.updated_at, deleted=practitioner.c.deleted,
+        history=practitioner_history, history_id=practitioner_history.c.practitioner_id,
+        history_version=practitioner_history.c.version_id, history_updated=practitioner_history.c.updated_at,
+        history_deleted=practitioner_history.c.deleted, history_snapshot=practitioner_history.c.snapshot),
     documentation="Health workers, seen by whoever sees one of their roles",
 )
 
@@ -159,6 +175,29 @@ def _write_role(conn: Connection, row: dict[str, Any], new: bool) -> None:
             {"role_id": row["id"], "version_id": row["version_id"], "location_id": i} for i in row["location_ids"]])
 
 
+def _write_person(conn: Connection, row: dict[str, Any], new: bool) -> None:
+    conn.execute(insert(practitioner) if new else update(practitioner).where(practitioner.c.id == row["id"]), row)
+    snapshot = None if row["deleted"] else {**row, "updated_at": row["updated_at"].isoformat()}
+    conn.execute(insert(practitioner_history), {"practitioner_id": row["id"], "version_id": row["version_id"],
+                                                "updated_at": row["updated_at"], "deleted": row["deleted"],
+                                                "snapshot": snapshot})
+
+
+def _write_people(conn: Connection, people: list[dict[str, Any]], now: datetime) -> None:
+    """Each practitioner a new version when its name changed; one absent from the file a deleted version."""
+    current = {row["id"]: row for row in conn.execute(select(practitioner)).mappings()}
+    for person in people:
+        old = current.pop(person["id"], None)
+        if old is not None and not old["deleted"] and old["name"] == person["name"]:
+            continue
+        version = 1 if old is None else old["version_id"] + 1
+        _write_person(conn, {**person, "version_id": version, "updated_at": now, "deleted": False}, old is None)
+    for old in current.values():
+        if not old["deleted"]:
+            _write_person(conn, {**old, "version_id": old["version_id"] + 1, "updated_at": now, "deleted": True},
+                          False)
+
+
 def load_workers(call: LoadCall) -> LoadReport:
     try:
         data = json.loads(Path(call.path).read_text(encoding="utf-8"))
@@ -170,10 +209,7 @@ def load_workers(call: LoadCall) -> LoadReport:
     roles = _roles(call, entries)  # every facility code resolved before anything is written
     now, counts = datetime.now(UTC), {"inserted": 0, "updated": 0, "unchanged": 0, "deleted": 0}
     with call.engine.begin() as conn:
-        known = set(conn.execute(select(practitioner.c.id)).scalars())
-        for person in people:
-            conn.execute(update(practitioner).where(practitioner.c.id == person["id"]) if person["id"] in known
-                         else insert(practitioner), person)
+        _write_people(conn, people, now)
         current = {row["id"]: row for row in conn.execute(select(role)).mappings()}
         for n, record in enumerate(roles, 1):
             old = current.pop(record["id"], None)

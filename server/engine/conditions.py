@@ -1,0 +1,99 @@
+"""What a search matches, compiled once for every query that selects: a search, a plugin's look-up (a search run in
+process), Bulk Data's `_typeFilter` and a SMART scope's query all compile through `Condition`, with what the caller
+sees of the searched type (its look-ups read those rows) and of every other type the query crosses (its look-ups,
+chains and `_has` read those). So a query means the same wherever it is written (issue 36).
+
+Steps (server.engine.steps): the look-ups are statements; a chain's condition is kept while the data it was
+compiled against stands, else built in a thread (its look-ups run on the connection it holds)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, and_, true
+
+from server.access.tenancy import Visibility
+from server.declare.provider import ResourceProvider
+from server.engine.context import ServerContext
+from server.engine.steps import Steps, asked, blocking, database
+from server.params.types.reference import SCOPE_ROOTS, SCOPE_SEEN
+from server.search.chains import Chained
+from server.search.hops import chain_types, compile_chained
+from server.search.request import SearchRequest
+from server.search.seen import seen
+from server.search.sql import JOINED, WALK, count_query, lookups, matching, where_clause
+from server.storage.freshness import Snapshot
+
+
+def joined_conditions(ctx: ServerContext, request: SearchRequest, snapshot: Snapshot,
+                      others: Mapping[str, Visibility]) -> Steps[dict[Any, Any]]:
+    """The conditions of the request's chained and _has parameters, for where_clause's `found`, each hop applying
+    what the caller sees of its type (`others`). Kept when every type crossed keeps versions (the data generations
+    then say when they no longer hold); else built each time."""
+    found: dict[Any, Any] = {}
+    if not request.joined:
+        return found
+    providers = ctx.registry.providers
+    name = yield from database()
+    for joined in request.joined:
+        assert isinstance(joined, Chained)
+        crossing = [providers[t] for t in chain_types(joined)]
+
+        def build(conn: Any, joined: Chained = joined) -> ColumnElement[bool]:
+            return compile_chained(conn, providers, joined, lambda p: others[p.resource_type].clause)
+
+        if any(p.versioning is None for p in crossing):
+            found[(JOINED, joined.key, joined.raw)] = yield from blocking(build)
+            continue
+        key = (name, snapshot.stamp, request.resource_type, joined.key, joined.raw,
+               tuple(others[p.resource_type].key for p in crossing))
+        found[(JOINED, joined.key, joined.raw)] = yield from blocking(
+            lambda conn, key=key, build=build: ctx.conditions.get(key, lambda: build(conn)),
+            lambda _: ctx.conditions.peek(key))
+    return found
+
+
+class Condition:
+    """A query's one condition on the provider's rows, built on first need (a kept count and a kept page need none):
+    its look-ups and its chains' conditions first. `vis`: what the caller sees of the provider (its look-ups read
+    `vis.looked_up`; to a caller limited to subtrees, or narrowed by a query scope, a parent it cannot see is as
+    missing); `others`: what the caller sees of each other type the query crosses (server.search.hops.crossed)."""
+
+    def __init__(self, ctx: ServerContext, provider: ResourceProvider, request: SearchRequest, snapshot: Snapshot,
+                 vis: Visibility, others: Mapping[str, Visibility]) -> None:
+        self.ctx, self.provider, self.request, self.snapshot, self.vis, self.others = \
+            ctx, provider, request, snapshot, vis, others
+        self.found: dict[Any, Any] | None = None
+
+    @property
+    def others_key(self) -> tuple[tuple[str, Any], ...]:
+        """What the condition depends on of the other types' scopes (a kept page's key holds it)."""
+        return tuple((rtype, vis.key) for rtype, vis in self.others.items())
+
+    def _found(self) -> Steps[dict[Any, Any]]:
+        if self.found is None:
+            providers = self.ctx.registry.providers
+            scopes = {rtype: seen(providers[rtype], vis.looked_up) for rtype, vis in self.others.items()}
+            looked_up = yield from asked(self.ctx, lookups(self.provider, self.request, self.vis.looked_up, scopes))
+            crossed = {**self.others, self.provider.resource_type: self.vis}  # a chain may come back to its own type
+            joined = yield from joined_conditions(self.ctx, self.request, self.snapshot, crossed)
+            self.found = {**looked_up, **joined, SCOPE_ROOTS: self.vis.paths,
+                          SCOPE_SEEN: self.vis.clause if self.vis.filtered else None}
+        return self.found
+
+    def where(self, walk: bool = False, page: bool = False) -> Steps[ColumnElement[bool]]:
+        """The query's matches among the live rows the caller sees (a search's page and count)."""
+        found = yield from self._found()
+        return where_clause(self.provider, self.request, {**found, WALK: True} if walk else found, self.vis.clause,
+                            page)
+
+    def selects(self) -> Steps[ColumnElement[bool]]:
+        """The query's own condition, without the rows the caller may see, which whoever uses it applies: on the
+        versions an export reads (`_typeFilter`), on every row of a scope's type, deleted ones included (a scope's
+        query: a deletion stays seen where its resource was)."""
+        return and_(true(), *matching(self.provider, self.request, (yield from self._found())))
+
+    def count(self, up_to: int | None) -> Steps[Select[Any]]:
+        """A bounded count of a search led by an index walks it, as its page does (server.search.sql.count_query)."""
+        walked = up_to is not None and self.request.led is not None
+        return count_query(self.provider, self.request, where=(yield from self.where(page=walked)), up_to=up_to)
