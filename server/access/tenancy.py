@@ -21,7 +21,7 @@ from server.declare.provider import ResourceProvider, Tenancy, Via
 from server.errors import Forbidden
 from server.params.paths import in_subtree, outermost, subtree
 from server.params.types.reference import ReferenceTarget, referring
-from server.search.seen import seen
+from server.search.seen import by_deletion, seen
 from server.storage.cache import Bounded
 from server.storage.freshness import Freshness, Snapshot, database_of
 
@@ -180,12 +180,7 @@ def _referred_by(provider: ResourceProvider, other: ResourceProvider, targets: l
     def by(live: bool) -> ColumnElement[bool]:
         return or_(*(provider.id_column.in_(_referred(other, t, ids, live)) for t in targets))
 
-    versioning = provider.versioning
-    if not restricted:
-        return by(False)
-    if versioning is None:
-        return by(True)
-    return or_(and_(versioning.deleted.is_(False), by(True)), and_(versioning.deleted.is_(True), by(False)))
+    return by(False) if not restricted else by_deletion(provider, by(True), by(False))
 
 
 def _versions_referring(provider: ResourceProvider, target: ReferenceTarget, ids: Any,
@@ -209,8 +204,10 @@ def _current_versions(provider: ResourceProvider, clause: ColumnElement[bool]) -
     """The history rows of the current versions of the rows `clause` admits: what a caller provably may read."""
     versioning = provider.versioning
     assert versioning is not None
-    return exists().where(provider.id_column == versioning.history_id,
-                          versioning.version == versioning.history_version, clause)
+    # its own read of the provider's rows (never the enclosing query's: Bulk Data joins the current row beside an
+    # older version)
+    return exists().where(provider.id_column == versioning.history_id, versioning.version == versioning.history_version,
+                          clause).correlate_except(provider.table)
 
 
 def _with_versions(provider: ResourceProvider, vis: Visibility) -> Visibility:

@@ -108,7 +108,7 @@ class Runner:
         with self.engine.connect() as conn:
             vis = visibility(self.ctx, conn, provider, plan.caller)
             view = AsOf(plan.job.transaction_time, plan.request.since, vis.clause,
-                        self.ctx.freshness.splices(conn, provider), plan.filters.get(rtype))
+                        self.ctx.freshness.splices(conn, provider), plan.filters.get(rtype), vis.versions)
             for batch in resources(conn, provider, view):
                 self._check()
                 files.write(batch)

@@ -9,9 +9,12 @@ are looked up version by version. So a write committed during the export, whose 
 changes none of its files. A provider without versions is read as it is when the export reads it (no history to
 go back to), `_since` applying to its `last_updated` when it declares one (else every resource is written).
 
-The caller's scope applies to the current rows (its account's served partitions, its subtrees), as for searches;
-so does a type's `_typeFilter` (its searches' condition, as `[type]?query` compiles it): a resource changed after T is
-matched by what it is now, and a deletion listed with `_since` by what it was when deleted."""
+The caller's scope applies to the current rows (its account's served partitions, its subtrees), as for searches; a
+resource changed after T to its version at T, as the caller could read that version while it was current (each kept
+version scoped by what scoped it then; a provider that cannot prove it for a version other than the current one
+leaves it to the next export, whose `_since` holds its newer version). A type's `_typeFilter` (its searches'
+condition, as `[type]?query` compiles it) applies to the current rows: a resource changed after T is matched by what
+it is now, and a deletion listed with `_since` by what it was when deleted."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -20,11 +23,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Select, and_, case, func, null, select, true, type_coerce
+from sqlalchemy.sql.util import ClauseAdapter
 
 from server.declare.provider import ResourceProvider, Versioning
 from server.declare.rendered import json_bytes
 from server.search.referred import tables_of
-from server.search.seen import seen
+from server.search.seen import seen, seen_versions
 from server.storage.backend import backend_of
 
 BATCH = 2000  # rows fetched at a time
@@ -42,6 +46,9 @@ class AsOf:
     visible: ColumnElement[bool] | None = None  # the caller's scope on the provider's rows
     bodies: bool = False  # the stored bodies may be spliced
     matching: ColumnElement[bool] | None = None  # `_typeFilter`: the condition of the type's filters on its rows
+    # the versions the caller sees (server.access.tenancy.Visibility.versions: each by what scoped it while current);
+    # a resource changed since T is exported as its version at T was scoped, when the caller could read that one
+    versions: ColumnElement[bool] | None = None
 
 
 def _filtered(provider: ResourceProvider, view: AsOf) -> list[ColumnElement[bool]]:
@@ -59,7 +66,7 @@ def _seen(provider: ResourceProvider, view: AsOf, flag: ColumnElement[Any], dele
     """What the caller may see of the versions at the view's instant whose deletion `flag` is `deleted`: the live
     ones (server.search.seen), or the deletions within the caller's scope."""
     if deleted:
-        return [flag.is_(True), *seen(provider, view.visible, live=False)]
+        return [*seen_versions(flag, None, deleted=True), *seen(provider, view.visible, live=False)]
     return seen(provider, view.visible, deleted=flag)
 
 
@@ -105,8 +112,11 @@ def changed(provider: ResourceProvider, view: AsOf, *, deleted: bool = False) ->
     source = _current_join(provider, v).join(at_t, and_(at_t.c[hid.key] == provider.id_column,
                                                        at_t.c[hversion.key] == version_at_t))
     since = [at_t.c[updated.key] > view.since] if view.since is not None else []
-    where = [updated > view.at, *_seen(provider, view, at_t.c[v.history_deleted.key], deleted), *since,
-             *_filtered(provider, view)]
+    flag = at_t.c[v.history_deleted.key]
+    # its version at T, as the caller could read it then (not as the resource is placed now)
+    scope = seen_versions(flag, ClauseAdapter(at_t).traverse(view.versions), deleted=deleted) \
+        if view.versions is not None else _seen(provider, view, flag, deleted)
+    where = [updated > view.at, *scope, *since, *_filtered(provider, view)]
     if deleted:
         return select(provider.id_column).select_from(source).where(*where).order_by(provider.id_column)
     body = at_t.c[provider.prerendered.body.key] if view.bodies and provider.prerendered is not None else null()

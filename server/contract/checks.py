@@ -205,6 +205,10 @@ def test_a_scope_with_the_search_as_its_query_sees_its_matches_only(contract_api
         for rid in sorted(samples.ids):
             status = contract_api.get(f"/fhir/{rtype}/{rid}", headers=scoped).status_code
             assert status == (200 if rid in found else 404), (name, rid)
+        for rid, versions in samples.versions.items():  # a query is proven on the current row only
+            if rid in found:
+                history = contract_api.get(f"/fhir/{rtype}/{rid}/_history", headers=scoped).json()
+                assert [_version(e) for e in history["entry"]] == [(rid, versions[0])], (name, rid)
 
 
 @pytest.mark.parametrize("count", [1, 2])
@@ -282,10 +286,50 @@ def test_a_subtree_token_sees_only_its_part(contract_api: TestClient, contract_c
 
 def test_another_account_sees_nothing(contract_api: TestClient, contract_ctx: ServerContext,
                                       tenanted: Samples) -> None:
+    """Nothing of the account, whatever the interaction: no match, no read, no kept version (its history and each
+    vread are 404 as an unknown id's), nothing in the type's history."""
     rtype, headers = tenanted.resource_type, _headers(contract_ctx, account=f"not-{tenanted.account}")
     assert contract_api.get(f"/fhir/{rtype}", headers=headers).json()["total"] == 0
     for rid in sorted(tenanted.ids | tenanted.deleted):
         assert outcome_code(contract_api.get(f"/fhir/{rtype}/{rid}", headers=headers), 404) == "not-found"
+    for rid, versions in tenanted.versions.items():
+        assert outcome_code(contract_api.get(f"/fhir/{rtype}/{rid}/_history", headers=headers), 404) == "not-found"
+        for vid in versions:
+            answer = contract_api.get(f"/fhir/{rtype}/{rid}/_history/{vid}", headers=headers)
+            assert outcome_code(answer, 404) == "not-found", (rid, vid)
+    if tenanted.versions:
+        pages = every_page(contract_api, f"/fhir/{rtype}/_history?_count=50", headers)
+        assert not [e for page in pages for e in page.get("entry", ())]
+
+
+def _deletions_walked(api: TestClient, rtype: str, headers: dict[str, str]) -> set[str]:
+    """The ids a walk of the type's history since the epoch holds a DELETE entry for."""
+    pages = every_page(api, f"/fhir/{rtype}/_history?_since=1970-01-01T00:00:00Z&_count=2", headers)
+    return {e["request"]["url"].rsplit("/", 1)[-1] for page in pages for e in page.get("entry", ())
+            if e["request"]["method"] == "DELETE"}
+
+
+def test_a_deletion_is_seen_by_whoever_saw_the_resource(contract_api: TestClient, contract_ctx: ServerContext,
+                                                         tenanted: Samples) -> None:
+    """A deleted resource answers 410 and is a DELETE in its own history and in the type's `_history?_since` to every
+    caller who could read its last live version: a token of the whole account always, a subtree token whose `sees`
+    holds it; to the others it is unknown (404, no entry)."""
+    rtype = tenanted.resource_type
+    if not tenanted.deleted or _provider(contract_ctx, tenanted) is None:
+        return
+    callers = [(frozenset(tenanted.deleted), _headers(contract_ctx, account=tenanted.account))]
+    callers += [(scope.sees & tenanted.deleted, _headers(contract_ctx, roots=list(scope.roots)))
+                for scope in tenanted.scopes]
+    for seeing, headers in callers:
+        for rid in sorted(tenanted.deleted):
+            answer = contract_api.get(f"/fhir/{rtype}/{rid}", headers=headers)
+            if rid not in seeing:
+                assert outcome_code(answer, 404) == "not-found", rid
+                continue
+            assert outcome_code(answer, 410) == "deleted", rid
+            history = contract_api.get(f"/fhir/{rtype}/{rid}/_history", headers=headers).json()
+            assert history["entry"][0]["request"]["method"] == "DELETE", rid
+        assert _deletions_walked(contract_api, rtype, headers) == seeing
 
 
 def test_capability_entry_lists_everything_declared(contract_api: TestClient, contract_ctx: ServerContext,
@@ -328,5 +372,6 @@ __all__ = [
     "test_every_registered_provider_has_samples", "test_history_and_vread",
     "test_include_and_revinclude_every_reference_parameter", "test_paging_visits_each_match_once", "test_read",
     "test_the_look_up_finds_what_the_search_finds", "test_a_scope_with_the_search_as_its_query_sees_its_matches_only",
+    "test_a_deletion_is_seen_by_whoever_saw_the_resource",
     "test_samples_cover_every_declared_search_parameter", "test_search_by_each_parameter",
 ]

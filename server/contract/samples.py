@@ -34,10 +34,11 @@ class Scope:
     id of `sees` answers 200 (410 for a deleted one), of any other sample id 404 as an unknown id would; so do the
     history and versions of a versioned id outside `sees`.
 
-    `versions`: for a provider whose kept versions are each scoped by what they referenced (`Via.versions`), the
-    versions of an id (of `Samples.versions`) this token sees where they are not all of them (the id in `sees`)
-    or none (outside): its `_history` lists exactly these (404 when none), a vread of one of them answers it (410
-    for a deletion), of another 404."""
+    `versions`: the versions of an id (of `Samples.versions`) this token sees where they are not all of them (the id
+    in `sees`) or none (outside): of a provider whose kept versions are each scoped by what scoped them while
+    current (`Tenancy.versions`, `Via.versions`), those held inside its subtrees; of one that cannot scope each
+    version, the current one alone. Its `_history` lists exactly these (404 when none), a vread of one of them
+    answers it (410 for a deletion), of another 404."""
 
     roots: tuple[str, ...]
     sees: frozenset[str]
@@ -62,8 +63,9 @@ class Samples:
     versions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # ids whose newest version is a deletion: a read answers 410 "deleted"; never found by a search; not in `ids`
     deleted: frozenset[str] = frozenset()
-    # ids the sample data holds that no token may see (outside every caller's scope, e.g. a resource at no
-    # Location of a type scoped through Location): a read answers 404 "not-found", as an unknown id; not in `ids`
+    # ids the sample data holds that no token of the account may see (of a provider scoped through a reference
+    # without partitions, on a server of several accounts, a row that refers to nothing: it belongs to no account;
+    # a trusted look-up finds it): a read answers 404 "not-found", as an unknown id; not in `ids`
     hidden: frozenset[str] = frozenset()
     # tokens limited to subtrees and what each sees (an account-wide provider: sees nothing, frozenset())
     scopes: tuple[Scope, ...] = ()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement
+from sqlalchemy import ColumnElement, and_, or_
 
 from server.declare.provider import ResourceProvider
 
@@ -23,3 +23,20 @@ def seen(provider: ResourceProvider, visible: ColumnElement[bool] | None, *, liv
     if visible is not None:
         conds.append(visible)
     return conds
+
+
+def seen_versions(flag: ColumnElement[Any], versions: ColumnElement[bool] | None, *,
+                  deleted: bool) -> list[ColumnElement[bool]]:
+    """The conditions (AND-ed) of the kept versions the caller may see whose deletion `flag` (a column of the history
+    table, or of an alias of it) is `deleted`: live versions, or deletions; `versions`: the caller's condition on
+    them (server.access.tenancy.Visibility.versions; None: every one)."""
+    return [flag.is_(deleted), *([versions] if versions is not None else [])]
+
+
+def by_deletion(provider: ResourceProvider, live: ColumnElement[bool],
+                deleted: ColumnElement[bool]) -> ColumnElement[bool]:
+    """`live` on the provider's live rows, `deleted` on its deleted ones (a provider without versions: `live`)."""
+    versioning = provider.versioning
+    if versioning is None:
+        return live
+    return or_(and_(versioning.deleted.is_(False), live), and_(versioning.deleted.is_(True), deleted))

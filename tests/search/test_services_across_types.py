@@ -5,7 +5,7 @@ service, its Locations and their parents (`_include=HealthcareService:location&_
 each as far as the caller sees.
 
 Services -> Locations (tests/proof/contract_samples.py): 1 -> 30, 20; 2 -> 10, 20; 3 -> 3; 4 -> 3, 30; 5 -> 1;
-6 -> none; 7 -> 32 (deleted). The small pyramid: 1 > 2 > 10 > 20 > 30, 31; 10 > 32; 2 > 11; 1 > 3."""
+6 -> none; 7 -> 32 (deleted); 8 -> 30 (moved there from 3). The small pyramid: 1 > 2 > 10 > 20 > 30, 31; 10 > 32; 2 > 11; 1 > 3."""
 from __future__ import annotations
 
 from typing import Any
@@ -33,12 +33,12 @@ def entries(bundle: dict[str, Any], mode: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("caller", "query", "expected"), [
-    pytest.param(TRUSTED, "location:below=10", {"1", "2", "4"}, id="held-at-the-unit-itself-too"),
-    pytest.param(TRUSTED, "location:below=Location/1", {"1", "2", "3", "4", "5"}, id="below-the-root"),
+    pytest.param(TRUSTED, "location:below=10", {"1", "2", "4", "8"}, id="held-at-the-unit-itself-too"),
+    pytest.param(TRUSTED, "location:below=Location/1", {"1", "2", "3", "4", "5", "8"}, id="below-the-root"),
     pytest.param(TRUSTED, "location:below=32", set(), id="a-deleted-service-is-gone"),
-    pytest.param(TRUSTED, "location:above=30", {"1", "2", "4", "5"}, id="above"),
+    pytest.param(TRUSTED, "location:above=30", {"1", "2", "4", "5", "8"}, id="above"),
     pytest.param(SUBTREE_10, "location:below=1", set(), id="root-out-of-sight"),
-    pytest.param(SUBTREE_10, "location:below=10", {"1", "2", "4"}, id="root-in-sight"),
+    pytest.param(SUBTREE_10, "location:below=10", {"1", "2", "4", "8"}, id="root-in-sight"),
 ])
 def test_services_below_and_above_a_unit(ctx: ServerContext, caller: Caller, query: str,
                                          expected: set[str]) -> None:

@@ -1,0 +1,90 @@
+"""Issue 36 item 4: a kept version is shown only to whoever could read it while it was current, on both backends.
+A unit moved from one district to another shows each district the versions it held there; a unit whose id passed
+to another account (its data source removed, its file loaded into the right account) never shows that account the
+first one's versions. (Both were scoped by the current row: the new district read the versions of before the move,
+the old one lost its own, and the second account read the first one's.)"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from plugins.orgunits.admin import remove_source
+from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
+from server.app import create_app
+from server.engine.context import ServerContext
+from tests.support.contexts import bearer, pyramid_context
+from tests.support.data import NOW, TYPES, UNITS
+
+MOVED = 32  # Dispensaire Kéré: under district 10, then under district 11
+
+
+@pytest.fixture
+def api(migrated_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, ServerContext]]:
+    ctx = pyramid_context(migrated_url, tmp_path)
+    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as client:
+        yield client, ctx
+    ctx.db.dispose()
+
+
+def _versions(client: TestClient, rid: int, headers: dict[str, str]) -> list[str] | int:
+    answer = client.get(f"/fhir/Location/{rid}/_history", headers=headers)
+    if answer.status_code != 200:
+        return answer.status_code
+    return [e["response"]["etag"] for e in answer.json()["entry"]]
+
+
+def _move(ctx: ServerContext) -> None:
+    with ctx.db.begin() as conn:
+        version = ensure_source_version(conn, ensure_data_source(conn, "Ministère de la Santé"), 3)
+        write_units(conn, tuple(replace(u, parent_id=11) if u.id == MOVED else u for u in UNITS), version,
+                    NOW + timedelta(days=1))
+    ctx.freshness.expire()
+
+
+@pytest.mark.parametrize(("roots", "read", "history", "vreads"), [
+    pytest.param(["Location/10"], 404, ['W/"1"'], {1: 200, 2: 404}, id="the-district-it-left-keeps-its-versions"),
+    pytest.param(["Location/11"], 200, ['W/"2"'], {1: 404, 2: 200}, id="the-district-it-entered-sees-the-new-one"),
+    pytest.param(["Location/2"], 200, ['W/"2"', 'W/"1"'], {1: 200, 2: 200}, id="the-region-above-both-sees-both"),
+    pytest.param(None, 200, ['W/"2"', 'W/"1"'], {1: 200, 2: 200}, id="the-whole-account-sees-both"),
+    pytest.param(["Location/3"], 404, 404, {1: 404, 2: 404}, id="another-region-sees-none"),
+])
+def test_a_moved_unit_shows_each_subtree_the_versions_it_held_there(api: tuple[TestClient, ServerContext],
+                                                                    roots: list[str] | None, read: int,
+                                                                    history: Any, vreads: dict[int, int]) -> None:
+    client, ctx = api
+    _move(ctx)
+    headers = bearer(ctx.settings, **({"org_unit_roots": roots} if roots is not None else {}))
+    assert client.get(f"/fhir/Location/{MOVED}", headers=headers).status_code == read
+    assert _versions(client, MOVED, headers) == history
+    for vid, status in vreads.items():
+        assert client.get(f"/fhir/Location/{MOVED}/_history/{vid}", headers=headers).status_code == status, vid
+    walked = client.get("/fhir/Location/_history", params={"_count": 100}, headers=headers).json()
+    kept = {e["response"]["etag"] for e in walked.get("entry", ()) if e["fullUrl"].endswith(f"/Location/{MOVED}")}
+    assert kept == (set(history) if isinstance(history, list) else set())
+
+
+def test_a_unit_of_another_account_shows_none_of_its_versions_of_before(api: tuple[TestClient, ServerContext]) -> None:
+    """The file was loaded into the wrong account: removed there, loaded into the right one (README "Undoing a
+    mistake"): the same ids, new versions. The right account's token sees its own versions only."""
+    client, ctx = api
+    with ctx.db.begin() as conn:
+        remove_source(conn, "default", "Ministère de la Santé", force=True, now=NOW + timedelta(days=1))
+        source = ensure_data_source(conn, "Ministère de la Santé", now=NOW, account="bf")
+        ensure_types(conn, TYPES, account="bf")
+        write_units(conn, UNITS, ensure_source_version(conn, source, 1), NOW + timedelta(days=2))
+    ctx.freshness.expire()
+    headers = bearer(ctx.settings, account="bf")
+    for unit in UNITS:
+        assert client.get(f"/fhir/Location/{unit.id}", headers=headers).json()["meta"]["versionId"] == "3"
+        assert _versions(client, unit.id, headers) == ['W/"3"']
+        for vid in (1, 2):
+            assert client.get(f"/fhir/Location/{unit.id}/_history/{vid}", headers=headers).status_code == 404
+    walked = client.get("/fhir/Location/_history", params={"_count": 100}, headers=headers).json()
+    assert {e["response"]["etag"] for e in walked["entry"]} == {'W/"3"'}
+    assert walked["total"] == len(UNITS)
