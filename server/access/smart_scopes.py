@@ -3,7 +3,7 @@ grant per resource type and interaction, read so that nothing the server cannot 
 
 Reading (scope_tokens): a claim is absent or null (no claim), a string of space-separated scopes, or a list of one
 scope per element (never split nor merged with a neighbour); any other shape, a list element that is not a string
-or holds white space, refuses the token (ScopeRefused).
+or holds white space, a claim named as a scope claim but for its case, refuses the token (ScopeRefused).
 
 Granting (parse_scopes): a token carrying no SMART resource scope (`system/`, `user/` or `patient/...`) is not
 narrowed: the permission alone decides, as before scopes existed. One that carries some sees only what they grant:
@@ -234,9 +234,17 @@ def scope_tokens(claims: Mapping[str, Any], names: Sequence[str]) -> list[str]:
     """The scopes of the claims at the dotted paths, in order: a string is space-separated scopes, a list one scope
     per element; absent or null: none. ScopeRefused (naming the claim and what it holds) for any other shape, and
     for a list element that is not a string, is empty or holds white space: it would be split, merged or dropped
-    into something the token does not say (`["...?partof.name=DS", "Diko"]` is not `partof.name=DS Diko`)."""
+    into something the token does not say (`["...?partof.name=DS", "Diko"]` is not `partof.name=DS Diko`), and for
+    a claim named as a scope claim but for its case (`Scope`, `SCP`): its scopes would be ignored."""
     found: list[str] = []
     for name in names:
+        parent, _, last = name.rpartition(".")
+        siblings = claim_or_none(claims, parent) if parent else claims
+        mis_cased = [k for k in siblings if isinstance(k, str) and k != last and k.casefold() == last.casefold()] \
+            if isinstance(siblings, Mapping) else []
+        if mis_cased:
+            raise ScopeRefused(f"the claim {'.'.join(filter(None, (parent, mis_cased[0])))!r} is named as the scope "
+                               f"claim {name!r} but for its case: its scopes cannot be read", CLAIM_REFUSED)
         value = claim_or_none(claims, name)
         if value is None:
             continue

@@ -59,6 +59,9 @@ REFUSED = [
     pytest.param({"scp": ["system/Location.rs", 5]}, CLAIM_REFUSED, "holds the element 5", id="number-element"),
     pytest.param({"scp": [BELOW, {"a": 1}]}, CLAIM_REFUSED, "holds the element {\"a\": 1}", id="object-element"),
     pytest.param({"scope": BELOW, "scp": 5}, CLAIM_REFUSED, "'scp' holds 5", id="one-claim-readable-one-not"),
+    pytest.param({"Scope": BELOW}, CLAIM_REFUSED, "the claim 'Scope' is named as the scope claim 'scope'",
+                 id="a-mis-cased-claim-name"),
+    pytest.param({"scope": BELOW, "SCP": ["system/*.rs"]}, CLAIM_REFUSED, "'SCP'", id="a-mis-cased-claim-beside"),
     pytest.param({"scp": {"x": "y" * 300}}, CLAIM_REFUSED, "y" * 50, id="what-it-holds-truncated"),
     # list elements: one scope each, never split nor merged
     pytest.param({"scp": ["system/Location.rs?partof.name=DS Boromo"]}, SCOPE_REFUSED, "holds white space",

@@ -90,10 +90,22 @@ def test_a_resource_scope_that_does_not_parse_is_refused(scope: str) -> None:
     pytest.param({"scope": ["a"], "scp": "b c"}, ("scope", "scp"), ["a", "b", "c"], id="either-shape-in-either"),
     pytest.param({"ext": {"smart": "a"}}, ("ext.smart",), ["a"], id="dotted"),
     pytest.param({"scope": None, "scp": []}, ("scope", "scp"), [], id="null-and-empty"),
+    pytest.param({"ext": {"smart": "a", "Smarter": "b"}, "SMART": 1}, ("ext.smart",), ["a"],
+                 id="dotted-siblings-of-other-names"),
 ])
 def test_scope_tokens_come_from_the_configured_claims(claims: dict[str, Any], names: tuple[str, ...],
                                                       tokens: list[str]) -> None:
     assert scope_tokens(claims, names) == tokens
+
+
+@pytest.mark.parametrize("claims, names", [
+    pytest.param({"Scope": "a"}, ("scope",), id="top-level"),
+    pytest.param({"ext": {"SMART": "a"}}, ("ext.smart",), id="dotted"),
+])
+def test_a_claim_named_as_a_scope_claim_but_for_its_case_refuses_the_token(claims: dict[str, Any],
+                                                                           names: tuple[str, ...]) -> None:
+    with pytest.raises(ScopeRefused, match="but for its case"):
+        scope_tokens(claims, names)
 
 
 def test_the_permission_is_read_among_the_scopes() -> None:
