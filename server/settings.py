@@ -79,6 +79,7 @@ class AuthSettings:
     # SMART scopes (system/Location.rs, system/*.read) narrow a token per resource type and interaction
     smart_scopes: bool = True           # false: scopes are not honoured (the permission alone decides)
     scope_claims: tuple[str, ...] = ("scope", "scp")  # claims holding scopes: space-separated or a list
+    other_scopes: tuple[str, ...] = ()  # an identity provider's own scopes, known beside SMART scopes with a query
     # the authorization server's public URLs (SMART discovery, CapabilityStatement oauth-uris); no token_endpoint:
     # no authorization server is configured and /.well-known/smart-configuration answers 404
     token_endpoint: str | None = None

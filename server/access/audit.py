@@ -2,7 +2,8 @@
 it; server.http.observe writes it with the access line and the metrics). Who asked (subject, and the access scope
 that was applied: account and subtree roots, as the `access_scope` hook gave them, and the SMART scopes granted),
 what (interaction, type, ids), what they got (status, number returned) and how long it took. Tokens never appear:
-no header is logged, and query values of parameters named like a token are masked."""
+no header is logged, query values of parameters named like a credential are masked, and any JWT or Authorization
+value wherever it stands (server.telemetry.redact: here before the query is cut, in the recorder for every field)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,9 +15,11 @@ from starlette.types import Scope
 from server.access.tenancy import AccessScope
 from server.access.tokens import Principal
 from server.declare.interaction import Interaction
+from server.telemetry.redact import MASK, redact
 
 MAX_QUERY = 1000
-SECRET_WORDS = ("token", "secret", "password", "key")
+SECRET_WORDS = ("token", "secret", "passw", "key", "authoriz", "bearer", "credential", "assertion", "jwt", "session",
+                "cookie")
 SERVED = "fhir_served"  # the key of the scope's state under which the FHIR pipeline leaves its Served
 
 
@@ -38,14 +41,19 @@ def returned(body: Any) -> int | None:
     return None
 
 
+def _secret(name: str) -> bool:
+    return any(word in name.lower() for word in SECRET_WORDS)
+
+
 def _query(raw: str) -> str | None:
+    """The query with the values of parameters named like a credential masked, then every JWT and Authorization
+    value (before it is cut: a JWT cut in two would no longer look like one)."""
     if not raw:
         return None
-    pairs = parse_qsl(raw[:MAX_QUERY * 2], keep_blank_values=True)
-    if any(w in k.lower() for k, _ in pairs for w in SECRET_WORDS):
-        pairs = [(k, "***" if any(w in k.lower() for w in SECRET_WORDS) else v) for k, v in pairs]
-        raw = urlencode(pairs)
-    return raw[:MAX_QUERY]
+    pairs = parse_qsl(raw, keep_blank_values=True)
+    if any(_secret(name) for name, _ in pairs):
+        raw = urlencode([(name, MASK if _secret(name) else value) for name, value in pairs])
+    return redact(raw)[:MAX_QUERY]
 
 
 def audit_fields(scope: Scope, served: Served, request_id: str, status: int, seconds: float) -> dict[str, Any]:

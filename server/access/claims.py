@@ -4,7 +4,7 @@ A claim is MISSING when a part of its path is absent (or a part above it is not 
 present but null: callers that must fail closed (the subtree roots) tell the two apart."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 
@@ -58,6 +58,6 @@ def claim_tokens(claims: Mapping[str, Any], paths: Sequence[str]) -> list[str]:
     return found
 
 
-def permissions_of(claims: Mapping[str, Any], dotted: str, scope_claims: Sequence[str] = ("scope",)) -> frozenset[str]:
-    """The permissions at the dotted path and in the scope claims."""
-    return frozenset(claim_tokens(claims, (dotted, *scope_claims)))
+def permissions_of(claims: Mapping[str, Any], dotted: str, scopes: Iterable[str] = ()) -> frozenset[str]:
+    """The permissions at the dotted path and among the token's scopes (server.access.smart_scopes.scope_tokens)."""
+    return frozenset(claim_tokens(claims, (dotted,))) | frozenset(scopes)

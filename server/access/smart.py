@@ -73,7 +73,8 @@ def _scope_text(auth: AuthSettings) -> str:
             "token per resource type and interaction: v1 system/Location.read, v2 system/Location.rs (r: read, vread, "
             "history, $export; s: search, other operations), system/*.rs for every type; a v2 scope with a query "
             "(system/Location.rs?partof:below=Location/12) grants its letters on that search's matches only, and one "
-            "the server cannot apply as a filter refuses the token.")
+            "the server cannot apply as a filter refuses the token; so does a scope claim or scope the server cannot "
+            "read (mis-cased, encoded, malformed), never ignored.")
 
 
 def security(settings: Settings) -> dict[str, Any]:

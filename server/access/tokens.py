@@ -17,7 +17,7 @@ import jwt
 
 from server.access.claims import permissions_of
 from server.access.jwks import RemoteJwks
-from server.access.smart_scopes import ScopeRefused, SmartScopes, smart_scopes_of
+from server.access.smart_scopes import ScopeRefused, SmartScopes, known_scopes, parse_scopes, scope_tokens
 from server.access.keys import (
     ASYMMETRIC_ALGORITHMS,
     HMAC_ALGORITHMS,
@@ -166,6 +166,7 @@ class Authenticator:
                                  clock=lambda: self.clock()) if auth.jwks_url else None
         if self.asym_algorithms and not (self.public_key or self.static_keys or self.remote):
             raise ConfigError("auth: RS/PS/ES algorithms need public_key_file, jwks_file or jwks_url")
+        self.known_scopes = known_scopes(auth)
         self.cache = TokenCache(cache_size)
 
     def authenticate(self, authorization: str | None) -> Principal:
@@ -218,27 +219,26 @@ class Authenticator:
             except jwt.PyJWTError as exc:
                 log.info("auth: token refused: %s", exc)
                 raise invalid("token refused") from None
-            principal = Principal(
-                subject=verified.get("sub") if isinstance(verified.get("sub"), str) else None,
-                permissions=permissions_of(verified, auth.permission_claim, auth.scope_claims),
-                claims=verified,
-                scopes=self._scopes(verified),
-            )
+            principal = self._principal(verified)
             return principal, expires
         raise invalid("signature verification failed")
 
-    def _scopes(self, claims: Mapping[str, Any]) -> SmartScopes | None:
-        """The token's SMART scopes when they are honoured; 401 for one the server cannot honour (never ignored)."""
-        if not self.settings.auth.smart_scopes:
-            return None
+    def _principal(self, claims: dict[str, Any]) -> Principal:
+        """Who the verified token names, what it may do, and its SMART scopes when they are honoured; 401 for a
+        scope claim or scope the server cannot read (never ignored into a wider grant)."""
+        auth = self.settings.auth
         try:
-            return smart_scopes_of(claims, self.settings.auth.scope_claims)
+            scopes = scope_tokens(claims, auth.scope_claims)
+            smart = parse_scopes(scopes, self.known_scopes) if auth.smart_scopes else None
         except ScopeRefused as exc:
             log.info("auth: token refused: %s", exc)
-            raise AuthenticationFailed(  # the diagnostics name the scope; the header keeps a fixed text
+            raise AuthenticationFailed(  # the diagnostics name the claim or scope; the header keeps a fixed text
                 f"invalid token: {exc}; the token is refused rather than the scope ignored",
                 headers={"WWW-Authenticate": f'{REALM}, error="invalid_token", '
-                                             'error_description="a SMART scope cannot be read"'}) from None
+                                             f'error_description="{exc.description}"'}) from None
+        return Principal(subject=claims.get("sub") if isinstance(claims.get("sub"), str) else None,
+                         permissions=permissions_of(claims, auth.permission_claim, scopes), claims=claims,
+                         scopes=smart)
 
     def _check_claims(self, claims: Mapping[str, Any], now: float) -> float:
         auth = self.settings.auth

@@ -1,5 +1,7 @@
 """Structured (JSON) log lines: one object a line, with the fields a record carries in `extra={"fields": {...}}`
-and the id of the request being served (a context variable the request middleware sets)."""
+and the id of the request being served (a context variable the request middleware sets). Every line, JSON or
+text, is redacted (server.telemetry.redact: no JWT nor Authorization value), and a caller's request id holding
+one is not taken."""
 from __future__ import annotations
 
 import logging
@@ -15,6 +17,7 @@ import orjson
 
 from server.errors import ConfigError
 from server.settings import Settings
+from server.telemetry.redact import redact
 
 AUDIT = logging.getLogger("orgunit_fhir.audit")
 ACCESS = logging.getLogger("orgunit_fhir.access")
@@ -34,9 +37,9 @@ class RequestIds:
         self._next = itertools.count()
 
     def accept(self, incoming: str | None) -> str:
-        """The caller's X-Request-ID when it is safe to log and echo (at most 128 of A-Z a-z 0-9 . _ : -),
-        else a new one."""
-        if incoming is not None and VALID_REQUEST_ID.fullmatch(incoming):
+        """The caller's X-Request-ID when it is safe to log and echo (at most 128 of A-Z a-z 0-9 . _ : -, and not a
+        JWT), else a new one."""
+        if incoming is not None and VALID_REQUEST_ID.fullmatch(incoming) and redact(incoming) == incoming:
             return incoming
         return f"{self._prefix}{next(self._next) & 0xFFFFFFFFFFFFFFFF:016x}"
 
@@ -66,7 +69,7 @@ class JsonFormatter(logging.Formatter):
             out.update(fields)
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)
-        return orjson.dumps(out, default=str).decode()
+        return redact(orjson.dumps(out, default=str).decode())
 
 
 class TextFormatter(logging.Formatter):
@@ -75,6 +78,9 @@ class TextFormatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # the line itself; a traceback follows it
         return _CONTROL.sub(lambda m: repr(m.group())[1:-1], super().formatMessage(record))
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

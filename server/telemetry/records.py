@@ -1,9 +1,10 @@
 """The access and audit lines, written without `logging`'s per-record machinery (a LogRecord, its filters,
 handlers and formatter for every request): each line is formatted once, as server.telemetry.logs formats the
 other lines (JSON: one object a line with time, level, logger, message, request id and fields; text: the same
-layout as TEXT_FORMAT), and appended to a buffer that the event loop writes out once per turn. Nothing is lost on
-SIGTERM: uvicorn lets the requests in flight finish, then the app's shutdown (server.app) flushes what is left;
-a line recorded outside a loop is written at once."""
+layout as TEXT_FORMAT), every string in it redacted (server.telemetry.redact: no JWT nor Authorization value, from
+the path, the query, a header or anywhere else), and appended to a buffer that the event loop writes out once per
+turn. Nothing is lost on SIGTERM: uvicorn lets the requests in flight finish, then the app's shutdown (server.app)
+flushes what is left; a line recorded outside a loop is written at once."""
 from __future__ import annotations
 
 import asyncio
@@ -16,6 +17,7 @@ import orjson
 
 from server.settings import Settings
 from server.telemetry.logs import ACCESS, AUDIT
+from server.telemetry.redact import redact
 
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
 
@@ -39,6 +41,7 @@ class Recorder:
             self._record(AUDIT.name, "request", request_id, fields)
 
     def _record(self, logger: str, message: str, request_id: str, fields: dict[str, Any]) -> None:
+        message, request_id, fields = redact(message), redact(request_id), {k: _redacted(v) for k, v in fields.items()}
         now = datetime.now(timezone.utc)
         if self.json:
             line = orjson.dumps({"time": now.isoformat(timespec="milliseconds"), "level": "info", "logger": logger,
@@ -63,3 +66,13 @@ class Recorder:
             stream = self.stream or sys.stderr
             stream.write("\n".join(lines) + "\n")
             stream.flush()
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, (list, tuple)):
+        return [_redacted(item) for item in value]
+    if isinstance(value, dict):
+        return {redact(str(k)): _redacted(v) for k, v in value.items()}
+    return value

@@ -182,7 +182,7 @@ def test_below_a_unit_the_scope_leaves_out_and_the_top_of_what_it_sees(api: Test
 
 
 @pytest.mark.parametrize(("claims", "named"), [
-    pytest.param({"scp": ["system/Location.rs?partof.name=DS Boromo"]}, "holds a query and a space",
+    pytest.param({"scp": ["system/Location.rs?partof.name=DS Boromo"]}, "holds white space",
                  id="a-list-element-with-a-space"),
     pytest.param({"scope": "system/Location.rs?name=%20"}, "not a query string", id="a-blank-value"),
     pytest.param({"scope": "system/Location.read?type=CSPS"}, "v1 scope with a query", id="v1-with-a-query"),

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from server.access.claims import claim_tokens, permissions_of
-from server.access.smart_scopes import READ, SEARCH, Grant, ScopeRefused, SmartScopes, parse_scopes
+from server.access.claims import permissions_of
+from server.access.smart_scopes import READ, SEARCH, Grant, ScopeRefused, SmartScopes, parse_scopes, scope_tokens
 from server.app import create_app
 from server.engine.context import ServerContext, create_context
 from server.settings import Settings
@@ -35,9 +35,6 @@ PARSE_CASES = [
     pytest.param("system/*.read", {(t, x) for t in ALL for x in (READ, SEARCH)}, id="v1-wildcard"),
     pytest.param("user/Location.rs", {("Location", READ), ("Location", SEARCH)}, id="user-as-system"),
     pytest.param("patient/Location.rs", set(), id="patient: nothing"),
-    pytest.param("system/Location.sr", set(), id="letters-out-of-order: nothing"),
-    pytest.param("system/location.rs", set(), id="lower-case-type: nothing"),
-    pytest.param("system/Location", set(), id="no-permissions: nothing"),
     pytest.param("system/Location.r system/Organization.s", {("Location", READ), ("Organization", SEARCH)},
                  id="two-scopes"),
 ]
@@ -72,30 +69,49 @@ def test_a_scope_with_a_query_filters_its_type(scope: str, location: Any, every_
     assert (tuple(g.query for g in grants) if grants is not None else None) == every_type
 
 
-@pytest.mark.parametrize("scope", ["system/Location.r?", "system/Location.rs?type", "system/Location.rs?=x",
-                                   "system/Location.rs?type=&x=1", "system/Location.read?type=CSPS"])
-def test_a_scope_whose_query_is_not_name_value_pairs_is_refused(scope: str) -> None:
-    with pytest.raises(ScopeRefused):
+@pytest.mark.parametrize("scope", [
+    pytest.param("system/Location.r?", id="empty-query"), pytest.param("system/Location.rs?type", id="no-value"),
+    pytest.param("system/Location.rs?=x", id="no-name"), pytest.param("system/Location.rs?type=&x=1", id="blank"),
+    pytest.param("system/Location.read?type=CSPS", id="v1-with-a-query"),
+    pytest.param("system/Location.sr", id="letters-out-of-order"),
+    pytest.param("system/location.rs", id="lower-case-type"), pytest.param("system/Location", id="no-letters"),
+    pytest.param("system/Location.", id="empty-letters"), pytest.param("system/Location.RS", id="upper-case-letters"),
+])
+def test_a_resource_scope_that_does_not_parse_is_refused(scope: str) -> None:
+    """Not "grants nothing": the partner learns from the 401 which scope its identity provider wrote wrong."""
+    with pytest.raises(ScopeRefused, match="SMART scope"):
         parse_scopes(["system/Organization.rs", scope])
 
 
 @pytest.mark.parametrize("claims, names, tokens", [
     pytest.param({"scope": "a b  c"}, ("scope", "scp"), ["a", "b", "c"], id="scope-string"),
-    pytest.param({"scp": ["a", "b c", 3]}, ("scope", "scp"), ["a", "b", "c"], id="scp-list"),
+    pytest.param({"scp": ["a", "b", "c"]}, ("scope", "scp"), ["a", "b", "c"], id="scp-list"),
     pytest.param({"scope": "a", "scp": ["b"]}, ("scope", "scp"), ["a", "b"], id="both"),
+    pytest.param({"scope": ["a"], "scp": "b c"}, ("scope", "scp"), ["a", "b", "c"], id="either-shape-in-either"),
     pytest.param({"ext": {"smart": "a"}}, ("ext.smart",), ["a"], id="dotted"),
-    pytest.param({"scope": {"a": 1}}, ("scope",), [], id="not-a-string"),
+    pytest.param({"scope": None, "scp": []}, ("scope", "scp"), [], id="null-and-empty"),
+    pytest.param({"ext": {"smart": "a", "Smarter": "b"}, "SMART": 1}, ("ext.smart",), ["a"],
+                 id="dotted-siblings-of-other-names"),
 ])
 def test_scope_tokens_come_from_the_configured_claims(claims: dict[str, Any], names: tuple[str, ...],
                                                       tokens: list[str]) -> None:
-    assert claim_tokens(claims, names) == tokens
+    assert scope_tokens(claims, names) == tokens
 
 
-def test_the_permission_is_read_from_a_scope_list_as_the_smart_scopes_are() -> None:
-    """One list item holding both (as some IdPs write `scp`): the permission is found, not only the scope."""
-    claims = {"scp": ["service_org_units system/Location.rs"]}
-    assert "service_org_units" in permissions_of(claims, "permissions", ("scope", "scp"))
-    assert parse_scopes(claim_tokens(claims, ("scope", "scp"))) is not None
+@pytest.mark.parametrize("claims, names", [
+    pytest.param({"Scope": "a"}, ("scope",), id="top-level"),
+    pytest.param({"ext": {"SMART": "a"}}, ("ext.smart",), id="dotted"),
+])
+def test_a_claim_named_as_a_scope_claim_but_for_its_case_refuses_the_token(claims: dict[str, Any],
+                                                                           names: tuple[str, ...]) -> None:
+    with pytest.raises(ScopeRefused, match="but for its case"):
+        scope_tokens(claims, names)
+
+
+def test_the_permission_is_read_among_the_scopes() -> None:
+    claims = {"permissions": "a b", "scp": ["service_org_units", "system/Location.rs"]}
+    assert permissions_of(claims, "permissions", scope_tokens(claims, ("scope", "scp"))) == {
+        "a", "b", "service_org_units", "system/Location.rs"}
 
 
 def test_the_denial_names_the_missing_scope() -> None:

@@ -1,0 +1,74 @@
+"""Credentials never written to a log line: `redact` masks, wherever they stand in a text, every JWT-shaped value
+(three or more base64url segments separated by dots whose first decodes to a JSON object: a JWS, a JWE), also when
+it is percent-encoded (to any depth), and the credentials of an Authorization value (`Bearer ...`, `DPoP ...`, `Basic`
+and its user:password). The access and audit lines (server.telemetry.records) and every other line
+(server.telemetry.logs) pass through it."""
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from urllib.parse import unquote
+
+MASK = "***"
+# a run of base64url characters, dots and percent-escapes (a JWT, encoded or not, stands in one)
+_RUN = re.compile(r"[A-Za-z0-9_.%-]{8,}")
+# dot-separated base64url segments, at least three (a JWS; a JWE has five; the last of an unsecured JWS is empty)
+_SEGMENTS = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]*){2,}")
+_OBJECT_START = re.compile(r"e[w-z0-9_-]")  # where base64url of `{` may start
+# an Authorization value: the scheme, its separator (raw, `+` or percent-encoded in a query) and the credentials
+_SCHEME = re.compile(r"(?i)(?<![A-Za-z0-9])(bearer|dpop|basic)((?:\s|\+|%20|%09)+)([A-Za-z0-9._~+/=%-]+)")
+# no JWT to look for without a header's start (`{` is `e` then one of w-z 0-9 - _) before a dot, or an escape
+_MAYBE_JWT = re.compile(r"e[w-z0-9_-][A-Za-z0-9_-]*\.|%")
+
+
+def _decoded(text: str) -> str:
+    for _ in range(8):
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        text = decoded
+    return text
+
+
+def _header(segment: str) -> bool:
+    """Whether a base64url segment decodes to the start of a JSON object (`{"` or `{}`, white space allowed)."""
+    head = segment[:64]
+    head = head[:-1] if len(head) % 4 == 1 else head + "=" * (-len(head) % 4)
+    try:
+        raw = base64.urlsafe_b64decode(head)
+    except (binascii.Error, ValueError):
+        return False
+    start = raw.lstrip(b" \t\r\n")
+    return start[:1] == b"{" and start[1:].lstrip(b" \t\r\n")[:1] in (b'"', b"}")
+
+
+def holds_jwt(text: str) -> bool:
+    """Whether the text, percent-decoded to any depth, holds a JWT: a segment followed by two more (the second not
+    empty), a tail of which decodes to the start of a JSON object (a header glued to what precedes it counts)."""
+    for run in _SEGMENTS.finditer(_decoded(text)):
+        segments = run.group(0).split(".")
+        for first, second in zip(segments[:-2], segments[1:-1]):
+            if second and any(_header(first[m.start():]) for m in _OBJECT_START.finditer(first)):
+                return True
+    return False
+
+
+def _credentials(match: re.Match[str]) -> str:
+    scheme, separator, value = match.groups()
+    if scheme.lower() == "basic":  # a word in a name ("Basic health unit") unless it is base64 of user:password
+        try:
+            if b":" not in base64.b64decode(_decoded(value) + "=" * (-len(_decoded(value)) % 4), validate=True):
+                return match.group(0)
+        except (binascii.Error, ValueError):
+            return match.group(0)
+    return f"{scheme}{separator}{MASK}"
+
+
+def redact(text: str) -> str:
+    """The text with every JWT-shaped value (the whole run of characters holding it) and every Authorization
+    value's credentials replaced by ***."""
+    if _MAYBE_JWT.search(text):
+        text = _RUN.sub(lambda m: MASK if holds_jwt(m.group(0)) else m.group(0), text)
+    low = text.lower()
+    return _SCHEME.sub(_credentials, text) if "bearer" in low or "dpop" in low or "basic" in low else text
