@@ -71,4 +71,8 @@ def rename_note(conn: Connection, account: str, new_account: str, default_accoun
     if before == new_account:
         return (f"tokens without an account claim now see this data: {new_account!r} is the account recorded for "
                 "them (its data sources were purged)")
+    held = conn.execute(select(data_source.c.id).where(data_source.c.account == before, _LIVE).limit(1)).first()
+    if held is None:
+        return (f"tokens without an account claim are unchanged: refused (403), account {before!r}, the one recorded "
+                "for them, holds no data source")
     return f"tokens without an account claim are unchanged (they see account {before!r})"

@@ -4,11 +4,15 @@ never the next tenant's data; `remove` (dry run too), `load`, `token` and `serve
 through the command line in process, with the same token bytes before and after and no restart, on both backends."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from starlette.testclient import TestClient
 
 from plugins.orgunits.claimless import recorded
 from server.cli import serve
+from server.contract.context import installed
 from server.engine.context import create_context
 from server.settings import load_settings
 from server.storage.db import create_db_engine
@@ -22,6 +26,7 @@ from tests.support.operator import (
     operator,
     settings_path,
 )
+from tests.support.proof import SITE
 
 __all__ = ["operator", "settings_path"]  # fixtures
 
@@ -96,6 +101,35 @@ def test_a_removal_never_hands_claimless_tokens_to_another_account(operator: Ope
         assert _total(partner) == SL_UNITS  # sl-sample's own tokens are untouched
     with operator.consumer(account="default") as named:
         assert _total(named) == 0
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param("/fhir/HealthcareService", id="search"),
+    pytest.param("/fhir/HealthcareService/9", id="read"),
+    pytest.param("/fhir/HealthcareService/_history", id="history"),
+    pytest.param("/fhir/HealthcareService/9/_history/1", id="vread"),
+])
+def test_a_third_party_type_scoped_through_location_answers_403_too(operator: Operator, tmp_path: Path,
+                                                                     path: str) -> None:
+    """The proof package (tests/proof/site): a service at one of sl-sample's units, which the token without the
+    claim never saw, stays out of its reach after the purge."""
+    text = operator.settings_path.read_text(encoding="utf-8")
+    operator.settings_path.write_text(text + "plugins:\n  healthcare_services:\n    enabled: true\n", encoding="utf-8")
+    with installed([SITE]):
+        _two_accounts(operator)
+        with operator.consumer(account="sl-sample") as partner:
+            sl = partner.get("/fhir/Location", params={"_count": 1}).json()["entry"][0]["resource"]["id"]
+        services = tmp_path / "services.json"
+        services.write_text(json.dumps({"services": [{"id": 9, "name": "Clinique SL", "category": "17",
+                                                      "organization": 2, "locations": [int(sl)]}]}), encoding="utf-8")
+        operator.ok("load", "services-json", str(services))
+        with operator.consumer() as client, operator.consumer(account="sl-sample") as partner:
+            assert client.get(path).status_code in (200, 404) and "Clinique SL" not in client.get(path).text
+            assert "Clinique SL" in partner.get(path).text
+            operator.ok(*PURGE_DEMO)
+            client.app.state.ctx.freshness.expire()
+            answer = client.get(path)
+            assert answer.status_code == 403 and REFUSED in answer.json()["issue"][0]["diagnostics"], answer.text
 
 
 @pytest.mark.parametrize("before, argv, says, never", [
@@ -174,13 +208,16 @@ def test_the_first_data_source_records_its_account(operator: Operator, loads: li
                  "the account recorded for them", "partner", DEMO_UNITS, id="the-claimless-account"),
     pytest.param((), ("sl-sample", "partner"), "tokens without an account claim are unchanged (they see account "
                  "'default')", "default", DEMO_UNITS, id="another-account"),
+    pytest.param((PURGE_DEMO,), ("sl-sample", "partner"), "tokens without an account claim are unchanged: refused "
+                 "(403), account 'default', the one recorded for them, holds no data source", "default", None,
+                 id="another-account-after-the-purge"),
     pytest.param((PURGE_DEMO,), ("sl-sample", "default"), "tokens without an account claim now see this data: "
                  "'default' is the account recorded for them (its data sources were purged)", "default", SL_UNITS,
                  id="into-the-purged-claimless-account"),
 ])
 def test_an_account_rename_moves_the_record(operator: Operator, before: tuple[tuple[str, ...], ...],
                                             rename: tuple[str, str], says: str, recorded_after: str,
-                                            claimless_sees: int) -> None:
+                                            claimless_sees: int | None) -> None:
     _two_accounts(operator)
     for command in before:
         operator.ok(*command)
@@ -188,7 +225,10 @@ def test_an_account_rename_moves_the_record(operator: Operator, before: tuple[tu
         said = operator.ok("accounts", "rename", *rename)
         assert says in said, said
         client.app.state.ctx.freshness.expire()
-        assert _total(client) == claimless_sees
+        if claimless_sees is None:
+            assert client.get("/fhir/Location").status_code == 403
+        else:
+            assert _total(client) == claimless_sees
     assert _recorded(operator) == recorded_after
 
 
