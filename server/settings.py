@@ -70,7 +70,7 @@ class AuthSettings:
     permission_claim: str = "permissions"
     public_metadata: bool = False
     account_claim: str = "account"      # dotted path of the claim naming the caller's account (tenant)
-    default_account: str | None = None  # account of a token without that claim; unset: the only account, else 403
+    default_account: str | None = None  # account of a token without that claim; unset: the first loaded (recorded)
     roots_claim: str = "org_unit_roots" # claim listing org unit ids or system|value identifiers (subtree scope)
     max_token_bytes: int = 8192
     jwks_timeout_seconds: int = 5

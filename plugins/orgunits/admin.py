@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, func, select, true, update
 
+from plugins.orgunits import claimless
 from plugins.orgunits.history import delete_units, new_versions, record_history, record_sources
 from plugins.orgunits.tables import (
     data_source,
@@ -126,8 +127,8 @@ def remove_source(conn: Connection, account: str, name: str, *, force: bool, now
 
 def rename_account(conn: Connection, account: str, new_account: str) -> int:
     """Every data source (and org unit type) of `account` moves to `new_account`, which must not exist: accounts
-    are not merged. Published resources do not change (the account is not part of them). Returns the number of
-    data sources moved."""
+    are not merged. Published resources do not change (the account is not part of them); the account recorded for
+    tokens without an account claim moves with it. Returns the number of data sources moved."""
     new_account = new_account.strip()
     if not new_account or len(new_account) > 200:
         raise LoadError(f"new account {new_account!r}: give a name of 1 to 200 characters")
@@ -139,6 +140,7 @@ def rename_account(conn: Connection, account: str, new_account: str) -> int:
                         "are not merged: choose another name")
     conn.execute(update(data_source).where(data_source.c.account == account).values(account=new_account))
     conn.execute(update(org_unit_type).where(org_unit_type.c.account == account).values(account=new_account))
+    claimless.move(conn, account, new_account)
     return len(sources)
 
 
@@ -183,8 +185,9 @@ def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str) -> int:
     """Erase the data sources `rows` as if never loaded: every version of their units (history, bodies, names), their
     source versions, every version of their Organizations, the rows themselves and the account's types no unit uses
     any more. No read, vread, _history, search or $export returns them afterwards; nor do consumers learn of a
-    deletion (undoing a load into the wrong account). A unit of another data source under one of them refuses it. Returns the units
-    erased."""
+    deletion (undoing a load into the wrong account). A unit of another data source under one of them refuses it. The
+    account recorded for tokens without an account claim stays recorded (plugins.orgunits.claimless): erasing it
+    leaves them with 403, never with the next account. Returns the units erased."""
     _refuse_served(conn, rows, force, what, purge=True)
     source_ids = [row.id for row in rows]
     versions = select(source_version.c.id).where(source_version.c.data_source_id.in_(source_ids))

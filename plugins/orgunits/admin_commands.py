@@ -16,6 +16,7 @@ from plugins.orgunits.admin import (
     rename_account,
     rename_source,
 )
+from plugins.orgunits.claimless import removal_notes, rename_note
 from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from plugins.orgunits.writer import stamp, transaction
 from server import Command, Settings, add_common_options, writing_engine
@@ -26,8 +27,8 @@ REMOVE_HELP = ("delete its units (a deleted version each, published in _history)
                "the wrong account)")
 
 
-def _say(message: str, **fields: object) -> None:
-    log.info(message, extra={"fields": fields})
+def _say(message: str, level: int = logging.INFO, **fields: object) -> None:
+    log.log(level, message, extra={"fields": fields})
 
 
 def _sub(parent: argparse._SubParsersAction, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -86,13 +87,16 @@ def _accounts(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         if args.action == "rename":
             with transaction(engine) as conn:
+                claimless = rename_note(conn, args.name, args.new_name, settings.auth.default_account)
                 moved = rename_account(conn, args.name, args.new_name)
             sources = f"{moved:,} data source{'s' if moved != 1 else ''}"
             _say(f"accounts: {args.name!r} is now {args.new_name!r} ({sources}); its consumers need "
-                 f"tokens for {args.new_name!r}", command="accounts rename", account=args.new_name, previous=args.name)
+                 f"tokens for {args.new_name!r}; {claimless}", command="accounts rename", account=args.new_name,
+                 previous=args.name)
             return 0
-        return _removed(engine, args, lambda conn: remove_account(conn, args.name, force=args.force, now=stamp(conn),
-                                                                   purge=args.purge),
+        return _removed(engine, args, settings, args.name,
+                        lambda conn: remove_account(conn, args.name, force=args.force, now=stamp(conn),
+                                                    purge=args.purge),
                         f"account {args.name!r}")
 
 
@@ -113,15 +117,17 @@ def _sources(args: argparse.Namespace, settings: Settings) -> int:
                  "got a new version (their managingOrganization.display)", command="data-sources rename",
                  account=args.account, data_source=args.new_name, previous=args.name, updated=changed)
             return 0
-        return _removed(engine, args, lambda conn: (1, remove_source(conn, args.account, args.name, force=args.force,
-                                                                     now=stamp(conn), purge=args.purge)),
+        return _removed(engine, args, settings, args.account,
+                        lambda conn: (1, remove_source(conn, args.account, args.name, force=args.force,
+                                                       now=stamp(conn), purge=args.purge)),
                         f"data source {args.account}/{args.name}")
 
 
-def _removed(engine: Engine, args: argparse.Namespace, remove: Callable[[Connection], tuple[int, int]],
-             what: str) -> int:
+def _removed(engine: Engine, args: argparse.Namespace, settings: Settings, account: str,
+             remove: Callable[[Connection], tuple[int, int]], what: str) -> int:
     with transaction(engine, args.dry_run) as conn:
         sources, deleted = remove(conn)
+        tokens = removal_notes(conn, account, settings.auth.default_account)  # before a dry run rolls back
     verb = "purge" if args.purge else "remove"
     done = f"would {verb}" if args.dry_run else f"{verb}d"
     of = f"{sources:,} data source{'s' if sources != 1 else ''}, " if args.command == "accounts" else ""
@@ -131,6 +137,9 @@ def _removed(engine: Engine, args: argparse.Namespace, remove: Callable[[Connect
     _say(f"{done} {what}: {of}{deleted:,} unit{'s' if deleted != 1 else ''} {how}"
          f"{' (dry run: nothing changed)' if args.dry_run else ''}", command=f"{args.command} remove",
          dry_run=args.dry_run, data_sources=sources, deleted=deleted, purged=args.purge)
+    for note in tokens:
+        _say(f"{'if done: ' if args.dry_run else ''}{note}", logging.WARNING, command=f"{args.command} remove",
+             dry_run=args.dry_run)
     return 0
 
 

@@ -144,6 +144,15 @@ class OrgUnitName(SQLModel, table=True):
     norm: str = Field(sa_column=Column(NORM_TYPE, nullable=False))
 
 
+class OrgunitSetting(SQLModel, table=True):
+    """A setting of the org-unit plugin that the data records, not the settings file: `claimless_account` (the account
+    a token without an account claim sees, plugins.orgunits.claimless)."""
+
+    __tablename__ = "orgunit_setting"
+    name: str = Field(primary_key=True)
+    value: str
+
+
 data_source = DataSource.__table__
 data_source_history = DataSourceHistory.__table__
 source_version = SourceVersion.__table__
@@ -151,6 +160,7 @@ org_unit_type = OrgUnitType.__table__
 org_unit = OrgUnit.__table__
 org_unit_name = OrgUnitName.__table__
 org_unit_history = OrgUnitHistory.__table__
+orgunit_setting = OrgunitSetting.__table__
 # identifier:text, a source reference or an alias starting with a value whatever its case (migration 0009)
 Index("ix_org_unit_source_ref_lower", text_index_expression(org_unit.c.source_ref))
 Index("ix_org_unit_name_text_lower", text_index_expression(org_unit_name.c.text))

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, FromClause, Select, and_, exists, func, or_, select, true
 from sqlalchemy.orm import aliased
 
-from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source_version
+from plugins.orgunits.tables import data_source, org_unit, org_unit_type, orgunit_setting, source_version
 
 parent = aliased(org_unit, name="parent")
 
@@ -54,7 +54,8 @@ SERVED: ColumnElement[bool] = or_(
 
 _live = data_source.alias("live")
 # the account still holds a data source that is not removed: a removed account is no account at all (its
-# partitions are left out, so a token without an account claim falls back to the only account left)
+# partitions are left out: its tokens see nothing, and tokens without an account claim, when it is the one recorded
+# for them (FIRST_ACCOUNT), get 403)
 LIVE_ACCOUNT: ColumnElement[bool] = exists().where(_live.c.account == data_source.c.account,
                                                    _live.c.removed_at.is_(None))
 
@@ -77,10 +78,11 @@ SOURCE_PUBLISHED: tuple[ColumnElement[Any], ...] = (data_source.c.id, data_sourc
                                                     CURRENT_VERSION)
 
 
-# the account of the oldest data source not removed: what a token without an account claim sees among several
-# removed data sources count too: removing the first account leaves tokens without an account claim with none
-# (403), never with the next tenant's data
-FIRST_ACCOUNT: Select[Any] = select(data_source.c.account).order_by(data_source.c.id).limit(1)
+CLAIMLESS = "claimless_account"
+# the account a token without an account claim sees (Tenancy.first_account): recorded with the first data source
+# (migration 0012 recorded the oldest one's), moved by `accounts rename`, never by a removal or a purge: once it holds
+# no data source such tokens get 403 naming it, never the next tenant's data (plugins.orgunits.claimless)
+FIRST_ACCOUNT: Select[Any] = select(orgunit_setting.c.value).where(orgunit_setting.c.name == CLAIMLESS)
 
 
 def snapshot(row: Any, keys: tuple[str, ...] | None = None) -> dict[str, Any]:

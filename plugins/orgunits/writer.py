@@ -22,6 +22,7 @@ from sqlalchemy import (
     update,
 )
 
+from plugins.orgunits.claimless import record_first
 from plugins.orgunits.history import (
     BATCH_SIZE,
     MAX_DEPTH,
@@ -62,8 +63,8 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
                        identifier_system: str | None = None, now: datetime | None = None,
                        account: str = DEFAULT_ACCOUNT) -> int:
     """Id of the data source called `name` in `account`, created if missing (slug defaults to the slugified
-    name; its Organization's first version is stamped `now`). Data source names and slugs are unique within an
-    account."""
+    name; its Organization's first version is stamped `now`; the first of the database records its account as the
+    one tokens without an account claim see). Data source names and slugs are unique within an account."""
     now = as_utc(now or datetime.now(timezone.utc))
     if not account or not account.strip() or len(account) > 200:
         raise LoadError(f"account {account!r}: give a name of 1 to 200 characters")
@@ -85,6 +86,7 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
                                                      updated_at=now, name_norm=normalize(name), account=account))
     source_id = int(result.inserted_primary_key[0])
     record_sources(conn, now, [source_id])
+    record_first(conn)  # the first data source: its account is the one tokens without an account claim see
     return source_id
 
 

@@ -49,21 +49,22 @@ EVERYTHING = AccessScope(all_accounts=True)
 
 
 def caller_account(scope: AccessScope, accounts: Collection[str], first: str | None = None) -> str | None:
-    """The account the caller sees, decided here only: the scope's (the access_scope hook's), else the only
-    account the server holds ("" when it holds none: nothing to see), else among several the first one loaded
-    (`first`, Tenancy.first_account: a new account never changes what a token without the claim sees); None:
-    every account (trusted in-process callers only). Forbidden when the scope names none, the server holds several
-    and none is the first."""
+    """The account the caller sees, decided here only: the scope's (the access_scope hook's), else the account
+    recorded for tokens naming none (`first`, Tenancy.first_account: a new account never changes what they see), else
+    the only account the server holds ("" when it holds none: nothing to see); None: every account (trusted
+    in-process callers only). Forbidden when the scope names none and the recorded account holds nothing any more
+    (removed or purged: never the next tenant's data), or when nothing is recorded and the server holds several."""
     if scope.all_accounts:
         return None
     if scope.account is not None:
         return scope.account
-    if first is not None and first not in accounts:  # the first account was removed: never the next tenant's
-        raise Forbidden(f"the token names no account and account {first!r}, which such tokens saw, was removed: "
-                        "ask for a token with the account claim")
+    if first is not None:
+        if first not in accounts:  # the first account was removed or purged: never the next tenant's data
+            raise Forbidden(f"the token names no account and account {first!r}, which tokens without an account "
+                            "claim see, was removed: ask for a token with the account claim, or set "
+                            "auth.default_account")
+        return first
     if len(accounts) > 1:
-        if first in accounts:
-            return first
         raise Forbidden("the token names no account and this server holds several: "
                         "ask for a token with the account claim")
     return next(iter(accounts), "")

@@ -12,14 +12,17 @@ import socket
 import sys
 import tempfile
 
+from collections.abc import Collection
+
 import uvicorn
 from sqlalchemy import Engine
 
 from server.access.mint import mint_token
+from server.access.tenancy import AccessScope, caller_account
 from server.app import create_app
 from server.cli.data import ensure_schema, render, write_demo
 from server.engine.context import ServerContext, create_context
-from server.errors import ConfigError
+from server.errors import ConfigError, Forbidden
 from server.extensions import Extensions
 from server.cli.common import say
 from server.http.protocol import open_files_needed
@@ -64,12 +67,19 @@ def accounts(ctx: ServerContext) -> list[str]:
 
 
 def first_account(ctx: ServerContext) -> str | None:
-    """The account a token without an account claim sees among several (None when the database cannot say)."""
+    """The account recorded for tokens without an account claim (Tenancy.first_account; None when the database cannot
+    say)."""
     try:
         with ctx.db.connect() as conn:
             return ctx.freshness.snapshot(conn).first_account
     except Exception:  # noqa: BLE001 - an unreachable or empty database holds no account
         return None
+
+
+def claimless_account(settings: Settings, held: Collection[str], first: str | None) -> str:
+    """The account a token without an account claim sees (auth.default_account, else caller_account's decision over
+    the accounts held); Forbidden, naming why, when such a token is refused."""
+    return caller_account(AccessScope(account=settings.auth.default_account), held, first) or ""
 
 
 def _is_empty(engine: Engine, extensions: Extensions) -> bool:
@@ -154,7 +164,13 @@ def _banner(settings: Settings, ctx: ServerContext, host: str, port: int) -> Non
     try:
         ctx.freshness.expire()
         held = accounts(ctx)
-        account = first_account(ctx) if len(held) > 1 else None
+        try:
+            sees = claimless_account(settings, held, first_account(ctx))
+        except Forbidden as exc:
+            print(f"(no local token: {exc.diagnostics}; mint one with `orgunit-fhir token --account NAME`, accounts: "
+                  f"{', '.join(held) or 'none'})", file=sys.stderr, flush=True)
+            return
+        account = sees if len(held) > 1 else None
         token = mint_token(settings, ttl=24 * 3600, account=account)
         print(f"A token valid for 24 hours{f' (account {account})' if account else ''}:\n{token}",
               file=sys.stderr, flush=True)

@@ -8,9 +8,9 @@ from typing import Any
 
 from server.access.mint import mint_token
 from server.cli.common import say
-from server.cli.serve import accounts, first_account
+from server.cli.serve import accounts, claimless_account, first_account
 from server.engine.context import create_context
-from server.errors import ConfigError
+from server.errors import ConfigError, Forbidden
 from server.extensions import Extensions
 from server.ops.checks import embedded_database_missing
 from server.settings import Settings
@@ -44,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _held_accounts(settings: Settings) -> tuple[list[str], str | None]:
-    """The accounts holding data, and the one a token without an account claim sees among several."""
+    """The accounts holding data, and the one recorded for tokens without an account claim."""
     if embedded_database_missing(settings):
         return [], None  # never create a database (or its directory) just to look
     ctx = create_context(settings)
@@ -60,11 +60,17 @@ def cmd_token(args: argparse.Namespace, settings: Settings, extensions: Extensio
     print(mint_token(settings, subject=args.sub, permissions=args.permission, ttl=args.ttl,
                      extra=dict(args.claim), account=args.account, roots=args.org_unit_roots, create=False))
     held, first = _held_accounts(settings)
-    if args.account is None and "account" not in dict(args.claim) and len(held) > 1 \
-            and not settings.auth.default_account:
-        sees = (f"sees account {first!r}, the first loaded" if first in held else "is refused (403)")
-        say(f"note: this server holds several accounts ({', '.join(held)}): a token without --account {sees}; "
-            "pass --account for another", logging.WARNING, command="token")
+    if args.account is None and settings.auth.account_claim not in dict(args.claim):
+        try:
+            sees = claimless_account(settings, held, first)
+        except Forbidden as exc:
+            say(f"note: this token is refused (403): {exc.diagnostics} (accounts: {', '.join(held) or 'none'})",
+                logging.WARNING, command="token")
+        else:
+            if len(held) > 1 and not settings.auth.default_account:
+                say(f"note: this server holds several accounts ({', '.join(held)}): a token without --account sees "
+                    f"account {sees!r}, the first loaded; pass --account for another", logging.WARNING,
+                    command="token")
     elif args.account is not None and held and args.account not in held:
         say(f"note: no data source belongs to account {args.account!r} (accounts: {', '.join(held)}): this token "
             "sees an empty server", logging.WARNING, command="token")

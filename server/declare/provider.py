@@ -174,8 +174,10 @@ class Tenancy:
     own path), `via` (through a reference to a scoped provider) or neither (account only: such a token sees none
     of its rows). A provider scoped `via` a reference may leave out partitions: the referenced provider's account
     then decides alone. Anything the engine cannot apply matches nothing. `first_account` selects (one row, one
-    column) the account a token naming none sees when the server holds several (the first one loaded), so that
-    adding an account never changes what existing tokens see; without it such a token is refused."""
+    column) the account a token naming none sees (the first one loaded, as the data records it: never derived from
+    rows a removal deletes), so that adding an account never changes what existing tokens see; once it holds no
+    partition such a token is refused (403 naming it), and without it such a token is refused when the server holds
+    several."""
 
     partition: ColumnElement[Any] | None = None
     partitions: Select[Any] | None = None

@@ -212,14 +212,22 @@ def test_trusted_callers_see_every_row_of_a_provider_scoped_through_a_reference(
     pytest.param(AccessScope(), set(), None, "", id="empty-server"),
     pytest.param(AccessScope(all_accounts=True), {"alpha", "beta"}, "alpha", None, id="trusted"),
     pytest.param(AccessScope(), {"alpha", "beta"}, "beta", "beta", id="several-accounts-the-first-loaded"),
+    pytest.param(AccessScope(), {"alpha"}, "alpha", "alpha", id="the-only-account-recorded"),
     pytest.param(AccessScope(), {"alpha", "beta"}, None, Forbidden, id="several-accounts-no-first"),
     pytest.param(AccessScope(), {"alpha", "beta"}, "gone", Forbidden, id="several-accounts-first-removed"),
+    pytest.param(AccessScope(), {"sl-sample"}, "default", Forbidden, id="the-only-account-left-is-not-the-first"),
+    pytest.param(AccessScope(), set(), "default", Forbidden, id="nothing-left-first-recorded"),
+    pytest.param(AccessScope(account="sl-sample"), {"sl-sample"}, "default", "sl-sample",
+                 id="named-the-first-removed"),
 ])
 def test_caller_account(scope: AccessScope, accounts: set[str], first: str | None,
                         account: str | None | type) -> None:
     if account is Forbidden:
-        with pytest.raises(Forbidden):
+        with pytest.raises(Forbidden) as refused:
             caller_account(scope, accounts, first)
+        if first is not None:  # the recorded account, named, and how to get another
+            assert f"account {first!r}, which tokens without an account claim see, was removed" in str(refused.value)
+            assert "auth.default_account" in str(refused.value)
     else:
         assert caller_account(scope, accounts, first) == account
 

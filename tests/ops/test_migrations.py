@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Column, Engine, MetaData, create_engine, select, text
+from sqlalchemy import Column, Engine, MetaData, create_engine, func, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 
 from plugins.orgunits.tables import MIGRATIONS as ORGUNITS
-from plugins.orgunits.tables import data_source, data_source_history
-from plugins.orgunits.views import PUBLISHED_FROM, SOURCE_SYSTEM
+from plugins.orgunits.tables import data_source, data_source_history, orgunit_setting
+from plugins.orgunits.views import FIRST_ACCOUNT, PUBLISHED_FROM, SOURCE_SYSTEM
 from server.extensions import load_extensions
 from server.settings import parse_settings
 from server.storage.db import normalize_url
@@ -185,3 +185,35 @@ def test_0011_gives_each_data_source_its_first_organization_version(database_url
     assert rows[1].snapshot["current_version"] is None and rows[2].snapshot is None
     assert [rows[0].updated_at, rows[2].updated_at] == [first, datetime(2026, 2, 1, tzinfo=timezone.utc)]
     assert current == {r.data_source_id: r.updated_at for r in rows} and versions == {1}  # the current version's
+
+
+@pytest.mark.parametrize("sources, recorded", [
+    pytest.param("(1, 'Demo', 'demo', 'default', NULL), (2, 'DHIS2', 'dhis2', 'sl-sample', NULL)", "default",
+                 id="the-oldest-data-source"),
+    pytest.param("(1, 'Demo', 'demo', 'default', '2026-02-01 00:00:00+00'), (2, 'DHIS2', 'dhis2', 'sl-sample', NULL)",
+                 "default", id="a-removed-one-counts"),
+    pytest.param("(2, 'DHIS2', 'dhis2', 'sl-sample', NULL), (7, 'Demo', 'demo', 'default', NULL)", "sl-sample",
+                 id="by-id-not-by-name"),
+    pytest.param(None, None, id="no-data-source"),
+])
+def test_0012_records_the_account_tokens_without_the_claim_see(database_url: str, sources: str | None,
+                                                                recorded: str | None) -> None:
+    """A database at 0011: the account a token without an account claim saw, derived then from the oldest data source
+    (removed ones included), is recorded as it was, so that a purge of its rows can no longer change it."""
+    engine = create_engine(normalize_url(database_url))
+    try:
+        SCHEMA.upgrade(engine, {"orgunits": "0011"})
+        if sources is not None:
+            with engine.begin() as conn:
+                conn.execute(text(f"INSERT INTO data_source (id, name, slug, account, removed_at) VALUES {sources}"))
+        SCHEMA.upgrade(engine)
+        with engine.connect() as conn:
+            assert conn.execute(FIRST_ACCOUNT).scalar() == recorded
+            assert conn.execute(select(func.count()).select_from(orgunit_setting)).scalar_one() == \
+                (recorded is not None)
+        with engine.begin() as conn:
+            ORGUNITS.run(conn, "0011", downgrade=True)
+        with engine.connect() as conn:
+            assert ORGUNITS.current(conn) == "0011" and "orgunit_setting" not in inspect(conn).get_table_names()
+    finally:
+        engine.dispose()

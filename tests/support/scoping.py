@@ -14,8 +14,10 @@ from typing import Any
 
 from sqlalchemy import Column, Engine, ForeignKey, Integer, MetaData, String, Table, literal, select
 
+from plugins.orgunits.admin import rename_account
 from plugins.orgunits.history import delete_missing
 from plugins.orgunits.records import TypeRecord, UnitRecord
+from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
 from server import ReferenceTarget, ResourceProvider, SearchParam, Settings, Tenancy, Through, Via, hookimpl
 from server.engine.context import ServerContext, create_context
@@ -39,10 +41,10 @@ def _beta_units(offset: int) -> tuple[UnitRecord, ...]:
 
 
 def load_alpha(engine: Engine) -> None:
-    """The small pyramid (loaded before) belongs to account alpha."""
+    """The small pyramid (loaded before) belongs to account alpha (`accounts rename default alpha`: tokens without an
+    account claim keep seeing it)."""
     with engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE data_source SET account = 'alpha'")
-        conn.exec_driver_sql("UPDATE org_unit_type SET account = 'alpha'")
+        rename_account(conn, DEFAULT_ACCOUNT, "alpha")
 
 
 def load_beta(engine: Engine) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Union
 from sqlalchemy import Connection, Engine, func, select, update
 
 from plugins.orgunits import history
+from plugins.orgunits.claimless import recorded
 from plugins.orgunits.records import (
     SAMPLE,
     TypeRecord,
@@ -22,7 +23,6 @@ from plugins.orgunits.records import (
     field_list,
 )
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, data_source, org_unit, source_version
-from plugins.orgunits.views import FIRST_ACCOUNT
 from plugins.orgunits.writer import (
     ensure_data_source,
     ensure_source_version,
@@ -80,7 +80,7 @@ def _import(conn: Connection, name: str, version: int, types: Types, records: Re
                         "Check the file and the mapping; if the moves are intended, load again with --allow-reparent")
     conn.execute(update(data_source).where(data_source.c.id == source_id).values(last_format=fmt, removed_at=None))
     history.record_sources(conn, now, [source_id])  # a removed data source restored: its Organization again
-    notes = list(before.notes(account, name, fmt, kept))
+    notes = list(before.notes(account, name, fmt, kept, recorded(conn)))
     source_change = _source_change(conn, before.row, source_id)
     if delete_missing:
         deleted = history.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
@@ -135,7 +135,7 @@ class _Before:
     sources: list[str]  # the data sources of this account
     row: Any  # the data source (removed_at, last_format, updated_at), or None
     units: int = 0  # its live units
-    first: str | None = None  # the account a token without an account claim sees (views.FIRST_ACCOUNT)
+    first: str | None = None  # the account recorded for tokens without an account claim (None: no data source yet)
 
     @property
     def new_account(self) -> bool:
@@ -145,15 +145,18 @@ class _Before:
     def new_source(self) -> bool:
         return self.row is None or self.row.removed_at is not None
 
-    def notes(self, account: str, name: str, fmt: str | None, kept: frozenset[str]) -> Iterator[str]:
+    def notes(self, account: str, name: str, fmt: str | None, kept: frozenset[str],
+              claimless: str | None) -> Iterator[str]:
+        """`claimless`: the account recorded for tokens without an account claim after the load."""
         if self.new_account and self.accounts:
             yield (f"account {account!r} is new{_did_you_mean(account, self.accounts)} (the others: "
                    f"{', '.join(self.accounts)}): its consumers need "
-                   f"tokens for it (orgunit-fhir token --account {account}); tokens without an account claim still "
-                   f"see account {self.first!r}, the first loaded (unless auth.default_account names another)")
-        elif self.new_account:
+                   f"tokens for it (orgunit-fhir token --account {account}); {self._claimless(account, claimless)}")
+        elif self.new_account and self.first is None:
             yield (f"created account {account!r} and its data source {name!r}: the first of this database, which "
                    "tokens without an account claim see")
+        elif self.new_account:
+            yield f"created account {account!r} and its data source {name!r}; {self._claimless(account, claimless)}"
         elif self.row is None and self.sources:
             yield (f"data source {name!r} is new in account {account!r}{_did_you_mean(name, self.sources)} (its other "
                    "data sources: "
@@ -166,6 +169,15 @@ class _Before:
                    f"{fmt} carries and kept the stored {field_list(kept)}" if kept else
                    f"data source {account}/{name} was last loaded from {last}, this load is {fmt}: {fmt} carries "
                    f"every field, so what only {last} held is replaced")
+
+    def _claimless(self, account: str, claimless: str | None) -> str:
+        unless = "(unless auth.default_account names another)"
+        if claimless == account:
+            return f"tokens without an account claim see it: the account recorded for them, the first loaded {unless}"
+        if claimless in self.accounts:
+            return f"tokens without an account claim still see account {claimless!r}, the first loaded {unless}"
+        return (f"tokens without an account claim get 403 naming account {claimless!r}, the first loaded, which holds "
+                f"no data source {unless}")
 
 
 def _did_you_mean(name: str, known: list[str]) -> str:
@@ -185,7 +197,7 @@ def _before(conn: Connection, account: str, name: str) -> _Before:
     units = 0 if row is None else int(conn.execute(
         select(func.count()).select_from(org_unit.join(source_version))
         .where(source_version.c.data_source_id == row.id, org_unit.c.deleted.is_(False))).scalar_one())
-    return _Before(accounts, sources, row, units, conn.execute(FIRST_ACCOUNT).scalar())
+    return _Before(accounts, sources, row, units, recorded(conn))
 
 
 def _nothing_to_create(before: _Before, account: str, name: str) -> str:

@@ -1,0 +1,78 @@
+"""The command line as an operator runs it (in process, on the test's database), and a consumer's view of the server
+it feeds: the `operator` fixture of the tests that play an operator's commands (issues 23 and 36)."""
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from server.access.mint import mint_token
+from server.app import create_app
+from server.cli.main import main
+from server.settings import load_settings
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+MAPPED = FIXTURES / "mapped"
+LAKELAND_CSV = MAPPED / "lakeland_facilities.csv"
+LAKELAND = MAPPED / "lakeland_facilities.mapping.yaml"
+LAKELAND_UNITS = 34  # the country, 3 counties, 7 sub-counties, 23 facilities
+DHIS2_SAMPLE = FIXTURES / "dhis2_sierra_leone_sample.json"
+
+
+@pytest.fixture
+def settings_path(tmp_path: Path) -> Path:
+    path = tmp_path / "settings.yaml"
+    path.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\nauth:\n  secret: {'s' * 40}\n"
+                    "bulk:\n  enabled: true\n", encoding="utf-8")
+    return path
+
+
+class Operator:
+    """The command line as the operator runs it (in process), and a consumer's view of the server."""
+
+    def __init__(self, settings_path: Path, url: str, capsys: pytest.CaptureFixture[str]) -> None:
+        self.settings_path, self.url, self.capsys = settings_path, url, capsys
+
+    def run(self, *argv: str) -> tuple[int, str]:
+        """Exit status and the messages of the command's log lines (JSON on stderr)."""
+        self.capsys.readouterr()
+        status = main([*argv, "--settings", str(self.settings_path), "--database", self.url])
+        said = self.capsys.readouterr().err
+        return status, "\n".join(json.loads(line)["message"] for line in said.splitlines() if line.startswith("{"))
+
+    def ok(self, *argv: str) -> str:
+        status, said = self.run(*argv)
+        assert status == 0, said
+        return said
+
+    def load_lakeland(self, *options: str, csv: Path = LAKELAND_CSV, mapping: Path = LAKELAND) -> str:
+        return self.ok("load", "mapped", str(csv), "--mapping", str(mapping), *options)
+
+    def accounts(self) -> dict[str, list[str]]:
+        """`accounts list` as a table: account -> data sources, units, served."""
+        self.capsys.readouterr()
+        assert main(["accounts", "list", "--settings", str(self.settings_path), "--database", self.url]) == 0
+        return {row.split()[0]: row.split()[1:] for row in self.capsys.readouterr().out.splitlines()[1:]}
+
+    @contextmanager
+    def consumer(self, **token: Any) -> Iterator[TestClient]:
+        settings = load_settings(self.settings_path, self.url)
+        app = create_app(settings)
+        try:
+            with TestClient(app, base_url="http://testserver") as client:
+                client.headers["Authorization"] = f"Bearer {mint_token(settings, **token)}"
+                yield client
+        finally:
+            app.state.ctx.db.dispose()
+
+
+@pytest.fixture
+def operator(settings_path: Path, database_url: str, capsys: pytest.CaptureFixture[str]) -> Iterator[Operator]:
+    yield Operator(settings_path, database_url, capsys)
+    shutil.rmtree(settings_path.parent / "var", ignore_errors=True)  # what the commands left in server.data_dir
