@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Column, Engine, MetaData, create_engine, func, inspect, select, text
+from sqlalchemy import (JSON, Boolean, Column, DateTime, Engine, Integer, MetaData, column, create_engine, func, inspect,
+                        select, table, text)
 from sqlalchemy.exc import IntegrityError
 
 from plugins.orgunits.tables import MIGRATIONS as ORGUNITS
@@ -217,3 +218,49 @@ def test_0012_records_the_account_tokens_without_the_claim_see(database_url: str
             assert ORGUNITS.current(conn) == "0011" and "orgunit_setting" not in inspect(conn).get_table_names()
     finally:
         engine.dispose()
+
+
+# org_unit_history as 0012 left it (no scope columns)
+_HISTORY_0012 = table("org_unit_history", column("org_unit_id", Integer), column("version_id", Integer),
+                      column("updated_at", DateTime(timezone=True)), column("deleted", Boolean),
+                      column("snapshot", JSON))
+
+
+def test_0013_scopes_each_kept_version_by_what_it_published(database_url: str) -> None:
+    """A database at 0012: each kept version of a unit gets the source version and the place it published (issue
+    36: a caller sees a version only as it could while it was current). Unit 5 was under unit 7 in source version
+    1, deleted, then published under unit 1 in version 2 (its current version); unit 1 was never moved."""
+    engine = create_engine(normalize_url(database_url))
+    snap = {"data_source_id": 1, "source_version": 1, "parent_id": 7}
+    try:
+        SCHEMA.upgrade(engine, {"orgunits": "0012"})
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO data_source (id, name, slug) VALUES (1, 'Iaso', 'iaso')"))
+            conn.execute(text("INSERT INTO source_version (id, number, data_source_id) VALUES (11, 1, 1), (12, 2, 1)"))
+            conn.execute(text("INSERT INTO org_unit_type (id, name, short_name, category) VALUES (1, 'X', 'X', 'X')"))
+            conn.execute(text(
+                "INSERT INTO org_unit (id, name, validation_status, org_unit_type_id, parent_id, source_version_id, "
+                "created_at, updated_at, version_id, deleted, path) VALUES "
+                "(1, 'Root', 'VALID', 1, NULL, 12, '2026-01-01', '2026-01-01', 1, false, '/1/'), "
+                "(7, 'Old parent', 'VALID', 1, NULL, 11, '2026-01-01', '2026-01-01', 1, false, '/7/'), "
+                "(5, 'Unit', 'VALID', 1, 1, 12, '2026-01-01', '2026-03-01', 3, false, '/1/5/')"))
+            conn.execute(_HISTORY_0012.insert(), [
+                {"org_unit_id": 5, "version_id": 1, "updated_at": datetime(2026, 1, 1, tzinfo=timezone.utc),
+                 "deleted": False, "snapshot": snap},
+                {"org_unit_id": 5, "version_id": 2, "updated_at": datetime(2026, 2, 1, tzinfo=timezone.utc),
+                 "deleted": True, "snapshot": None},
+                {"org_unit_id": 5, "version_id": 3, "updated_at": datetime(2026, 3, 1, tzinfo=timezone.utc),
+                 "deleted": False, "snapshot": {**snap, "source_version": 2, "parent_id": 1}},
+                {"org_unit_id": 1, "version_id": 1, "updated_at": datetime(2026, 1, 1, tzinfo=timezone.utc),
+                 "deleted": False, "snapshot": {"data_source_id": 1, "source_version": 2, "parent_id": None}}])
+        SCHEMA.upgrade(engine)
+        with engine.connect() as conn:
+            found = conn.execute(text("SELECT org_unit_id, version_id, source_version_id, path FROM org_unit_history "
+                                      "ORDER BY org_unit_id, version_id")).all()
+        with engine.begin() as conn:
+            ORGUNITS.run(conn, "0012", downgrade=True)
+    finally:
+        engine.dispose()
+    assert [tuple(r) for r in found] == [(1, 1, 12, "/1/"), (5, 1, 11, "/7/5/"), (5, 2, 11, "/7/5/"),
+                                         (5, 3, 12, "/1/5/")]
+

@@ -19,7 +19,7 @@ from alembic import op
 from plugins.orgunits.tables import PATH_TYPE
 
 revision = "0013"
-down_revision = "0011"  # MERGE: becomes "0012" when account36 lands
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
