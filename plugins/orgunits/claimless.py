@@ -1,6 +1,7 @@
 """The account a token without an account claim sees (the claimless account), as the data records it: set with the
-first data source, moved by `accounts rename`, never changed by a removal or a purge. Once it holds no data source such
-tokens get 403 naming it (server.access.tenancy.caller_account), never the next tenant's data. And what a removal or
+first data source, moved by `accounts rename`, never changed by a removal or a purge. Removed, its deletions stay
+published to such tokens (their copies drop its units); purged (it holds nothing), they get 403 naming it
+(server.access.tenancy.caller_account), never the next tenant's data. And what a removal or
 a rename changes for tokens, as the command line says it."""
 from __future__ import annotations
 
@@ -45,6 +46,13 @@ def removal_notes(conn: Connection, account: str, default_account: str | None) -
         also = " and tokens without an account claim (they see this account)" if claimless else ""
         return [f"tokens with the account claim {account!r}{also} keep seeing its other data source"
                 f"{'s' if len(left) != 1 else ''} ({', '.join(left)})"]
+    kept = conn.execute(select(data_source.c.id).where(data_source.c.account == account).limit(1)).first()
+    if kept is not None:  # removed, not purged: its deletions stay published to its tokens
+        who = f"tokens with the account claim {account!r}" + \
+            (" and tokens without an account claim (they see this account)" if claimless else "")
+        return [f"{who} see its units as deleted (410, a DELETE in _history and $export?_since: their copies drop "
+                "them), and nothing else" + ("; purged, tokens without an account claim get 403 naming it"
+                                             if claimless and not default_account else "")]
     notes = [f"tokens with the account claim {account!r} see nothing: the account holds no data source"]
     if claimless and default_account:
         notes.append(f"tokens without an account claim see nothing either: auth.default_account names {account!r}")
