@@ -16,7 +16,7 @@ from datetime import date, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import ColumnElement, RowMapping, and_, or_, select
+from sqlalchemy import ColumnElement, Row, and_, case, or_, select
 
 from plugins.orgunits.tables import org_unit, org_unit_type
 from plugins.orgunits.views import PUBLISHED_FROM, parent
@@ -30,48 +30,57 @@ OWN_PARAMETERS = ("properties", "positioned")
 
 @dataclass(frozen=True)
 class Property:
-    """One exported property: its name (CSV column, GeoJSON property) and its value from a published row (None: left
-    out of GeoJSON, an empty CSV cell)."""
+    """One exported property: its name (CSV column, GeoJSON property), the column it reads (COLUMNS) and its value
+    from that column's (never called with None: no value, left out of GeoJSON, an empty CSV cell)."""
 
     name: str
-    value: Callable[[RowMapping], Any]
+    column: str
+    value: Callable[[Any], Any] = lambda v: v
     text: bool = False  # free text from the data (a CSV cell that could start a spreadsheet formula is escaped)
 
 
-def _day(value: date | str | None) -> str | None:
+def _day(value: date | str) -> str:
     return value.isoformat() if isinstance(value, date) else value
 
 
-def _instant(value: datetime | str | None) -> str | None:
-    return instant(datetime.fromisoformat(value) if isinstance(value, str) else value) if value else None
+def _instant(value: datetime | str) -> str:
+    return instant(datetime.fromisoformat(value) if isinstance(value, str) else value)
 
 
 def properties(status_map: dict[str, str]) -> tuple[Property, ...]:
     return (
-        Property("name", lambda r: r["name"], text=True),
-        Property("type", lambda r: r["type_code"], text=True),
-        Property("type_name", lambda r: r["type_name"], text=True),
-        Property("level", lambda r: r["type_depth"]),
-        Property("status", lambda r: status_map[r["validation_status"]]),
-        Property("closed", lambda r: bool(r["closed"])),
-        Property("opening_date", lambda r: _day(r["opening_date"])),
-        Property("closing_date", lambda r: _day(r["closing_date"])),
-        Property("code", lambda r: r["source_ref"], text=True),
-        Property("uuid", lambda r: f"urn:uuid:{r['uuid']}" if r["uuid"] else None),
-        Property("parent", lambda r: f"Location/{r['parent_id']}" if r["parent_id"] is not None else None),
-        Property("parent_name", lambda r: r["parent_name"], text=True),
-        Property("last_updated", lambda r: _instant(r["updated_at"])),
-        Property("version", lambda r: str(r["version_id"])),
+        Property("name", "name", text=True),
+        Property("type", "type_code", text=True),
+        Property("type_name", "type_name", text=True),
+        Property("level", "type_depth"),
+        Property("status", "validation_status", status_map.__getitem__),
+        Property("closed", "closed", bool),
+        Property("opening_date", "opening_date", _day),
+        Property("closing_date", "closing_date", _day),
+        Property("code", "source_ref", text=True),
+        Property("uuid", "uuid", lambda v: f"urn:uuid:{v}"),
+        Property("parent", "parent_id", lambda v: f"Location/{v}"),
+        Property("parent_name", "parent_name", text=True),
+        Property("last_updated", "updated_at", _instant),
+        Property("version", "version_id", str),
     )
 
 
-def columns(closed: ColumnElement[bool]) -> tuple[ColumnElement[Any], ...]:
-    return (org_unit.c.id, org_unit.c.name, org_unit.c.path, org_unit.c.uuid, org_unit.c.source_ref,
-            org_unit.c.validation_status, org_unit.c.parent_id, org_unit.c.latitude, org_unit.c.longitude,
-            org_unit.c.altitude, org_unit.c.opening_date, org_unit.c.closing_date, org_unit.c.updated_at,
-            org_unit.c.version_id, closed.label("closed"), org_unit_type.c.short_name.label("type_code"),
-            org_unit_type.c.name.label("type_name"), org_unit_type.c.depth.label("type_depth"),
-            parent.c.name.label("parent_name"))
+POSITION = ("id", "path", "latitude", "longitude", "altitude")  # the first columns of every row, in this order
+
+
+def columns(closed: ColumnElement[bool], needed: Sequence[str]) -> list[ColumnElement[Any]]:
+    """The columns read: the position and the path (the order) always, then what the properties shown need (fewer
+    columns, fewer joins: the country's points are read in a fraction of the time)."""
+    named: dict[str, ColumnElement[Any]] = {
+        "name": org_unit.c.name, "uuid": org_unit.c.uuid, "source_ref": org_unit.c.source_ref,
+        "validation_status": org_unit.c.validation_status, "parent_id": org_unit.c.parent_id,
+        "opening_date": org_unit.c.opening_date, "closing_date": org_unit.c.closing_date,
+        "updated_at": org_unit.c.updated_at, "version_id": org_unit.c.version_id, "closed": case((closed, 1), else_=0).label("closed"),
+        "type_code": org_unit_type.c.short_name.label("type_code"), "type_name": org_unit_type.c.name.label("type_name"),
+        "type_depth": org_unit_type.c.depth.label("type_depth"), "parent_name": parent.c.name.label("parent_name")}
+    return [org_unit.c.id, org_unit.c.path, org_unit.c.latitude, org_unit.c.longitude, org_unit.c.altitude,
+            *(named[key] for key in dict.fromkeys(needed))]
 
 
 def selection(call: OperationCall, own: Sequence[str]) -> tuple[list[tuple[str, str]], dict[str, str]]:
@@ -92,18 +101,20 @@ def matching(call: OperationCall, search: list[tuple[str, str]]) -> ColumnElemen
                call.lookup.condition("Location", [("partof:below", call.id), *search], connection=conn))
 
 
-def rows(call: OperationCall, where: ColumnElement[bool], closed: ColumnElement[bool]) -> Iterator[RowMapping]:
+def chunks(call: OperationCall, where: ColumnElement[bool], shown: Sequence[ColumnElement[Any]]
+           ) -> Iterator[Sequence[Row[Any]]]:
     """Every row `where` selects, in path order, CHUNK at a time (a keyset on the path: each row once)."""
     after: str | None = None
     while True:
-        query = select(*columns(closed)).select_from(PUBLISHED_FROM).where(where)
+        query = select(*shown).select_from(PUBLISHED_FROM).where(where)
         if after is not None:
             query = query.where(org_unit.c.path > after)
-        found = call.connection.execute(query.order_by(org_unit.c.path).limit(CHUNK)).mappings().all()
-        yield from found
+        found = call.connection.execute(query.order_by(org_unit.c.path).limit(CHUNK)).all()
+        if found:
+            yield found
         if len(found) < CHUNK:
             return
-        after = found[-1]["path"]
+        after = found[-1][1]
 
 
 def chosen(available: tuple[Property, ...], asked: str | None) -> tuple[Property, ...]:
@@ -135,19 +146,22 @@ class Export:
         where = matching(call, search)
         if positioned(mine):
             where = and_(where, org_unit.c.latitude.is_not(None), org_unit.c.longitude.is_not(None))
-        self.rows = rows(call, where, closed)
-        self.first = next(self.rows, None)
+        read = list(dict.fromkeys(p.column for p in self.shown))
+        # each property shown: its name, the position of its column in a row, its value
+        self.plan = [(p.name, len(POSITION) + read.index(p.column), p.value) for p in self.shown]
+        self.chunks = chunks(call, where, columns(closed, read))
+        self.first = next(self.chunks, None)
 
-    def each(self) -> Iterator[RowMapping]:
+    def each(self) -> Iterator[Sequence[Row[Any]]]:
         if self.first is not None:
             yield self.first
-            yield from self.rows
+            yield from self.chunks
 
     def close(self) -> None:
-        self.rows.close()
+        self.chunks.close()
 
 
-def _batched(items: Iterator[bytes], size: int = 64 << 10) -> Iterator[bytes]:
+def _batched(items: Iterator[bytes], size: int = 1 << 20) -> Iterator[bytes]:
     """Small pieces joined into chunks of about `size` bytes (fewer thread hops and sends)."""
     pending: list[bytes] = []
     held = 0
@@ -161,20 +175,26 @@ def _batched(items: Iterator[bytes], size: int = 64 << 10) -> Iterator[bytes]:
         yield b"".join(pending)
 
 
+def _feature(row: Row[Any], plan: Sequence[tuple[str, int, Callable[[Any], Any]]]) -> dict[str, Any]:
+    longitude, latitude, altitude = row[3], row[2], row[4]
+    if latitude is not None and longitude is not None:
+        point = [longitude, latitude] if altitude is None else [longitude, latitude, altitude]
+        geometry: dict[str, Any] | None = {"type": "Point", "coordinates": point}
+    else:
+        geometry = None
+    return {"type": "Feature", "id": str(row[0]), "geometry": geometry,
+            "properties": {name: value(row[i]) for name, i, value in plan if row[i] is not None}}
+
+
 def geojson_features(export: Export) -> Iterator[bytes]:
     """A FeatureCollection, a feature a line: its id, a Point (longitude, latitude[, altitude]) or no geometry, and
     the properties shown that have a value."""
     yield b'{"type":"FeatureCollection","features":[\n'
     first = True
-    for row in export.each():
-        if row["latitude"] is not None and row["longitude"] is not None:
-            point = [row["longitude"], row["latitude"], *([row["altitude"]] if row["altitude"] is not None else [])]
-            geometry: dict[str, Any] | None = {"type": "Point", "coordinates": point}
-        else:
-            geometry = None
-        shown = {p.name: v for p in export.shown if (v := p.value(row)) is not None}
-        feature = {"type": "Feature", "id": str(row["id"]), "geometry": geometry, "properties": shown}
-        yield (b"" if first else b",\n") + orjson.dumps(feature)
+    for chunk in export.each():
+        features = orjson.dumps([_feature(row, export.plan) for row in chunk])[1:-1].replace(b"},{\"type\":\"Feature\"",
+                                                                                           b"},\n{\"type\":\"Feature\"")
+        yield (b"" if first else b",\n") + features
         first = False
     yield b"\n]}\n"
 
@@ -187,28 +207,23 @@ def csv_lines(export: Export) -> Iterator[bytes]:
     (RFC 4180), the position as latitude, longitude, altitude; a text cell that a spreadsheet would take for a
     formula starts with an apostrophe."""
     header = ["id", *(p.name for p in export.shown), "latitude", "longitude", "altitude"]
+    texts = {p.name for p in export.shown if p.text}
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
 
-    def line(cells: list[Any]) -> bytes:
-        writer.writerow(cells)
-        text = buffer.getvalue()
-        buffer.seek(0)
-        buffer.truncate()
-        return text.encode("utf-8")
-
-    def cell(prop: Property, row: RowMapping) -> Any:
-        value = prop.value(row)
-        if value is None:
-            return ""
+    def cell(name: str, value: Any) -> Any:
         if isinstance(value, bool):
             return "true" if value else "false"
-        return "'" + value if prop.text and isinstance(value, str) and value.startswith(FORMULA) else value
+        return "'" + value if name in texts and isinstance(value, str) and value.startswith(FORMULA) else value
 
-    yield "\ufeff".encode("utf-8") + line(header)
-    for row in export.each():
-        yield line([row["id"], *(cell(p, row) for p in export.shown),
-                    *("" if row[k] is None else row[k] for k in ("latitude", "longitude", "altitude"))])
+    writer.writerow(header)
+    yield "\ufeff".encode("utf-8") + buffer.getvalue().encode("utf-8")
+    for chunk in export.each():
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerows([row[0], *("" if row[i] is None else cell(name, value(row[i])) for name, i, value in export.plan),
+                          *("" if v is None else v for v in (row[2], row[3], row[4]))] for row in chunk)
+        yield buffer.getvalue().encode("utf-8")
 
 
 class Streamed:
