@@ -102,6 +102,7 @@ def test_2_forgetting_the_token_clears_every_cache_and_screen(found: dict[str, A
     _part(found, "2")
     assert found["fullChain"] == ["Pays des Collines", "Région Nord", "District de Kaya", "CSPS Diakaba"], found
     assert found["afterForget"] == {"tree": 0, "detail": False, "results": 0, "paths": 0, "appHidden": True}, found
+    assert found["hashAfterForget"] == "" and found["openedAfterNewToken"] is False, found  # the URL forgot it too
     assert found["rootsAfterNewToken"] == ["District de Kaya"], found
     assert found["chainAfterNewToken"] == ["…", "District de Kaya", "CSPS Diakaba"], found  # not the cached chain
     assert found["readsAfterNewToken"] >= 1, found  # read again with the new token
@@ -132,7 +133,7 @@ def test_4_search_inside_names_sorted_paged_with_paths_codes_and_ids(found: dict
 def test_5_maps_above_the_facilities_with_labels_and_a_legend(found: dict[str, Any]) -> None:
     _part(found, "5")
     assert found["regionPoints"] == 4, found  # a region without geometry: its facilities" points
-    assert "facilities below it (points) (4)" in found["regionLegend"], found
+    assert "units below it (points) (4)" in found["regionLegend"], found
     assert "CSPS Diakaba" in found["regionLabels"], found
     assert "District de Pô" in found["sudLabels"] and "areas of its children (1)" in found["sudLegend"], found
     assert "the other units of its parent (points) (2)" in found["facilityLegend"], found  # a facility's neighbours

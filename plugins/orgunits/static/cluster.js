@@ -1,12 +1,14 @@
 'use strict';
 // Point clustering for the explorer's map (Leaflet), written for it: every point is kept; at each zoom the points in
 // view are binned into a grid of CELL screen pixels anchored to the world (panning never reshuffles them), a cell
-// of one point drawn as that point, a cell of several as one cluster at their centre, labelled with their number
+// of one point drawn as that point, a cell of several as one cluster at their centre (up to FEW points in view: all
+// drawn and labelled), labelled with their number
 // (a click zooms to them). Tens of thousands of points re-bin in a few milliseconds; at most a few hundred shapes
 // are on the map at once. No shape takes a tab stop: the map pane lists what it shows for the keyboard.
 (function () {
   const O = window.Orgunit;
   const CELL = 56; // px
+  const FEW = 25; // points in view drawn one by one, labelled
   const WORLD = 256; // Leaflet's world at zoom 0, in px (EPSG:3857)
 
   const worldX = (lon) => ((lon + 180) / 360) * WORLD;
@@ -38,18 +40,31 @@
 
     bounds() {
       if (!this.points.length) return null;
-      return L.latLngBounds(this.points.map((p) => [p.lat, p.lon]));
+      let [south, west, north, east] = [90, 180, -90, -180];
+      for (const p of this.points) {
+        if (p.lat < south) south = p.lat;
+        if (p.lat > north) north = p.lat;
+        if (p.lon < west) west = p.lon;
+        if (p.lon > east) east = p.lon;
+      }
+      return L.latLngBounds([south, west], [north, east]);
+    }
+
+    // every shape off the map with its tooltip (a permanent tooltip could outlive its shape)
+    empty() {
+      this.group.eachLayer((layer) => layer.unbindTooltip());
+      this.group.clearLayers();
     }
 
     clear() {
       this.points = [];
       this.set([]);
-      this.group.clearLayers();
+      this.empty();
       this.shown = { points: 0, clusters: 0, inView: 0 };
     }
 
     redraw() {
-      this.group.clearLayers();
+      this.empty();
       const scale = 2 ** this.map.getZoom();
       const view = this.map.getPixelBounds();
       const [x0, y0, x1, y1] = [view.min.x - CELL, view.min.y - CELL, view.max.x + CELL, view.max.y + CELL];
@@ -62,13 +77,12 @@
         const cell = cells.get(key);
         if (cell) cell.push(i); else cells.set(key, [i]);
       }
-      const singles = [...cells.values()].filter((c) => c.length === 1).length;
-      const labelled = singles === cells.size && singles <= 25;
-      let clusters = 0;
       let inView = 0;
+      for (const cell of cells.values()) inView += cell.length;
+      const few = inView <= FEW; // few points: each drawn and labelled (the labels that would overlap are hidden)
+      let clusters = 0;
       for (const cell of cells.values()) {
-        inView += cell.length;
-        if (cell.length === 1) { this.group.addLayer(this.drawPoint(this.points[cell[0]], labelled)); continue; }
+        if (few || cell.length === 1) { for (const i of cell) this.group.addLayer(this.drawPoint(this.points[i], few)); continue; }
         clusters += 1;
         this.group.addLayer(this.cluster(cell));
       }

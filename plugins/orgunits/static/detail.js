@@ -16,7 +16,7 @@
     }
 
     function copyButton(what, value) {
-      const button = el('button', { type: 'button', class: 'copy', 'aria-label': `Copy the ${what} ${value}`, text: `Copy ${what}` });
+      const button = el('button', { type: 'button', class: 'copy', 'aria-label': `Copy ${what} ${value}`, text: `Copy ${what}` });
       button.addEventListener('click', async () => {
         const done = await O.copy(value).catch(() => false);
         button.textContent = done ? 'Copied' : 'Copy failed';
@@ -87,21 +87,23 @@
       }
     }
 
-    function exports(unit, current) {
+    // `target`: the unit (its own $csv: it and every unit below it), or a group the token cannot open (the search
+    // partof:below=its id)
+    function exports(target, current, text) {
       const note = el('span', { class: 'note', role: 'status' });
       const button = (kind, label) => el('button', { type: 'button', class: `export-${kind}`, text: label, onclick: async () => {
         note.textContent = 'Exporting…';
         try {
-          const name = `locations-${unit.id}.${kind}`;
-          const size = await O.download(`/Location/${encodeURIComponent(unit.id)}/$${kind}`, [],
-            kind === 'csv' ? 'text/csv' : 'application/geo+json', name);
+          const name = target.group ? `locations-below-${target.id}.${kind}` : `locations-${target.id}.${kind}`;
+          const [path, params] = target.group ? [`/Location/$${kind}`, [['partof:below', target.id]]]
+            : [`/Location/${encodeURIComponent(target.id)}/$${kind}`, []];
+          const size = await O.download(path, params, kind === 'csv' ? 'text/csv' : 'application/geo+json', name);
           if (current()) note.textContent = `Saved ${name} (${O.n(Math.max(1, Math.round(size / 1024)))} KB).`;
         } catch (error) {
           if (current() && !O.quiet(error)) note.replaceChildren(O.errorBox(error, null, 'The export failed'));
         }
       } });
-      return el('p', { class: 'exports actions' }, 'Export this unit and every unit below it: ',
-        button('csv', 'CSV'), ' ', button('geojson', 'GeoJSON'), ' ', note);
+      return el('p', { class: 'exports actions' }, text, button('csv', 'CSV'), ' ', button('geojson', 'GeoJSON'), ' ', note);
     }
 
     async function parents(unit, chain, current) {
@@ -151,6 +153,20 @@
     }
 
     return {
+      // a parent the token cannot open, whose units it sees (a scope `partof:below=X`, a list grouped by parent)
+      showGroup(group, current) {
+        const below = el('dd', { class: 'below', text: '…' });
+        detail.replaceChildren(
+          el('h2', { id: 'unit-name', text: group.name }),
+          el('p', { class: 'note', text: 'This unit is not visible with this token: what follows is what it sees below it.' }),
+          el('dl', {}, ...row('Id', group.id), el('dt', { text: 'Below it' }), below),
+          exports({ id: group.id, group: true }, current, 'Export every unit below it that this token sees: '));
+        O.announce(`${group.name}: selected`);
+        counted(below, [['partof:below', group.id]], byLevel, current);
+        map.drawGroup(group, current).catch((error) => {
+          if (current() && !O.quiet(error)) map.error(error, () => map.drawGroup(group, current));
+        });
+      },
       loading() { detail.replaceChildren(el('p', { class: 'note', text: 'Loading…' })); },
       empty() { detail.replaceChildren(el('p', { class: 'note', text: 'Select a unit in the tree or find it by name.' })); },
       error(box) { detail.replaceChildren(box); },
@@ -191,7 +207,7 @@
             ...row('Managing organization', org && (org.reference
               ? el('a', { href: O.fhirHref(org.reference), text: org.display || org.reference }) : org.display)),
             ...row('Version', unit.meta && `${unit.meta.versionId} (${O.formatInstant(unit.meta.lastUpdated)})`)),
-          exports(unit, current),
+          exports({ id: unit.id }, current, 'Export this unit and every unit below it: '),
           historySection);
         O.announce(`${unit.name}: selected`);
         parents(unit, chain, current);

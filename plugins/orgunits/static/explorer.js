@@ -66,7 +66,10 @@
     const state = hashState();
     finder.apply(state);
     const id = state.get('unit');
-    if (id && id !== current) { select(id, false); revealUnit(id); } else if (!id && current) clearDetail();
+    const group = state.get('group');
+    if (id && id !== current) { select(id, false); revealUnit(id); }
+    else if (!id && group && `group:${group}` !== current) selectGroup(group, null, false);
+    else if (!id && !group && current) clearDetail();
   }
 
   window.addEventListener('popstate', () => {
@@ -110,10 +113,15 @@
     T.showState();
     ownEntry();
     finder.loadTypes();
-    tree.loadRoots().then(applyHash, () => {});
+    tree.loadRoots().then(() => {
+      const state = hashState();
+      const sole = tree.soleGroup();
+      if (sole && !state.get('unit') && !state.get('group')) setHash({ group: sole.id }, false); // its own root
+      applyHash();
+    }, () => {});
   }
 
-  O.onUnauthorized = () => { // an expired token: the same person pastes a new one, the URL kept
+  O.onUnauthorized = () => { // an expired token: the same person pastes a new one, the URL and this desk kept
     T.forget();
     reset();
     showLogin('The server refused this token (401): it may have expired. Paste a valid one.');
@@ -121,11 +129,21 @@
 
   // ------------------------------------------------------------------ the selected unit: one state
 
+  // a parent the token cannot open, as its units name it: what the token sees below it
+  function selectGroup(id, name, push) {
+    const mine = ++selection;
+    current = `group:${id}`;
+    if (push !== false) setHash({ unit: '', group: id }, push);
+    tree.markSelected(null, id);
+    map.clear();
+    detail.showGroup({ id, name: name || tree.groupName(id) || `Location/${id}` }, () => mine === selection);
+  }
+
   async function select(id, push) {
     const mine = ++selection;
     const still = () => mine === selection;
     current = id;
-    if (push !== false) setHash({ unit: id }, push);
+    if (push !== false) setHash({ unit: id, group: '' }, push);
     tree.markSelected(id);
     map.clear(); // nothing of the previous unit stays, whatever comes
     detail.loading();
@@ -155,7 +173,7 @@
     if (chain.length) await tree.reveal(chain, id, () => mine === O.state.generation);
   }
 
-  const tree = O.createTree({ select, current: () => current });
+  const tree = O.createTree({ select, selectGroup, current: () => current });
   const map = O.createMap({ pick, read, tiles: TILES });
   const detail = O.createDetail({ pick, lineage, map });
   const finder = O.createFinder({ pick, setHash: (state) => setHash(state, false) });
@@ -166,9 +184,8 @@
   // ------------------------------------------------------------------ start
 
   T.onForget = () => { // the next person at this desk sees nothing of it: not in the page, the URL or the history
-    reset();
-    sessionStorage.removeItem(DESK);
-    history.replaceState({ desk: desk() }, '', clean());
+    reset(); // the token and this desk's session are gone from sessionStorage (token.js); its entries are foreign now
+    history.replaceState(null, '', clean());
     showLogin('');
   };
   T.wireForm(start);

@@ -113,14 +113,16 @@
       const uuid = !more && UUID.exec(name);
       const codes = [];
       if (uuid) codes.push(O.fhir('/Location', [['identifier', `urn:uuid:${uuid[1].toLowerCase()}`], ...selection, paths], signal));
-      else if (!more && WORD.test(name)) {
+      if (!more && !uuid && WORD.test(name)) {
         // the start of a code, any case: its aliases too match :text, which name search already finds: only the units
         // whose code (a non-alias identifier) starts so are kept
         const start = name.toLowerCase();
         codes.push(O.fhir('/Location', [['identifier:text', name], ...selection, ['_count', '50'], paths], signal).then((bundle) => ({
           ...bundle, entry: (bundle.entry || []).filter((e) => (e.search || {}).mode !== 'match' || (e.resource.identifier || [])
             .some((i) => !/\/sid\/alias$/.test(i.system || '') && (i.value || '').toLowerCase().startsWith(start))) })));
-        if (ID.test(name)) codes.push(O.fhir('/Location', [['_id', name], ...selection, paths], signal).catch((e) => { if (e instanceof O.Missing || e.status === 400) return {}; throw e; }));
+      }
+      if (!more && !uuid && ID.test(name)) {
+        codes.push(O.fhir('/Location', [['_id', name], ...selection, paths], signal).catch((e) => { if (e instanceof O.Missing || e.status === 400) return {}; throw e; }));
       }
       try {
         const [bundle, ...found] = await Promise.all([O.fhir(byName[0], byName[1], signal), ...codes]);

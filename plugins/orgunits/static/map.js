@@ -24,7 +24,8 @@
     function ensure() {
       if (map) return true;
       if (!window.L) { $('map-note').textContent = 'The map library did not load.'; return false; }
-      map = L.map('map', { attributionControl: Boolean(tiles), zoomSnap: 0.25 }).setView([0, 0], 2);
+      // no fading: a removed label leaves at once (else it would still crowd out the new ones)
+      map = L.map('map', { attributionControl: Boolean(tiles), zoomSnap: 0.25, fadeAnimation: false }).setView([0, 0], 2);
       if (tiles) L.tileLayer(tiles, { maxZoom: 19 }).addTo(map);
       areas = L.featureGroup().addTo(map);
       for (const kind of ['sibling', 'descendant', 'child']) layers[kind] = new O.Clusters(map, L.layerGroup().addTo(map), (p, label) => point(p, kind, label), kind);
@@ -115,7 +116,7 @@
         item('selected', 'selected unit', counts.selected),
         item('child-boundary', 'areas of its children', counts.childAreas),
         item('child-point', 'its children (points)', counts.child),
-        item('descendant-point', 'units below its children (points)', counts.descendant),
+        item('descendant-point', counts.child ? 'further below it (points)' : 'units below it (points)', counts.descendant),
         item('sibling-point', 'the other units of its parent (points)', counts.sibling),
         item('cluster', 'a cluster: several points, numbered (click to zoom in)', counts.clusters > 0),
         item('closed-point', 'closed (ringed red)', counts.closed)));
@@ -150,11 +151,70 @@
         closed: Boolean((f.properties || {}).closed), parent: O.refId({ reference: (f.properties || {}).parent }) }));
     }
 
+    async function paint(target, current) {
+      clear();
+      if (!ensure()) return;
+      const { unit, children, facility, query } = target;
+      const pane = $('map-pane');
+      pane.dataset.unit = unit ? unit.id : `group:${target.id}`;
+      drawn = { unit: unit || { id: target.id, name: target.name }, children, kinds: {}, bounded: new Set(), group: !unit };
+      const counts = { selected: 0, childAreas: 0, child: 0, descendant: 0, sibling: 0, clusters: 0, closed: 0 };
+      if (unit) {
+        counts.selected = area(unit, 'selected', false);
+        if (hasPoint(unit)) {
+          marks.addLayer(L.circleMarker([unit.position.latitude, unit.position.longitude],
+            { className: 'point selected-point', radius: 9, weight: 3, fillOpacity: 0.9 }));
+          counts.selected = 1;
+        }
+      }
+      $('map-note').textContent = `${target.name}: drawing…`;
+      fit();
+      const controller = new AbortController();
+      pending = controller;
+      const labels = children.length <= LABELLED_AREAS;
+      const unbounded = children.filter((child) => !hasPoint(child)).slice(0, READ_AREAS);
+      const reader = async () => { // boundaries are in reads only: six at a time
+        for (let child = unbounded.shift(); child; child = unbounded.shift()) {
+          const whole = await read(child.id).catch(() => null);
+          if (!current()) return;
+          if (whole && area(whole, 'child', labels)) { counts.childAreas += 1; drawn.bounded.add(child.id); }
+        }
+      };
+      const [all] = await Promise.all([points(query[0], query[1], controller.signal), ...[1, 2, 3, 4, 5, 6].map(reader)]);
+      if (!current()) return;
+      const own = unit ? unit.id : null;
+      const others = all.filter((p) => p.id !== own);
+      const kindOf = (p) => (facility ? 'sibling' : unit && p.parent === unit.id ? 'child' : 'descendant');
+      for (const kind of ['child', 'descendant', 'sibling']) {
+        drawn.kinds[kind] = others.filter((p) => kindOf(p) === kind);
+        layers[kind].set(drawn.kinds[kind]);
+        counts[kind] = drawn.kinds[kind].length;
+      }
+      counts.closed = others.filter((p) => p.closed).length;
+      counts.clusters = others.length > 1 ? 1 : 0; // shown in the legend when some may be (the zoom decides)
+      legend(counts);
+      const below = counts.child + counts.descendant;
+      const extra = facility ? `${O.n(counts.sibling)} other units of its parent drawn`
+        : `every unit below it with a position: ${O.n(below)} point${below === 1 ? '' : 's'}`;
+      const clustered = (n) => ` Several points lie close: ${O.n(n)} clusters at this zoom (zoom in, or click one).`;
+      const skipped = children.filter((c) => !hasPoint(c)).length > READ_AREAS ? `; the boundaries of the first ${READ_AREAS} of its children` : '';
+      $('map-note').textContent = `${target.name}: ${extra}${skipped}.`;
+      fit(); // with the legend and the note in place: the map's own size
+      redrawPoints();
+      declutter();
+      if (Number(pane.dataset.clusters)) $('map-note').append(clustered(Number(pane.dataset.clusters)));
+      pane.dataset.complete = 'true';
+      list();
+    }
+
     function clear() {
       if (pending) pending.abort();
       pending = null;
       drawn = { unit: null, children: [], kinds: {}, bounded: new Set() };
-      if (map) { areas.clearLayers(); marks.clearLayers(); for (const layer of Object.values(layers)) layer.clear(); }
+      if (map) {
+        for (const group of [areas, marks]) { group.eachLayer((layer) => layer.unbindTooltip()); group.clearLayers(); }
+        for (const layer of Object.values(layers)) layer.clear();
+      }
       $('legend').replaceChildren();
       $('map-note').replaceChildren();
       const pane = $('map-pane');
@@ -172,60 +232,16 @@
 
       // `children`: the unit's children as found (the first pages); `current()`: still the unit selected
       async draw(unit, children, current) {
-        clear();
-        if (!ensure()) return;
-        const pane = $('map-pane');
-        pane.dataset.unit = unit.id;
-        drawn = { unit, children, kinds: {}, bounded: new Set() };
-        const counts = { selected: 0, childAreas: 0, child: 0, descendant: 0, sibling: 0, clusters: 0, closed: 0 };
-        counts.selected = area(unit, 'selected', false);
-        if (hasPoint(unit)) {
-          marks.addLayer(L.circleMarker([unit.position.latitude, unit.position.longitude],
-            { className: 'point selected-point', radius: 9, weight: 3, fillOpacity: 0.9 }));
-          counts.selected = 1;
-        }
-        $('map-note').textContent = `${unit.name}: drawing…`;
-        fit();
-        const controller = new AbortController();
-        pending = controller;
-        const labels = children.length <= LABELLED_AREAS;
-        const unbounded = children.filter((child) => !hasPoint(child)).slice(0, READ_AREAS);
-        const reader = async () => { // boundaries are in reads only: six at a time
-          for (let child = unbounded.shift(); child; child = unbounded.shift()) {
-            const whole = await read(child.id).catch(() => null);
-            if (!current()) return;
-            if (whole && area(whole, 'child', labels)) { counts.childAreas += 1; drawn.bounded.add(child.id); }
-          }
-        };
         const parentId = O.refId(unit.partOf);
-        const facility = hasPoint(unit) && !children.length;
-        const found = facility && parentId
-          ? points('/Location/$geojson', [['partof', parentId]], controller.signal)
-          : points(`/Location/${encodeURIComponent(unit.id)}/$geojson`, [], controller.signal);
-        const [all] = await Promise.all([found, ...[1, 2, 3, 4, 5, 6].map(reader)]);
-        if (!current()) return;
-        const others = all.filter((p) => p.id !== unit.id);
-        const kindOf = (p) => (facility ? 'sibling' : p.parent === unit.id ? 'child' : 'descendant');
-        for (const kind of ['child', 'descendant', 'sibling']) {
-          drawn.kinds[kind] = others.filter((p) => kindOf(p) === kind);
-          layers[kind].set(drawn.kinds[kind]);
-          counts[kind] = drawn.kinds[kind].length;
-        }
-        counts.closed = others.filter((p) => p.closed).length;
-        counts.clusters = others.length > 1 ? 1 : 0; // shown in the legend when some may be (the zoom decides)
-        legend(counts);
-        const below = counts.child + counts.descendant;
-        const extra = facility ? `${O.n(counts.sibling)} other units of its parent drawn`
-          : `every unit below it with a position: ${O.n(below)} point${below === 1 ? '' : 's'}`;
-        const clustered = (n) => ` Several points lie close: ${O.n(n)} clusters at this zoom (zoom in, or click one).`;
-        const skipped = children.filter((c) => !hasPoint(c)).length > READ_AREAS ? `; the boundaries of the first ${READ_AREAS} of its children` : '';
-        $('map-note').textContent = `${unit.name}: ${extra}${skipped}.`;
-        fit(); // with the legend and the note in place: the map's own size
-        redrawPoints();
-        declutter();
-        if (Number(pane.dataset.clusters)) $('map-note').append(clustered(Number(pane.dataset.clusters)));
-        pane.dataset.complete = 'true';
-        list();
+        const facility = hasPoint(unit) && !children.length && Boolean(parentId);
+        const query = facility ? ['/Location/$geojson', [['partof', parentId]]] : [`/Location/${encodeURIComponent(unit.id)}/$geojson`, []];
+        return paint({ unit, children, facility, query, name: unit.name }, current);
+      },
+
+      // a parent the token cannot open (its units' group): every point below it, nothing of its own
+      async drawGroup(group, current) {
+        return paint({ unit: null, children: [], facility: false, name: group.name, id: group.id,
+          query: ['/Location/$geojson', [['partof:below', group.id]]] }, current);
       },
 
       resize() { if (map) { map.invalidateSize(); fit(); } },

@@ -11,7 +11,7 @@
   const PAGE = '100';
   const FLAT_ROOTS = 100; // more roots than this, under several parents: grouped by parent
 
-  O.createTree = function createTree({ select, current }) {
+  O.createTree = function createTree({ select, selectGroup, current }) {
     const tree = document.getElementById('tree');
     const note = document.getElementById('tree-note');
     const heading = document.getElementById('tree-label');
@@ -46,10 +46,15 @@
       const name = parentRef.display || parentRef.reference;
       const row = el('div', { class: 'row' }, el('span', { class: 'twisty', 'aria-hidden': 'true' }),
         el('span', { class: 'label', text: name }), el('span', { class: 'meta', text: 'not visible with this token' }), badge(count));
-      const item = el('li', { role: 'treeitem', 'aria-level': level, 'aria-expanded': 'false', tabindex: '-1',
-        'data-group': id, class: 'group', 'aria-label': `${name}: ${O.n(count)} units (the unit itself is not visible with this token)` }, row);
+      const item = el('li', { role: 'treeitem', 'aria-level': level, 'aria-expanded': 'false', 'aria-selected': 'false',
+        tabindex: '-1', 'data-group': id, 'data-name': name, class: 'group',
+        'aria-label': `${name}: ${O.n(count)} units (the unit itself is not visible with this token)` }, row);
       item.children$ = ['/Location', [['partof', id], ['_sort', 'name'], ['_count', PAGE]]];
-      row.addEventListener('click', () => { focusItem(item); toggle(item); });
+      row.addEventListener('click', (event) => {
+        focusItem(item);
+        if (event.target.classList.contains('twisty')) toggle(item);
+        else { selectGroup(id, name, true); expand(item); }
+      });
       return item;
     }
 
@@ -208,9 +213,10 @@
       if (scroll) item.scrollIntoView({ block: 'nearest' });
     }
 
-    function markSelected(id) {
+    function markSelected(id, group) {
       for (const other of tree.querySelectorAll('[aria-selected=true]')) other.setAttribute('aria-selected', 'false');
-      const item = id && tree.querySelector(`[role=treeitem][data-id="${CSS.escape(id)}"]`);
+      const item = (id && tree.querySelector(`[role=treeitem][data-id="${CSS.escape(id)}"]`))
+        || (group && tree.querySelector(`[role=treeitem][data-group="${CSS.escape(group)}"]`));
       if (item) item.setAttribute('aria-selected', 'true');
       return item;
     }
@@ -218,7 +224,7 @@
     function choose(item) {
       if (item.classList.contains('more')) { item.loadMore(); return; }
       if (item.classList.contains('failed')) { item.retry(); return; }
-      if (item.dataset.group) { toggle(item); return; }
+      if (item.dataset.group) { selectGroup(item.dataset.group, item.dataset.name, true); return; }
       select(item.dataset.id, true);
     }
 
@@ -258,7 +264,7 @@
         ArrowRight: () => (item.getAttribute('aria-expanded') === 'true'
           ? items[index + 1] && focusItem(items[index + 1], true) : item.hasAttribute('aria-expanded') && expand(item)),
         ArrowLeft: () => (collapse(item) || (parent && focusItem(parent, true))),
-        Enter: () => { choose(item); if (item.dataset.id) expand(item); },
+        Enter: () => { choose(item); if (item.dataset.id || item.dataset.group) expand(item); },
         ' ': () => choose(item),
       };
       if (moves[event.key]) { event.preventDefault(); moves[event.key](); }
@@ -268,6 +274,15 @@
       loadRoots,
       reveal,
       markSelected,
+      // the one root the token's units lie under, when it cannot open it (a scope `partof:below=X`)
+      soleGroup() {
+        const roots = tree.querySelectorAll(':scope > [role=treeitem]');
+        return roots.length === 1 && roots[0].dataset.group ? { id: roots[0].dataset.group, name: roots[0].dataset.name } : null;
+      },
+      groupName(id) {
+        const item = tree.querySelector(`[data-group="${CSS.escape(id)}"]`);
+        return item ? item.dataset.name : null;
+      },
       clear() { tree.replaceChildren(); note.replaceChildren(); heading.textContent = 'Pyramid'; },
     };
   };
