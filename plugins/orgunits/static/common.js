@@ -149,10 +149,9 @@
       const button = el('button', { type: 'button', class: 'retry', text: 'Retry' });
       button.addEventListener('click', () => { if (!button.disabled) retry(); });
       let wait = error.retryAfter || 0;
-      if (wait > 0) {
+      if (wait > 0) { // not before the server's Retry-After: a countdown, then the button
         button.disabled = true;
         const tick = () => {
-          if (!button.isConnected) return;
           if (wait <= 0) { button.disabled = false; button.textContent = 'Retry'; return; }
           button.textContent = `Retry (in ${wait} s, as the server asked)`;
           wait -= 1;

@@ -73,8 +73,9 @@
   }
 
   window.addEventListener('popstate', () => {
+    const own = ownEntry(); // an entry of a forgotten desk is cleaned at once, token or not (the address bar shows it)
     if (!T.get()) return;
-    if (!ownEntry()) { finder.clear(); finder.loadTypes(); clearDetail(); return; }
+    if (!own) { finder.clear(); finder.loadTypes(); clearDetail(); return; }
     applyHash();
   });
 

@@ -96,6 +96,7 @@
       marks.eachLayer((layer) => layer.bringToFront && layer.bringToFront());
       const pane = $('map-pane');
       pane.dataset.clusters = String(clusters);
+      pane.dataset.zoom = String(map.getZoom());
       pane.dataset.points = String(Object.values(layers).reduce((sum, layer) => sum + layer.points.length, 0));
     }
 
@@ -218,7 +219,7 @@
       $('legend').replaceChildren();
       $('map-note').replaceChildren();
       const pane = $('map-pane');
-      for (const key of ['points', 'clusters', 'complete', 'unit']) delete pane.dataset[key];
+      for (const key of ['points', 'clusters', 'complete', 'unit', 'zoom']) delete pane.dataset[key];
       list();
     }
 

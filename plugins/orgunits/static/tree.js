@@ -47,8 +47,7 @@
       const row = el('div', { class: 'row' }, el('span', { class: 'twisty', 'aria-hidden': 'true' }),
         el('span', { class: 'label', text: name }), el('span', { class: 'meta', text: 'not visible with this token' }), badge(count));
       const item = el('li', { role: 'treeitem', 'aria-level': level, 'aria-expanded': 'false', 'aria-selected': 'false',
-        tabindex: '-1', 'data-group': id, 'data-name': name, class: 'group',
-        'aria-label': `${name}: ${O.n(count)} units (the unit itself is not visible with this token)` }, row);
+        tabindex: '-1', 'data-group': id, 'data-name': name, class: 'group' }, row);
       item.children$ = ['/Location', [['partof', id], ['_sort', 'name'], ['_count', PAGE]]];
       row.addEventListener('click', (event) => {
         focusItem(item);
