@@ -108,7 +108,7 @@ def counter(type_system: str, status_map: dict[str, str],
             raise InvalidRequest(f"by: {', '.join(GROUPINGS)}, not {by[:40]!r}")
         if by != "parent" and ("_count" in mine or "_skip" in mine):
             raise InvalidRequest("_count and _skip page the groups of by=parent only")
-        where = matching(call, search)
+        where, = matching(call, search)  # type level: one condition
         if by == "type":
             total, groups = by_type(call, where, closed, type_system, status_map)
         elif by == "parent":

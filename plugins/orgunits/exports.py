@@ -16,7 +16,7 @@ from datetime import date, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import ColumnElement, Row, and_, case, or_, select
+from sqlalchemy import ColumnElement, Row, and_, case, select
 
 from plugins.orgunits.tables import org_unit, org_unit_type
 from plugins.orgunits.views import PUBLISHED_FROM, parent
@@ -90,20 +90,28 @@ def selection(call: OperationCall, own: Sequence[str]) -> tuple[list[tuple[str, 
     return search, mine
 
 
-def matching(call: OperationCall, search: list[tuple[str, str]]) -> ColumnElement[bool]:
-    """What the call selects, as the caller sees it: the search's matches; at the instance level the unit and every
-    unit below it among them."""
+def matching(call: OperationCall, search: list[tuple[str, str]]) -> list[ColumnElement[bool]]:
+    """What the call selects, as the caller sees it, in turn: the search's matches; at the instance level the unit
+    (among them), then every unit below it among them (its path sorts before theirs: one path order). Apart, each
+    one index range: an OR of the two would be sorted whole for every chunk."""
     assert call.lookup is not None
     conn = call.connection
     if call.id is None:
-        return call.lookup.condition("Location", search, connection=conn)
-    return or_(call.lookup.condition("Location", [("_id", call.id), *search], connection=conn),
-               call.lookup.condition("Location", [("partof:below", call.id), *search], connection=conn))
+        return [call.lookup.condition("Location", search, connection=conn)]
+    return [call.lookup.condition("Location", [("_id", call.id), *search], connection=conn),
+            call.lookup.condition("Location", [("partof:below", call.id), *search], connection=conn)]
 
 
-def chunks(call: OperationCall, where: ColumnElement[bool], shown: Sequence[ColumnElement[Any]]
+def chunks(call: OperationCall, conditions: Sequence[ColumnElement[bool]], shown: Sequence[ColumnElement[Any]]
            ) -> Iterator[Sequence[Row[Any]]]:
-    """Every row `where` selects, in path order, CHUNK at a time (a keyset on the path: each row once)."""
+    """Every row each condition selects, in turn, in path order, CHUNK at a time (a keyset on the path: each row
+    once)."""
+    for where in conditions:
+        yield from _chunks(call, where, shown)
+
+
+def _chunks(call: OperationCall, where: ColumnElement[bool], shown: Sequence[ColumnElement[Any]]
+            ) -> Iterator[Sequence[Row[Any]]]:
     after: str | None = None
     while True:
         query = select(*shown).select_from(PUBLISHED_FROM).where(where)
@@ -145,7 +153,7 @@ class Export:
         self.shown = chosen(properties(status_map), mine.get("properties"))
         where = matching(call, search)
         if positioned(mine):
-            where = and_(where, org_unit.c.latitude.is_not(None), org_unit.c.longitude.is_not(None))
+            where = [and_(w, org_unit.c.latitude.is_not(None), org_unit.c.longitude.is_not(None)) for w in where]
         read = list(dict.fromkeys(p.column for p in self.shown))
         # each property shown: its name, the position of its column in a row, its value
         self.plan = [(p.name, len(POSITION) + read.index(p.column), p.value) for p in self.shown]
@@ -176,15 +184,15 @@ def _batched(items: Iterator[bytes], size: int = 1 << 20) -> Iterator[bytes]:
 
 
 def _feature(row: Row[Any], plan: Sequence[tuple[str, int, Callable[[Any], Any]]]) -> bytes:
-    """One Feature, written as bytes around its serialized parts (twice as fast as a dict per feature)."""
+    """One Feature (its id an integer), written as bytes around its serialized parts: a third of the time of a dict
+    per feature (the country's 96,000 points)."""
     longitude, latitude, altitude = row[3], row[2], row[4]
-    if latitude is not None and longitude is not None:
-        point = orjson.dumps([longitude, latitude] if altitude is None else [longitude, latitude, altitude])
-        geometry = b'{"type":"Point","coordinates":%b}' % point
-    else:
-        geometry = b"null"
     shown = orjson.dumps({name: value(row[i]) for name, i, value in plan if row[i] is not None})
-    return b'{"type":"Feature","id":%b,"geometry":%b,"properties":%b}' % (orjson.dumps(str(row[0])), geometry, shown)
+    if latitude is None or longitude is None:
+        return b'{"type":"Feature","id":"%d","geometry":null,"properties":%b}' % (row[0], shown)
+    point = orjson.dumps((longitude, latitude) if altitude is None else (longitude, latitude, altitude))
+    return b'{"type":"Feature","id":"%d","geometry":{"type":"Point","coordinates":%b},"properties":%b}' % (
+        row[0], point, shown)
 
 
 def geojson_features(export: Export) -> Iterator[bytes]:
