@@ -31,7 +31,8 @@ async function audit(page, screen) {
   found.audited.push(screen);
   for (const v of result.violations) {
     if (['critical', 'serious'].includes(v.impact)) {
-      found.violations.push({ screen, id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map((x) => x.target.join(' ')) });
+      found.violations.push({ screen, id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map((x) => x.target.join(' ')),
+        html: v.nodes.slice(0, 3).map((x) => x.html.slice(0, 160)), why: v.nodes[0].failureSummary.slice(0, 300) });
     }
   }
 }

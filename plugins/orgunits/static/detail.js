@@ -212,7 +212,7 @@
         O.announce(`${unit.name}: selected`);
         parents(unit, chain, current);
         history(unit, historySection, current);
-        counted(kids, [['partof', unit.id]], (c) => `${O.n(c.total)}: ${byType(c)}`, current);
+        counted(kids, [['partof', unit.id]], (c) => (c.groups.length > 1 ? `${O.n(c.total)}: ${byType(c)}` : byType(c)), current);
         counted(below, [['partof:below', unit.id]], byLevel, current);
         drawMap(unit, current);
       },

@@ -106,8 +106,9 @@
       for (const layer of Object.values(layers)) { const b = layer.bounds(); if (b) bounds.extend(b); }
       if (!bounds.isValid()) return;
       map.invalidateSize();
-      if (bounds.getNorthEast().equals(bounds.getSouthWest())) map.setView(bounds.getCenter(), 12);
-      else map.fitBounds(bounds, { padding: [24, 24], maxZoom: 13 });
+      // at once, not animated: the map is in its final state (its clusters drawn) when it says it is complete
+      if (bounds.getNorthEast().equals(bounds.getSouthWest())) map.setView(bounds.getCenter(), 12, { animate: false });
+      else map.fitBounds(bounds, { padding: [24, 24], maxZoom: 13, animate: false });
     }
 
     function legend(counts) {
