@@ -4,15 +4,18 @@ import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
 
+import { auditor, parts } from './common.mjs';
+
 const require = createRequire(path.join(process.env.NODE_PATH, 'noop.js'));
 const { chromium } = require('playwright-core');
-const AXE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
 const ROOT = process.env.ROOT_URL;
 const API = `${ROOT}/fhir`;
 const T = JSON.parse(process.env.TRUTH);
 const SHOTS = process.env.SHOTS;
 const found = { pageErrors: [], violations: [], audited: [], failed: {} };
+const audit = auditor(require, found, ['critical', 'serious']);
+const part = parts(found);
 const n = (value) => new Intl.NumberFormat('en-GB').format(value);
 
 const browser = await chromium.launch({
@@ -25,24 +28,7 @@ function watch(page) {
   if (process.env.DEBUG) page.on('console', (m) => console.error('console', m.text()));
 }
 
-async function audit(page, screen) {
-  await page.evaluate(AXE);
-  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
-  found.audited.push(screen);
-  for (const v of result.violations) {
-    if (['critical', 'serious'].includes(v.impact)) {
-      found.violations.push({ screen, id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map((x) => x.target.join(' ')),
-        html: v.nodes.slice(0, 3).map((x) => x.html.slice(0, 160)), why: v.nodes[0].failureSummary.slice(0, 300) });
-    }
-  }
-}
 
-async function part(name, steps) {
-  try { await steps(); } catch (error) {
-    const at = (error.stack || '').split('\n').find((line) => line.includes('.mjs:')) || '';
-    found.failed[name] = `${error.message.split('\n')[0]} ${at.trim()}`;
-  }
-}
 
 async function open(options = {}) {
   const context = await browser.newContext({ viewport: { width: 1360, height: 820 }, ...options });

@@ -1,12 +1,12 @@
 // The explorer as its users use it (issue 26), in Debian's chromium (playwright-core), with axe-core on every
 // screen; prints one JSON line of findings for test_explorer_users.py.
 import { createRequire } from 'node:module';
-import fs from 'node:fs';
 import path from 'node:path';
+
+import { auditor, parts } from './common.mjs';
 
 const require = createRequire(path.join(process.env.NODE_PATH, 'noop.js'));
 const { chromium } = require('playwright-core');
-const AXE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
 const ROOT = process.env.ROOT_URL;
 const API = `${ROOT}/fhir`;
@@ -15,6 +15,8 @@ const SUB = process.env.SUB_TOKEN;
 const IDS = JSON.parse(process.env.IDS); // bundle id -> server id
 const SHOTS = process.env.SHOTS;
 const found = { pageErrors: [], violations: [], audited: [], favicon: [], unauthorized: [], failed: {} };
+const audit = auditor(require, found, ['critical', 'serious', 'moderate']);
+const part = parts(found);
 let requests = [];
 
 const browser = await chromium.launch({
@@ -32,16 +34,6 @@ function watch(page) {
   if (process.env.DEBUG) page.on('console', (m) => console.error('console', m.text()));
 }
 
-async function audit(page, screen) {
-  await page.evaluate(AXE);
-  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
-  found.audited.push(screen);
-  for (const v of result.violations) {
-    if (['critical', 'serious', 'moderate'].includes(v.impact)) {
-      found.violations.push({ screen, id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map((n) => n.target.join(' ')) });
-    }
-  }
-}
 
 const exact = (name) => new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
 const treeitem = (page, name) => page.locator('#tree [role=treeitem]').filter({
@@ -58,12 +50,6 @@ async function login(page, token, url = ROOT + '/') {
 }
 
 // each part runs on its own: one that fails (today's explorer) is recorded and the next ones still run
-async function part(name, steps) {
-  try { await steps(); } catch (error) {
-    const at = (error.stack || '').split('\n').find((line) => line.includes('.mjs:')) || '';
-    found.failed[name] = `${error.message.split('\n')[0]} ${at.trim()}`;
-  }
-}
 
 async function chainSettled(page, length) {
   await page.waitForFunction((n) => document.querySelectorAll('.chain li').length >= n, length);

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.support.browser import browser_missing, run_script
+from tests.support.browser import parts_ran, require_browser, run_script
 from tests.support.live import live_server, run_cli
 
 THRESHOLD = 50
@@ -108,9 +108,7 @@ def truth(base: str, token: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def found(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    missing = browser_missing()
-    if missing is not None:
-        pytest.fail(f"the browser tests cannot run: {missing}")
+    require_browser()
     tmp = tmp_path_factory.mktemp("scale")
     (tmp / "demo.yaml").write_text("")
     run_cli("demo", "--size", "2000", settings=tmp / "demo.yaml", database=backend_url)
@@ -130,14 +128,8 @@ def found(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield result
 
 
-def _part(found: dict[str, Any], *names: str) -> None:
-    """The parts of the script that play the item ran through (else the step each stopped at)."""
-    failed = {name: found["failed"][name] for name in names if name in found["failed"]}
-    assert not failed, failed
-
-
 def test_1_counts_are_counts(found: dict[str, Any]) -> None:
-    _part(found, "1")
+    parts_ran(found, "1")
     t = found["truth"]
     assert t["centre"] > THRESHOLD and t["csps"] > THRESHOLD  # past the threshold: Bundle.total is left out
     assert found["centreNote"].startswith(f"{t['centre']:,} by name"), found["centreNote"]
@@ -150,7 +142,7 @@ def test_1_counts_are_counts(found: dict[str, Any]) -> None:
 
 
 def test_2_maps_show_every_point_below_a_unit_in_clusters(found: dict[str, Any]) -> None:
-    _part(found, "2")
+    parts_ran(found, "2")
     t = found["truth"]
     assert t["points"]["country"] > 1000  # more than the old map's 10 pages of 100
     assert found["countryMap"]["points"] == str(t["points"]["country"]), found["countryMap"]
@@ -161,7 +153,7 @@ def test_2_maps_show_every_point_below_a_unit_in_clusters(found: dict[str, Any])
 
 
 def test_3_one_state_per_selected_unit(found: dict[str, Any]) -> None:
-    _part(found, "3")
+    parts_ran(found, "3")
     for case in ("outage", "outside"):
         state = found[f"stale-{case}"]
         assert state["paths"] == 0 and state["legend"] == "" and state["unit"] is None, state
@@ -172,7 +164,7 @@ def test_3_one_state_per_selected_unit(found: dict[str, Any]) -> None:
 
 
 def test_4_forget_token_clears_the_url_the_form_and_the_history(found: dict[str, Any]) -> None:
-    _part(found, "4")
+    parts_ran(found, "4")
     assert "q=" in found["deskBefore"] and "unit=" in found["deskBefore"], found["deskBefore"]
     assert found["deskAfterForget"] == {"hash": "", "search": "", "type": "", "status": "", "closed": "",
                                         "since": "", "storage": 0}, found["deskAfterForget"]
@@ -182,7 +174,7 @@ def test_4_forget_token_clears_the_url_the_form_and_the_history(found: dict[str,
 
 
 def test_5_outages_say_so_and_retry_works_after_recovery(found: dict[str, Any]) -> None:
-    _part(found, "5")
+    parts_ran(found, "5")
     start = found["outageStart"]
     assert "503 Service Unavailable" in start["text"] and "Unexpected token" not in start["text"], start
     assert start["retryDisabled"] and "as the server asked" in start["retryLabel"], start  # Retry-After honoured
@@ -195,7 +187,7 @@ def test_5_outages_say_so_and_retry_works_after_recovery(found: dict[str, Any]) 
 
 
 def test_6_search_does_what_it_promises(found: dict[str, Any]) -> None:
-    _part(found, "6")
+    parts_ran(found, "6")
     t = found["truth"]
     assert found["byLowerCode"] == t["facilityName"] and found["byCodePrefix"] == t["facilityName"], found
     assert found["byUrnUuid"] == t["facilityName"] and found["byBareUuid"] == t["facilityName"], found
@@ -206,7 +198,7 @@ def test_6_search_does_what_it_promises(found: dict[str, Any]) -> None:
 
 
 def test_7_query_scoped_tokens_get_their_types_roots_and_a_grouped_list(found: dict[str, Any]) -> None:
-    _part(found, "7")
+    parts_ran(found, "7")
     t = found["truth"]
     assert found["cspsTypes"] == ["", "CSPS"], found["cspsTypes"]
     assert found["cspsHeading"] == "Units by parent" and found["cspsGroups"] > 1, found
@@ -218,7 +210,7 @@ def test_7_query_scoped_tokens_get_their_types_roots_and_a_grouped_list(found: d
 
 
 def test_8_phone_zoom_keyboard_screen_readers_and_print(found: dict[str, Any]) -> None:
-    _part(found, "8-desktop", "8-phone", "8-zoom", "8-print")
+    parts_ran(found, "8-desktop", "8-phone", "8-zoom", "8-print")
     for screen in ("phone", "zoom"):
         layout = found[f"{screen}Layout"]
         assert layout["results"] >= 0.5 * layout["screen"], layout  # the list keeps half the screen
@@ -238,7 +230,7 @@ def test_8_phone_zoom_keyboard_screen_readers_and_print(found: dict[str, Any]) -
 
 
 def test_9_week_one_features(found: dict[str, Any]) -> None:
-    _part(found, "9")
+    parts_ran(found, "9")
     t = found["truth"]
     levels = t["regionLevels"]
     text = found["regionBelow"]

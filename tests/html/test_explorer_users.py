@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import browser_missing, run_script, square_boundary
+from tests.support.browser import parts_ran, require_browser, run_script, square_boundary
 from tests.support.live import live_server, run_cli
 
 SID = "https://example.org/sid/collines"
@@ -64,9 +64,7 @@ def _ids(base: str, token: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def found(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    missing = browser_missing()
-    if missing is not None:
-        pytest.fail(f"the browser tests cannot run: {missing}")
+    require_browser()
     tmp = tmp_path_factory.mktemp("users")
     settings = tmp / "load.yaml"
     settings.write_text("")
@@ -84,14 +82,8 @@ def found(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield result
 
 
-def _part(found: dict[str, Any], *names: str) -> None:
-    """The part of the script that plays the item ran through (else the step it stopped at)."""
-    failed = {name: found["failed"][name] for name in names if name in found["failed"]}
-    assert not failed, failed
-
-
 def test_1_a_subtree_token_sees_its_subtree_and_the_visible_part_of_a_chain(found: dict[str, Any]) -> None:
-    _part(found, "1")
+    parts_ran(found, "1")
     assert found["subtreeRoots"] == ["District de Kaya"], found
     assert found["subtreeChain"] == ["…", "District de Kaya", "CSPS Diakaba"], found  # hidden parents: "…"
     assert found["subtreeSelected"] == ["CSPS Diakaba"], found
@@ -99,7 +91,7 @@ def test_1_a_subtree_token_sees_its_subtree_and_the_visible_part_of_a_chain(foun
 
 
 def test_2_forgetting_the_token_clears_every_cache_and_screen(found: dict[str, Any]) -> None:
-    _part(found, "2")
+    parts_ran(found, "2")
     assert found["fullChain"] == ["Pays des Collines", "Région Nord", "District de Kaya", "CSPS Diakaba"], found
     assert found["afterForget"] == {"tree": 0, "detail": False, "results": 0, "paths": 0, "appHidden": True}, found
     assert found["hashAfterForget"] == "" and found["openedAfterNewToken"] is False, found  # the URL forgot it too
@@ -109,7 +101,7 @@ def test_2_forgetting_the_token_clears_every_cache_and_screen(found: dict[str, A
 
 
 def test_3_the_selected_unit_and_the_search_are_in_the_url(found: dict[str, Any]) -> None:
-    _part(found, "3")
+    parts_ran(found, "3")
     ids = found["ids"]
     assert found["selectedHash"] == f"#unit={ids['diak01']}", found
     assert found["backShows"] == "District de Kaya", found
@@ -120,7 +112,7 @@ def test_3_the_selected_unit_and_the_search_are_in_the_url(found: dict[str, Any]
 
 
 def test_4_search_inside_names_sorted_paged_with_paths_codes_and_ids(found: dict[str, Any]) -> None:
-    _part(found, "4")
+    parts_ran(found, "4")
     assert found["containsFound"] == ["CSPS Diakaba"], found  # "diakaba" inside "CSPS Diakaba"
     assert found["containsPath"] == "Pays des Collines › Région Nord › District de Kaya", found
     assert found["firstPage"] == 20 and "25 by name" in found["pageNote"], found
@@ -131,7 +123,7 @@ def test_4_search_inside_names_sorted_paged_with_paths_codes_and_ids(found: dict
 
 
 def test_5_maps_above_the_facilities_with_labels_and_a_legend(found: dict[str, Any]) -> None:
-    _part(found, "5")
+    parts_ran(found, "5")
     assert found["regionPoints"] == 4, found  # a region without geometry: its facilities" points
     assert "units below it (points) (4)" in found["regionLegend"], found
     assert "CSPS Diakaba" in found["regionLabels"], found
@@ -140,7 +132,7 @@ def test_5_maps_above_the_facilities_with_labels_and_a_legend(found: dict[str, A
 
 
 def test_6_the_detail_and_the_tree_read_as_people_expect(found: dict[str, Any]) -> None:
-    _part(found, "6-tree", "3", "6-expiry")
+    parts_ran(found, "6-tree", "3", "6-expiry")
     assert found["identifiers"] == ["collines diak01 (official)"], found  # labelled by system, not the raw URL
     assert found["openingDate"] == "5 Mar 2021", found
     assert re.fullmatch(r"1 \(\d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d UTC\)", found["version"]), found  # not ISO
@@ -153,12 +145,12 @@ def test_6_the_detail_and_the_tree_read_as_people_expect(found: dict[str, Any]) 
 
 
 def test_7_fhir_pages_show_warnings_first_and_a_table_of_entries(found: dict[str, Any]) -> None:
-    _part(found, "7")
+    parts_ran(found, "7")
     assert found["warningFirst"] and found["entriesRows"] == 3, found  # two matches and the warning
 
 
 def test_8_every_screen_passes_axe_and_fits_a_phone(found: dict[str, Any]) -> None:
-    _part(found, "8-login", "3", "4", "7", "8-phone")
+    parts_ran(found, "8-login", "3", "4", "7", "8-phone")
     assert found["audited"] == ["login", "tree", "detail", "search", "history", "fhir-page", "phone"], found
     assert found["violations"] == [], found["violations"]
     assert found["favicon"] and set(found["favicon"]) <= {200, 304}, found
