@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -102,7 +103,8 @@ def main() -> int:
                for name in ("country", "region")}
     rows = {name: statistics.median(values) / 1000 for name, values in timed["ms"].items()}
     missed = [name for name, limit in TARGETS_S.items() if rows.get(name, float("inf")) >= limit]
-    print(f"explorer, {dataset.name} (median of {args.rounds}; the units: {units})")
+    load = os.getloadavg()  # the machine's load over 1, 5, 15 minutes: timings of a shared machine are its
+    print(f"explorer, {dataset.name} (median of {args.rounds}; the units: {units}; load {load[0]:.1f} {load[1]:.1f})")
     for name, seconds in {**rows, **cpu}.items():
         target = f"  target < {TARGETS_S[name]:.1f} s" if name in TARGETS_S else ""
         print(f"  {name:<42} {seconds:6.2f} s{target}{'  MISSED' if name in missed else ''}")
@@ -113,7 +115,7 @@ def main() -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (results / f"explorer-{stamp}.json").write_text(json.dumps(
         {"dataset": dataset.name, "units": units, "seconds": rows, "server_cpu_s": cpu, "seen": timed["seen"],
-         "raw_ms": timed["ms"], "missed": missed, "root": str(ROOT)}, indent=1))
+         "raw_ms": timed["ms"], "missed": missed, "load": load, "root": str(ROOT)}, indent=1))
     return 1 if missed else 0
 
 
