@@ -13,9 +13,13 @@ import io
 import json
 from typing import Any
 
+from types import SimpleNamespace
+
 import pytest
 from starlette.testclient import TestClient
 
+from plugins.orgunits.exports import POSITION, chosen, csv_lines, properties
+from server import normalize
 from server.engine.context import ServerContext
 from tests.support.contexts import bearer
 from tests.support.validators import assert_valid
@@ -233,8 +237,6 @@ def test_an_unknown_operational_status_is_refused(client: TestClient, small_ctx:
     pytest.param("/fhir/Location/2/$children?_sort=name&_elements=name", id="children"),
 ])
 def test_sort_by_name_folds_accents_and_case(client: TestClient, small_ctx: ServerContext, path: str) -> None:
-    from server import normalize
-
     names = [e["resource"]["name"] for e in _get(client, small_ctx, path, FULL).json()["entry"]]
     assert names == sorted(names, key=normalize)
     if "children" in path:
@@ -249,3 +251,22 @@ def test_the_operations_are_defined(client: TestClient, small_ctx: ServerContext
     statement = client.get("/fhir/metadata").json()
     location = next(r for r in statement["rest"][0]["resource"] if r["type"] == "Location")
     assert found.json()["url"] in {o["definition"] for o in location["operation"]}
+
+
+@pytest.mark.parametrize(("name", "cell"), [
+    pytest.param("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")", id="formula"),
+    pytest.param("+33 CSPS", "'+33 CSPS", id="plus"),
+    pytest.param("-Sud", "'-Sud", id="minus"),
+    pytest.param("@SUM(A1)", "'@SUM(A1)", id="at"),
+    pytest.param("CSPS Ségou", "CSPS Ségou", id="a-name"),
+])
+def test_a_csv_cell_a_spreadsheet_would_run_is_escaped(name: str, cell: str) -> None:
+    """Names come from the data: a cell starting =, +, -, @ is no formula when the CSV is opened; numbers (a
+    negative longitude) stay numbers."""
+    shown = chosen(properties({"VALID": "active"}), "name,code")
+    export = SimpleNamespace(shown=shown, plan=[(p.name, len(POSITION) + i, p.value) for i, p in enumerate(shown)],
+                             each=lambda: iter([[(7, "/7/", 11.5, -3.25, None, name, "-C1")]]))
+    lines = b"".join(csv_lines(export)).decode("utf-8").lstrip("\ufeff").splitlines()  # type: ignore[arg-type]
+    row = next(csv.reader(io.StringIO(lines[1])))
+    assert lines[0] == "id,name,code,latitude,longitude,altitude"
+    assert row == ["7", cell, "'-C1", "11.5", "-3.25", ""]
