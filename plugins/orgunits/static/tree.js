@@ -157,8 +157,19 @@
       if (first && !tree.querySelector('[role=treeitem][tabindex="0"]')) first.tabIndex = 0;
     }
 
+    // a group not among the pages shown (a unit opened by a link, a search): counted and shown before "more…"
+    async function groupOf(parentRef) {
+      const id = O.refId(parentRef);
+      const counted = O.counts(await O.fhir('/Location/$counts', [['by', 'parent'], ['partof:missing', 'true'], ['partof', id]]));
+      if (!counted.total) return null;
+      const item = groupItem(parentRef, counted.total, 1);
+      tree.insertBefore(item, tree.querySelector(':scope > .more'));
+      return item;
+    }
+
     function appendGroups(grouped, skip) {
-      const items = grouped.groups.map((g) => (g.parent ? groupItem(g.parent, g.count, 1) : null)).filter(Boolean);
+      const shownAlready = (g) => tree.querySelector(`:scope > [data-group="${CSS.escape(O.refId(g.parent))}"]`); // opened before
+      const items = grouped.groups.map((g) => (g.parent && !shownAlready(g) ? groupItem(g.parent, g.count, 1) : null)).filter(Boolean);
       const shown = skip + grouped.groups.length;
       if (shown < grouped.count) {
         items.push(moreItem(async (more) => {
@@ -227,20 +238,30 @@
       select(item.dataset.id, true);
     }
 
+    // the item of `group` that `selector` names, its "more…" pages loaded as needed, `pages` at most (null: none)
+    async function find(group, selector, mine, pages = 50) {
+      for (let page = 0; page < pages && mine(); page += 1) {
+        const item = group.querySelector(`:scope > [role=treeitem]${selector}`);
+        const more = group.querySelector(':scope > .more');
+        if (item || !more) return item;
+        await more.loadMore().catch(() => {});
+      }
+      return null;
+    }
+
     // the unit opened in the tree: its ancestors (`chain`, outermost first) expanded level by level, their "more…"
     // pages loaded as needed; under a parent the token cannot open, that group first
     async function reveal(chain, id, mine) {
       let group = tree;
       const top = chain[0] && O.refId(chain[0].partOf);
-      const held = top && tree.querySelector(`:scope > [data-group="${CSS.escape(top)}"]`);
-      if (held) { await expand(held); group = held.querySelector(':scope > [role=group]'); }
+      if (top && tree.querySelector(':scope > .group')) { // under a parent the token cannot open: its group first
+        const held = await find(tree, `[data-group="${CSS.escape(top)}"]`, mine, 3) || await groupOf(chain[0].partOf);
+        if (!held || !mine()) return;
+        await expand(held);
+        group = held.querySelector(':scope > [role=group]');
+      }
       for (const unit of chain) {
-        let item = null;
-        for (let pages = 0; group && !item && pages < 50 && mine(); pages += 1) {
-          item = group.querySelector(`:scope > [role=treeitem][data-id="${CSS.escape(unit.id)}"]`);
-          const more = group.querySelector(':scope > .more');
-          if (!item && more) await more.loadMore().catch(() => {}); else if (!item) break;
-        }
+        const item = group && await find(group, `[data-id="${CSS.escape(unit.id)}"]`, mine);
         if (!item || !mine()) return;
         if (unit.id === id) { if (current() === id) markSelected(id); focusItem(item, true); return; }
         await expand(item);
