@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test setup postgres nginx authserver chromium bench bench-export bench-sync clean
+.PHONY: serve test setup postgres nginx authserver chromium bench bench-export bench-sync bench-explorer clean
 
 # the server alone (what `make serve` needs)
 $(RUNTIME): pyproject.toml
@@ -77,6 +77,10 @@ bench-export: $(STAMP) postgres
 # two operators reloading while a client follows the sync point, 3 rounds of 30 s on each backend (bench/sync.py)
 bench-sync: $(STAMP) postgres
 	$(BIN)/python bench/sync.py
+
+# the explorer's screens in chromium on the 100,000-unit demo (bench/explorer.py; issue 40's targets)
+bench-explorer: $(STAMP) chromium
+	$(BIN)/python bench/explorer.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .cache *.egg-info

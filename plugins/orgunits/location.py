@@ -19,9 +19,11 @@ from types import MappingProxyType
 from typing import Any
 
 import orjson
-from sqlalchemy import String, case, cast, func, literal, or_
+from sqlalchemy import ColumnElement, String, case, cast, func, literal, or_, select
 from sqlalchemy.engine import RowMapping
 
+from plugins.orgunits.counts import counter
+from plugins.orgunits.exports import CSV, GEOJSON, exporter
 from plugins.orgunits.tables import (
     MIGRATIONS,
     VALIDATION_STATUSES,
@@ -196,6 +198,14 @@ def _stays_right(snapshot: Mapping[str, Any]) -> bool:
 
 
 NO_BOUNDARY = or_(org_unit.c.geometry.is_(None), cast(org_unit.c.geometry, String) == "null")
+# closed today (operationalStatus C, as LocationMapper writes it): what `operational-status` matches and the explorer's
+# operations count
+CLOSED_NOW: ColumnElement[bool] = org_unit.c.closing_date <= func.current_date()
+# the name as name search folds it (accents and case: server.normalize), stored with the unit's names: one collation
+# for `_sort=name`, the name search and the explorer's tree
+NAME_ORDER: ColumnElement[str] = (select(org_unit_name.c.norm)
+                                  .where(org_unit_name.c.org_unit_id == org_unit.c.id, org_unit_name.c.position == 0)
+                                  .scalar_subquery())
 
 
 def location_provider(config: LocationConfig) -> ResourceProvider:
@@ -207,7 +217,8 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
     params = (
         SearchParam("name", "string", (StringTarget(org_unit_name.c.norm, org_unit_name.c.text, names),),
                     "Name or alias starts with the value, ignoring case and accents; :exact (whole name, case- and "
-                    "accent-sensitive), :contains, :missing", HL7_SP + "name", sort=func.lower(org_unit.c.name)),
+                    "accent-sensitive), :contains, :missing; _sort=name ignores accents and case too",
+                    HL7_SP + "name", sort=NAME_ORDER),
         SearchParam("status", "token",
                     (TokenTarget(org_unit.c.validation_status, LOCATION_STATUS, MappingProxyType(statuses)),),
                     "active (VALID), suspended (NEW) or inactive (REJECTED); :not, :missing", HL7_SP + "status",
@@ -228,6 +239,11 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
         SearchParam("organization", "reference", (ReferenceTarget(source_version.c.data_source_id, "Organization"),),
                     "The managing Organization (the data source): id, Organization/id or absolute URL",
                     HL7_SP + "organization"),
+        SearchParam("operational-status", "token",
+                    (TokenTarget(case((CLOSED_NOW, literal("C")), else_=None), CLOSED["system"],
+                                 MappingProxyType({"C": ("C",)})),),
+                    "C (closed: its closing date has passed) or system|C; :not=C and :missing=true: the units not "
+                    "closed", HL7_SP + "operational-status"),
         SearchParam("near", "special", (NearTarget(org_unit.c.latitude, org_unit.c.longitude),),
                     "latitude|longitude|distance|units (km default; m, mi): within that great-circle distance, "
                     "sorted by distance unless _sort is given; the distance is in entry.search.extension",
@@ -239,6 +255,24 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
         "Bundle, paged like search and filtered by the same parameters; 404 if the Location does not exist",
         config.url("OperationDefinition", "Location-children"),
     )
+    status_map = dict(config.status_map)
+    both = frozenset({"instance", "type"})
+    counts = Operation(
+        "counts", None,
+        "GET [base]/Location/$counts?by=type|parent|below&<search>: exact counts of the Locations the search matches "
+        "(as the token sees them): per type with its level, closed and status counts; per parent in name order "
+        "(_count, _skip); or, for at most 100 matches, the units below each (a Parameters resource)",
+        config.url("OperationDefinition", "Location-counts"),
+        handler=counter(config.url("CodeSystem", "org-unit-type"), status_map, CLOSED_NOW), levels=frozenset({"type"}))
+    exports = tuple(Operation(
+        kind, None,
+        f"GET [base]/Location/${kind}?<search> (every match) or [base]/Location/[id]/${kind} (the unit and every "
+        f"unit below it): {what}, streamed in path order (parents first), as the token sees them; properties=<names> "
+        "keeps those, positioned=true the units with a position",
+        config.url("OperationDefinition", f"Location-{kind}"),
+        handler=exporter(status_map, CLOSED_NOW, kind), levels=both, media_types=frozenset({media}))
+        for kind, media, what in (("geojson", GEOJSON, "a GeoJSON FeatureCollection, a Point per positioned unit"),
+                                  ("csv", CSV, "CSV, a line per unit with its position")))
     return ResourceProvider(
         resource_type="Location",
         table=org_unit,
@@ -249,7 +283,7 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
         from_clause=PUBLISHED_FROM,
         to_resource=LocationMapper(config),
         search_params=params,
-        operations=(children,),
+        operations=(children, counts, *exports),
         references={"managingOrganization": "Organization"},
         # callers see their account's served source versions, within their subtree roots (Location/id or identifiers)
         tenancy=Tenancy(org_unit.c.source_version_id, VERSION_PARTITIONS,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from sqlalchemy import Connection
+from sqlalchemy import ColumnElement, Connection
 
 Query = str | Sequence[tuple[str, str]] | Mapping[str, str]  # "identifier=sys|v&status=active", or its pairs
 
@@ -28,6 +28,14 @@ class Lookup(Protocol):
         search answers (InvalidRequest, ResourceTypeNotSupported...): a typo never answers everything.
         `connection`: read with it (a loader's own transaction: what it wrote so far is seen), else with one of
         the lookup's own (what is committed)."""
+        ...
+
+    def condition(self, resource_type: str, query: Query, *,
+                  connection: Connection | None = None) -> ColumnElement[bool]:
+        """What `search` matches, as one SQL condition on the rows of the type's provider (its `from_clause`, else its
+        table), the caller's scope and the live rows included: for a handler that reads every match itself, in the
+        order and chunks it chooses (a streamed export), with `connection` (its call's: the same snapshot). An empty
+        query: every resource the caller sees. Errors as `search` raises them."""
         ...
 
     def ids(self, resource_type: str, query: Query, *, limit: int | None = None,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from sqlalchemy import Connection
+from sqlalchemy import ColumnElement, Connection
 
 from server.declare.lookup import Query
 from server.declare.provider import ResourceProvider
@@ -24,6 +24,7 @@ BASE = "urn:orgunit-fhir:lookup"  # the bundles' links stay in process: only the
 
 
 SearchSteps = Callable[..., Steps[dict[str, Any]]]  # server.engine.searches.search_type_steps
+MatchesSteps = Callable[..., Steps[ColumnElement[bool]]]  # server.engine.searches.matches_steps
 
 
 def _escaped(text: str) -> str:
@@ -39,6 +40,7 @@ class EngineLookup:
     context: Callable[[], ServerContext]  # the server context, made at the first look-up (a load may make none)
     steps: SearchSteps
     caller: Caller = TRUSTED
+    matches: MatchesSteps | None = None  # what `condition` compiles with
 
     def within(self, account: str) -> EngineLookup:
         """The same look-up, of what `account` holds only (the served versions of its data sources)."""
@@ -64,6 +66,12 @@ class EngineLookup:
             if following is None or (limit is not None and len(found) >= limit):
                 return found[:limit] if limit is not None else found
             items = parse_qsl(urlsplit(following).query, keep_blank_values=True)
+
+    def condition(self, resource_type: str, query: Query, *,
+                  connection: Connection | None = None) -> ColumnElement[bool]:
+        assert self.matches is not None, "a look-up made without server.engine.searches.lookup"
+        ctx = self.ctx
+        return in_thread(ctx, self.matches(ctx, self.caller, resource_type, query), connection)
 
     def ids(self, resource_type: str, query: Query, *, limit: int | None = None,
             connection: Connection | None = None) -> list[str]:

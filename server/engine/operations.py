@@ -5,9 +5,9 @@ a read), opens a connection that cannot write (a provider's), gives the handler 
 OperationCall and answers what it returns: a FHIR resource, a plain Answer, or a Page it makes a searchset of."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import Connection
@@ -96,7 +96,9 @@ def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: Resour
     paging, parameters = _parameters(ctx, op, items)
     permitted, denial = _permits(caller, op)
     path = f"{provider.resource_type}/{rid}/${op.name}" if rid is not None else f"{provider.resource_type}/${op.name}"
-    with ctx.db.connect() as conn, backend_of(conn).read_only(conn) as reading:
+    with ExitStack() as stack:
+        conn = stack.enter_context(ctx.db.connect())
+        reading = stack.enter_context(backend_of(conn).read_only(conn))
         clause = visibility(ctx, reading, provider, caller).clause
         call = OperationCall(provider, rid, stored, parameters, strict, lambda: reading, clause, base,
                              "instance" if rid is not None else "type", provider.resource_type,
@@ -104,7 +106,7 @@ def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: Resour
                              count=paging.count if paging else None, skip=paging.skip if paging else 0,
                              visible_to=lambda rtype: visibility(ctx, reading, resource_provider(
                                  ctx, rtype, f"${op.name}"), caller).clause, lookup=lookup)
-        return _answer(ctx, op, call, paging, path)
+        return _kept_open(_answer(ctx, op, call, paging, path), stack)
 
 
 def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: str, resource_type: str | None,
@@ -133,7 +135,8 @@ def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: st
         call = OperationCall(None, None, None, parameters, strict, reading, None, base, level, resource_type,
                              dict(zip(op.path, segments)), headers, url, caller, ctx, permitted, denial,
                              paging.count if paging else None, paging.skip if paging else 0, visible_to, lookup)
-        return _answer(ctx, op, call, paging, f"{resource_type}/${name}" if resource_type else f"${name}")
+        answer = _answer(ctx, op, call, paging, f"{resource_type}/${name}" if resource_type else f"${name}")
+        return _kept_open(answer, reading.stack)
 
 
 class _Reading:
@@ -142,20 +145,53 @@ class _Reading:
 
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
-        self._stack = ExitStack()
+        self.stack = ExitStack()
         self._connection: Connection | None = None
 
     def __call__(self) -> Connection:
         if self._connection is None:
-            conn = self._stack.enter_context(self.ctx.db.connect())
-            self._connection = self._stack.enter_context(backend_of(conn).read_only(conn))
+            conn = self.stack.enter_context(self.ctx.db.connect())
+            self._connection = self.stack.enter_context(backend_of(conn).read_only(conn))
         return self._connection
 
     def __enter__(self) -> _Reading:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._stack.__exit__(*exc)
+        self.stack.__exit__(*exc)
+
+
+class _OpenStream:
+    """A streamed answer's body, holding the call's connection (`held`) until it ends, fails or is closed unread."""
+
+    def __init__(self, stream: Iterator[bytes], held: ExitStack) -> None:
+        self.stream, self.held = stream, held
+
+    def __iter__(self) -> _OpenStream:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self.stream)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.stream, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self.held.close()
+
+
+def _kept_open(answer: Any, stack: ExitStack) -> Any:
+    """A streamed Answer takes the call's connection along (server.declare.answer.Answer.stream); any other answer
+    leaves it to close with the call."""
+    if isinstance(answer, Answer) and answer.stream is not None:
+        return replace(answer, stream=_OpenStream(answer.stream, stack.pop_all()))
+    return answer
 
 
 def _where(op: Operation) -> str:

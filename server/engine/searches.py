@@ -30,7 +30,7 @@ from server.params.ids import coerce_id
 from server.search.bodies import PageEntry, body_page_query
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_references
 from server.search.order import AFTER_VALUE, MEASURE, SORT_BELOW, resume_at
-from server.search.request import SearchRequest, bind_operation
+from server.search.request import SearchRequest, bind_operation, selection_pairs
 from server.search.sql import (AFTER, WALK_ABOVE, page_query, read_query)
 from server.storage.freshness import Snapshot, synced
 from server.storage.prepared import driver_sql
@@ -133,6 +133,20 @@ def search_condition(ctx: ServerContext, caller: Caller, provider: ResourceProvi
     return (yield from condition.selects())
 
 
+def matches_steps(ctx: ServerContext, caller: Caller, resource_type: str,
+                  query: str | Sequence[tuple[str, str]]) -> Steps[ColumnElement[bool]]:
+    """The rows of the type `[type]?query` matches as the caller sees them (its live rows in the caller's scope), as
+    one condition on the provider's source, compiled as that search is: what a handler reads whole itself (an export
+    streamed a chunk at a time; server.declare.lookup.Lookup.condition). A query of no criterion: every row the
+    caller sees."""
+    provider = resource_provider(ctx, resource_type, "a look-up's condition")
+    request = parse(ctx, provider, selection_pairs(query, "a look-up's condition"), strict=True)
+    snapshot = yield from fresh(ctx)
+    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    condition = yield from _condition(ctx, caller, provider, request, snapshot, vis)
+    return (yield from condition.where())
+
+
 def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest, base: str,
             path: str) -> Steps[dict[str, Any]]:
     count, ranked = request.count, request.ranked is not None
@@ -221,7 +235,7 @@ def search_type(ctx: ServerContext, caller: Caller, base: str, resource_type: st
 def lookup(ctx: ServerContext | Callable[[], ServerContext], caller: Caller = TRUSTED) -> EngineLookup:
     """The look-up (server.declare.lookup) that searches as `caller` (a loader's: TRUSTED; an operation's) on
     `ctx`, or on the context `ctx()` makes at the first look-up."""
-    return EngineLookup(ctx if callable(ctx) else lambda: ctx, search_type_steps, caller)
+    return EngineLookup(ctx if callable(ctx) else lambda: ctx, search_type_steps, caller, matches_steps)
 
 
 def run_operation_steps(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str | None,

@@ -52,10 +52,26 @@ def html_page(body: dict[str, Any], status: int, base: str, namespace: str = "")
 def _title(body: dict[str, Any], status: int) -> str:
     kind = str(body.get("resourceType", "FHIR"))
     if kind == "Bundle":
-        return f"Bundle ({body.get('type', '')}, {body.get('total', len(body.get('entry') or []))})"
+        return f"Bundle ({body.get('type', '')}, {_counted(body)})"
     if kind != "OperationOutcome" and "id" in body:
         return f"{kind}/{body['id']}"
     return f"{status} {_reason(status)}" if status >= 400 else kind
+
+
+def _counted(body: dict[str, Any]) -> str:
+    """What a Bundle holds, as it says it: its total when it has one ("13,938 matches"), else the entries of this page
+    (a search's matches only, not its included resources nor its outcomes) and that the total was not counted."""
+    entries = [e for e in body.get("entry") or [] if isinstance(e, dict)]
+    searchset = body.get("type") == "searchset"
+    shown = sum(1 for e in entries if not searchset or (e.get("search") or {}).get("mode", "match") == "match")
+    noun = "match" if searchset else "entry"
+    plural = {"match": "matches", "entry": "entries"}[noun]
+    total = body.get("total")
+    if isinstance(total, int):
+        return f"{total:,} {noun if total == 1 else plural}"
+    counted = "; total not counted" if searchset and any(
+        link.get("relation") == "next" for link in body.get("link") or [] if isinstance(link, dict)) else ""
+    return f"{shown:,} {noun if shown == 1 else plural} on this page{counted}"
 
 
 def _reason(status: int) -> str:
@@ -97,7 +113,7 @@ def _content(body: dict[str, Any], status: int, links: _Links) -> Iterator[str]:
         yield f'<section class="narrative"><h2>Narrative</h2>{sanitize(div)}</section>'
     yield ('<p class="formats"><a href="#" id="raw-json" data-format="json">raw JSON</a> · '
            '<a href="#" id="raw-xml" data-format="xml">raw XML</a></p>')
-    yield '<pre class="json">'
+    yield '<pre class="json" tabindex="0" role="region" aria-label="The answer as JSON">'
     yield from _json(body, links, 0, None)
     yield "</pre>"
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
+import anyio
+import anyio.to_thread
 from starlette.datastructures import Headers
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from server.access.tokens import REALM
@@ -135,11 +137,50 @@ class RangedFile(FileResponse):
         await super().__call__({**scope, "headers": headers}, receive, send)
 
 
+def _close(stream: Iterator[bytes]) -> None:
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
+
+
+async def _chunks(stream: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """The stream's chunks, each made in a worker thread (it reads the database); closed however it ends."""
+    try:
+        while (chunk := await anyio.to_thread.run_sync(next, stream, None)) is not None:
+            yield chunk
+    except Exception:
+        log.exception("a streamed answer failed after its first bytes were sent: the body is cut short")
+        raise
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(_close, stream)
+
+
+class Streamed(StreamingResponse):
+    """An Answer's stream (server.declare.answer.Answer.stream): chunked, read as it is sent; HEAD reads none of it
+    (the stream is closed unread)."""
+
+    def __init__(self, stream: Iterator[bytes], status: int, headers: dict[str, str]) -> None:
+        self.stream = stream
+        super().__init__(_chunks(stream), status, headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") == "HEAD":
+            await anyio.to_thread.run_sync(_close, self.stream)
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        await super().__call__(scope, receive, send)
+
+
 def answer_response(answer: Answer) -> Response:
-    """A plain Answer as it is: its JSON, its file (a part of it) or no body, with its status and headers."""
+    """A plain Answer as it is: its JSON, its file (a part of it), its stream or no body, with its status and
+    headers."""
     headers = dict(answer.headers)
     if answer.file is not None:
         return RangedFile(answer.file, headers)
+    if answer.stream is not None:
+        return Streamed(answer.stream, answer.status, headers)
     if answer.json is not None:
         return JSONResponse(dict(answer.json), status_code=answer.status, headers=headers)
     return Response(status_code=answer.status, headers=headers)

@@ -73,9 +73,10 @@ async def operation(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Re
         return await _server_operation(pipeline, scope, rtype, name, ())
     op = operations.declared(ctx, rtype, name)
     interaction = Interaction("operation", rtype, rid, name, op.scope if op is not None else None)
+    negotiator: Negotiator = answering(op.media_types) if op is not None and op.media_types else negotiate
     return await pipeline.serve(scope, interaction, lambda ctx, r: (
         searches.run_operation_steps(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)),
-        estimate=True)
+        negotiator=negotiator, estimate=True)
 
 
 async def system_operation(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:

@@ -1,12 +1,12 @@
 // The explorer as its users use it (issue 26), in Debian's chromium (playwright-core), with axe-core on every
 // screen; prints one JSON line of findings for test_explorer_users.py.
 import { createRequire } from 'node:module';
-import fs from 'node:fs';
 import path from 'node:path';
+
+import { auditor, parts } from './common.mjs';
 
 const require = createRequire(path.join(process.env.NODE_PATH, 'noop.js'));
 const { chromium } = require('playwright-core');
-const AXE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
 const ROOT = process.env.ROOT_URL;
 const API = `${ROOT}/fhir`;
@@ -15,6 +15,8 @@ const SUB = process.env.SUB_TOKEN;
 const IDS = JSON.parse(process.env.IDS); // bundle id -> server id
 const SHOTS = process.env.SHOTS;
 const found = { pageErrors: [], violations: [], audited: [], favicon: [], unauthorized: [], failed: {} };
+const audit = auditor(require, found, ['critical', 'serious', 'moderate']);
+const part = parts(found);
 let requests = [];
 
 const browser = await chromium.launch({
@@ -32,16 +34,6 @@ function watch(page) {
   if (process.env.DEBUG) page.on('console', (m) => console.error('console', m.text()));
 }
 
-async function audit(page, screen) {
-  await page.evaluate(AXE);
-  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
-  found.audited.push(screen);
-  for (const v of result.violations) {
-    if (['critical', 'serious', 'moderate'].includes(v.impact)) {
-      found.violations.push({ screen, id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map((n) => n.target.join(' ')) });
-    }
-  }
-}
 
 const exact = (name) => new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
 const treeitem = (page, name) => page.locator('#tree [role=treeitem]').filter({
@@ -58,9 +50,6 @@ async function login(page, token, url = ROOT + '/') {
 }
 
 // each part runs on its own: one that fails (today's explorer) is recorded and the next ones still run
-async function part(name, steps) {
-  try { await steps(); } catch (error) { found.failed[name] = error.message.split('\n')[0]; }
-}
 
 async function chainSettled(page, length) {
   await page.waitForFunction((n) => document.querySelectorAll('.chain li').length >= n, length);
@@ -169,10 +158,12 @@ try {
     await page.locator('#search').fill('');
     await page.goto(`${ROOT}/#unit=${IDS.nord}`);
     await unitName(page, 'Région Nord');
-    await page.waitForFunction(() => document.querySelectorAll('#map path.descendant-point').length >= 4);
-    found.regionPoints = await page.locator('#map path.descendant-point').count();
+    await page.waitForFunction((id) => document.querySelector('#map-pane').dataset.complete === 'true'
+      && document.querySelector('#map-pane').dataset.unit === id, IDS.nord);
+    found.regionPoints = Number(await page.locator('#map-pane').getAttribute('data-points'));
     found.regionLegend = await page.locator('#legend').textContent();
     found.regionLabels = await page.locator('#map .map-label').allTextContents();
+    found.regionMap = await page.evaluate(() => ({ ...document.querySelector('#map-pane').dataset }));
     await page.goto(`${ROOT}/#unit=${IDS.sud}`);
     await unitName(page, 'Région Sud');
     await page.waitForFunction(() => document.querySelectorAll('#map path.child-boundary').length >= 1);
@@ -182,7 +173,8 @@ try {
     await page.screenshot({ path: path.join(SHOTS, 'explorer-map.png') });
     await page.goto(`${ROOT}/#unit=${IDS.diak01}`);
     await unitName(page, 'CSPS Diakaba');
-    await page.waitForFunction(() => document.querySelectorAll('#map path.sibling-point').length >= 2);
+    await page.waitForFunction((id) => document.querySelector('#map-pane').dataset.complete === 'true'
+      && document.querySelector('#map-pane').dataset.unit === id, IDS.diak01);
     found.facilityLegend = await page.locator('#legend').textContent();
   });
   await part('7', async () => {
@@ -211,11 +203,14 @@ try {
       tree: document.querySelectorAll('#tree li').length, detail: Boolean(document.querySelector('#unit-name')),
       results: document.querySelectorAll('#results li').length, paths: document.querySelectorAll('#map path').length,
       appHidden: document.getElementById('app').hidden }));
+    found.hashAfterForget = new URL(page.url()).hash;
     requests = [];
     await login(page, SUB, page.url());
+    found.rootsAfterNewToken = await page.locator('#tree > [role=treeitem] > .row > .label').allTextContents();
+    found.openedAfterNewToken = Boolean(await page.locator('#unit-name').count());
+    await page.goto(`${ROOT}/#unit=${IDS.diak01}`); // a link: the new token's own reads, not the cached chain
     await unitName(page, 'CSPS Diakaba');
     found.chainAfterNewToken = await chainSettled(page, 3);
-    found.rootsAfterNewToken = await page.locator('#tree > [role=treeitem] > .row > .label').allTextContents();
     found.readsAfterNewToken = requests.filter((url) => url.startsWith(`${API}/Location/${IDS.diak01}`)).length;
   });
   await part('6-expiry', async () => {
@@ -240,7 +235,8 @@ try {
     await login(small, FULL, `${ROOT}/#unit=${IDS.kaya}`);
     await unitName(small, 'District de Kaya');
     await small.waitForFunction(() => document.querySelector('#tree [aria-selected=true]'));
-    await small.waitForFunction(() => document.querySelectorAll('#map path.child-point').length >= 3);
+    await small.waitForFunction(() => document.querySelector('#map-pane').dataset.complete === 'true'
+      && Number(document.querySelector('#map-pane').dataset.points) >= 3);
     await audit(small, 'phone');
     found.phoneRowHeights = await small.evaluate(() => [...document.querySelectorAll('#tree .row')]
       .filter((row) => row.offsetParent).map((row) => Math.round(row.getBoundingClientRect().height)));

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import ROOT, browser_missing, run_script, square_boundary
+from tests.support.browser import ROOT, require_browser, run_script, square_boundary
 from tests.support.live import LiveServer, live_server, run_cli
 
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
@@ -22,9 +22,7 @@ XSS = "<img src=x onerror=alert(1)>"
 @pytest.fixture(autouse=True)
 def browser() -> None:
     """A browser test that cannot run fails (`make test` installs what it needs), as the nginx tests do."""
-    missing = browser_missing()
-    if missing is not None:
-        pytest.fail(f"the browser tests cannot run: {missing}")
+    require_browser()
 
 
 def _unit(uid: str, name: str, parent: str | None, **extra: Any) -> dict[str, Any]:

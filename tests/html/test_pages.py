@@ -172,7 +172,28 @@ def test_a_searchs_warning_is_on_top_of_its_page(client: TestClient, auth: dict[
     page = client.get("/fhir/Location?nme=dine", headers={**auth, "Accept": BROWSER}).text
     status = page.index('<p class="status ok warned">HTTP 200 OK · 1 warning</p>')
     warning = page.index('<tr class="warning"><td>warning</td><td>not-supported</td><td>unknown search parameter nme')
-    assert status < warning < page.index('<table class="entries">') < page.index('<pre class="json">')
+    assert status < warning < page.index('<table class="entries">') < page.index('<pre class="json"')
+
+
+@pytest.mark.parametrize(("url", "title"), [
+    pytest.param("/fhir/Location?_id=30", "Bundle (searchset, 1 match)", id="one"),
+    pytest.param("/fhir/Location?nme=dine&_count=2", "Bundle (searchset, 9 matches)", id="a-warning-is-no-match"),
+    pytest.param("/fhir/Location?_count=2&_total=none", "Bundle (searchset, 2 matches on this page; total not counted)",
+                 id="not-counted"),
+    pytest.param("/fhir/Location?_id=30&_include=Location:partof&_total=none", "Bundle (searchset, 1 match on this page)",
+                 id="includes-are-no-matches"),
+])
+def test_a_bundles_title_says_its_total_or_that_it_is_not_counted(client: TestClient, auth: dict[str, str], url: str,
+                                                                  title: str) -> None:
+    page = client.get(url, headers={**auth, "Accept": BROWSER}).text
+    assert f"<title>{title}</title>" in page and f"<h1>{title}</h1>" in page
+
+
+def test_the_json_of_a_page_scrolls_from_the_keyboard(client: TestClient, auth: dict[str, str]) -> None:
+    """A scrollable region is focusable (axe: scrollable-region-focusable), the 401 page's too."""
+    for headers in ({**auth, "Accept": BROWSER}, {"Accept": BROWSER}):
+        page = client.get("/fhir/Location/30", headers=headers).text
+        assert '<pre class="json" tabindex="0" role="region" aria-label="The answer as JSON">' in page
 
 
 def test_a_bundles_entries_are_a_table(client: TestClient, auth: dict[str, str]) -> None:

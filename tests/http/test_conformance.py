@@ -57,7 +57,8 @@ def test_capability_statement_parses_with_fhirclient(client: TestClient) -> None
     assert location.versioning == "versioned" and location.readHistory is True
     params = {p.name: p.type for p in location.searchParam}
     assert params == {"_id": "token", "name": "string", "status": "token", "identifier": "token", "type": "token",
-                      "partof": "reference", "organization": "reference", "near": "special", "_lastUpdated": "date",
+                      "partof": "reference", "organization": "reference", "operational-status": "token",
+                      "near": "special", "_lastUpdated": "date",
                       "_has": "special", "_count": "number", "_skip": "number"}
     assert location.searchInclude == ["Location:partof", "Location:organization"]
     assert location.searchRevInclude == ["Location:partof"]

@@ -25,6 +25,15 @@ def browser_missing() -> str | None:
     return None
 
 
+def require_browser() -> None:
+    """A browser test that cannot run fails (`make test` installs what it needs), as the nginx tests do."""
+    import pytest
+
+    missing = browser_missing()
+    if missing is not None:
+        pytest.fail(f"the browser tests cannot run: {missing}")
+
+
 def ensure_playwright() -> Path:
     """.cache/node with playwright-core and axe-core at the pinned versions (npm install once)."""
     for pinned in (PLAYWRIGHT, AXE):
@@ -47,6 +56,13 @@ def run_script(script: Path, env: dict[str, str], timeout: float = 240) -> dict:
     if done.returncode != 0 or not lines:
         raise AssertionError(f"{script.name} failed ({done.returncode}):\n{done.stdout[-6000:]}\n{done.stderr[-6000:]}")
     return dict(json.loads(lines[-1]))
+
+
+def parts_ran(found: dict[str, Any], *names: str) -> None:
+    """The parts of a script (tests/html/common.mjs `parts`) that play an item ran through, else the step each
+    stopped at."""
+    failed = {name: found["failed"][name] for name in names if name in found["failed"]}
+    assert not failed, failed
 
 
 BOUNDARY = "http://hl7.org/fhir/StructureDefinition/location-boundary-geojson"

@@ -8,6 +8,10 @@
     },
     set(value) { sessionStorage.setItem(KEY, value); },
     forget() { sessionStorage.removeItem(KEY); },
+    // "Forget token": the token and everything the pages kept in this tab beside it (orgunit-fhir.*)
+    forgetAll() {
+      for (const key of Object.keys(sessionStorage)) if (key.startsWith('orgunit-fhir.')) sessionStorage.removeItem(key);
+    },
     headers(accept) {
       const headers = { Accept: accept };
       const token = Token.get();
@@ -48,7 +52,7 @@
       button.id = 'forget-token';
       button.textContent = 'Forget token';
       button.addEventListener('click', () => {
-        Token.forget();
+        Token.forgetAll();
         Token.showState();
         if (Token.onForget) Token.onForget(); else location.reload();
       });
