@@ -18,7 +18,7 @@ from sqlalchemy.sql.util import ClauseAdapter
 
 from server.access.roots import bare_root_type, parse_roots, root_paths
 from server.access.smart_scopes import Query
-from server.declare.provider import ResourceProvider, Tenancy, Via
+from server.declare.provider import ResourceProvider, Tenancy, Versioning, Via
 from server.errors import Forbidden
 from server.params.paths import in_subtree, outermost, subtree
 from server.params.types.reference import ReferenceTarget, referring
@@ -153,12 +153,21 @@ class Partitions:
             return served
         return [by_deletion(provider, served[0], or_(served[0], *_in_partitions(column, self.gone)))]
 
-    def versions(self, flag: ColumnElement[Any], column: ColumnElement[Any] | None) -> list[ColumnElement[bool]]:
-        """The same on kept versions (`column`: their partition, `flag`: their deletion)."""
+    def versions(self, versioning: Versioning, column: ColumnElement[Any] | None) -> list[ColumnElement[bool]]:
+        """The same on kept versions (`column`: their partition, a column of the history table): in a served
+        partition; in a gone one, a deletion, or a version published before the resource moved on to a served
+        partition (a unit loaded again under a newer source version: its versions of before were read then). A
+        version that never reached a served partition (its source version never served) is not shown."""
         served = _in_partitions(column, self.served)
-        if not served or not self.gone:
+        if not served or not self.gone or column is None:
             return served
-        return [or_(served[0], and_(*seen_versions(flag, and_(*_in_partitions(column, self.gone)), deleted=True)))]
+        later = versioning.history.alias("later")  # type: ignore[attr-defined]
+        moved_on = exists().where(later.c[versioning.history_id.key] == versioning.history_id,
+                                  later.c[versioning.history_version.key] > versioning.history_version,
+                                  *_in_partitions(later.c[column.key], self.served))
+        gone = and_(*_in_partitions(column, self.gone))
+        return [or_(served[0], and_(*seen_versions(versioning.history_deleted, gone, deleted=True)),
+                    and_(gone, moved_on))]
 
 
 EVERY_PARTITION = Partitions(None)
@@ -185,7 +194,7 @@ def _own(provider: ResourceProvider, tenancy: Tenancy, parts: Partitions, paths:
     if clause is not None and tenancy.scoped_per_version(provider.versioning) and tenancy.via is None:
         own, versioning = tenancy.versions, provider.versioning
         assert own is not None and versioning is not None
-        versions = and_(true(), *parts.versions(versioning.history_deleted,
+        versions = and_(true(), *parts.versions(versioning,
                                                 own.partition if tenancy.partition is not None else None),
                         *_in_paths(own.path, paths))
     return Visibility(clause, key, parts.served, paths, gone=parts.gone, versions=versions,
@@ -385,7 +394,7 @@ class Scoper:
         seen = self._visibility(conn, other, scope, narrow, chain)
         key = _digest(own.key, via, seen.key)
         versioning = provider.versioning
-        own_versions = _all(parts.versions(versioning.history_deleted, tenancy.versions.partition)) \
+        own_versions = _all(parts.versions(versioning, tenancy.versions.partition)) \
             if versioning is not None and tenancy.versions is not None else None
         if not seen.restricted and whole:
             versions = own_versions if tenancy.scoped_per_version(versioning) else None

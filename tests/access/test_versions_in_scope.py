@@ -93,3 +93,16 @@ def test_a_unit_of_another_account_shows_none_of_its_versions_of_before(api: tup
     walked = client.get("/fhir/Location/_history", params={"_count": 100}, headers=headers).json()
     assert {e["response"]["etag"] for e in walked["entry"]} == {'W/"3"'}
     assert walked["total"] == len(UNITS)
+
+
+def test_versions_published_before_a_newer_source_version_stay_shown(api: tuple[TestClient, ServerContext]) -> None:
+    """Loaded again under a newer source version (DHIS2, a FHIR Bundle: ids kept by source reference), the units move
+    to it: their versions of the version no longer served were read while it was, and stay in their history."""
+    client, ctx = api
+    with ctx.db.begin() as conn:
+        version = ensure_source_version(conn, ensure_data_source(conn, "Ministère de la Santé"), 4)
+        write_units(conn, UNITS, version, NOW + timedelta(days=1))
+    ctx.freshness.expire()
+    for headers in (bearer(ctx.settings), bearer(ctx.settings, org_unit_roots=["Location/10"])):
+        assert _versions(client, MOVED, headers) == ["2", "1"]
+        assert client.get(f"/fhir/Location/{MOVED}/_history/1", headers=headers).status_code == 200
