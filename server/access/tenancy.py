@@ -283,8 +283,11 @@ def _with_versions(provider: ResourceProvider, vis: Visibility) -> Visibility:
 # what a SMART scope's queries on a type select, compiled as `[type]?query` is for the caller (the engine's one
 # compile path, server.engine.conditions, handed down by server.engine.visibility): (connection, provider, the scope
 # without its queries on that type, what that scope sees of the provider, the queries) -> a condition on its rows,
-# deleted ones included
-Narrow = Callable[[Connection, ResourceProvider, AccessScope, Visibility, tuple[Query, ...]], ColumnElement[bool]]
+# deleted ones included, and what it was compiled against (the keys of the caller's visibilities of the other types
+# its look-ups, chains and `_has` cross: two tokens with the same queries but another view of those types select
+# other rows, so their keys must differ)
+Narrow = Callable[[Connection, ResourceProvider, AccessScope, Visibility, tuple[Query, ...]],
+                  tuple[ColumnElement[bool], Hashable]]
 
 
 class Scoper:
@@ -339,8 +342,12 @@ class Scoper:
         vis = self._scoped(conn, snapshot, provider, tenancy, scope, narrow, chain)
         queries = dict(scope.filters).get(provider.resource_type)
         if queries is not None:  # `vis` narrowed to the matches of any of the scope's queries (a union)
-            narrowed = narrow(conn, provider, scope.without_filter(provider.resource_type), vis, queries)
-            vis = Visibility(narrowed if vis.clause is None else and_(vis.clause, narrowed), _digest(vis.key, queries),
+            narrowed, compiled_against = narrow(conn, provider, scope.without_filter(provider.resource_type), vis,
+                                                queries)
+            # keyed by what the queries were compiled against too: the cached counts and pages of a search are
+            # keyed by it, and a narrower view of a type a query crosses is another visibility (issue 36, review)
+            vis = Visibility(narrowed if vis.clause is None else and_(vis.clause, narrowed),
+                             _digest(vis.key, queries, compiled_against),
                              vis.partitions, vis.paths, by_row=False, filtered=True, unfiltered=vis.clause,
                              restricted=True)
         return _with_versions(provider, vis)
