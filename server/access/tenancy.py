@@ -242,6 +242,46 @@ def _versions_referring(provider: ResourceProvider, target: ReferenceTarget, ids
     return cond if own is None else and_(cond, own)
 
 
+def _unreferring(provider: ResourceProvider, target: ReferenceTarget) -> ColumnElement[bool]:
+    """The provider's rows whose reference `target` points at nothing at all (no value)."""
+    if target.through is not None:
+        return provider.id_column.not_in(target.through.ids(true()))
+    if getattr(target.column, "table", None) is not provider.table:
+        return provider.id_column.in_(select(provider.id_column).select_from(provider.source)
+                                      .where(target.column.is_(None)))
+    return target.column.is_(None)
+
+
+def _versions_unreferring(provider: ResourceProvider, target: ReferenceTarget) -> ColumnElement[bool]:
+    """The history rows whose version referred (`target`: Via.versions) to nothing at all."""
+    versioning = provider.versioning
+    assert versioning is not None
+    through = target.through
+    if through is None:
+        return target.column.is_(None)
+    assert through.version is not None
+    side = [through.key == versioning.history_id, through.version == versioning.history_version,
+            *([through.where] if through.where is not None else [])]
+    return not_(exists().select_from(through.table).where(*side))
+
+
+def _none_referring(provider: ResourceProvider, other: ResourceProvider, via: Via,
+                    targets: list[ReferenceTarget]) -> ColumnElement[bool]:
+    """The provider's rows that refer to no `other` resource at all (a reverse Via: that no `other` resource, live
+    or deleted, refers to)."""
+    if via.reverse:
+        every = select(other.id_column).select_from(other.table)
+        return not_(or_(*(provider.id_column.in_(_referred(other, t, every, False)) for t in targets)))
+    return and_(*(_unreferring(provider, t) for t in targets))
+
+
+def _rows_versions(provider: ResourceProvider, clause: ColumnElement[bool]) -> ColumnElement[bool]:
+    """The history rows of every version of the rows `clause` admits."""
+    versioning = provider.versioning
+    assert versioning is not None
+    return exists().where(provider.id_column == versioning.history_id, clause).correlate_except(provider.table)
+
+
 def _current_versions(provider: ResourceProvider, clause: ColumnElement[bool]) -> ColumnElement[bool]:
     """The history rows of the current versions of the rows `clause` admits: what a caller provably may read."""
     versioning = provider.versioning
@@ -358,8 +398,9 @@ class Scoper:
         parts = self._partitions(snapshot, provider, scope, account) if tenancy.partition is not None \
             else EVERY_PARTITION
         if tenancy.via is not None:
-            whole = scope.all_accounts or tenancy.partition is not None or snapshot.accounts == {account}
-            return self._through(conn, provider, tenancy, tenancy.via, scope, parts, whole, narrow, chain)
+            return self._through(conn, provider, tenancy, tenancy.via, scope, parts,
+                                 scope.all_accounts or tenancy.partition is not None, snapshot.accounts == {account},
+                                 narrow, chain)
         if tenancy.subtree is None:  # account only: it cannot apply subtree roots
             return NOTHING if scope.roots is not None else _own(provider, tenancy, parts, None)
         if scope.roots is None:
@@ -370,13 +411,14 @@ class Scoper:
         return _own(provider, tenancy, parts, outermost(paths))
 
     def _through(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy, via: Via, scope: AccessScope,
-                 parts: Partitions, whole: bool, narrow: Narrow, chain: tuple[str, ...]) -> Visibility:
+                 parts: Partitions, whole: bool, alone: bool, narrow: Narrow, chain: tuple[str, ...]) -> Visibility:
         """Visible when a resource the reference points at is (or, `reverse`, one that points at it): rows whose
         reference is among the other provider's visible rows. A caller the other provider's visibility does not
-        narrow beyond its account sees every row of its account (`whole`: of its partitions; a provider without
-        partitions, whose account its references decide: every row when the caller's account is the only one, or
-        to a trusted caller), else those referring to (or referred to by) a resource of its account, live or
-        deleted."""
+        narrow beyond its account sees every row of its account (`whole`: of its partitions, or every row to a
+        trusted caller); of a provider without partitions, whose account its references decide, the rows referring
+        to (or referred to by) a resource of its account, live or deleted, and, when its account is the only one
+        (`alone`), the rows referring to nothing at all: never a row whose references name only resources of no
+        account it holds (another account's, or a purged one's: a purge never hands them to the account left)."""
         own = _own(provider, tenancy, parts, None)
         other = self.freshness.registry.providers.get(via.resource_type)
         holder = other if via.reverse else provider  # the provider whose parameter holds the reference
@@ -390,7 +432,10 @@ class Scoper:
                 return Visibility(own.clause, own.key, by_row=False)
             return NOTHING
         seen = self._visibility(conn, other, scope, narrow, chain)
-        key = _digest(own.key, via, seen.key)
+        # what decides the rows seen besides the other type's visibility: the whole partitions, or the rows referring
+        # to nothing while the caller's account is the only one
+        unreferred = not seen.restricted and not whole and alone
+        key = _digest(own.key, via, seen.key, not seen.restricted and whole, unreferred)
         versioning = provider.versioning
         own_versions = _all(parts.versions(versioning.history_deleted, tenancy.versions.partition)) \
             if versioning is not None and tenancy.versions is not None else None
@@ -403,8 +448,16 @@ class Scoper:
             referred = _referred_by(provider, other, targets, ids, seen.restricted)
         else:
             referred = or_(*(_referring(provider, t, ids) for t in targets))
+        if unreferred:
+            referred = or_(referred, _none_referring(provider, other, via, targets))
+        clause = _all([*([own.clause] if own.clause is not None else []), referred])
         versions = None
         if via.versions is not None and tenancy.scoped_per_version(provider.versioning):
             versions = _versions_referring(provider, via.versions, ids, own_versions)
-        return Visibility(_all([*([own.clause] if own.clause is not None else []), referred]), key, parts.served,
-                          by_row=False, gone=parts.gone, versions=versions, restricted=seen.restricted)
+            if unreferred:
+                versions = or_(versions, _versions_unreferring(provider, via.versions))
+        elif unreferred and versioning is not None and clause is not None:
+            # the only account's caller sees every version of the rows it sees (their versions are not scoped each)
+            versions = _rows_versions(provider, clause)
+        return Visibility(clause, key, parts.served, by_row=False, gone=parts.gone, versions=versions,
+                          restricted=seen.restricted)
