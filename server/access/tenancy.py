@@ -407,7 +407,7 @@ class Scoper:
             return _own(provider, tenancy, parts, None)
         roots = parse_roots(scope.roots)
         paths = root_paths(conn, provider, tenancy.subtree, roots, bare_root_type(self.freshness.registry),
-                           parts.served) if roots else []
+                           parts.served, parts.gone) if roots else []
         return _own(provider, tenancy, parts, outermost(paths))
 
     def _through(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy, via: Via, scope: AccessScope,
