@@ -9,6 +9,7 @@ out-of-scope id is answered exactly as an unknown one (server.engine.visibility.
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -94,8 +95,8 @@ class Visibility:
     # (None: none). `departed`: where a resource provably left its view (the version before was in it, this one is
     # not: moved out of its subtrees, or out of what it is seen through). `unmatched`, told to a sync (`_since`)
     # only: narrowed by a query, proven on the current row alone, the current version of a resource its account and
-    # subtrees hold that does not match it (one that never did is told too: a sync client drops what it does not
-    # hold; never its content)
+    # subtrees hold that does not match it (never its content; server.access.tenancy.shown_gone keeps those that
+    # are not their resource's first version: one whose one version does not match was never in a copy by it)
     departed: ColumnElement[bool] | None = field(default=None, compare=False)
     unmatched: ColumnElement[bool] | None = field(default=None, compare=False)
     # narrowed by a SMART scope's query (AccessScope.filters): `clause` is `unfiltered` AND the query's matches; a
@@ -304,6 +305,25 @@ def _departed(provider: ResourceProvider, vis: Visibility) -> ColumnElement[bool
     return and_(not_(vis.versions), exists().where(
         before.c[versioning.history_id.key] == versioning.history_id,
         before.c[versioning.history_version.key] == versioning.history_version - 1, was_seen))
+
+
+def shown_gone(provider: ResourceProvider, vis: Visibility, since: datetime | None) -> ColumnElement[bool] | None:
+    """The kept versions a caller is shown as deletions besides the deletions themselves, decided here only (history
+    and Bulk Data ask): its departures, and to a sync (`since`) the current versions its query scope does not match
+    (Visibility.unmatched) that are not their resource's first: a resource whose one version does not match was
+    never in a copy by that version (told, it only named to the token an id outside its query: a `_since` of 1970
+    listed every unit of its account). Not `since` itself: a client may send an earlier one than its sync point
+    (Bulk Data's transactionTime is written to the second), and a resource created in that overlap and changed since
+    must still be told."""
+    if since is None or vis.unmatched is None:
+        return vis.departed
+    versioning = provider.versioning
+    assert versioning is not None
+    older = versioning.history.alias("older")  # type: ignore[attr-defined]
+    changed = exists().where(older.c[versioning.history_id.key] == versioning.history_id,
+                             older.c[versioning.history_version.key] < versioning.history_version)
+    told = and_(vis.unmatched, changed)
+    return told if vis.departed is None else or_(vis.departed, told)
 
 
 def _with_versions(provider: ResourceProvider, vis: Visibility) -> Visibility:

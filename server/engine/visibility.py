@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, literal, or_, select
 
 from server.access.smart_scopes import Query
-from server.access.tenancy import NOTHING, AccessScope, Visibility
+from server.access.tenancy import NOTHING, AccessScope, Visibility, shown_gone
 from server.declare.provider import ResourceProvider, StaticProvider
 from server.engine.caller import Caller
 from server.engine.conditions import Condition
@@ -22,6 +22,8 @@ from server.engine.steps import Steps, blocking, rows
 from server.search.hops import crossed
 from server.search.request import SearchRequest
 from server.storage.freshness import Snapshot
+
+__all__ = ["known_visibility", "seen_across", "seen_by", "sees", "shown_gone", "static_account", "visibility"]
 
 
 def _beyond_smart_scopes(provider: ResourceProvider, caller: Caller) -> bool:
