@@ -19,11 +19,22 @@ class _Missing:
 MISSING: Final[Any] = _Missing()
 
 
-def claim(claims: Mapping[str, Any], dotted: str) -> Any:
-    """The value at the dotted path: MISSING when absent, None when present but null."""
+class ClaimShapeError(ValueError):
+    """A part above a dotted claim's last one is present but not an object (`{"tenant": "acme"}` for `tenant.id`):
+    the claim cannot be read, which is not the same as absent (callers that must fail closed refuse the token)."""
+
+
+def claim(claims: Mapping[str, Any], dotted: str, *, strict: bool = False) -> Any:
+    """The value at the dotted path: MISSING when absent, None when present but null. `strict`: ClaimShapeError when
+    a part above the last is present but not an object (null included), instead of MISSING."""
     value: Any = claims
-    for part in dotted.split("."):
-        if not isinstance(value, Mapping) or part not in value:
+    parts = dotted.split(".")
+    for depth, part in enumerate(parts):
+        if not isinstance(value, Mapping):
+            if strict and depth:
+                raise ClaimShapeError(f"{'.'.join(parts[:depth])!r} is not an object")
+            return MISSING
+        if part not in value:
             return MISSING
         value = value[part]
     return value
