@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode
 from typing import Any
 
-from server.access.claims import claim_or_none
+from server.access.claims import MISSING, ClaimShapeError, claim, claim_or_none
 from server.errors import ConfigError, Denial
 from server.settings import AuthSettings
 
@@ -245,8 +245,11 @@ def scope_tokens(claims: Mapping[str, Any], names: Sequence[str]) -> list[str]:
         if mis_cased:
             raise ScopeRefused(f"the claim {'.'.join(filter(None, (parent, mis_cased[0])))!r} is named as the scope "
                                f"claim {name!r} but for its case: its scopes cannot be read", CLAIM_REFUSED)
-        value = claim_or_none(claims, name)
-        if value is None:
+        try:  # a part above the claim that is not an object: its scopes cannot be read, never read as absent
+            value = claim(claims, name, strict=True)
+        except ClaimShapeError as exc:
+            raise ScopeRefused(f"the scope claim {name!r} cannot be read: {exc}", CLAIM_REFUSED) from None
+        if value is None or value is MISSING:
             continue
         if isinstance(value, str):
             found += [t for t in value.split(" ") if t]
