@@ -238,13 +238,15 @@ def scope_tokens(claims: Mapping[str, Any], names: Sequence[str]) -> list[str]:
     a claim named as a scope claim but for its case (`Scope`, `SCP`): its scopes would be ignored."""
     found: list[str] = []
     for name in names:
-        parent, _, last = name.rpartition(".")
-        siblings = claim_or_none(claims, parent) if parent else claims
-        mis_cased = [k for k in siblings if isinstance(k, str) and k != last and k.casefold() == last.casefold()] \
-            if isinstance(siblings, Mapping) else []
-        if mis_cased:
-            raise ScopeRefused(f"the claim {'.'.join(filter(None, (parent, mis_cased[0])))!r} is named as the scope "
-                               f"claim {name!r} but for its case: its scopes cannot be read", CLAIM_REFUSED)
+        parts = name.split(".")
+        for depth, part in enumerate(parts):  # each part of the path, its parents too (`Ext.scp` for `ext.scp`)
+            parent = ".".join(parts[:depth])
+            siblings = claim_or_none(claims, parent) if parent else claims
+            mis_cased = [k for k in siblings if isinstance(k, str) and k != part and k.casefold() == part.casefold()] \
+                if isinstance(siblings, Mapping) else []
+            if mis_cased:
+                raise ScopeRefused(f"the claim {'.'.join(filter(None, (parent, mis_cased[0])))!r} is named as the "
+                                   f"scope claim {name!r} but for its case: its scopes cannot be read", CLAIM_REFUSED)
         try:  # a part above the claim that is not an object: its scopes cannot be read, never read as absent
             value = claim(claims, name, strict=True)
         except ClaimShapeError as exc:

@@ -258,6 +258,8 @@ def nested_client(ctx: ServerContext, backend_url: str, tmp_path_factory: pytest
     pytest.param({"ext": BELOW}, 401, None, id="parent-a-string"),
     pytest.param({"ext": [BELOW]}, 401, None, id="parent-a-list"),
     pytest.param({"ext": None}, 401, None, id="parent-null"),
+    pytest.param({"Ext": {"scp": [BELOW]}}, 401, "case", id="parent-mis-cased"),
+    pytest.param({"ext": {"SCP": [BELOW]}}, 401, "case", id="claim-mis-cased"),
 ])
 def test_a_scope_claim_whose_path_cannot_be_read_refuses_the_token(
         nested_client: tuple[TestClient, ServerContext], claims: dict[str, Any], status: int,
@@ -266,7 +268,9 @@ def test_a_scope_claim_whose_path_cannot_be_read_refuses_the_token(
     headers = bearer(context.settings, **claims)
     answer = client.get(EVERYTHING, headers=headers)
     assert answer.status_code == status, answer.text
-    if seen is not None:
+    if seen == "case":
+        assert "but for its case" in answer.json()["issue"][0]["diagnostics"]
+    elif seen is not None:
         assert _ids(client, EVERYTHING, headers) == _ids(client, f"{EVERYTHING}?{seen}", bearer(context.settings))
     else:
         assert "'ext.scp' cannot be read" in answer.json()["issue"][0]["diagnostics"]
