@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from server.access.claims import MISSING, ClaimShapeError, claim
+from server.access.claims import MISSING, ClaimShapeError, claim, mis_cased
 from server.access.roots import MAX_ROOTS
 from server.access.tenancy import AccessScope
 from server.access.tokens import Principal
@@ -40,6 +40,11 @@ def access_scope(principal: Principal, settings: Settings) -> AccessScope:
     """The account claim (absent or null: auth.default_account) and the subtree-roots claim of the token (absent:
     no subtree limit; null or []: nothing). The only account held, when neither names one, is the Scoper's."""
     auth = settings.auth
+    for name in (auth.account_claim, auth.roots_claim):  # `Account` would be read as absent: another account's data
+        named = mis_cased(principal.claims, name)
+        if named is not None:
+            raise Forbidden(f"the token's claim {named!r} is named as the claim {name!r} but for its case: it cannot "
+                            "be read")
     try:  # a claim above whose path lies something else than an object cannot be read: never read as absent
         account = claim(principal.claims, auth.account_claim, strict=True)
         roots = claim(principal.claims, auth.roots_claim, strict=True)

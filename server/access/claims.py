@@ -40,6 +40,23 @@ def claim(claims: Mapping[str, Any], dotted: str, *, strict: bool = False) -> An
     return value
 
 
+def mis_cased(claims: Mapping[str, Any], dotted: str) -> str | None:
+    """The claim named as the dotted path but for its case at some part (`Account` for `account`, `Ext.scp` for
+    `ext.scp`), as a dotted name, else None: an identity provider that writes it so means that claim, which the
+    server would read as absent (callers that must fail closed refuse the token)."""
+    parts = dotted.split(".")
+    for depth, part in enumerate(parts):
+        parent = ".".join(parts[:depth])
+        siblings = claim_or_none(claims, parent) if parent else claims
+        if not isinstance(siblings, Mapping):
+            return None
+        found = next((k for k in siblings if isinstance(k, str) and k != part and k.casefold() == part.casefold()),
+                     None)
+        if found is not None:
+            return ".".join(filter(None, (parent, found)))
+    return None
+
+
 def claim_or_none(claims: Mapping[str, Any], dotted: str) -> Any:
     """The value at the dotted path, None when absent or null."""
     value = claim(claims, dotted)

@@ -46,6 +46,11 @@ def api(migrated_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, ServerC
     pytest.param({"tenant": "partner"}, 403, None, id="account-parent-a-string"),
     pytest.param({"tenant": ["partner"]}, 403, None, id="account-parent-a-list"),
     pytest.param({"tenant": None}, 403, None, id="account-parent-null"),
+    # named but for its case, at any part: read as absent it would give the claimless account or the whole account
+    pytest.param({"Tenant": {"id": "partner"}}, 403, None, id="account-parent-mis-cased"),
+    pytest.param({"tenant": {"ID": "partner"}}, 403, None, id="account-mis-cased"),
+    pytest.param({"access": {"Roots": ["Location/10"]}}, 403, None, id="roots-mis-cased"),
+    pytest.param({"ACCESS": {"roots": ["Location/10"]}}, 403, None, id="roots-parent-mis-cased"),
 ])
 def test_a_claim_whose_path_cannot_be_read_refuses_the_token(api: tuple[TestClient, ServerContext],
                                                               claims: dict[str, Any], status: int,
@@ -57,3 +62,20 @@ def test_a_claim_whose_path_cannot_be_read_refuses_the_token(api: tuple[TestClie
         assert answer.json()["total"] == total
     else:
         assert "cannot be read" in answer.json()["issue"][0]["diagnostics"]
+
+
+@pytest.mark.parametrize("claims", [
+    pytest.param({"Account": "partner"}, id="account"),
+    pytest.param({"ORG_UNIT_ROOTS": ["Location/10"]}, id="roots"),
+])
+def test_a_claim_named_but_for_its_case_refuses_the_token(migrated_url: str, tmp_path: Path,
+                                                         claims: dict[str, Any]) -> None:
+    """With the default claim names (`account`, `org_unit_roots`)."""
+    ctx = create_context(make_settings(migrated_url, tmp_path, auth={"secret": SECRET}))
+    try:
+        with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as client:
+            answer = client.get("/fhir/Location", headers=bearer(ctx.settings, **claims))
+            assert answer.status_code == 403, answer.text
+            assert "but for its case" in answer.json()["issue"][0]["diagnostics"]
+    finally:
+        ctx.db.dispose()
