@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from server.access.claims import MISSING, claim
+from server.access.claims import MISSING, ClaimShapeError, claim, mis_cased
 from server.access.roots import MAX_ROOTS
 from server.access.tenancy import AccessScope
 from server.access.tokens import Principal
@@ -40,12 +40,20 @@ def access_scope(principal: Principal, settings: Settings) -> AccessScope:
     """The account claim (absent or null: auth.default_account) and the subtree-roots claim of the token (absent:
     no subtree limit; null or []: nothing). The only account held, when neither names one, is the Scoper's."""
     auth = settings.auth
-    account = claim(principal.claims, auth.account_claim)
+    for name in (auth.account_claim, auth.roots_claim):  # `Account` would be read as absent: another account's data
+        named = mis_cased(principal.claims, name)
+        if named is not None:
+            raise Forbidden(f"the token's claim {named!r} is named as the claim {name!r} but for its case: it cannot "
+                            "be read")
+    try:  # a claim above whose path lies something else than an object cannot be read: never read as absent
+        account = claim(principal.claims, auth.account_claim, strict=True)
+        roots = claim(principal.claims, auth.roots_claim, strict=True)
+    except ClaimShapeError as exc:
+        raise Forbidden(f"the token's account or subtree-roots claim cannot be read: {exc}") from None
     if account is MISSING or account is None:
         account = auth.default_account
     elif not isinstance(account, str) or not account or "\x00" in account:
         raise Forbidden(f"the token's {auth.account_claim!r} claim must be an account name (a string)")
-    roots = claim(principal.claims, auth.roots_claim)
     if roots is MISSING:
         return AccessScope(account=account)
     if roots is None:  # present but null: fail closed, as an empty list

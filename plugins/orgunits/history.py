@@ -90,6 +90,19 @@ def new_versions(conn: Connection, where: ColumnElement[bool], now: datetime) ->
                  .values(version_id=org_unit.c.version_id + 1, updated_at=now))
 
 
+def new_versions_below(conn: Connection, moved: list[int], now: datetime) -> None:
+    """The live units below a moved one get a new version, before their paths change (refresh_paths): each kept
+    version holds the place it had while current (server.VersionScope), so the version of before the move stays in
+    the subtree it was in, and the new one is where the unit is now. A token of the subtree the units left is shown
+    their new versions as departures (DELETE entries), one of the subtree they entered receives them: both copies
+    converge (the units below a moved one left silently: no entry in either)."""
+    for start in range(0, len(moved), _ID_CHUNK):
+        paths = conn.execute(select(org_unit.c.path).where(org_unit.c.id.in_(moved[start:start + _ID_CHUNK]),
+                                                          org_unit.c.path.is_not(None))).scalars().all()
+        for path in paths:
+            new_versions(conn, path_subtree(org_unit.c.path, path), now)
+
+
 def new_versions_for_children(conn: Connection, renamed: list[int], now: datetime) -> None:
     """Children of renamed units get a new version (their partOf.display changes)."""
     for start in range(0, len(renamed), _ID_CHUNK):

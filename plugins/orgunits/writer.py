@@ -29,6 +29,7 @@ from plugins.orgunits.history import (
     NEWEST_VERSION,
     RECORDED,
     new_versions,
+    new_versions_below,
     new_versions_for_children,
     record_history,
     record_sources,
@@ -156,6 +157,7 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
         # row (paths, history): let it see what this transaction wrote (ANALYZE is transactional)
         conn.exec_driver_sql("ANALYZE org_unit")
     _refuse_cycles(conn, writer.reparented)
+    new_versions_below(conn, writer.moved, as_utc(now))  # before the paths change: each version keeps its own
     refresh_paths(conn, writer.moved)
     new_versions_for_children(conn, writer.renamed, as_utc(now))
     record_history(conn)

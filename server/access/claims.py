@@ -19,14 +19,42 @@ class _Missing:
 MISSING: Final[Any] = _Missing()
 
 
-def claim(claims: Mapping[str, Any], dotted: str) -> Any:
-    """The value at the dotted path: MISSING when absent, None when present but null."""
+class ClaimShapeError(ValueError):
+    """A part above a dotted claim's last one is present but not an object (`{"tenant": "acme"}` for `tenant.id`):
+    the claim cannot be read, which is not the same as absent (callers that must fail closed refuse the token)."""
+
+
+def claim(claims: Mapping[str, Any], dotted: str, *, strict: bool = False) -> Any:
+    """The value at the dotted path: MISSING when absent, None when present but null. `strict`: ClaimShapeError when
+    a part above the last is present but not an object (null included), instead of MISSING."""
     value: Any = claims
-    for part in dotted.split("."):
-        if not isinstance(value, Mapping) or part not in value:
+    parts = dotted.split(".")
+    for depth, part in enumerate(parts):
+        if not isinstance(value, Mapping):
+            if strict and depth:
+                raise ClaimShapeError(f"{'.'.join(parts[:depth])!r} is not an object")
+            return MISSING
+        if part not in value:
             return MISSING
         value = value[part]
     return value
+
+
+def mis_cased(claims: Mapping[str, Any], dotted: str) -> str | None:
+    """The claim named as the dotted path but for its case at some part (`Account` for `account`, `Ext.scp` for
+    `ext.scp`), as a dotted name, else None: an identity provider that writes it so means that claim, which the
+    server would read as absent (callers that must fail closed refuse the token)."""
+    parts = dotted.split(".")
+    for depth, part in enumerate(parts):
+        parent = ".".join(parts[:depth])
+        siblings = claim_or_none(claims, parent) if parent else claims
+        if not isinstance(siblings, Mapping):
+            return None
+        found = next((k for k in siblings if isinstance(k, str) and k != part and k.casefold() == part.casefold()),
+                     None)
+        if found is not None:
+            return ".".join(filter(None, (parent, found)))
+    return None
 
 
 def claim_or_none(claims: Mapping[str, Any], dotted: str) -> Any:

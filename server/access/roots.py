@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, or_, select
+from sqlalchemy import ColumnElement, Connection, and_, or_, select, true
 
 from server.declare.provider import (
     RESOURCE_TYPE_RE,
@@ -19,8 +19,8 @@ from server.declare.provider import (
 from server.errors import FhirError, Forbidden
 from server.params.ids import FHIR_ID, stored_id
 from server.search.request import Clause, SearchRequest
-from server.search.seen import seen
-from server.search.sql import where_clause
+from server.search.seen import by_deletion
+from server.search.sql import matching
 from server.params.values import parse_value
 
 MAX_ROOTS = 100  # roots in one token
@@ -81,7 +81,8 @@ def _matches(provider: ResourceProvider, subtree: Subtree, roots: Sequence[Root]
                 clause = Clause(param, None, (parse_value(param, None, root.text),))
             except FhirError:
                 continue  # not a value of that parameter: matches nothing
-            matches.append(where_clause(provider, SearchRequest(provider.resource_type, clauses=(clause,))))
+            # the identifier's rows, deleted ones too (root_paths says which the caller's roots may name)
+            matches.append(and_(true(), *matching(provider, SearchRequest(provider.resource_type, clauses=(clause,)))))
         elif (root.resource_type or bare_type) == provider.resource_type:
             stored = stored_id(provider, root.id)
             if stored is not None:
@@ -90,16 +91,25 @@ def _matches(provider: ResourceProvider, subtree: Subtree, roots: Sequence[Root]
 
 
 def root_paths(conn: Connection, provider: ResourceProvider, subtree: Subtree, roots: Sequence[Root],
-               bare_type: str | None, partitions: frozenset[Any] | None) -> list[str]:
-    """The paths of the provider's live rows that the roots name, within the caller's partitions."""
+               bare_type: str | None, partitions: frozenset[Any] | None,
+               gone: frozenset[Any] = frozenset()) -> list[str]:
+    """The paths of the provider's rows that the roots name, within the caller's partitions: live ones, and deleted
+    ones there or in `gone` (the caller's partitions no longer served: its removed data sources). A root deleted
+    (`--delete-missing`, a data source or account removed) still names its subtree, whose deletions the token that
+    saw it must be shown (410, `DELETE` entries): a deletion is seen by whoever saw the resource."""
     matches = _matches(provider, subtree, roots, bare_type)
     tenancy = provider.tenancy
     if not matches or tenancy is None:
         return []
-    inside = tenancy.partition.in_(sorted(partitions, key=str)) \
-        if partitions is not None and tenancy.partition is not None else None
+    if partitions is not None and tenancy.partition is not None:
+        def inside(keys: frozenset[Any]) -> ColumnElement[bool]:
+            assert tenancy is not None and tenancy.partition is not None
+            return tenancy.partition.in_(sorted(keys, key=str))
+        scoped = [by_deletion(provider, inside(partitions), inside(partitions | gone))]
+    else:
+        scoped = []
     query = (select(subtree.path).select_from(provider.source)
-             .where(or_(*matches), subtree.path.is_not(None), *seen(provider, inside))
+             .where(or_(*matches), subtree.path.is_not(None), *scoped)
              .order_by(subtree.path).limit(MAX_ROOT_UNITS + 1))
     paths = list(conn.execute(query).scalars())
     if len(paths) > MAX_ROOT_UNITS:

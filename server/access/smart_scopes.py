@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode
 from typing import Any
 
-from server.access.claims import claim_or_none
+from server.access.claims import MISSING, ClaimShapeError, claim, mis_cased
 from server.errors import ConfigError, Denial
 from server.settings import AuthSettings
 
@@ -238,15 +238,15 @@ def scope_tokens(claims: Mapping[str, Any], names: Sequence[str]) -> list[str]:
     a claim named as a scope claim but for its case (`Scope`, `SCP`): its scopes would be ignored."""
     found: list[str] = []
     for name in names:
-        parent, _, last = name.rpartition(".")
-        siblings = claim_or_none(claims, parent) if parent else claims
-        mis_cased = [k for k in siblings if isinstance(k, str) and k != last and k.casefold() == last.casefold()] \
-            if isinstance(siblings, Mapping) else []
-        if mis_cased:
-            raise ScopeRefused(f"the claim {'.'.join(filter(None, (parent, mis_cased[0])))!r} is named as the scope "
-                               f"claim {name!r} but for its case: its scopes cannot be read", CLAIM_REFUSED)
-        value = claim_or_none(claims, name)
-        if value is None:
+        named = mis_cased(claims, name)  # at any part of its path (`Ext.scp` for `ext.scp`)
+        if named is not None:
+            raise ScopeRefused(f"the claim {named!r} is named as the scope claim {name!r} but for its case: its "
+                               "scopes cannot be read", CLAIM_REFUSED)
+        try:  # a part above the claim that is not an object: its scopes cannot be read, never read as absent
+            value = claim(claims, name, strict=True)
+        except ClaimShapeError as exc:
+            raise ScopeRefused(f"the scope claim {name!r} cannot be read: {exc}", CLAIM_REFUSED) from None
+        if value is None or value is MISSING:
             continue
         if isinstance(value, str):
             found += [t for t in value.split(" ") if t]

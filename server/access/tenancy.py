@@ -9,6 +9,7 @@ out-of-scope id is answered exactly as an unknown one (server.engine.visibility.
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -94,8 +95,8 @@ class Visibility:
     # (None: none). `departed`: where a resource provably left its view (the version before was in it, this one is
     # not: moved out of its subtrees, or out of what it is seen through). `unmatched`, told to a sync (`_since`)
     # only: narrowed by a query, proven on the current row alone, the current version of a resource its account and
-    # subtrees hold that does not match it (one that never did is told too: a sync client drops what it does not
-    # hold; never its content)
+    # subtrees hold that does not match it (never its content; server.access.tenancy.shown_gone keeps those that
+    # are not their resource's first version: one whose one version does not match was never in a copy by it)
     departed: ColumnElement[bool] | None = field(default=None, compare=False)
     unmatched: ColumnElement[bool] | None = field(default=None, compare=False)
     # narrowed by a SMART scope's query (AccessScope.filters): `clause` is `unfiltered` AND the query's matches; a
@@ -251,6 +252,46 @@ def _versions_referring(provider: ResourceProvider, target: ReferenceTarget, ids
     return cond if own is None else and_(cond, own)
 
 
+def _unreferring(provider: ResourceProvider, target: ReferenceTarget) -> ColumnElement[bool]:
+    """The provider's rows whose reference `target` points at nothing at all (no value)."""
+    if target.through is not None:
+        return provider.id_column.not_in(target.through.ids(true()))
+    if getattr(target.column, "table", None) is not provider.table:
+        return provider.id_column.in_(select(provider.id_column).select_from(provider.source)
+                                      .where(target.column.is_(None)))
+    return target.column.is_(None)
+
+
+def _versions_unreferring(provider: ResourceProvider, target: ReferenceTarget) -> ColumnElement[bool]:
+    """The history rows whose version referred (`target`: Via.versions) to nothing at all."""
+    versioning = provider.versioning
+    assert versioning is not None
+    through = target.through
+    if through is None:
+        return target.column.is_(None)
+    assert through.version is not None
+    side = [through.key == versioning.history_id, through.version == versioning.history_version,
+            *([through.where] if through.where is not None else [])]
+    return not_(exists().select_from(through.table).where(*side))
+
+
+def _none_referring(provider: ResourceProvider, other: ResourceProvider, via: Via,
+                    targets: list[ReferenceTarget]) -> ColumnElement[bool]:
+    """The provider's rows that refer to no `other` resource at all (a reverse Via: that no `other` resource, live
+    or deleted, refers to)."""
+    if via.reverse:
+        every = select(other.id_column).select_from(other.table)
+        return not_(or_(*(provider.id_column.in_(_referred(other, t, every, False)) for t in targets)))
+    return and_(*(_unreferring(provider, t) for t in targets))
+
+
+def _rows_versions(provider: ResourceProvider, clause: ColumnElement[bool]) -> ColumnElement[bool]:
+    """The history rows of every version of the rows `clause` admits."""
+    versioning = provider.versioning
+    assert versioning is not None
+    return exists().where(provider.id_column == versioning.history_id, clause).correlate_except(provider.table)
+
+
 def _current_versions(provider: ResourceProvider, clause: ColumnElement[bool]) -> ColumnElement[bool]:
     """The history rows of the current versions of the rows `clause` admits: what a caller provably may read."""
     versioning = provider.versioning
@@ -275,6 +316,25 @@ def _departed(provider: ResourceProvider, vis: Visibility) -> ColumnElement[bool
         before.c[versioning.history_version.key] == versioning.history_version - 1, was_seen))
 
 
+def shown_gone(provider: ResourceProvider, vis: Visibility, since: datetime | None) -> ColumnElement[bool] | None:
+    """The kept versions a caller is shown as deletions besides the deletions themselves, decided here only (history
+    and Bulk Data ask): its departures, and to a sync (`since`) the current versions its query scope does not match
+    (Visibility.unmatched) that are not their resource's first: a resource whose one version does not match was
+    never in a copy by that version (told, it only named to the token an id outside its query: a `_since` of 1970
+    listed every unit of its account). Not `since` itself: a client may send an earlier one than its sync point
+    (Bulk Data's transactionTime is written to the second), and a resource created in that overlap and changed since
+    must still be told."""
+    if since is None or vis.unmatched is None:
+        return vis.departed
+    versioning = provider.versioning
+    assert versioning is not None
+    older = versioning.history.alias("older")  # type: ignore[attr-defined]
+    changed = exists().where(older.c[versioning.history_id.key] == versioning.history_id,
+                             older.c[versioning.history_version.key] < versioning.history_version)
+    told = and_(vis.unmatched, changed)
+    return told if vis.departed is None else or_(vis.departed, told)
+
+
 def _with_versions(provider: ResourceProvider, vis: Visibility) -> Visibility:
     """`vis` with the versions it shows: those its scope proves per version, else the current ones; and those it
     shows as departures."""
@@ -292,8 +352,11 @@ def _with_versions(provider: ResourceProvider, vis: Visibility) -> Visibility:
 # what a SMART scope's queries on a type select, compiled as `[type]?query` is for the caller (the engine's one
 # compile path, server.engine.conditions, handed down by server.engine.visibility): (connection, provider, the scope
 # without its queries on that type, what that scope sees of the provider, the queries) -> a condition on its rows,
-# deleted ones included
-Narrow = Callable[[Connection, ResourceProvider, AccessScope, Visibility, tuple[Query, ...]], ColumnElement[bool]]
+# deleted ones included, and what it was compiled against (the keys of the caller's visibilities of the other types
+# its look-ups, chains and `_has` cross: two tokens with the same queries but another view of those types select
+# other rows, so their keys must differ)
+Narrow = Callable[[Connection, ResourceProvider, AccessScope, Visibility, tuple[Query, ...]],
+                  tuple[ColumnElement[bool], Hashable]]
 
 
 class Scoper:
@@ -348,8 +411,12 @@ class Scoper:
         vis = self._scoped(conn, snapshot, provider, tenancy, scope, narrow, chain)
         queries = dict(scope.filters).get(provider.resource_type)
         if queries is not None:  # `vis` narrowed to the matches of any of the scope's queries (a union)
-            narrowed = narrow(conn, provider, scope.without_filter(provider.resource_type), vis, queries)
-            vis = Visibility(narrowed if vis.clause is None else and_(vis.clause, narrowed), _digest(vis.key, queries),
+            narrowed, compiled_against = narrow(conn, provider, scope.without_filter(provider.resource_type), vis,
+                                                queries)
+            # keyed by what the queries were compiled against too: the cached counts and pages of a search are
+            # keyed by it, and a narrower view of a type a query crosses is another visibility (issue 36, review)
+            vis = Visibility(narrowed if vis.clause is None else and_(vis.clause, narrowed),
+                             _digest(vis.key, queries, compiled_against),
                              vis.partitions, vis.paths, by_row=False, filtered=True, unfiltered=vis.clause,
                              restricted=True)
         return _with_versions(provider, vis)
@@ -360,25 +427,27 @@ class Scoper:
         parts = self._partitions(snapshot, provider, scope, account) if tenancy.partition is not None \
             else EVERY_PARTITION
         if tenancy.via is not None:
-            whole = scope.all_accounts or tenancy.partition is not None or snapshot.accounts == {account}
-            return self._through(conn, provider, tenancy, tenancy.via, scope, parts, whole, narrow, chain)
+            return self._through(conn, provider, tenancy, tenancy.via, scope, parts,
+                                 scope.all_accounts or tenancy.partition is not None, snapshot.accounts == {account},
+                                 narrow, chain)
         if tenancy.subtree is None:  # account only: it cannot apply subtree roots
             return NOTHING if scope.roots is not None else _own(provider, tenancy, parts, None)
         if scope.roots is None:
             return _own(provider, tenancy, parts, None)
         roots = parse_roots(scope.roots)
         paths = root_paths(conn, provider, tenancy.subtree, roots, bare_root_type(self.freshness.registry),
-                           parts.served) if roots else []
+                           parts.served, parts.gone) if roots else []
         return _own(provider, tenancy, parts, outermost(paths))
 
     def _through(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy, via: Via, scope: AccessScope,
-                 parts: Partitions, whole: bool, narrow: Narrow, chain: tuple[str, ...]) -> Visibility:
+                 parts: Partitions, whole: bool, alone: bool, narrow: Narrow, chain: tuple[str, ...]) -> Visibility:
         """Visible when a resource the reference points at is (or, `reverse`, one that points at it): rows whose
         reference is among the other provider's visible rows. A caller the other provider's visibility does not
-        narrow beyond its account sees every row of its account (`whole`: of its partitions; a provider without
-        partitions, whose account its references decide: every row when the caller's account is the only one, or
-        to a trusted caller), else those referring to (or referred to by) a resource of its account, live or
-        deleted."""
+        narrow beyond its account sees every row of its account (`whole`: of its partitions, or every row to a
+        trusted caller); of a provider without partitions, whose account its references decide, the rows referring
+        to (or referred to by) a resource of its account, live or deleted, and, when its account is the only one
+        (`alone`), the rows referring to nothing at all: never a row whose references name only resources of no
+        account it holds (another account's, or a purged one's: a purge never hands them to the account left)."""
         own = _own(provider, tenancy, parts, None)
         other = self.freshness.registry.providers.get(via.resource_type)
         holder = other if via.reverse else provider  # the provider whose parameter holds the reference
@@ -392,7 +461,10 @@ class Scoper:
                 return Visibility(own.clause, own.key, by_row=False)
             return NOTHING
         seen = self._visibility(conn, other, scope, narrow, chain)
-        key = _digest(own.key, via, seen.key)
+        # what decides the rows seen besides the other type's visibility: the whole partitions, or the rows referring
+        # to nothing while the caller's account is the only one
+        unreferred = not seen.restricted and not whole and alone
+        key = _digest(own.key, via, seen.key, not seen.restricted and whole, unreferred)
         versioning = provider.versioning
         own_versions = _all(parts.versions(versioning, tenancy.versions.partition)) \
             if versioning is not None and tenancy.versions is not None else None
@@ -405,8 +477,16 @@ class Scoper:
             referred = _referred_by(provider, other, targets, ids, seen.restricted)
         else:
             referred = or_(*(_referring(provider, t, ids) for t in targets))
+        if unreferred:
+            referred = or_(referred, _none_referring(provider, other, via, targets))
+        clause = _all([*([own.clause] if own.clause is not None else []), referred])
         versions = None
         if via.versions is not None and tenancy.scoped_per_version(provider.versioning):
             versions = _versions_referring(provider, via.versions, ids, own_versions)
-        return Visibility(_all([*([own.clause] if own.clause is not None else []), referred]), key, parts.served,
-                          by_row=False, gone=parts.gone, versions=versions, restricted=seen.restricted)
+            if unreferred:
+                versions = or_(versions, _versions_unreferring(provider, via.versions))
+        elif unreferred and versioning is not None and clause is not None:
+            # the only account's caller sees every version of the rows it sees (their versions are not scoped each)
+            versions = _rows_versions(provider, clause)
+        return Visibility(clause, key, parts.served, by_row=False, gone=parts.gone, versions=versions,
+                          restricted=seen.restricted)

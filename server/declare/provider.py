@@ -159,7 +159,8 @@ class VersionScope:
     columns of the versioning's history table. `partition`: the version's partition (its account, its served
     source version), needed when the tenancy declares a partition; `path`: its materialized path, needed when the
     tenancy declares a subtree. The writer keeps the current version's row equal to the current row's (a unit
-    whose ancestor moves has its current version's path changed with its own). Each version is then shown to the
+    whose ancestor moves gets a new version with its new path, so that the subtree it left is told and the one it
+    entered receives it; a deleted row's current version has its path changed with its own). Each version is then shown to the
     callers who could read it while it was current (vread, `_history`), whatever the current row holds now."""
 
     partition: ColumnElement[Any] | None = None

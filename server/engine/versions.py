@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import or_
-
 from server.declare.provider import ResourceProvider, Versioning
 from server.declare.rendered import Rendered, tagged
 from server.engine.bundle import history, history_entry
@@ -15,7 +13,7 @@ from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.counts import count
 from server.engine.instances import Resource, fresh, not_found, resource_provider, splices, subset_of
-from server.engine.visibility import seen_by
+from server.engine.visibility import seen_by, shown_gone
 from server.engine.steps import Steps, rows, scalar
 from server.errors import ResourceGone, ResourceNotFound
 from server.params.ids import stored_id
@@ -75,8 +73,7 @@ def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryReq
     request = request.bounded(synced)
 
     # departures: those proven, and to a sync (`_since`) what no longer matches a query scope
-    departed = or_(*(c for c in (vis.departed, vis.unmatched) if c is not None)) \
-        if request.since and vis.unmatched is not None else vis.departed
+    departed = shown_gone(provider, vis, request.since[1] if request.since else None)
 
     def counted() -> Steps[Any]:
         return history_count(versioning, request, stored, scoped, departed)

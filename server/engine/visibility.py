@@ -5,12 +5,13 @@ it sees one row. The engine's interactions and Bulk Data ask here; no one asks t
 checks it)."""
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, literal, or_, select
 
 from server.access.smart_scopes import Query
-from server.access.tenancy import NOTHING, AccessScope, Visibility
+from server.access.tenancy import NOTHING, AccessScope, Visibility, shown_gone
 from server.declare.provider import ResourceProvider, StaticProvider
 from server.engine.caller import Caller
 from server.engine.conditions import Condition
@@ -21,6 +22,8 @@ from server.engine.steps import Steps, blocking, rows
 from server.search.hops import crossed
 from server.search.request import SearchRequest
 from server.storage.freshness import Snapshot
+
+__all__ = ["known_visibility", "seen_across", "seen_by", "sees", "shown_gone", "static_account", "visibility"]
 
 
 def _beyond_smart_scopes(provider: ResourceProvider, caller: Caller) -> bool:
@@ -37,20 +40,23 @@ def visibility(ctx: ServerContext, conn: Connection, provider: ResourceProvider,
 
 
 def _narrowed(ctx: ServerContext, conn: Connection, provider: ResourceProvider, scope: AccessScope,
-              vis: Visibility, queries: tuple[Query, ...]) -> ColumnElement[bool]:
+              vis: Visibility, queries: tuple[Query, ...]) -> tuple[ColumnElement[bool], Hashable]:
     """What a token's scope queries on the provider select (a union), each compiled as `[type]?query` is for the
     caller without them (`scope`, seeing `vis` of the provider): the same look-ups, chains and `_has`, among what
     that caller sees of every type crossed. On every row, deleted ones too: a deletion stays seen where its
-    resource was."""
+    resource was. With it, what each query was compiled against (Condition.others_key: the caller's view of each
+    other type crossed), which the visibility's key holds."""
     caller = Caller(None, scope)
     snapshot = ctx.freshness.snapshot(conn)
 
-    def selects(query: Query) -> Steps[ColumnElement[bool]]:
+    def selects(query: Query) -> Steps[tuple[ColumnElement[bool], Hashable]]:
         request = parse_selection(ctx, provider, query, "a scope's query")
         others = yield from seen_across(ctx, caller, request, snapshot)
-        return (yield from Condition(ctx, provider, request, snapshot, vis, others).selects())
+        condition = Condition(ctx, provider, request, snapshot, vis, others)
+        return (yield from condition.selects()), condition.others_key
 
-    return or_(*(in_thread(ctx, selects(query), conn) for query in queries))
+    compiled = [in_thread(ctx, selects(query), conn) for query in queries]
+    return or_(*(c for c, _ in compiled)), tuple(k for _, k in compiled)
 
 
 def known_visibility(ctx: ServerContext, provider: ResourceProvider, caller: Caller, snapshot: Snapshot,

@@ -16,6 +16,7 @@ from sqlalchemy import ColumnElement, Select, case, exists, func, null, or_, sel
 from server.declare.instants import exact_instant, instant
 from server.errors import InvalidValue, UnsupportedParameter
 from server.declare.provider import Versioning
+from server.params.ids import FHIR_ID, coerce_id
 from server.params.dates import DateRange, parse_instant, parse_range, parse_since
 from server.settings import FhirApi
 from server.search.paging import Paged, Paging, parse_paging
@@ -142,11 +143,12 @@ def history_page(v: Versioning, request: HistoryRequest, stored_id: Any | None =
 
 
 def _typed(column: ColumnElement[Any], raw: str) -> Any:
-    """The cursor's id as the id column holds it."""
-    try:
-        return column.type.python_type(raw)
-    except (ValueError, NotImplementedError):
-        raise InvalidValue(f"_after: {raw!r} is not an id of this history") from None
+    """The cursor's id as the id column holds it (server.params.ids.coerce_id: an integer id past 18 digits is none,
+    which a database would refuse with a 500)."""
+    typed = coerce_id(column, raw) if FHIR_ID.fullmatch(raw) else None
+    if typed is None:
+        raise InvalidValue(f"_after: {raw[:100]!r} is not an id of this history")
+    return typed
 
 
 def history_count(v: Versioning, request: HistoryRequest, stored_id: Any | None = None,

@@ -16,6 +16,7 @@ from server.contract.context import contract_context
 from server.engine.context import ServerContext
 from plugins.orgunits.contract_samples import SUBJECT as ORGUNITS
 from tests.proof.contract_samples import SUBJECT as PROOF
+from tests.support.bulk import deleted_ids, export
 from tests.support.contexts import bearer
 from tests.support.fixtures import client_fixture, context_fixture
 
@@ -227,3 +228,19 @@ def test_a_scopes_query_means_what_its_search_means_for_the_same_caller(api: Tes
     assert _ids(api, "/fhir/Location", scoped) == found
     for rid in ("1", "2", "3", "10", "11", "20", "30", "31", "32"):
         assert api.get(f"/fhir/Location/{rid}", headers=scoped).status_code == (200 if rid in found else 404), rid
+
+
+# a query-scoped token's `_since` sync is told, as a deletion, what no longer matches its query among what it may hold
+# (issue 37): a resource with a version before `_since`. One whose every version is later cannot be in its copy:
+# telling it only named ids outside its query (a `_since` of 2000 listed every unit of the account as a DELETE)
+@pytest.mark.parametrize("since", [pytest.param("2000-01-01T00:00:00Z", id="before-everything"),
+                                   pytest.param("1970-01-01", id="a-date")])
+def test_a_sync_from_before_everything_names_no_id_outside_the_query(api: TestClient, ctx: ServerContext,
+                                                                     since: str) -> None:
+    headers = _token(ctx, ["system/Location.rs?type=CSPS"])
+    matching = _trusted(api, ctx, "/fhir/Location?type=CSPS")
+    walked = [page for page in every_page(api, f"/fhir/Location/_history?_since={since}&_count=3", headers)]
+    named = {e["fullUrl"].rsplit("/", 1)[1] for page in walked for e in page.get("entry", ())}
+    assert named == matching  # their versions and deletions; nothing of the others
+    exported = export(api, "/fhir/Location/$export", headers, _since=since)
+    assert {url.rsplit("/", 1)[1] for url in deleted_ids(api, exported, headers)} <= matching

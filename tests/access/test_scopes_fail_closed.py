@@ -236,3 +236,41 @@ def test_with_scopes_not_honoured_the_claims_are_still_read_strictly(
             assert answer.status_code == status, answer.text
     finally:
         context.db.dispose()
+
+
+@pytest.fixture(scope="module")
+def nested_client(ctx: ServerContext, backend_url: str, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[tuple[TestClient, ServerContext]]:
+    """The same data, with scopes read at a dotted path too (an identity provider nesting its claims)."""
+    settings = make_settings(backend_url, tmp_path_factory.mktemp("nested"),
+                             auth={"secret": SECRET, "scope_claims": ["scope", "ext.scp"]})
+    context = create_context(settings)
+    with TestClient(create_app(settings, context=context), base_url="http://testserver") as client:
+        yield client, context
+    context.db.dispose()
+
+
+# a part above a scope claim that is present but not an object: the claim cannot be read, so the token is refused
+# (it was read as absent: the token was not narrowed at all and saw every unit)
+@pytest.mark.parametrize("claims, status, seen", [
+    pytest.param({"ext": {"scp": [BELOW]}}, 200, "partof:below=10", id="at-its-path"),
+    pytest.param({"ext": {}}, 200, "", id="absent-not-narrowed"),
+    pytest.param({"ext": BELOW}, 401, None, id="parent-a-string"),
+    pytest.param({"ext": [BELOW]}, 401, None, id="parent-a-list"),
+    pytest.param({"ext": None}, 401, None, id="parent-null"),
+    pytest.param({"Ext": {"scp": [BELOW]}}, 401, "case", id="parent-mis-cased"),
+    pytest.param({"ext": {"SCP": [BELOW]}}, 401, "case", id="claim-mis-cased"),
+])
+def test_a_scope_claim_whose_path_cannot_be_read_refuses_the_token(
+        nested_client: tuple[TestClient, ServerContext], claims: dict[str, Any], status: int,
+        seen: str | None) -> None:
+    client, context = nested_client
+    headers = bearer(context.settings, **claims)
+    answer = client.get(EVERYTHING, headers=headers)
+    assert answer.status_code == status, answer.text
+    if seen == "case":
+        assert "but for its case" in answer.json()["issue"][0]["diagnostics"]
+    elif seen is not None:
+        assert _ids(client, EVERYTHING, headers) == _ids(client, f"{EVERYTHING}?{seen}", bearer(context.settings))
+    else:
+        assert "'ext.scp' cannot be read" in answer.json()["issue"][0]["diagnostics"]

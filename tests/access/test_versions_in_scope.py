@@ -106,3 +106,43 @@ def test_versions_published_before_a_newer_source_version_stay_shown(api: tuple[
     for headers in (bearer(ctx.settings), bearer(ctx.settings, org_unit_roots=["Location/10"])):
         assert _versions(client, MOVED, headers) == ["2", "1"]
         assert client.get(f"/fhir/Location/{MOVED}/_history/1", headers=headers).status_code == 200
+
+AREA = 20  # Aire de Ségou, with facilities 30 and 31 below it: under district 10, then under district 11
+
+
+def _move_area(ctx: ServerContext) -> None:
+    with ctx.db.begin() as conn:
+        version = ensure_source_version(conn, ensure_data_source(conn, "Ministère de la Santé"), 3)
+        write_units(conn, tuple(replace(u, parent_id=11) if u.id == AREA else u for u in UNITS), version,
+                    NOW + timedelta(days=1))
+    ctx.freshness.expire()
+
+
+# the units below a moved one move with it: each gets a version at the move (issue 36 review: they had none, so the
+# district they left saw them vanish without an entry and kept them in its copy for ever, and the district they
+# entered never received them in its `_since` walk, and read their versions of before the move)
+@pytest.mark.parametrize(("roots", "read", "entries", "vreads"), [
+    pytest.param(["Location/10"], 404, {"20": "2-", "30": "2-", "31": "2-"}, {1: 200, 2: 410},
+                 id="the-district-they-left-is-told-each-left"),
+    pytest.param(["Location/11"], 200, {"20": "2", "30": "2", "31": "2"}, {1: 404, 2: 200},
+                 id="the-district-they-entered-receives-each"),
+    pytest.param(["Location/2"], 200, {"20": "2", "30": "2", "31": "2"}, {1: 200, 2: 200},
+                 id="the-region-above-both-sees-both"),
+    pytest.param(None, 200, {"20": "2", "30": "2", "31": "2"}, {1: 200, 2: 200}, id="the-whole-account"),
+    pytest.param(["Location/3"], 404, {}, {1: 404, 2: 404}, id="another-region-sees-none"),
+])
+def test_the_units_below_a_moved_one_leave_and_enter_with_it(api: tuple[TestClient, ServerContext],
+                                                             roots: list[str] | None, read: int,
+                                                             entries: dict[str, str], vreads: dict[int, int]) -> None:
+    client, ctx = api
+    headers = bearer(ctx.settings, **({"org_unit_roots": roots} if roots is not None else {}))
+    _move_area(ctx)
+    walked = client.get("/fhir/Location/_history", params={"_since": "2025-03-05T00:00:00Z", "_count": 100},
+                        headers=headers).json()
+    assert {e["fullUrl"].rsplit("/", 1)[1]: e["response"]["etag"][3:-1] +
+            ("-" if e["request"]["method"] == "DELETE" else "") for e in walked.get("entry", ())} == entries
+    for rid in (AREA, 30, 31):
+        assert client.get(f"/fhir/Location/{rid}", headers=headers).status_code == read, rid
+        for vid, status in vreads.items():
+            assert client.get(f"/fhir/Location/{rid}/_history/{vid}", headers=headers).status_code == status, \
+                (rid, vid)

@@ -88,9 +88,14 @@ def test_changed_unit_gets_next_version(engine: Engine, change: dict) -> None:
     after = units(engine)
     assert after[2].version_id == 2 and as_utc(after[2].updated_at) == T1
     assert as_utc(after[2].created_at) == as_utc(before[2].created_at)
-    # a rename also gives each child a new version (its partOf.display changes); nothing else moves
-    children = {k for k, v in before.items() if v.parent_id == 2} if "name" in change else set()
-    assert children or "name" not in change
+    # a rename also gives each child a new version (its partOf.display changes), a move each unit below (its place
+    # changes: a subtree token it leaves is told, one it enters receives it); nothing else moves
+    below: set[int] = set()
+    while grown := {k for k, v in before.items() if v.parent_id in {2, *below}} - below:
+        below |= grown
+    children = {k for k, v in before.items() if v.parent_id == 2} if "name" in change else \
+        below if "parent_id" in change else set()
+    assert children or not {"name", "parent_id"} & set(change)
     for child in children:
         assert after[child].version_id == before[child].version_id + 1 and as_utc(after[child].updated_at) == T1
     assert {k: v for k, v in after.items() if k not in {2, *children}} == \

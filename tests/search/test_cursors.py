@@ -73,3 +73,18 @@ def test_a_history_walk_keeps_every_version_stamped_at_one_odd_microsecond(api: 
     walked = [(e["fullUrl"].rsplit("/", 1)[1], e["response"]["etag"]) for page in pages for e in page["entry"]]
     assert sorted(walked) == sorted((str(u.id), 'W/"2"') for u in UNITS)
     assert len(walked) == pages[0]["total"] == len(UNITS)
+
+
+# a forged cursor is a 400 naming it, never a 500 (an id past what the id column holds made the database refuse it)
+@pytest.mark.parametrize("after", [
+    pytest.param("2026-11-28T21:30:30Z,1," + "9" * 40, id="an-id-past-any-integer"),
+    pytest.param("2026-11-28T21:30:30Z,1,9223372036854775808", id="an-id-past-a-bigint"),
+    pytest.param("2026-11-28T21:30:30Z,1,1 OR 1=1", id="not-an-id"),
+    pytest.param("2026-11-28T21:30:30Z,1,١٢", id="digits-of-another-script"),
+    pytest.param("2026-11-28T21:30:30Z,1,-", id="a-sign-alone"),
+])
+def test_a_forged_history_cursor_is_refused_with_a_400(api: TestClient, after: str) -> None:
+    for path in ("/fhir/Location/_history", "/fhir/Location/1/_history"):
+        answer = api.get(path, params={"_after": after, "_count": 2})
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["issue"][0]["code"] == "value"
