@@ -21,7 +21,7 @@ from plugins.orgunits.tables import (
     org_unit_type,
     source_version,
 )
-from plugins.orgunits.views import SERVED
+from plugins.orgunits.views import SERVED, SOURCE_HOLDS
 from server import LoadError, as_utc, normalize
 
 _LIVE = data_source.c.removed_at.is_(None)
@@ -34,7 +34,7 @@ class SourceInfo:
     name: str
     slug: str
     versions: int
-    units: int  # live units, every version
+    units: int  # the units it holds (live or withdrawn), every version
     served: int  # live units of the version served
     last_format: str | None
 
@@ -48,9 +48,10 @@ class AccountInfo:
 
 
 def list_sources(conn: Connection, account: str | None = None) -> list[SourceInfo]:
-    live_units = (select(func.count()).select_from(org_unit.join(source_version))
-                  .where(source_version.c.data_source_id == data_source.c.id, org_unit.c.deleted.is_(False)))
-    served = live_units.where(SERVED)
+    held = (select(func.count()).select_from(org_unit.join(source_version))
+            .where(source_version.c.data_source_id == data_source.c.id))
+    live_units = held.where(SOURCE_HOLDS)
+    served = held.where(SERVED, org_unit.c.deleted.is_(False))
     versions = select(func.count()).where(source_version.c.data_source_id == data_source.c.id)
     query = (select(data_source.c.account, data_source.c.name, data_source.c.slug, versions.scalar_subquery(),
                     live_units.scalar_subquery(), served.scalar_subquery(), data_source.c.last_format)

@@ -52,6 +52,20 @@ SERVED: ColumnElement[bool] = or_(
          .where(_newer.c.data_source_id == source_version.c.data_source_id).scalar_subquery()),
 )
 
+# a unit its data source holds: live, or withdrawn (its source version is not served); not deleted by the source
+# (`--delete-missing`, a removal): what `versions list` counts and what a load compares its file with
+SOURCE_HOLDS: ColumnElement[bool] = or_(org_unit.c.deleted.is_(False), org_unit.c.withdrawn.is_(True))
+
+
+
+def types_of(data_source_id: int) -> ColumnElement[bool]:
+    """The types a data source's units take: its own (each data source has its own: migration 0015), and its
+    account's without a data source (written by a caller naming none)."""
+    account = select(data_source.c.account).where(data_source.c.id == data_source_id).scalar_subquery()
+    return or_(org_unit_type.c.data_source_id == data_source_id,
+               and_(org_unit_type.c.data_source_id.is_(None), org_unit_type.c.account == account))
+
+
 _live = data_source.alias("live")
 # the account still holds a data source that is not removed: a removed account is no account at all (its
 # partitions are left out: its tokens see nothing, and tokens without an account claim, when it is the one recorded

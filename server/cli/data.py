@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -95,11 +96,13 @@ def cmd_demo(args: argparse.Namespace, settings: Settings, extensions: Extension
 
 
 def _counts(report: LoadReport) -> dict[str, Any]:
-    """One type's figures (the first few ids of each)."""
+    """One type's figures (the first few ids of each, and the first resources of each kind as named)."""
     return {"inserted": report.inserted, "updated": report.updated, "unchanged": report.unchanged,
-            "deleted": report.deleted, "missing": report.missing, "deleted_ids": list(report.deleted_ids[:SAMPLE]),
-            "missing_ids": list(report.missing_ids[:SAMPLE]), "deleted_units": list(report.deleted_named[:SAMPLE]),
-            "missing_units": list(report.missing_named[:SAMPLE])}
+            "deleted": report.deleted, **dict(report.changes), "missing": report.missing,
+            "deleted_ids": list(report.deleted_ids[:SAMPLE]), "missing_ids": list(report.missing_ids[:SAMPLE]),
+            **{f"{kind}_units": list(first[:SAMPLE]) for kind, first in report.named.items()},
+            "deleted_units": list(report.deleted_named[:SAMPLE]), "missing_units": list(report.missing_named[:SAMPLE]),
+            **({"refused": list(report.refused)} if report.refused else {})}
 
 
 def report_fields(fmt: str, path: str, report: LoadReport, dry_run: bool, seconds: float) -> dict[str, Any]:
@@ -116,15 +119,21 @@ def report_fields(fmt: str, path: str, report: LoadReport, dry_run: bool, second
 def report_line(fmt: str, report: LoadReport, dry_run: bool, seconds: float, of_type: bool = False) -> str:
     """`load mapped: 0 inserted, 0 updated, 5,725 unchanged, 1 deleted (first: 10006 'Kapsowar' (id 3720)) in 0.3s`
     (ids alone for a format that names no units); `of_type`: the line names its type (`load mapped: Location: ...`)."""
-    parts = [f"{report.inserted:,} inserted", f"{report.updated:,} updated", f"{report.unchanged:,} unchanged"]
+    named = report.named
+    parts = [f"{report.inserted:,} inserted",  # the new ones are the file's: their first names are in the JSON
+             f"{report.updated:,} updated{_first(named.get('updated'))}", f"{report.unchanged:,} unchanged"]
     for count, ids, what in ((report.deleted, report.deleted_named or report.deleted_ids, "deleted"),
+                             *((count, named.get(kind), kind) for kind, count in report.changes),
                              (report.missing, report.missing_named or report.missing_ids, "missing from the file")):
         if count:
-            first = f" (first: {', '.join(map(str, ids[:SAMPLE]))})" if ids else ""
-            parts.append(f"{count:,} {what}{first}")
+            parts.append(f"{count:,} {what}{_first(ids)}")
     head = (f"load {fmt}{' (dry run: nothing written)' if dry_run else ''}"
             f"{f': {report.resource_type}' if of_type else ''}")
     return f"{head}: {', '.join(parts)} in {seconds}s"
+
+
+def _first(ids: Sequence[Any] | None) -> str:
+    return f" (first: {', '.join(map(str, ids[:SAMPLE]))})" if ids else ""
 
 
 def report_lines(fmt: str, path: str, report: LoadReport, dry_run: bool,

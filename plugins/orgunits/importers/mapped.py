@@ -43,6 +43,7 @@ from plugins.orgunits.importers.mapping import Section, UnitMapping, check_field
 from plugins.orgunits.importers.parsers import aliases
 from plugins.orgunits.importers.tabular import Record, read_records
 from plugins.orgunits.importers.transaction import Progress, import_units
+from plugins.orgunits.changes import Allowed
 from plugins.orgunits.records import KEEPABLE, TypeRecord, UnitRecord, WriteReport, slugify
 from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from server import LoadError
@@ -73,7 +74,7 @@ class _Unit:
 def load_mapped(engine: Engine, path: str | os.PathLike[str], mapping: str | os.PathLike[str],
                 data_source: str | None = None, version: int = 1, *, delete_missing: bool = False,
                 now: datetime | None = None, progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
-                dry_run: bool = False, allow_reparent: bool = False) -> WriteReport:
+                dry_run: bool = False, allow: Allowed = Allowed()) -> WriteReport:
     """Load `path` as `mapping` says into `data_source` (default: the mapping's) / `version`."""
     spec = read_mapping(mapping)
     units = read_units(spec, Path(path))
@@ -81,7 +82,7 @@ def load_mapped(engine: Engine, path: str | os.PathLike[str], mapping: str | os.
     return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
                         delete_missing=delete_missing, identifier_system=spec.identifier_system, now=now,
                         progress=progress, account=account, fmt=FORMAT.name, kept=spec.units.kept,
-                        dry_run=dry_run, allow_reparent=allow_reparent)
+                        dry_run=dry_run, allow=allow)
 
 
 def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
