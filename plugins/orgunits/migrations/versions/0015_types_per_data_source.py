@@ -39,17 +39,21 @@ def upgrade() -> None:
             .select_from(_unit.join(_version, _version.c.id == _unit.c.source_version_id))
             .order_by(_unit.c.org_unit_type_id, _version.c.data_source_id)):
         users[type_id].append(source_id)
+    copy = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(_type.c.id), 0))).scalar_one())
     for type_id, sources in users.items():
         conn.execute(sa.update(_type).where(_type.c.id == type_id).values(data_source_id=sources[0]))
         row = conn.execute(sa.select(_type).where(_type.c.id == type_id)).one()
         for source_id in sources[1:]:
-            copy = conn.execute(sa.insert(_type).values(account=row.account, name=row.name, short_name=row.short_name,
-                                                        category=row.category, depth=row.depth,
-                                                        data_source_id=source_id)).inserted_primary_key[0]
+            copy += 1
+            conn.execute(sa.insert(_type).values(id=copy, account=row.account, name=row.name, short_name=row.short_name,
+                                                 category=row.category, depth=row.depth, data_source_id=source_id))
             of_source = sa.select(_version.c.id).where(_version.c.data_source_id == source_id)
             conn.execute(sa.update(_unit).where(_unit.c.org_unit_type_id == type_id,
                                                 _unit.c.source_version_id.in_(of_source))
                          .values(org_unit_type_id=copy))
+    if conn.dialect.name == "postgresql":  # the copies were given ids: the sequence goes on after them
+        conn.execute(sa.text("SELECT setval(pg_get_serial_sequence('org_unit_type', 'id'), "
+                             "(SELECT coalesce(max(id), 0) + 1 FROM org_unit_type), false)"))
     with op.batch_alter_table("org_unit_type", schema=None, naming_convention=NAMING) as batch_op:
         batch_op.create_unique_constraint("uq_org_unit_type_data_source_short_name", ["data_source_id", "short_name"])
         batch_op.create_index("ix_org_unit_type_account_short_name", ["account", "short_name"], unique=False)
