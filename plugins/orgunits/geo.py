@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 Point = tuple[float, float]  # (latitude, longitude)
-MARGIN_DEGREES = 0.5  # an extent is widened by this much (and by a fifth of its size) before a point is "far" from it
+MARGIN_DEGREES = 1.0  # an extent is widened by this much (about 110 km; and by half its size) before a point is "far"
 MIN_REFERENCE = 4  # points a reference extent needs to say anything
 
 
@@ -23,7 +23,7 @@ class Extent:
     east: float
 
     @classmethod
-    def around(cls, lats: Sequence[float], lons: Sequence[float], widen: float = 0.2) -> Extent:
+    def around(cls, lats: Sequence[float], lons: Sequence[float], widen: float = 0.5) -> Extent:
         """The box of sorted `lats` and `lons`, widened by `widen` of its size and MARGIN_DEGREES."""
         dlat = (lats[-1] - lats[0]) * widen + MARGIN_DEGREES
         dlon = (lons[-1] - lons[0]) * widen + MARGIN_DEGREES
@@ -38,7 +38,7 @@ MANY = 20  # from this many points, an extent leaves out the outermost 2% on eac
 
 def extent_of(points: Sequence[Point], leaving: Point | None = None) -> Extent | None:
     """The extent of `points` (one occurrence of `leaving` left out: the point judged), None when too few. Few points:
-    their box; many: the box of the 2nd to 98th percentiles, widened by half its size."""
+    their box; many: the box of the 2nd to 98th percentiles; widened by half its size and MARGIN_DEGREES."""
     lats = sorted(p[0] for p in points)
     lons = sorted(p[1] for p in points)
     if leaving is not None and leaving in points:
@@ -49,7 +49,7 @@ def extent_of(points: Sequence[Point], leaving: Point | None = None) -> Extent |
     if len(lats) < MANY:
         return Extent.around(lats, lons)
     cut = len(lats) // 50
-    return Extent.around(lats[cut:len(lats) - cut], lons[cut:len(lons) - cut], widen=0.5)
+    return Extent.around(lats[cut:len(lats) - cut], lons[cut:len(lons) - cut])
 
 
 def swapped(point: Point) -> Point | None:
@@ -58,14 +58,20 @@ def swapped(point: Point) -> Point | None:
     return (lon, lat) if -90 <= lon <= 90 else None
 
 
-def inside(geometry: Mapping[str, Any] | None, point: Point) -> bool | None:
-    """Whether `point` lies inside the GeoJSON (Multi)Polygon `geometry` (its holes excluded); None when there is no
-    usable boundary."""
+def _polygons(geometry: Any) -> list[Any] | None:
+    """The polygons of a GeoJSON (Multi)Polygon, None when it is none."""
     if not isinstance(geometry, Mapping):
         return None
     kind, coordinates = geometry.get("type"), geometry.get("coordinates")
     polygons = [coordinates] if kind == "Polygon" else coordinates if kind == "MultiPolygon" else None
-    if not isinstance(polygons, list) or not polygons:
+    return polygons if isinstance(polygons, list) and polygons else None
+
+
+def inside(geometry: Mapping[str, Any] | None, point: Point) -> bool | None:
+    """Whether `point` lies inside the GeoJSON (Multi)Polygon `geometry` (its holes excluded); None when there is no
+    usable boundary."""
+    polygons = _polygons(geometry)
+    if polygons is None:
         return None
     try:
         return any(_in_polygon(polygon, point) for polygon in polygons)
@@ -91,8 +97,7 @@ def _in_ring(ring: Sequence[Sequence[float]], point: Point) -> bool:
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class Placed:
+class Placed(NamedTuple):
     """One unit of a pyramid as the checks need it."""
 
     id: int
@@ -111,6 +116,7 @@ class Pyramid:
             self.children.setdefault(unit.parent, []).append(unit.id)
         self._points: dict[int, list[Point]] = {}
         self._extents: dict[int, Extent | None] = {}
+        self._bounds: dict[int | None, Mapping[str, Any] | None] = {}
 
     def points_below(self, unit_id: int) -> list[Point]:
         """Every point at or below `unit_id` (computed once per unit)."""
@@ -152,9 +158,12 @@ class Pyramid:
         return None
 
     def boundary(self, unit_id: int) -> Mapping[str, Any] | None:
-        """The boundary of its nearest ancestor that has one."""
-        return next((a.boundary for a in self.ancestors(unit_id) if inside(a.boundary, (0.0, 0.0)) is not None),
-                    None)
+        """The boundary of its nearest ancestor that has one (found once per parent)."""
+        parent = self.units[unit_id].parent
+        if parent not in self._bounds:
+            self._bounds[parent] = next((a.boundary for a in self.ancestors(unit_id)
+                                         if _polygons(a.boundary) is not None), None)
+        return self._bounds[parent]
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ def implausible(conn: Connection, data_source_id: int, now: datetime) -> list[st
         other = swapped(point)
         old = before.get(unit.id)
         if old is not None and other is not None and _near(other, old) and not _near(point, old):
-            found.append((unit, "where its previous version was"))
+            found.append((unit, "swapped back, it lies where its previous version was"))
             continue
         wrong = misplaced(pyramid, unit.id)
         if wrong is not None and wrong.swapped:

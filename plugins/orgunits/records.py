@@ -3,7 +3,8 @@ checks of a file's hierarchy that need no database."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable, Mapping
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, TypeVar
@@ -101,6 +102,13 @@ def field_list(names: frozenset[str]) -> str:
              "closing_date", "geometry")
     words = [FIELD_NAMES.get(name, name) for name in order if name in names]
     return " and ".join(filter(None, [", ".join(words[:-1]), words[-1]])) if words else "nothing"
+
+
+def typical_depth(depths: Iterable[int]) -> int:
+    """The depth of a type: where most of its units stand (ties: the shallowest), so that one unit out of place (a
+    blank parent cell) never reclassifies the type of all the others (issue 38)."""
+    counted = Counter(depths)
+    return min(counted, key=lambda depth: (-counted[depth], depth))
 
 
 def slugify(name: str) -> str:

@@ -54,7 +54,7 @@ from plugins.orgunits.tables import (
     org_unit_type,
     source_version,
 )
-from server import LoadError, as_utc, begin_writing, normalize
+from server import LoadError, as_utc, begin_writing, composed, normalize
 
 _ID_CHUNK = 2000
 _STAMP = "orgunits.stamp"
@@ -239,7 +239,7 @@ class _BatchWriter:
             else:
                 continue
             names.extend({"org_unit_id": record.id, "position": position, "text": text, "norm": normalize(text)}
-                         for position, text in enumerate((record.name, *(values["aliases"] or ()))))
+                         for position, text in enumerate((values["name"], *(values["aliases"] or ()))))
         if inserts:
             forget(self.conn, [item["id"] for item in inserts if item["id"] in purged])
             self.conn.execute(self._insert, inserts)
@@ -272,11 +272,11 @@ class _BatchWriter:
         if type_id is None:
             raise LoadError(f"{describe(record)}: unknown org unit type {record.type_short_name!r}")
         return {
-            "name": record.name,
+            "name": composed(record.name),  # stored in NFC: name:exact finds it however it was typed
             "uuid": record.uuid,
             "source_ref": record.source_ref,
             "identifier_system": record.identifier_system,
-            "aliases": list(record.aliases) or None,
+            "aliases": [composed(alias) for alias in record.aliases] or None,
             "validation_status": record.validation_status,
             "org_unit_type_id": type_id,
             "parent_id": record.parent_id,

@@ -88,9 +88,13 @@ def wait_bound_s(settings: Settings) -> float:
     return answer_bound_s(settings) + settings.database.connect_timeout_seconds
 
 
-def analyze(engine: Engine) -> None:
-    """Fresh planner statistics after a load: a plan made without them can sort a whole table for one page."""
+def analyze(engine: Engine, wait_s: float | None = None) -> None:
+    """Fresh planner statistics after a load: a plan made without them can sort a whole table for one page.
+    `wait_s`: how long to wait for another writer's lock (SQLite's ANALYZE writes) before StorageBusy."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        if wait_s is not None:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(wait_s * 1000)}" if engine.dialect.name == "sqlite"
+                                 else f"SET lock_timeout = {int(wait_s * 1000)}")
         conn.exec_driver_sql("ANALYZE")
 
 

@@ -116,6 +116,7 @@ def logging_config(settings: Settings, *, level: str = "INFO") -> dict[str, Any]
             # SQLAlchemy's pool says "Pool disposed ... Current Overflow: -5" at INFO on every engine disposed: noise
             # an operator cannot act on (issue 38); its warnings stay
             "sqlalchemy": quiet,
+            "server.storage.backend.BoundedPool": quiet,  # SQLAlchemy names a pool's logger by its class
             ACCESS.name: {"level": "INFO" if settings.server.access_log else "WARNING", "handlers": [],
                           "propagate": True},
             AUDIT.name: {"level": "INFO" if settings.server.audit_log else "WARNING", "handlers": [],

@@ -18,7 +18,7 @@ from plugins.orgunits.importers.declaration import ImportFormat
 from plugins.orgunits.importers.parsers import parse_decimal, parse_iso_date, parse_timestamp, reading
 from plugins.orgunits.importers.transaction import Progress, import_units
 from plugins.orgunits.changes import Allowed
-from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport, refuse_cycles
+from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport, refuse_cycles, typical_depth
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, VALIDATION_STATUSES, org_unit
 from server import LoadError
 
@@ -210,19 +210,20 @@ def _timestamp(text: str, column: str, line: int) -> datetime | None:
 
 
 def _types(rows: Iterable[_Row]) -> dict[str, TypeRecord]:
-    """One type per code: name = the label before ' - ', short name = the code, depth = its shallowest level."""
-    found: dict[str, tuple[_Row, int]] = {}
+    """One type per code: name = the label before ' - ', short name = the code, depth = where most of its units
+    stand (records.typical_depth)."""
+    found: dict[str, tuple[_Row, list[int]]] = {}
     for row in rows:
         previous = found.get(row.code)
         if previous is None:
-            found[row.code] = (row, row.depth)
+            found[row.code] = (row, [row.depth])
             continue
-        first, depth = previous
+        first, depths = previous
         if first.type_name != row.type_name:
             raise LoadError(f"line {row.line}: type {row.type_name!r} has the code {row.code!r} already used by "
                             f"type {first.type_name!r} on line {first.line}; codes must be unique per type")
-        found[row.code] = (first, min(depth, row.depth))
-    return {code: iaso_type(first.type_name, code, depth) for code, (first, depth) in found.items()}
+        depths.append(row.depth)
+    return {code: iaso_type(first.type_name, code, typical_depth(depths)) for code, (first, depths) in found.items()}
 
 
 def iaso_type(name: str, code: str, depth: int | None) -> TypeRecord:

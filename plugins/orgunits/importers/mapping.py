@@ -130,6 +130,8 @@ def parse_mapping(raw: Any, path: Path) -> UnitMapping:
     levels = tuple(_section(item, f"levels[{i}]", where, path.parent, level=i) for i, item in enumerate(levels_raw))
     units = _section(top["units"], "units", where, path.parent, level=None)
     _check_chain(levels, units, where)
+    for section in (*levels, units):
+        _check_axes(section, where)
     return UnitMapping(path, _text(top.get("data_source"), "data_source", where) or path.stem,
                        _system(top.get("identifier_system"), "identifier_system", where),
                        _text(top.get("date_format"), "date_format", where), _root(top.get("root"), where),
@@ -148,6 +150,21 @@ def _check_chain(levels: tuple[Section, ...], units: Section, where: str) -> Non
         if above is not None and above.file is not None and section.spec("parent") is None:
             raise LoadError(f"{where}: {section.key}.parent is required: the field holding the id of its parent in "
                             f"{above.key} (read from {above.file.name})")
+
+
+_LATITUDE = re.compile(r"(?:^|[^a-z])(?:lat|latitude|y)(?:[^a-z]|$)")
+_LONGITUDE = re.compile(r"(?:^|[^a-z])(?:lon|lng|long|longitude|x)(?:[^a-z]|$)")
+
+
+def _check_axes(section: Section, where: str) -> None:
+    """A section whose `latitude` names a longitude field and `longitude` a latitude one has them swapped (issue 38:
+    every point published in the sea or on another continent)."""
+    lat, lon = section.spec("latitude"), section.spec("longitude")
+    if lat is None or lon is None or lat.path is None or lon.path is None:
+        return
+    if _LONGITUDE.search(lat.path.lower()) and _LATITUDE.search(lon.path.lower()):
+        raise LoadError(f"{where}: {section.key}.latitude names the field {lat.path!r} and {section.key}.longitude "
+                        f"the field {lon.path!r}: latitude and longitude look swapped; swap them in the mapping")
 
 
 def _root(raw: Any, where: str) -> Root | None:
