@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, FromClause, Select, and_, exists, func, or_, select, true
+from sqlalchemy import ColumnElement, FromClause, Select, and_, exists, func, literal, or_, select, true
 from sqlalchemy.orm import aliased
 
 from plugins.orgunits.tables import data_source, org_unit, org_unit_type, orgunit_setting, source_version
@@ -97,6 +97,14 @@ CLAIMLESS = "claimless_account"
 # (migration 0012 recorded the oldest one's), moved by `accounts rename`, never by a removal or a purge: once it holds
 # no data source such tokens get 403 naming it, never the next tenant's data (plugins.orgunits.claimless)
 FIRST_ACCOUNT: Select[Any] = select(orgunit_setting.c.value).where(orgunit_setting.c.name == CLAIMLESS)
+
+RENAMED = "renamed_account:"  # + the old name: the account's name now (`accounts rename`; plugins.orgunits.claimless)
+# the names tokens may still claim that no longer name an account, and what became of each (Tenancy.former_accounts:
+# such a token gets 403 saying it, never an empty answer)
+FORMER_ACCOUNTS: Select[Any] = select(
+    func.substr(orgunit_setting.c.name, len(RENAMED) + 1),
+    literal("was renamed '") + orgunit_setting.c.value + literal("' (orgunit-fhir accounts rename)"),
+).where(orgunit_setting.c.name.startswith(RENAMED))
 
 
 def snapshot(row: Any, keys: tuple[str, ...] | None = None) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from sqlalchemy import (
     update,
 )
 
-from plugins.orgunits.claimless import record_first
+from plugins.orgunits.claimless import record_first, reuse
 from plugins.orgunits.history import (
     BATCH_SIZE,
     MAX_DEPTH,
@@ -93,6 +93,7 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
     source_id = int(result.inserted_primary_key[0])
     record_sources(conn, now, [source_id])
     record_first(conn)  # the first data source: its account is the one tokens without an account claim see
+    reuse(conn, account)  # a name an account had before a rename names this account now
     return source_id
 
 
