@@ -12,6 +12,7 @@ from sqlalchemy import Connection, and_, delete, func, select, true, update
 
 from plugins.orgunits import claimless
 from plugins.orgunits.history import delete_units, new_versions, record_history, record_sources
+from plugins.orgunits.purged import record_purge, remember
 from plugins.orgunits.tables import (
     data_source,
     data_source_history,
@@ -122,7 +123,7 @@ def remove_source(conn: Connection, account: str, name: str, *, force: bool, now
     if purge:
         rows = conn.execute(select(data_source).where(data_source.c.account == account,
                                                       data_source.c.name == name)).all()
-        return _purge(conn, rows or [_source(conn, account, name)], force=force, what=what)
+        return _purge(conn, rows or [_source(conn, account, name)], force=force, what=what, now=now)
     return _remove(conn, [_source(conn, account, name)], force=force, now=now, what=what)
 
 
@@ -155,7 +156,7 @@ def remove_account(conn: Connection, account: str, *, force: bool, now: datetime
     if not rows:
         raise LoadError(f"account {account!r} does not exist (accounts: {', '.join(account_names(conn)) or 'none'})")
     if purge:
-        return len(rows), _purge(conn, rows, force=force, what=f"purging account {account}")
+        return len(rows), _purge(conn, rows, force=force, what=f"purging account {account}", now=now)
     deleted = _remove(conn, rows, force=force, now=now, what=f"removing account {account}")
     return len(rows), deleted
 
@@ -182,13 +183,16 @@ def _refuse_served(conn: Connection, rows: list[Any], force: bool, what: str, pu
             "delete them (each gets a deleted version, which consumers syncing with _history see)"))
 
 
-def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str) -> int:
+def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str, now: datetime) -> int:
     """Erase the data sources `rows` as if never loaded: every version of their units (history, bodies, names), their
     source versions, every version of their Organizations, the rows themselves and the account's types no unit uses
     any more. No read, vread, _history, search or $export returns them afterwards; nor do consumers learn of a
     deletion (undoing a load into the wrong account). A unit of another data source under one of them refuses it. The
     account recorded for tokens without an account claim stays recorded (plugins.orgunits.claimless): erasing it
-    leaves them with 403, never with the next account. Returns the units erased."""
+    leaves them with 403, never with the next account. Nothing it erased is named again (plugins.orgunits.purged):
+    each unit's last version is kept (its id is never allocated again; loaded again, its versions go on), and so are
+    the purge's instant (`now`: the sync point never goes back) and its data sources' ids. Returns the units
+    erased."""
     _refuse_served(conn, rows, force, what, purge=True)
     source_ids = [row.id for row in rows]
     versions = select(source_version.c.id).where(source_version.c.data_source_id.in_(source_ids))
@@ -201,6 +205,7 @@ def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str) -> int:
         if other is not None:
             raise LoadError(f"{what}: org unit {other.id} (of another data source) has parent {other.parent_id}, "
                             "which the purge would erase; nothing was changed")
+        remember(conn, chunk)
         conn.execute(delete(org_unit_history).where(org_unit_history.c.org_unit_id.in_(chunk)))
         conn.execute(delete(org_unit_name).where(org_unit_name.c.org_unit_id.in_(chunk)))
     conn.execute(update(org_unit).where(org_unit.c.source_version_id.in_(versions)).values(parent_id=None))
@@ -209,6 +214,7 @@ def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str) -> int:
     conn.execute(delete(source_version).where(source_version.c.data_source_id.in_(source_ids)))
     conn.execute(delete(data_source_history).where(data_source_history.c.data_source_id.in_(source_ids)))
     conn.execute(delete(data_source).where(data_source.c.id.in_(source_ids)))
+    record_purge(conn, rows, len(ids), as_utc(now))
     used = select(org_unit.c.org_unit_type_id).distinct()
     conn.execute(delete(org_unit_type).where(org_unit_type.c.account.in_({row.account for row in rows}),
                                              org_unit_type.c.id.not_in(used)))

@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 
 from plugins.orgunits.tables import data_source, data_source_history, org_unit, org_unit_history, source_version
-from plugins.orgunits.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, SOURCE_HOLDS, SOURCE_PUBLISHED, snapshot
+from plugins.orgunits.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, PURGED, SOURCE_HOLDS, SOURCE_PUBLISHED, snapshot
 from server import LoadError, as_utc, path_below, path_subtree
 
 BATCH_SIZE = 2000
@@ -33,8 +33,10 @@ _ID_CHUNK = 2000
 
 
 _NEWEST = union_all(select(func.max(org_unit_history.c.updated_at).label("at")),
-                    select(func.max(data_source_history.c.updated_at).label("at"))).subquery("newest")
-# the instant of the newest version stored, of either versioned type (server.begin_writing: a write stamps after it)
+                    select(func.max(data_source_history.c.updated_at).label("at")),
+                    PURGED).subquery("newest")
+# the instant of the newest version stored (or erased by a purge), of either versioned type (server.begin_writing: a
+# write stamps after it)
 NEWEST_VERSION: Select[Any] = select(func.max(_NEWEST.c.at))
 SOURCE_KEYS = tuple(column.key for column in SOURCE_PUBLISHED)
 

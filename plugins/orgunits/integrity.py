@@ -121,7 +121,7 @@ def read_units(conn: Connection, account: str | None = None, data_source_name: s
                           .join(source_version, source_version.c.id == org_unit.c.source_version_id)
                           .join(data_source, data_source.c.id == source_version.c.data_source_id))
              .where(*conditions).order_by(org_unit.c.id))
-    rows = conn.execute(query).tuples().all()
+    rows = conn.execute(query).all()
     boundaries = _boundaries(conn, [row[0] for row in rows if row[-1]])
     return [Unit(i, parent, name, code, tuple(aliases or ()), account, source, source_id, system, type_code,
                  type_name, type_depth, category, (path or "/").count("/") - 1 or 1, lat, lon, _day(opening),

@@ -32,7 +32,15 @@ from plugins.orgunits.tables import (
     org_unit_type,
     source_version,
 )
-from plugins.orgunits.views import FIRST_ACCOUNT, FORMER_ACCOUNTS, PUBLISHED_COLUMNS, PUBLISHED_FROM, SOURCE_SYSTEM, VERSION_PARTITIONS
+from plugins.orgunits.views import (
+    FIRST_ACCOUNT,
+    FORMER_ACCOUNTS,
+    PUBLISHED_COLUMNS,
+    PUBLISHED_FROM,
+    PURGED,
+    SOURCE_SYSTEM,
+    VERSION_PARTITIONS,
+)
 from server import (
     ConfigError,
     Migrations,
@@ -264,6 +272,7 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
             history=org_unit_history, history_id=org_unit_history.c.org_unit_id,
             history_version=org_unit_history.c.version_id, history_updated=org_unit_history.c.updated_at,
             history_deleted=org_unit_history.c.deleted, history_snapshot=org_unit_history.c.snapshot,
+            high_water=PURGED,
         ),
         documentation="Organization units (country, region, district, health area, facility) as Locations",
     )

@@ -24,7 +24,7 @@ from sqlalchemy import Integer, cast, func, literal, null
 from sqlalchemy.engine import RowMapping
 
 from plugins.orgunits.tables import MIGRATIONS, data_source, data_source_history
-from plugins.orgunits.views import FIRST_ACCOUNT, FORMER_ACCOUNTS, SOURCE_PARTITIONS, SOURCE_PUBLISHED
+from plugins.orgunits.views import FIRST_ACCOUNT, FORMER_ACCOUNTS, PURGED, SOURCE_PARTITIONS, SOURCE_PUBLISHED
 from server import (
     ConfigError,
     Migrations,
@@ -97,6 +97,7 @@ def organization_provider(settings: Settings) -> ResourceProvider:
             history=data_source_history, history_id=data_source_history.c.data_source_id,
             history_version=data_source_history.c.version_id, history_updated=data_source_history.c.updated_at,
             history_deleted=data_source_history.c.deleted, history_snapshot=data_source_history.c.snapshot,
+            high_water=PURGED,
         ),
         search_params=(
             SearchParam("name", "string", (StringTarget(data_source.c.name_norm, data_source.c.name),),

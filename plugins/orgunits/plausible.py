@@ -22,7 +22,11 @@ _CHUNK = 2000
 def implausible(conn: Connection, data_source_id: int, now: datetime) -> list[str]:
     """What the load would do that no registry holds, for the points it published (versions stamped `now`) into the
     data source: one line ("publish N points whose latitude and longitude look swapped..."), or none."""
-    units = read_units(conn, where=source_version.c.data_source_id == data_source_id)
+    of_source = source_version.c.data_source_id == data_source_id
+    if conn.execute(select(org_unit.c.id).join(source_version).where(
+            of_source, org_unit.c.updated_at == now, org_unit.c.latitude.is_not(None)).limit(1)).first() is None:
+        return []  # no point published: nothing to judge (and nothing read)
+    units = read_units(conn, where=of_source)
     written = [unit for unit in units if unit.latitude is not None and unit.longitude is not None]
     stamped = _stamped(conn, [unit.id for unit in written], now)
     written = [unit for unit in written if unit.id in stamped]

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, FromClause, Select, and_, exists, func, literal, or_, select, true
 from sqlalchemy.orm import aliased
 
-from plugins.orgunits.tables import data_source, org_unit, org_unit_type, orgunit_setting, source_version
+from plugins.orgunits.tables import data_source, org_unit, org_unit_type, orgunit_purge, orgunit_setting, source_version
 
 parent = aliased(org_unit, name="parent")
 
@@ -97,6 +97,10 @@ CLAIMLESS = "claimless_account"
 # (migration 0012 recorded the oldest one's), moved by `accounts rename`, never by a removal or a purge: once it holds
 # no data source such tokens get 403 naming it, never the next tenant's data (plugins.orgunits.claimless)
 FIRST_ACCOUNT: Select[Any] = select(orgunit_setting.c.value).where(orgunit_setting.c.name == CLAIMLESS)
+
+# the instant of the newest purge: what it erased was stamped before it (Versioning.high_water: the sync point never
+# goes back; plugins.orgunits.purged)
+PURGED: Select[Any] = select(func.max(orgunit_purge.c.at))
 
 RENAMED = "renamed_account:"  # + the old name: the account's name now (`accounts rename`; plugins.orgunits.claimless)
 # the names tokens may still claim that no longer name an account, and what became of each (Tenancy.former_accounts:

@@ -106,6 +106,10 @@ class Versioning:
     history_updated: ColumnElement[Any]
     history_deleted: ColumnElement[Any]
     history_snapshot: ColumnElement[Any]
+    # selects (one row, one column) the instant of the newest change ever stamped that the history table no longer
+    # holds (a purge erased its versions); the sync point (Bundle.meta.lastUpdated, Bulk Data's transactionTime) never
+    # goes below it, so it never goes back. None: versions are never erased
+    high_water: Select[Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from server.declare.instants import as_utc
 from server.storage.cache import Bounded
 from server.storage.prerender import usable
 from server.storage.writes import sync_point
@@ -121,12 +122,17 @@ def database_of(conn: Connection) -> str:
 
 
 def _generation(conn: Connection, provider: ResourceProvider) -> Any:
-    """The newest version's (instant, id, version): any write of a version changes it."""
+    """The newest version's (instant, id, version): any write of a version changes it; or, when a purge erased
+    newer versions, (the instant of the newest erased, None, None): the sync point never goes back
+    (Versioning.high_water)."""
     v = provider.versioning
     assert v is not None
     row = conn.execute(select(v.history_updated, v.history_id, v.history_version)
                        .order_by(v.history_updated.desc(), v.history_id.desc(), v.history_version.desc())
                        .limit(1)).first()
+    erased = conn.execute(v.high_water).scalar() if v.high_water is not None else None
+    if erased is not None and (row is None or as_utc(erased) > as_utc(row[0])):
+        return (erased, None, None)
     return None if row is None else tuple(row)
 
 
