@@ -49,6 +49,7 @@ from plugins.orgunits.records import (
 from plugins.orgunits.tables import (
     DEFAULT_ACCOUNT,
     data_source,
+    data_source_history,
     org_unit,
     org_unit_name,
     org_unit_type,
@@ -84,7 +85,10 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
     taken = conn.execute(select(data_source.c.name).where(data_source.c.account == account,
                                                           data_source.c.slug == slug)).scalar()
     if taken is not None:
-        raise LoadError(f"data source {name!r}: slug {slug!r} already belongs to data source {taken!r}")
+        raise LoadError(f"data source {name!r}: slug {slug!r} already belongs to data source {taken!r}" + (
+            f", which was called {name!r} before a rename (a rename keeps the slug): to load into it, give "
+            f"--data-source {taken!r} (or data_source: in the mapping)" if slug == slugify(name) and
+            renamed_from(conn, account, taken, name) else ""))
     # SQLite gives a deleted row's id again (PostgreSQL's sequence never does): an id a purge erased is never reused
     given = {"id": next_data_source_id(conn)} if conn.dialect.name == "sqlite" else {}
     result = conn.execute(insert(data_source).values(name=name, slug=slug, identifier_system=identifier_system,
@@ -95,6 +99,13 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
     record_first(conn)  # the first data source: its account is the one tokens without an account claim see
     reuse(conn, account)  # a name an account had before a rename names this account now
     return source_id
+
+
+def renamed_from(conn: Connection, account: str, current: str, name: str) -> bool:
+    """Whether the data source `current` of `account` was called `name` before (its Organization's versions say)."""
+    return any((snap or {}).get("name") == name for snap in conn.execute(
+        select(data_source_history.c.snapshot).join(data_source, data_source.c.id == data_source_history.c.data_source_id)
+        .where(data_source.c.account == account, data_source.c.name == current)).scalars())
 
 
 def ensure_source_version(conn: Connection, data_source_id: int, number: int, now: datetime | None = None) -> int:

@@ -130,12 +130,12 @@ def _add(found: dict[str, _Unit], unit: _Unit | None, derived: bool = False) -> 
     previous = found.get(unit.ref)
     if previous is None:
         found[unit.ref] = unit
-    elif not derived:
-        raise LoadError(f"{unit.label}: id {unit.ref!r} is already used by {previous.label}")
     elif previous.section != unit.section:  # two levels give their units the same source references
         raise LoadError(f"{unit.label}: {unit.section} and {previous.section} (on {previous.label}) both give the "
                         f"source reference {unit.ref!r}: their codes overlap and their prefixes are the same; give "
                         f"one of them a prefix of its own (prefix: in the mapping)")
+    elif not derived:
+        raise LoadError(f"{unit.label}: id {unit.ref!r} is already used by {previous.label}")
     elif (previous.name, previous.parent) != (unit.name, unit.parent):
         cause = (f"; a {unit.section} unit has one parent, so {unit.section} is likely listed above a level it "
                  "belongs to: list the levels top first (the largest first)" if previous.name == unit.name else "")

@@ -25,7 +25,7 @@ from plugins.orgunits.records import (
     describe,
     field_list,
 )
-from plugins.orgunits.tables import DEFAULT_ACCOUNT, data_source, data_source_history, org_unit, source_version
+from plugins.orgunits.tables import DEFAULT_ACCOUNT, data_source, org_unit, source_version
 from plugins.orgunits.views import SOURCE_HOLDS
 from plugins.orgunits.writer import (
     ensure_data_source,
@@ -100,7 +100,7 @@ def _import(conn: Connection, name: str, version: int, types: Types, records: Re
     refused = [f"this load would {item.what}; pass {item.flag} if it is intended" for item in held]
     refused += [f"this load would {what}" for what in implausible(conn, source_id, now)]
     if refused and not dry_run:
-        new = [note for note in notes if " is new" in note][:1]  # a typo'd or former name is the likely cause
+        new = [note for note in notes if " is new" in note][:1]  # a typo'd name is the likely cause
         raise LoadError("; and ".join(refused) + "; nothing was written" + "".join(f" (note: {n})" for n in new))
     if not delete_missing and missing:
         withdrawn = set(changes.ids("withdrawn")) | _withdrawn(conn, missing)
@@ -169,7 +169,6 @@ class _Before:
     units: int = 0  # the units it holds (live or withdrawn)
     served: int | None = None  # the source version it serves (its id)
     first: str | None = None  # the account recorded for tokens without an account claim (None: no data source yet)
-    renamed: str | None = None  # the name now of a data source of the account that had this name
 
     @property
     def new_account(self) -> bool:
@@ -191,10 +190,6 @@ class _Before:
                    "tokens without an account claim see")
         elif self.new_account:
             yield f"created account {account!r} and its data source {name!r}; {self._claimless(account, claimless)}"
-        elif self.row is None and self.renamed is not None:
-            yield (f"data source {name!r} is new in account {account!r}: the data source of that name was renamed "
-                   f"{self.renamed!r}; to load into it, give --data-source {self.renamed!r} (or data_source: in the "
-                   "mapping)")
         elif self.row is None and self.sources:
             yield (f"data source {name!r} is new in account {account!r}{_did_you_mean(name, self.sources)} (its other "
                    "data sources: "
@@ -236,19 +231,7 @@ def _before(conn: Connection, account: str, name: str) -> _Before:
         select(func.count()).select_from(org_unit.join(source_version))
         .where(source_version.c.data_source_id == row.id, SOURCE_HOLDS)).scalar_one())
     return _Before(accounts, sources, row, units, None if row is None else served_version(conn, row.id),
-                   recorded(conn), None if row is not None else _renamed(conn, account, name))
-
-
-def _renamed(conn: Connection, account: str, name: str) -> str | None:
-    """The name now of the data source of `account` that was called `name` (its Organization's versions say so)."""
-    for source_id, current, snap in conn.execute(
-            select(data_source.c.id, data_source.c.name, data_source_history.c.snapshot)
-            .join(data_source_history, data_source_history.c.data_source_id == data_source.c.id)
-            .where(data_source.c.account == account, data_source.c.removed_at.is_(None), data_source.c.name != name)
-            .order_by(data_source.c.id)):
-        if (snap or {}).get("name") == name:
-            return str(current)
-    return None
+                   recorded(conn))
 
 
 def _nothing_to_create(before: _Before, account: str, name: str) -> str:
