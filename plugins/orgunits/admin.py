@@ -46,6 +46,8 @@ class AccountInfo:
     sources: int
     units: int
     served: int
+    # every data source of the account removed (not purged), the last at this instant: its tokens see its deletions
+    removed: datetime | None = None
 
 
 def list_sources(conn: Connection, account: str | None = None) -> list[SourceInfo]:
@@ -64,12 +66,16 @@ def list_sources(conn: Connection, account: str | None = None) -> list[SourceInf
 
 
 def list_accounts(conn: Connection) -> list[AccountInfo]:
+    """Every account: those holding data sources, then those whose data sources were all removed (not purged)."""
     accounts: dict[str, AccountInfo] = {}
     for source in list_sources(conn):
         held = accounts.get(source.account, AccountInfo(source.account, 0, 0, 0))
         accounts[source.account] = AccountInfo(source.account, held.sources + 1, held.units + source.units,
                                                held.served + source.served)
-    return list(accounts.values())
+    gone = conn.execute(select(data_source.c.account, func.count(), func.max(data_source.c.removed_at))
+                        .where(data_source.c.account.not_in(list(accounts) or [""]))
+                        .group_by(data_source.c.account).order_by(data_source.c.account)).all()
+    return [*accounts.values(), *(AccountInfo(account, int(count), 0, 0, when) for account, count, when in gone)]
 
 
 def account_names(conn: Connection) -> list[str]:

@@ -142,7 +142,8 @@ def test_accounts_and_data_sources_from_the_command_line(settings_path: Path, da
         "data-sources", "list", *common).stdout
     removed = cli("accounts", "remove", "partner", "--force", *common)
     assert removed.returncode == 0 and "1 data source, 32 units deleted" in removed.stderr
-    assert [line.split()[0] for line in cli("accounts", "list", *common).stdout.splitlines()[1:]] == ["default"]
+    listed = [line.split()[:5] for line in cli("accounts", "list", *common).stdout.splitlines()[1:]]
+    assert listed == [["default", "1", "136", "136"], ["partner", "1", "0", "0", "removed"]]  # its tokens: deletions
     assert "partner" not in cli("versions", "list", *common).stdout
 
 

@@ -68,10 +68,16 @@ class Operator:
 
     def run(self, *argv: str) -> tuple[int, str]:
         """Exit status and the messages of the command's log lines (JSON on stderr)."""
+        status, _, said = self.printed(*argv)
+        return status, said
+
+    def printed(self, *argv: str) -> tuple[int, str, str]:
+        """Exit status, what the command printed (stdout) and the messages of its log lines."""
         self.capsys.readouterr()
         status = main([*argv, "--settings", str(self.settings_path), "--database", self.url])
-        said = self.capsys.readouterr().err
-        return status, "\n".join(json.loads(line)["message"] for line in said.splitlines() if line.startswith("{"))
+        out, said = self.capsys.readouterr()
+        return status, out, "\n".join(json.loads(line)["message"] for line in said.splitlines()
+                                       if line.startswith("{"))
 
     def ok(self, *argv: str) -> str:
         status, said = self.run(*argv)
