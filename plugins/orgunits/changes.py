@@ -125,11 +125,14 @@ def _compared(changes: ChangeSet, conn: Connection, pairs: Sequence[tuple[int, i
                      dict(systems), changes.outside)
 
 
-def duplicates(conn: Connection, data_source_id: int, ids: Sequence[int]) -> dict[str, list[int]]:
+def duplicates(conn: Connection, data_source_id: int, ids: Sequence[int],
+               renamed_to: str | None = None) -> dict[str, list[int]]:
     """Of the units `ids` (of the data source `data_source_id`), those whose identifier (system|code: the source
     reference under its system, a data source's default system standing for any other default) a unit of another
-    live data source of the same account holds: by that data source's name."""
-    account = select(data_source.c.account).where(data_source.c.id == data_source_id).scalar_subquery()
+    live data source of the same account holds (or of `renamed_to`, the account's name now when this load makes an
+    account of a former name): by that data source's name ("account/name" in another account)."""
+    account = str(conn.execute(select(data_source.c.account).where(data_source.c.id == data_source_id)).scalar_one())
+    accounts = [account, *([renamed_to] if renamed_to else [])]
     other = org_unit.alias("other")
     other_version = source_version.alias("other_version")
     other_source = data_source.alias("other_source")
@@ -139,7 +142,7 @@ def duplicates(conn: Connection, data_source_id: int, ids: Sequence[int]) -> dic
     other_system = func.coalesce(other.c.identifier_system, other_source.c.identifier_system, "")
     found: dict[str, list[int]] = {}
     for start in range(0, len(ids), _CHUNK):
-        query = (select(org_unit.c.id, other_source.c.name).distinct()
+        query = (select(org_unit.c.id, other_source.c.account, other_source.c.name).distinct()
                  .select_from(org_unit
                               .join(mine_version, mine_version.c.id == org_unit.c.source_version_id)
                               .join(mine_source, mine_source.c.id == mine_version.c.data_source_id)
@@ -147,10 +150,10 @@ def duplicates(conn: Connection, data_source_id: int, ids: Sequence[int]) -> dic
                               .join(other_version, other_version.c.id == other.c.source_version_id)
                               .join(other_source, other_source.c.id == other_version.c.data_source_id))
                  .where(org_unit.c.id.in_(ids[start:start + _CHUNK]), other_source.c.id != data_source_id,
-                        other_source.c.account == account, other_source.c.removed_at.is_(None),
+                        other_source.c.account.in_(accounts), other_source.c.removed_at.is_(None),
                         system == other_system))
-        for unit, name in conn.execute(query):
-            found.setdefault(str(name), []).append(int(unit))
+        for unit, where, name in conn.execute(query):
+            found.setdefault(str(name) if where == account else f"{where}/{name}", []).append(int(unit))
     return found
 
 
@@ -162,11 +165,21 @@ class Held:
     flag: str
 
 
+@dataclass(frozen=True)
+class Stranded:
+    """Published units a load withdrew by writing them into a version that is not served (not by a switch): their
+    consumers get a deletion each. `loaded`, `served`: the version numbers."""
+
+    ids: tuple[int, ...]
+    loaded: int
+    served: int | None
+
+
 def held_back(changes: ChangeSet, stored: int, allow: Allowed, where: str, named: Any,
-              duplicate: dict[str, list[int]], added: int) -> list[Held]:
+              duplicate: dict[str, list[int]], added: int, stranded: Stranded | None = None) -> list[Held]:
     """The mass effects of `changes` that are not allowed, each with its count and first units (`named(ids)`: "code
     'name' (id N)"...). `stored`: the units the data source held before; `where`: "account/data source";
-    `duplicate`: `duplicates` of the `added` units the load inserted."""
+    `duplicate`: `duplicates` of the `added` units the load inserted; `stranded`: see Stranded."""
     held: list[Held] = []
 
     def first(ids: Sequence[int]) -> str:
@@ -176,6 +189,12 @@ def held_back(changes: ChangeSet, stored: int, allow: Allowed, where: str, named
     if not allow.mass_delete and _mass(len(deleted), stored):
         held.append(Held(f"delete {len(deleted):,} of the {stored:,} units of {where} (first: {first(deleted)}): a "
                          "file cut short or the wrong file does this", "--allow-mass-delete"))
+    if stranded is not None and not allow.mass_delete and _mass(len(stranded.ids), stored):
+        served = f"version {stranded.served}" if stranded.served is not None else "another"
+        held.append(Held(f"withdraw {len(stranded.ids):,} of the {stored:,} published units of {where} (first: "
+                         f"{first(stranded.ids)}) by moving them into version {stranded.loaded}, which is not served "
+                         f"({served} is): each would be a deletion to its consumers; to update what is served, load "
+                         f"with --version {stranded.served}", "--allow-mass-delete"))
     if not allow.reparent and _mass(len(changes.moved), stored):
         held.append(Held(f"give {len(changes.moved):,} of the {stored:,} stored units of {where} another parent "
                          f"(first: {first(changes.moved)}): a mapping's parent or id field naming the wrong field "

@@ -40,6 +40,12 @@ def move(conn: Connection, account: str, new_account: str) -> None:
     conn.execute(insert(orgunit_setting).values(name=RENAMED + account, value=new_account))
 
 
+def renamed_to(conn: Connection, account: str) -> str | None:
+    """The name now of the account once called `account` (None: it was never renamed away)."""
+    found = conn.execute(select(orgunit_setting.c.value).where(orgunit_setting.c.name == RENAMED + account)).scalar()
+    return None if found is None else str(found)
+
+
 def reuse(conn: Connection, account: str) -> None:
     """A data source is created in `account` (a load, a rename into it): the name is an account again, no longer a
     former one."""

@@ -35,15 +35,19 @@ def check(record: UnitRecord, today: date | None = None) -> None:
     if any(not alias or not alias.strip() for alias in record.aliases):
         raise LoadError(f"{describe(record)}: empty alias")
     problem = implausible(record.name, record.source_ref, record.aliases, record.validation_status,
-                          record.opening_date, record.closing_date, today)
+                          record.opening_date, record.closing_date, record.latitude, record.longitude, today)
     if problem is not None:
         code = f"code {record.source_ref}, " if record.source_ref else ""
         raise LoadError(f"org unit {record.id} ({code}{record.name!r}): {problem}")
 
 
 def implausible(name: str, code: str | None, aliases: Sequence[str], status: str, opening: date | None,
-                closing: date | None, today: date | None = None) -> str | None:
+                closing: date | None, latitude: float | None = None, longitude: float | None = None,
+                today: date | None = None) -> str | None:
     """What about a unit's values no registry holds, or None."""
+    if latitude == 0 and longitude == 0:
+        return ("latitude 0, longitude 0 (\"Null Island\", in the Gulf of Guinea): an unknown point written as zeros? "
+                "leave both cells empty when the point is not known")
     for what, text in (("name", name), ("code", code or ""), *(("alias", alias) for alias in aliases)):
         bad = CONTROL.search(text)
         if bad:

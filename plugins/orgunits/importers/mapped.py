@@ -180,7 +180,8 @@ def _unit(spec: UnitMapping, section: Section, record: Record, parent: str | Non
                  coordinate_of(section.spec("altitude"), record, label, "altitude"),
                  date_of(section.spec("opening_date"), record, label, spec.date_format),
                  date_of(section.spec("closing_date"), record, label, spec.date_format), section.kept)
-    problem = implausible(unit.name, code, unit.aliases, unit.status, unit.opening, unit.closing)
+    problem = implausible(unit.name, code, unit.aliases, unit.status, unit.opening, unit.closing, unit.latitude,
+                          unit.longitude)
     if problem is not None:
         raise LoadError(f"{label}: {problem}")
     return unit

@@ -13,10 +13,10 @@ from typing import Any, Union
 from sqlalchemy import Connection, Engine, func, select, update
 
 from plugins.orgunits import history, integrity
-from plugins.orgunits.changes import KINDS, Allowed, duplicates, held_back, read_changes
-from plugins.orgunits.claimless import recorded
+from plugins.orgunits.changes import KINDS, Allowed, ChangeSet, Stranded, duplicates, held_back, read_changes
+from plugins.orgunits.claimless import recorded, renamed_to
 from plugins.orgunits.plausible import implausible
-from plugins.orgunits.served import publish_switch, served_version
+from plugins.orgunits.served import Switch, is_served, publish_switch, served_version
 from plugins.orgunits.records import (
     SAMPLE,
     TypeRecord,
@@ -87,6 +87,14 @@ def _import(conn: Connection, name: str, version: int, types: Types, records: Re
     if delete_missing:
         history.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
     switch = publish_switch(conn, source_id, before.served, now)
+    if switch != Switch() and before.served is not None:
+        numbers = dict(conn.execute(select(source_version.c.id, source_version.c.number)
+                                    .where(source_version.c.data_source_id == source_id)).all())
+        now_served = served_version(conn, source_id)
+        notes.append(f"{account}/{name} now serves version {numbers.get(now_served)} (it served version "
+                     f"{numbers.get(before.served)}): published as versions, {switch.withdrawn:,} units withdrawn and "
+                     f"{len(switch.restored) + switch.republished:,} published again; `orgunit-fhir versions "
+                     "set-default` chooses the version served")
     history.record_sources(conn, now, [source_id])  # a removed data source restored, a new version served...
     changes = read_changes(conn, source_id, now, switch.restored)
     if changes.outside:  # derived values are decided per data source: never another one's units
@@ -96,7 +104,8 @@ def _import(conn: Connection, name: str, version: int, types: Types, records: Re
     where = f"{account}/{name}"
     added = changes.ids("inserted")
     held = held_back(changes, before.units, allow, where, lambda ids: named_units(conn, ids),
-                     duplicates(conn, source_id, added) if added else {}, len(added))
+                     duplicates(conn, source_id, added, before.renamed_to) if added else {}, len(added),
+                     _stranded(conn, changes, version_id, version, source_id))
     refused = [f"this load would {item.what}; pass {item.flag} if it is intended" for item in held]
     refused += [f"this load would {what}" for what in implausible(conn, source_id, now)]
     if refused and not dry_run:
@@ -129,6 +138,19 @@ def _import(conn: Connection, name: str, version: int, types: Types, records: Re
         restored=len(changes.ids("restored")), held=written.held,
         named=tuple((kind, named_units(conn, changes.ids(kind))) for kind in KINDS if changes.ids(kind)),
         refused=tuple(refused))
+
+
+def _stranded(conn: Connection, changes: ChangeSet, version_id: int, number: int, source_id: int) -> Stranded | None:
+    """The published units this load withdrew by writing them into version `number` (`version_id`), when that version
+    is not served (changes.Stranded)."""
+    withdrawn = changes.ids("withdrawn")
+    if not withdrawn or is_served(conn, version_id):
+        return None
+    here = tuple(sorted(set(withdrawn) & set(conn.execute(select(org_unit.c.id).where(
+        org_unit.c.source_version_id == version_id, org_unit.c.withdrawn.is_(True))).scalars())))
+    served = conn.execute(select(source_version.c.number).where(
+        source_version.c.id == served_version(conn, source_id))).scalar()
+    return Stranded(here, number, served) if here else None
 
 
 def _withdrawn(conn: Connection, ids: Sequence[int]) -> set[int]:
@@ -169,6 +191,7 @@ class _Before:
     units: int = 0  # the units it holds (live or withdrawn)
     served: int | None = None  # the source version it serves (its id)
     first: str | None = None  # the account recorded for tokens without an account claim (None: no data source yet)
+    renamed_to: str | None = None  # the account's name now when this name is a former one (accounts rename)
 
     @property
     def new_account(self) -> bool:
@@ -231,7 +254,7 @@ def _before(conn: Connection, account: str, name: str) -> _Before:
         select(func.count()).select_from(org_unit.join(source_version))
         .where(source_version.c.data_source_id == row.id, SOURCE_HOLDS)).scalar_one())
     return _Before(accounts, sources, row, units, None if row is None else served_version(conn, row.id),
-                   recorded(conn))
+                   recorded(conn), renamed_to(conn, account))
 
 
 def _nothing_to_create(before: _Before, account: str, name: str) -> str:
