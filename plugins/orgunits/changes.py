@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, select, tuple_
+from sqlalchemy import Connection, and_, func, or_, select, tuple_
 
 from plugins.orgunits.tables import data_source, org_unit, org_unit_history, source_version
 
@@ -128,7 +128,7 @@ def _compared(changes: ChangeSet, conn: Connection, pairs: Sequence[tuple[int, i
 def duplicates(conn: Connection, data_source_id: int, ids: Sequence[int],
                renamed_to: str | None = None) -> dict[str, list[int]]:
     """Of the units `ids` (of the data source `data_source_id`), those whose identifier (system|code: the source
-    reference under its system, a data source's default system standing for any other default) a unit of another
+    reference under its system; a data source without a system of its own matches any system) a unit of another
     live data source of the same account holds (or of `renamed_to`, the account's name now when this load makes an
     account of a former name): by that data source's name ("account/name" in another account)."""
     account = str(conn.execute(select(data_source.c.account).where(data_source.c.id == data_source_id)).scalar_one())
@@ -151,7 +151,7 @@ def duplicates(conn: Connection, data_source_id: int, ids: Sequence[int],
                               .join(other_source, other_source.c.id == other_version.c.data_source_id))
                  .where(org_unit.c.id.in_(ids[start:start + _CHUNK]), other_source.c.id != data_source_id,
                         other_source.c.account.in_(accounts), other_source.c.removed_at.is_(None),
-                        system == other_system))
+                        or_(system == other_system, system == "", other_system == "")))
         for unit, where, name in conn.execute(query):
             found.setdefault(str(name) if where == account else f"{where}/{name}", []).append(int(unit))
     return found
@@ -197,8 +197,9 @@ def held_back(changes: ChangeSet, stored: int, allow: Allowed, where: str, named
                          f"with --version {stranded.served}", "--allow-mass-delete"))
     if not allow.reparent and _mass(len(changes.moved), stored):
         held.append(Held(f"give {len(changes.moved):,} of the {stored:,} stored units of {where} another parent "
-                         f"(first: {first(changes.moved)}): a mapping's parent or id field naming the wrong field "
-                         "does this", "--allow-reparent"))
+                         f"(first: {first(changes.moved)}): a mapping's parent or id field naming the wrong field, "
+                         "or parent codes changed in the file (leading zeros dropped by a spreadsheet?), does this",
+                         "--allow-reparent"))
     elif not allow.reparent and changes.rooted:
         held.append(Held(f"make {len(changes.rooted):,} stored unit{'s' if len(changes.rooted) != 1 else ''} of "
                          f"{where} a root (first: {first(changes.rooted)}), no longer under its parent: a blank "

@@ -39,28 +39,31 @@ def _configure_load(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--account", default=DEFAULT_ACCOUNT, metavar="NAME",
                         help=f"the account (tenant) the data source belongs to (default: {DEFAULT_ACCOUNT}); a file "
                              "without units never creates one")
-    parser.add_argument("--allow-reparent", action="store_true",
-                        help="accept a load that gives more than 10%% of the data source's stored units another "
-                             "parent, or makes a stored unit a root (refused by default: a typo'd parent or id "
-                             "field flattens a pyramid that way, a blank parent cell makes a second root)")
-    parser.add_argument("--allow-mass-delete", action="store_true",
-                        help="accept a load whose --delete-missing deletes more than 10%% of the data source's units "
-                             "(refused by default: a file cut short, or the wrong file, does that)")
-    parser.add_argument("--allow-reclassify", action="store_true",
-                        help="accept a load that changes a type's depth or category (its physicalType) for units "
-                             "already published (refused by default)")
-    parser.add_argument("--allow-identifier-change", action="store_true",
-                        help="accept a load that publishes more than 10%% of the data source's units under another "
-                             "identifier system (refused by default: a typo'd identifier_system does that)")
-    parser.add_argument("--allow-duplicate-source", action="store_true",
-                        help="accept a load whose new units mostly have the identifiers of another data source's "
-                             "units of the account (refused by default: the same registry under another name)")
+    for field, help_text in ALLOW_FLAGS:
+        parser.add_argument(f"--allow-{field.replace('_', '-')}", action="store_true", dest=f"allow_{field}",
+                            help=help_text)
+
+
+# each mass effect a load holds back unless allowed (plugins.orgunits.changes.Allowed): --allow-<field>
+ALLOW_FLAGS = (
+    ("reparent", "accept a load that gives more than 10%% of the data source's stored units another parent, or makes "
+                 "a stored unit a root (refused by default: a typo'd parent or id field flattens a pyramid that way, "
+                 "a blank parent cell makes a second root)"),
+    ("mass_delete", "accept a load that deletes (--delete-missing) or withdraws (into a version not served) more than "
+                    "10%% of the data source's units (refused by default: a file cut short, the wrong file or "
+                    "--version)"),
+    ("reclassify", "accept a load that changes a type's depth or category (its physicalType) for units already "
+                   "published (refused by default)"),
+    ("identifier_change", "accept a load that publishes more than 10%% of the data source's units under another "
+                          "identifier system (refused by default: a typo'd identifier_system does that)"),
+    ("duplicate_source", "accept a load whose new units mostly have the identifiers of another data source's units "
+                         "of the account (refused by default: the same registry under another name)"),
+)
 
 
 def allowed(args: argparse.Namespace) -> Allowed:
     """The mass effects the command line allows."""
-    return Allowed(reparent=args.allow_reparent, mass_delete=args.allow_mass_delete, reclassify=args.allow_reclassify,
-                   duplicate_source=args.allow_duplicate_source, identifier_change=args.allow_identifier_change)
+    return Allowed(**{field: getattr(args, f"allow_{field}") for field, _ in ALLOW_FLAGS})
 
 
 def _configure(declared: ImportFormat) -> Callable[[argparse.ArgumentParser], None]:

@@ -8,6 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from plugins.orgunits.coordinates import within
+
 Point = tuple[float, float]  # (latitude, longitude)
 MARGIN_DEGREES = 1.0  # an extent is widened by this much (about 110 km; and by half its size) before a point is "far"
 MIN_REFERENCE = 4  # points a reference extent needs to say anything
@@ -55,7 +57,7 @@ def extent_of(points: Sequence[Point], leaving: Point | None = None) -> Extent |
 def swapped(point: Point) -> Point | None:
     """The point with latitude and longitude swapped, when that is a point at all."""
     lat, lon = point
-    return (lon, lat) if -90 <= lon <= 90 else None
+    return (lon, lat) if within("latitude", lon) else None
 
 
 def _polygons(geometry: Any) -> list[Any] | None:

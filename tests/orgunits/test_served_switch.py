@@ -44,6 +44,16 @@ def iaso_copy(tmp_path: Path, offset: int = 1_000_000) -> Path:
     return path
 
 
+def without_two(tmp_path: Path) -> tuple[Path, list[str]]:
+    """The DHIS2 sample without its first two facilities (their UIDs)."""
+    document = json.loads(DHIS2_SAMPLE.read_text(encoding="utf-8"))
+    gone = [unit["id"] for unit in document["organisationUnits"][:2]]
+    document["organisationUnits"] = document["organisationUnits"][2:]
+    smaller = tmp_path / "v2.json"
+    smaller.write_text(json.dumps(document), encoding="utf-8")
+    return smaller, gone
+
+
 def ids(client: TestClient) -> set[str]:
     """What the token reads: every Location it finds."""
     found: set[str] = set()
@@ -113,11 +123,7 @@ def test_delete_missing_under_a_new_version_publishes_its_deletions(operator: Op
     """Issue 37 item 3: DHIS2 keeps ids by UID: version 2 without two facilities moves 30 units to version 2; the two
     left out are deleted, and consumers see it (410, DELETE in _history and in $export?_since)."""
     operator.ok("load", "dhis2", str(DHIS2_SAMPLE))
-    document = json.loads(DHIS2_SAMPLE.read_text(encoding="utf-8"))
-    gone = [unit["id"] for unit in document["organisationUnits"][:2]]
-    document["organisationUnits"] = document["organisationUnits"][2:]
-    smaller = tmp_path / "v2.json"
-    smaller.write_text(json.dumps(document), encoding="utf-8")
+    smaller, gone = without_two(tmp_path)
     with operator.consumer() as client:
         mirror = Mirror(lambda url: client.get(url).json(), count=10)
         before = synced(client, mirror)
@@ -144,10 +150,7 @@ def test_ids_kept_by_source_reference_move_between_versions_and_back(operator: O
     """Without --delete-missing, the two units version 2 leaves out are withdrawn (their version is no longer
     served), not deleted: serving version 1 restores them and withdraws version 2's 30."""
     operator.ok("load", "dhis2", str(DHIS2_SAMPLE))
-    document = json.loads(DHIS2_SAMPLE.read_text(encoding="utf-8"))
-    document["organisationUnits"] = document["organisationUnits"][2:]
-    smaller = tmp_path / "v2.json"
-    smaller.write_text(json.dumps(document), encoding="utf-8")
+    smaller, _ = without_two(tmp_path)
     with operator.consumer() as client:
         mirror = Mirror(lambda url: client.get(url).json(), count=10)
         before = synced(client, mirror)

@@ -272,5 +272,8 @@ def check_fields(section: Section, records: list[Record], path: Path) -> None:
         nested = {f"{name}.{inner}" for record in records[:_SAMPLED] for name, value in record.fields.items()
                   if isinstance(value, dict) for inner in value}  # `ward.code` for a typo'd `ward.cod`
         close = difflib.get_close_matches(spec.path, [*names, *sorted(nested)], n=1, cutoff=0.6)
+        other = next((c for c in ";\t|," if len(names) == 1 and c in names[0] and c != section.source.delimiter), None)
+        hint = (f"; the header is one field holding {other!r}: the file's delimiter is likely {other!r} (set "
+                f"{section.key}.delimiter: {other!r} in the mapping)" if other else "")
         raise LoadError(f"mapping: {spec.key}: no record of {path.name} has the field {spec.path!r}"
-                        f"{f' (did you mean {close[0]!r}?)' if close else ''}; its fields: {', '.join(names)}")
+                        f"{f' (did you mean {close[0]!r}?)' if close else ''}; its fields: {', '.join(names)}{hint}")

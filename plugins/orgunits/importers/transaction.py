@@ -16,7 +16,7 @@ from plugins.orgunits import history, integrity
 from plugins.orgunits.changes import KINDS, Allowed, ChangeSet, Stranded, duplicates, held_back, read_changes
 from plugins.orgunits.claimless import recorded, renamed_to
 from plugins.orgunits.plausible import implausible
-from plugins.orgunits.served import Switch, is_served, publish_switch, served_version
+from plugins.orgunits.served import is_served, publish_switch, served_version
 from plugins.orgunits.records import (
     SAMPLE,
     TypeRecord,
@@ -87,10 +87,10 @@ def _import(conn: Connection, name: str, version: int, types: Types, records: Re
     if delete_missing:
         history.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
     switch = publish_switch(conn, source_id, before.served, now)
-    if switch != Switch() and before.served is not None:
+    now_served = served_version(conn, source_id)
+    if before.served is not None and now_served != before.served:
         numbers = dict(conn.execute(select(source_version.c.id, source_version.c.number)
                                     .where(source_version.c.data_source_id == source_id)).all())
-        now_served = served_version(conn, source_id)
         notes.append(f"{account}/{name} now serves version {numbers.get(now_served)} (it served version "
                      f"{numbers.get(before.served)}): published as versions, {switch.withdrawn:,} units withdrawn and "
                      f"{len(switch.restored) + switch.republished:,} published again; `orgunit-fhir versions "
