@@ -228,5 +228,7 @@ def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str, now: da
 
 
 def _count_live(conn: Connection, where: Any) -> int:
+    """The published live units matching `where` (those new_versions gives a version)."""
     return int(conn.execute(select(func.count()).select_from(org_unit)
-                            .where(and_(where, org_unit.c.deleted.is_(False)))).scalar_one())
+                            .where(and_(where, org_unit.c.deleted.is_(False), org_unit.c.withdrawn.is_(False))))
+               .scalar_one())

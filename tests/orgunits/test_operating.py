@@ -204,7 +204,8 @@ def test_renames(settings: Settings, engine: Engine) -> None:
     body = client(settings, account="sierra-leone").get(f"/fhir/Location/{unit.id}").json()
     assert body["meta"]["versionId"] == "2" and body["managingOrganization"]["display"] == "Sierra Leone MoH"
     assert body["managingOrganization"]["identifier"]["value"] == "dhis2"  # the slug stays
-    assert client(settings, account="partner").get(f"/fhir/Location/{unit.id}").status_code == 404
+    refused = client(settings, account="partner").get(f"/fhir/Location/{unit.id}")  # the old name: told, not empty
+    assert refused.status_code == 403 and "which was renamed 'sierra-leone'" in refused.text
 
 
 # --- finding 3: Iaso's CSV and GeoPackage combine ---------------------------------------------------------------------
