@@ -16,7 +16,7 @@ from plugins.orgunits import history, integrity
 from plugins.orgunits.changes import KINDS, Allowed, ChangeSet, Stranded, duplicates, held_back, read_changes
 from plugins.orgunits.claimless import recorded, renamed_to
 from plugins.orgunits.plausible import implausible
-from plugins.orgunits.served import is_served, publish_switch, served_version
+from plugins.orgunits.served import Switch, is_served, publish_switch, served_version
 from plugins.orgunits.records import (
     SAMPLE,
     TypeRecord,
@@ -86,28 +86,12 @@ def _import(conn: Connection, name: str, version: int, types: Types, records: Re
     missing = history.missing_units(conn, data_source_id=source_id, seen_ids=seen)
     if delete_missing:
         history.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
+    where = f"{account}/{name}"
     switch = publish_switch(conn, source_id, before.served, now)
-    now_served = served_version(conn, source_id)
-    if before.served is not None and now_served != before.served:
-        numbers = dict(conn.execute(select(source_version.c.id, source_version.c.number)
-                                    .where(source_version.c.data_source_id == source_id)).all())
-        notes.append(f"{account}/{name} now serves version {numbers.get(now_served)} (it served version "
-                     f"{numbers.get(before.served)}): published as versions, {switch.withdrawn:,} units withdrawn and "
-                     f"{len(switch.restored) + switch.republished:,} published again; `orgunit-fhir versions "
-                     "set-default` chooses the version served")
+    notes += _switched(conn, source_id, before.served, switch, where)
     history.record_sources(conn, now, [source_id])  # a removed data source restored, a new version served...
     changes = read_changes(conn, source_id, now, switch.restored)
-    if changes.outside:  # derived values are decided per data source: never another one's units
-        raise LoadError(f"this load would write a new version of {len(changes.outside):,} units of other data "
-                        f"sources (first: {', '.join(named_units(conn, changes.outside))}); nothing was written "
-                        "(a bug: please report it)")
-    where = f"{account}/{name}"
-    added = changes.ids("inserted")
-    held = held_back(changes, before.units, allow, where, lambda ids: named_units(conn, ids),
-                     duplicates(conn, source_id, added, before.renamed_to) if added else {}, len(added),
-                     _stranded(conn, changes, version_id, version, source_id))
-    refused = [f"this load would {item.what}; pass {item.flag} if it is intended" for item in held]
-    refused += [f"this load would {what}" for what in implausible(conn, source_id, now)]
+    refused = _refusals(conn, changes, before, allow, where, source_id, (version_id, version), now)
     if refused and not dry_run:
         new = [note for note in notes if " is new" in note][:1]  # a typo'd name is the likely cause
         raise LoadError("; and ".join(refused) + "; nothing was written" + "".join(f" (note: {n})" for n in new))
@@ -138,6 +122,35 @@ def _import(conn: Connection, name: str, version: int, types: Types, records: Re
         restored=len(changes.ids("restored")), held=written.held,
         named=tuple((kind, named_units(conn, changes.ids(kind))) for kind in KINDS if changes.ids(kind)),
         refused=tuple(refused))
+
+
+def _switched(conn: Connection, source_id: int, before: int | None, switch: Switch, where: str) -> list[str]:
+    """A note when the load changed the version the data source serves (a newer version loaded)."""
+    now_served = served_version(conn, source_id)
+    if before is None or now_served == before:
+        return []
+    numbers = dict(conn.execute(select(source_version.c.id, source_version.c.number)
+                                .where(source_version.c.data_source_id == source_id)).all())
+    return [f"{where} now serves version {numbers.get(now_served)} (it served version {numbers.get(before)}): "
+            f"published as versions, {switch.withdrawn:,} units withdrawn and "
+            f"{len(switch.restored) + switch.republished:,} published again; `orgunit-fhir versions set-default` "
+            "chooses the version served"]
+
+
+def _refusals(conn: Connection, changes: ChangeSet, before: _Before, allow: Allowed, where: str, source_id: int,
+              version: tuple[int, int], now: datetime) -> list[str]:
+    """What the load would do that it refuses: a version of another data source's unit (never), its mass effects not
+    allowed (changes.held_back), implausible points (plausible.implausible); one line each."""
+    if changes.outside:  # derived values are decided per data source: never another one's units
+        raise LoadError(f"this load would write a new version of {len(changes.outside):,} units of other data "
+                        f"sources (first: {', '.join(named_units(conn, changes.outside))}); nothing was written "
+                        "(a bug: please report it)")
+    added = changes.ids("inserted")
+    held = held_back(changes, before.units, allow, where, lambda ids: named_units(conn, ids),
+                     duplicates(conn, source_id, added, before.renamed_to) if added else {}, len(added),
+                     _stranded(conn, changes, *version, source_id))
+    return [*(f"this load would {item.what}; pass {item.flag} if it is intended" for item in held),
+            *(f"this load would {what}" for what in implausible(conn, source_id, now))]
 
 
 def _stranded(conn: Connection, changes: ChangeSet, version_id: int, number: int, source_id: int) -> Stranded | None:
