@@ -3,10 +3,10 @@ derived value, a switch of the served version), read back from org_unit_history,
 written and nothing else; and the mass effects held back unless the operator allows them, decided here only.
 
 Kinds, as a consumer sees each version: `inserted` (a first live version), `updated` (live after live), `restored`
-(live after a deletion or a withdrawal: its version is served again), `deleted` (deleted by the source: --delete-missing,
-a removal), `withdrawn` (deleted because its version is no longer served). Between two live versions, the fields a
-mass effect changes are compared: the parent (`moved`, `rooted` when it has none any more), the identifier system
-(`resystemed`), the type's depth or category, hence physicalType (`reclassified`)."""
+(live after a deletion or a withdrawal: its version is served again), `deleted` (deleted by the source:
+--delete-missing, a removal), `withdrawn` (deleted because its version is no longer served). Between two live
+versions, the fields a mass effect changes are compared: the parent (`moved`, `rooted` when it has none any more), the
+identifier system (`resystemed`), the type's depth or category, hence physicalType (`reclassified`)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -146,7 +146,8 @@ def duplicates(conn: Connection, data_source_id: int, ids: Sequence[int],
                  .select_from(org_unit
                               .join(mine_version, mine_version.c.id == org_unit.c.source_version_id)
                               .join(mine_source, mine_source.c.id == mine_version.c.data_source_id)
-                              .join(other, and_(other.c.source_ref == org_unit.c.source_ref, other.c.deleted.is_(False)))
+                              .join(other, and_(other.c.source_ref == org_unit.c.source_ref,
+                                                other.c.deleted.is_(False)))
                               .join(other_version, other_version.c.id == other.c.source_version_id)
                               .join(other_source, other_source.c.id == other_version.c.data_source_id))
                  .where(org_unit.c.id.in_(ids[start:start + _CHUNK]), other_source.c.id != data_source_id,

@@ -27,9 +27,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.account is not None and args.account not in account_names(conn):
             raise LoadError(f"account {args.account!r} does not exist (accounts: "
                             f"{', '.join(account_names(conn)) or 'none'})")
-        if args.data_source is not None and args.data_source not in {s.name for s in list_sources(conn, args.account)}:
-            raise LoadError(f"no data source {args.data_source!r}{f' in account {args.account!r}' if args.account else ''}"
-                            f" (data sources: {', '.join(sorted({s.name for s in list_sources(conn, args.account)}))})")
+        names = sorted({s.name for s in list_sources(conn, args.account)})
+        if args.data_source is not None and args.data_source not in names:
+            within = f" in account {args.account!r}" if args.account else ""
+            raise LoadError(f"no data source {args.data_source!r}{within} (data sources: {', '.join(names)})")
         units = read_units(conn, args.account, args.data_source)
     findings = run_checks(units)
     seconds = round(time.perf_counter() - started, 1)

@@ -52,9 +52,10 @@ def reuse(conn: Connection, account: str) -> None:
     conn.execute(delete(orgunit_setting).where(orgunit_setting.c.name == RENAMED + account))
 
 
-def removal_notes(conn: Connection, account: str, default_account: str | None) -> list[str]:
+def removal_notes(conn: Connection, account: str, default_account: str | None, purged: bool = False) -> list[str]:
     """Which tokens a removal (or purge) of some or all of `account`'s data sources changes, read after it in its
-    transaction (a dry run's too). `default_account`: auth.default_account (it decides for tokens without the claim)."""
+    transaction (a dry run's too). `default_account`: auth.default_account (it decides for tokens without the claim).
+    A removed account's tokens keep receiving its deletions (their copies converge); a purged one's, nothing."""
     left = list(conn.execute(select(data_source.c.name).where(data_source.c.account == account, _LIVE)
                              .order_by(data_source.c.name)).scalars())
     claimless = (default_account or recorded(conn)) == account
@@ -62,7 +63,9 @@ def removal_notes(conn: Connection, account: str, default_account: str | None) -
         also = " and tokens without an account claim (they see this account)" if claimless else ""
         return [f"tokens with the account claim {account!r}{also} keep seeing its other data source"
                 f"{'s' if len(left) != 1 else ''} ({', '.join(left)})"]
-    notes = [f"tokens with the account claim {account!r} see nothing: the account holds no data source"]
+    notes = [f"tokens with the account claim {account!r} see nothing"
+             f"{'' if purged else ' but its deletions (410 on read, DELETE entries: their copies converge)'}: the "
+             "account holds no data source"]
     if claimless and default_account:
         notes.append(f"tokens without an account claim see nothing either: auth.default_account names {account!r}")
     elif claimless:

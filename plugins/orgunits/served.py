@@ -24,6 +24,7 @@ from plugins.orgunits.tables import data_source, org_unit, org_unit_history, sou
 from plugins.orgunits.views import SERVED
 
 
+_VERSIONS = source_version.join(data_source, data_source.c.id == source_version.c.data_source_id)
 # no version of the unit was ever recorded: written by this transaction, never published
 NEVER_RECORDED = ~exists().where(org_unit_history.c.org_unit_id == org_unit.c.id)
 
@@ -39,15 +40,13 @@ class Switch:
 
 def served_version(conn: Connection, data_source_id: int) -> int | None:
     """The id of the source version the data source serves (None: it has none)."""
-    return conn.execute(select(source_version.c.id)
-                        .select_from(source_version.join(data_source, data_source.c.id == source_version.c.data_source_id))
+    return conn.execute(select(source_version.c.id).select_from(_VERSIONS)
                         .where(source_version.c.data_source_id == data_source_id, SERVED)).scalar()
 
 
 def is_served(conn: Connection, source_version_id: int) -> bool:
-    return bool(conn.execute(select(SERVED).select_from(
-        source_version.join(data_source, data_source.c.id == source_version.c.data_source_id))
-        .where(source_version.c.id == source_version_id)).scalar())
+    return bool(conn.execute(select(SERVED).select_from(_VERSIONS)
+                             .where(source_version.c.id == source_version_id)).scalar())
 
 
 def publish_switch(conn: Connection, data_source_id: int, before: int | None, now: datetime) -> Switch:

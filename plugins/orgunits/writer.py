@@ -104,7 +104,8 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
 def renamed_from(conn: Connection, account: str, current: str, name: str) -> bool:
     """Whether the data source `current` of `account` was called `name` before (its Organization's versions say)."""
     return any((snap or {}).get("name") == name for snap in conn.execute(
-        select(data_source_history.c.snapshot).join(data_source, data_source.c.id == data_source_history.c.data_source_id)
+        select(data_source_history.c.snapshot)
+        .join(data_source, data_source.c.id == data_source_history.c.data_source_id)
         .where(data_source.c.account == account, data_source.c.name == current)).scalars())
 
 

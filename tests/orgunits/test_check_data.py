@@ -62,7 +62,8 @@ def swap_point(engine: Engine) -> None:
 
 def ward_boundary(engine: Engine) -> None:
     """Ward 1051 gets a boundary far from its facilities (a small square in the sea): its points lie outside it."""
-    square = {"type": "Polygon", "coordinates": [[[45.0, -5.0], [45.1, -5.0], [45.1, -4.9], [45.0, -4.9], [45.0, -5.0]]]}
+    square = {"type": "Polygon",
+              "coordinates": [[[45.0, -5.0], [45.1, -5.0], [45.1, -4.9], [45.0, -4.9], [45.0, -5.0]]]}
     with engine.begin() as conn:
         conn.execute(update(org_unit).where(unit_of("ward-1051")).values(geometry=square))
 

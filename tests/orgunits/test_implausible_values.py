@@ -65,7 +65,8 @@ def first(change: Callable[[Row], object]) -> Callable[[list[Row]], object]:
                  "lakeland.csv line 2 (units 10231): the status is blank (field 'Operational Status') and units.status "
                  "has no default", id="blank-status"),
     pytest.param(lambda r: r.update({"Date Opened": "01/01/2015", "Date Closed": "01/01/2010"}),
-                 "lakeland.csv line 2 (units 10231): closed on 2010-01-01 before it opened on 2015-01-01", id="closed-before-opened"),
+                 "lakeland.csv line 2 (units 10231): closed on 2010-01-01 before it opened on 2015-01-01",
+                 id="closed-before-opened"),
     pytest.param(lambda r: r.update({"Date Opened": "01/01/2031"}),
                  "lakeland.csv line 2 (units 10231): opens on 2031-01-01, in the future, but would be published active",
                  id="opens-in-the-future"),
@@ -92,9 +93,9 @@ def test_a_blank_status_is_never_published_active(operator: Operator, tmp_path: 
     with operator.consumer() as client:
         found = client.get("/fhir/Location", params={"identifier": "10231"}).json()["entry"][0]["resource"]
         assert found["status"] == "inactive"  # as it was
-    defaulted = edited(tmp_path, first(lambda r: r.update({"Operational Status": ""})), mapping=lambda text: text.replace(
-        "    map: {Operational: VALID, Pending Opening: NEW, Closed: REJECTED}",
-        "    map: {Operational: VALID, Pending Opening: NEW, Closed: REJECTED}\n    default: NEW"))
+    statuses = "    map: {Operational: VALID, Pending Opening: NEW, Closed: REJECTED}"
+    defaulted = edited(tmp_path, first(lambda r: r.update({"Operational Status": ""})),
+                       mapping=lambda text: text.replace(statuses, statuses + "\n    default: NEW"))
     assert load(operator, defaulted)[0] == 0
 
 
