@@ -72,6 +72,9 @@ def first(change: Callable[[Row], object]) -> Callable[[list[Row]], object]:
                  id="opens-in-the-future"),
     pytest.param(lambda r: r.update({"Facility Name": "St. Anne\x07 Dispensary"}),
                  "holds the control character U+0007", id="control-character"),
+    pytest.param(lambda r: r.update({"Latitude": "0", "Longitude": "0"}),
+                 'lakeland.csv line 2 (units 10231): latitude 0, longitude 0 ("Null Island", in the Gulf of Guinea)',
+                 id="null-island"),
 ])
 def test_implausible_values_are_refused_by_line(operator: Operator, tmp_path: Path,
                                                 change: Callable[[Row], object], words: str) -> None:
@@ -210,3 +213,13 @@ def test_commands_print_no_pool_lines(operator: Operator) -> None:
     said = operator.load_lakeland()
     assert "Pool disposed" not in said and "Pool recreating" not in said
     assert KENYA.exists()
+
+
+def test_a_file_with_another_delimiter_says_which(operator: Operator, tmp_path: Path) -> None:
+    """A spreadsheet's export with semicolons: the header is one field; the message names the delimiter to set."""
+    def semicolons(lines: list[str]) -> None:
+        lines[:] = [line.replace(",", ";") for line in lines]
+
+    status, said = load(operator, edited(tmp_path, semicolons, raw=True))
+    assert status == 1, said
+    assert "the header is one field holding ';': the file's delimiter is likely ';' (set units.delimiter: ';'" in said

@@ -200,3 +200,17 @@ def test_a_reload_into_the_version_served_changes_no_other_version(operator: Ope
         said = operator.ok("load", "iaso-csv", str(IASO_CSV), "--version", "1")
         assert f"0 inserted, 0 updated, {IASO_UNITS} unchanged, {IASO_UNITS} missing" in said, said
         assert synced(client, mirror) == second
+
+
+def test_a_reload_moving_published_units_into_a_version_not_served_is_held_back(operator: Operator) -> None:
+    """Version 2 served (DHIS2 keeps ids by UID): a reload that forgets `--version 2` would move every unit into
+    version 1, which is not served: a deletion each for every consumer. Held back, naming the version served."""
+    operator.ok("load", "dhis2", str(DHIS2_SAMPLE))
+    said = operator.ok("load", "dhis2", str(DHIS2_SAMPLE), "--version", "2")
+    assert "default/DHIS2 now serves version 2 (it served version 1): published as versions" in said, said
+    status, said = operator.run("load", "dhis2", str(DHIS2_SAMPLE))
+    assert status == 1, said
+    assert "this load would withdraw 32 of the 32 published units of default/DHIS2 (first: " in said
+    assert "by moving them into version 1, which is not served (version 2 is)" in said
+    assert "load with --version 2; pass --allow-mass-delete if it is intended" in said
+    assert versions_listed(operator, "DHIS2") == {1: (0, ""), 2: (32, "yes (newest)")}  # nothing written

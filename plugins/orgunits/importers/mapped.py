@@ -93,7 +93,7 @@ def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
     if not rows:
         raise LoadError(f"{path}: no records: nothing loaded (an empty export?)")
     for section in (*(level for level in spec.levels if level.file is None), spec.units):
-        check_fields(section, rows, path)
+        check_fields(section, rows, path, spec.units)
     found: dict[str, _Unit] = {}
     if spec.root is not None:
         root = spec.root

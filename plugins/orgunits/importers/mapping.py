@@ -262,9 +262,11 @@ def _text(raw: Any, key: str, where: str) -> str | None:
 _SAMPLED = 1000  # records whose nested objects suggest a close match
 
 
-def check_fields(section: Section, records: list[Record], path: Path) -> None:
+def check_fields(section: Section, records: list[Record], path: Path, read_by: Section | None = None) -> None:
     """Every field the section names is in at least one record (a CSV: its header), before anything is read: a
-    typo'd `parent` or `id` would otherwise hang every unit from the root, silently."""
+    typo'd `parent` or `id` would otherwise hang every unit from the root, silently. `read_by`: the section whose
+    reading options read the file (the units', for a level read from their columns)."""
+    reader = read_by or section
     for spec in (*section.fields.values(), *section.aliases, *section.identifiers):
         if spec.path is None or any(has_field(record.fields, spec.path) for record in records):
             continue
@@ -272,8 +274,8 @@ def check_fields(section: Section, records: list[Record], path: Path) -> None:
         nested = {f"{name}.{inner}" for record in records[:_SAMPLED] for name, value in record.fields.items()
                   if isinstance(value, dict) for inner in value}  # `ward.code` for a typo'd `ward.cod`
         close = difflib.get_close_matches(spec.path, [*names, *sorted(nested)], n=1, cutoff=0.6)
-        other = next((c for c in ";\t|," if len(names) == 1 and c in names[0] and c != section.source.delimiter), None)
+        other = next((c for c in ";\t|," if len(names) == 1 and c in names[0] and c != reader.source.delimiter), None)
         hint = (f"; the header is one field holding {other!r}: the file's delimiter is likely {other!r} (set "
-                f"{section.key}.delimiter: {other!r} in the mapping)" if other else "")
+                f"{reader.key}.delimiter: {other!r} in the mapping)" if other else "")
         raise LoadError(f"mapping: {spec.key}: no record of {path.name} has the field {spec.path!r}"
                         f"{f' (did you mean {close[0]!r}?)' if close else ''}; its fields: {', '.join(names)}{hint}")
