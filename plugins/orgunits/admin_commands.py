@@ -128,7 +128,7 @@ def _removed(engine: Engine, args: argparse.Namespace, settings: Settings, accou
              remove: Callable[[Connection], tuple[int, int]], what: str) -> int:
     with transaction(engine, args.dry_run) as conn:
         sources, deleted = remove(conn)
-        tokens = removal_notes(conn, account, settings.auth.default_account, args.purge)  # before a dry run rolls back
+        tokens = removal_notes(conn, account, settings.auth.default_account)  # before a dry run rolls back
     verb = "purge" if args.purge else "remove"
     done = f"would {verb}" if args.dry_run else f"{verb}d"
     of = f"{sources:,} data source{'s' if sources != 1 else ''}, " if args.command == "accounts" else ""

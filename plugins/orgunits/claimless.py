@@ -1,6 +1,7 @@
 """The account a token without an account claim sees (the claimless account), as the data records it: set with the
-first data source, moved by `accounts rename`, never changed by a removal or a purge. Once it holds no data source such
-tokens get 403 naming it (server.access.tenancy.caller_account), never the next tenant's data. And what a removal or
+first data source, moved by `accounts rename`, never changed by a removal or a purge. Removed, its deletions stay
+published to such tokens (their copies drop its units); purged (it holds nothing), they get 403 naming it
+(server.access.tenancy.caller_account), never the next tenant's data. And what a removal or
 a rename changes for tokens, as the command line says it."""
 from __future__ import annotations
 
@@ -52,10 +53,9 @@ def reuse(conn: Connection, account: str) -> None:
     conn.execute(delete(orgunit_setting).where(orgunit_setting.c.name == RENAMED + account))
 
 
-def removal_notes(conn: Connection, account: str, default_account: str | None, purged: bool = False) -> list[str]:
+def removal_notes(conn: Connection, account: str, default_account: str | None) -> list[str]:
     """Which tokens a removal (or purge) of some or all of `account`'s data sources changes, read after it in its
-    transaction (a dry run's too). `default_account`: auth.default_account (it decides for tokens without the claim).
-    A removed account's tokens keep receiving its deletions (their copies converge); a purged one's, nothing."""
+    transaction (a dry run's too). `default_account`: auth.default_account (it decides for tokens without the claim)."""
     left = list(conn.execute(select(data_source.c.name).where(data_source.c.account == account, _LIVE)
                              .order_by(data_source.c.name)).scalars())
     claimless = (default_account or recorded(conn)) == account
@@ -63,9 +63,14 @@ def removal_notes(conn: Connection, account: str, default_account: str | None, p
         also = " and tokens without an account claim (they see this account)" if claimless else ""
         return [f"tokens with the account claim {account!r}{also} keep seeing its other data source"
                 f"{'s' if len(left) != 1 else ''} ({', '.join(left)})"]
-    notes = [f"tokens with the account claim {account!r} see nothing"
-             f"{'' if purged else ' but its deletions (410 on read, DELETE entries: their copies converge)'}: the "
-             "account holds no data source"]
+    kept = conn.execute(select(data_source.c.id).where(data_source.c.account == account).limit(1)).first()
+    if kept is not None:  # removed, not purged: its deletions stay published to its tokens
+        who = f"tokens with the account claim {account!r}" + \
+            (" and tokens without an account claim (they see this account)" if claimless else "")
+        return [f"{who} see its units as deleted (410, a DELETE in _history and $export?_since: their copies drop "
+                "them), and nothing else" + ("; purged, tokens without an account claim get 403 naming it"
+                                             if claimless and not default_account else "")]
+    notes = [f"tokens with the account claim {account!r} see nothing: the account holds no data source"]
     if claimless and default_account:
         notes.append(f"tokens without an account claim see nothing either: auth.default_account names {account!r}")
     elif claimless:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, FromClause, Select, and_, exists, func, literal, or_, select, true
+from sqlalchemy import ColumnElement, FromClause, Select, and_, func, literal, or_, select, true
 from sqlalchemy.orm import aliased
 
 from plugins.orgunits.tables import data_source, org_unit, org_unit_type, orgunit_purge, orgunit_setting, source_version
@@ -57,7 +57,6 @@ SERVED: ColumnElement[bool] = or_(
 SOURCE_HOLDS: ColumnElement[bool] = or_(org_unit.c.deleted.is_(False), org_unit.c.withdrawn.is_(True))
 
 
-
 def types_of(data_source_id: int) -> ColumnElement[bool]:
     """The types a data source's units take: its own (each data source has its own: migration 0015), and its
     account's without a data source (written by a caller naming none)."""
@@ -66,21 +65,16 @@ def types_of(data_source_id: int) -> ColumnElement[bool]:
                and_(org_unit_type.c.data_source_id.is_(None), org_unit_type.c.account == account))
 
 
-_live = data_source.alias("live")
-# the account still holds a data source that is not removed: a removed account is no account at all (its
-# partitions are left out: its tokens see nothing, and tokens without an account claim, when it is the one recorded
-# for them (FIRST_ACCOUNT), get 403)
-LIVE_ACCOUNT: ColumnElement[bool] = exists().where(_live.c.account == data_source.c.account,
-                                                   _live.c.removed_at.is_(None))
-
 # (partition, account, served) of every source version: the partitions of org units (server.declare.provider.Tenancy);
-# a removed data source's versions stay served, so its account's consumers see the deletions in _history
+# a removed data source's versions stay served, so its account's consumers see the deletions in _history; an account
+# whose every data source is removed keeps them too (its tokens see the deletions: 410, DELETE entries), and the
+# engine shows the deletions of a version not served to its account as well
 VERSION_PARTITIONS: Select[Any] = select(source_version.c.id, data_source.c.account, SERVED).select_from(
-    source_version.join(data_source, source_version.c.data_source_id == data_source.c.id)).where(LIVE_ACCOUNT)
+    source_version.join(data_source, source_version.c.data_source_id == data_source.c.id))
 
 # (partition, account, served) of every data source: the partitions of Organizations; a removed one stays served, so
 # its account's consumers see its deletion (410, a DELETE in _history), as they see its units'
-SOURCE_PARTITIONS: Select[Any] = select(data_source.c.id, data_source.c.account, true()).where(LIVE_ACCOUNT)
+SOURCE_PARTITIONS: Select[Any] = select(data_source.c.id, data_source.c.account, true())
 
 # the number of the source version each data source serves (its Organization's source-version extension)
 CURRENT_VERSION: ColumnElement[Any] = (select(source_version.c.number)

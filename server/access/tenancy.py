@@ -13,7 +13,8 @@ from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, exists, false, or_, select, true
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, exists, false, not_, or_, select, true
+from sqlalchemy.sql.util import ClauseAdapter
 
 from server.access.roots import bare_root_type, parse_roots, root_paths
 from server.access.smart_scopes import Query
@@ -21,7 +22,7 @@ from server.declare.provider import ResourceProvider, Tenancy, Via
 from server.errors import Forbidden
 from server.params.paths import in_subtree, outermost, subtree
 from server.params.types.reference import ReferenceTarget, referring
-from server.search.seen import by_deletion, seen
+from server.search.seen import by_deletion, seen, seen_versions
 from server.storage.cache import Bounded
 from server.storage.freshness import Freshness, Snapshot, database_of
 
@@ -87,11 +88,22 @@ class Visibility:
     partitions: frozenset[Any] | None = None
     paths: tuple[str, ...] | None = None
     by_row: bool = True
+    # partitions of the caller's account that are not served: their deletions are still shown (a deleted resource
+    # answers 410 and is a DELETE to whoever's account held it, whatever version its data source serves now)
+    gone: frozenset[Any] = frozenset()
     # a versioned provider's: the versions the caller sees, a condition on the rows of its history table (vread,
     # _history): each version by what scoped it while it was current (Tenancy.versions, Via.versions), else the
     # current version alone of the rows `clause` admits (the one the caller provably may read). None: every version
     # (only when `clause` is None)
     versions: ColumnElement[bool] | None = field(default=None, compare=False)
+    # the kept versions the caller is shown as deletions (departures), conditions on the rows of the history table
+    # (None: none). `departed`: where a resource provably left its view (the version before was in it, this one is
+    # not: moved out of its subtrees, or out of what it is seen through). `unmatched`, told to a sync (`_since`)
+    # only: narrowed by a query, proven on the current row alone, the current version of a resource its account and
+    # subtrees hold that does not match it (one that never did is told too: a sync client drops what it does not
+    # hold; never its content)
+    departed: ColumnElement[bool] | None = field(default=None, compare=False)
+    unmatched: ColumnElement[bool] | None = field(default=None, compare=False)
     # narrowed by a SMART scope's query (AccessScope.filters): `clause` is `unfiltered` AND the query's matches; a
     # search's look-ups (the path a :below names) read the rows of `unfiltered`, the rows the token's account and
     # roots hold (a scope `partof:below=Location/9` finds the units below 9, though 9 is not among its matches)
@@ -106,8 +118,9 @@ class Visibility:
         """The rows a search's look-ups read."""
         return self.unfiltered if self.filtered else self.clause
 
-    def admits(self, partition: Any, path: str | None) -> bool:
-        if self.partitions is not None and partition not in self.partitions:
+    def admits(self, partition: Any, path: str | None, deleted: bool = False) -> bool:
+        if self.partitions is not None and partition not in self.partitions and \
+                not (deleted and partition in self.gone):
             return False
         return self.paths is None or any(in_subtree(path, p) for p in self.paths)
 
@@ -131,6 +144,32 @@ def _in_partitions(column: ColumnElement[Any] | None, partitions: frozenset[Any]
                                  literal_execute=True))]
 
 
+@dataclass(frozen=True)
+class Partitions:
+    """A caller's partitions of one provider: `served` (None: every one, no condition) and `gone`, those of its
+    account that are not served, where only deletions are shown."""
+
+    served: frozenset[Any] | None
+    gone: frozenset[Any] = frozenset()
+
+    def rows(self, provider: ResourceProvider, column: ColumnElement[Any] | None) -> list[ColumnElement[bool]]:
+        """The condition on the provider's rows: in a served partition, or deleted in a gone one."""
+        served = _in_partitions(column, self.served)
+        if not served or not self.gone:
+            return served
+        return [by_deletion(provider, served[0], or_(served[0], *_in_partitions(column, self.gone)))]
+
+    def versions(self, flag: ColumnElement[Any], column: ColumnElement[Any] | None) -> list[ColumnElement[bool]]:
+        """The same on kept versions (`column`: their partition, `flag`: their deletion)."""
+        served = _in_partitions(column, self.served)
+        if not served or not self.gone:
+            return served
+        return [or_(served[0], and_(*seen_versions(flag, and_(*_in_partitions(column, self.gone)), deleted=True)))]
+
+
+EVERY_PARTITION = Partitions(None)
+
+
 def _in_paths(column: ColumnElement[Any] | None, paths: tuple[str, ...] | None) -> list[ColumnElement[bool]]:
     if paths is None:
         return []
@@ -142,19 +181,21 @@ def _all(conds: list[ColumnElement[bool]]) -> ColumnElement[bool] | None:
     return and_(true(), *conds) if conds else None
 
 
-def _own(provider: ResourceProvider, tenancy: Tenancy, partitions: frozenset[Any] | None,
-         paths: tuple[str, ...] | None) -> Visibility:
+def _own(provider: ResourceProvider, tenancy: Tenancy, parts: Partitions, paths: tuple[str, ...] | None) -> Visibility:
     """Scoped by its partitions, and by its own subtree when `paths` is given; each kept version by its own
     partition and path when the provider declares them (Tenancy.versions)."""
-    clause = _all([*_in_partitions(tenancy.partition, partitions), *_in_paths(tenancy.path, paths)])
-    key = _digest(sorted(partitions, key=str) if partitions is not None else None, paths)
+    clause = _all([*parts.rows(provider, tenancy.partition), *_in_paths(tenancy.path, paths)])
+    key = _digest(sorted(parts.served, key=str) if parts.served is not None else None, sorted(parts.gone, key=str),
+                  paths)
     versions = None
     if clause is not None and tenancy.scoped_per_version(provider.versioning) and tenancy.via is None:
-        own = tenancy.versions
-        assert own is not None
-        versions = and_(true(), *_in_partitions(own.partition if tenancy.partition is not None else None,
-                                                partitions), *_in_paths(own.path, paths))
-    return Visibility(clause, key, partitions, paths, versions=versions, restricted=paths is not None)
+        own, versioning = tenancy.versions, provider.versioning
+        assert own is not None and versioning is not None
+        versions = and_(true(), *parts.versions(versioning.history_deleted,
+                                                own.partition if tenancy.partition is not None else None),
+                        *_in_paths(own.path, paths))
+    return Visibility(clause, key, parts.served, paths, gone=parts.gone, versions=versions,
+                      restricted=paths is not None)
 
 
 def _referring(provider: ResourceProvider, target: ReferenceTarget, ids: Any) -> ColumnElement[bool]:
@@ -217,13 +258,32 @@ def _current_versions(provider: ResourceProvider, clause: ColumnElement[bool]) -
                           clause).correlate_except(provider.table)
 
 
+def _departed(provider: ResourceProvider, vis: Visibility) -> ColumnElement[bool] | None:
+    """The versions a caller narrowed beyond its account provably left its view by (Visibility.departed): each
+    version scoped by what scoped it (`versions`), those not in its view whose version before was."""
+    versioning = provider.versioning
+    assert versioning is not None
+    if vis.filtered or not vis.restricted or vis.versions is None:
+        return None
+    before = versioning.history.alias("before")  # type: ignore[attr-defined]
+    was_seen = ClauseAdapter(before).traverse(vis.versions)
+    return and_(not_(vis.versions), exists().where(
+        before.c[versioning.history_id.key] == versioning.history_id,
+        before.c[versioning.history_version.key] == versioning.history_version - 1, was_seen))
+
+
 def _with_versions(provider: ResourceProvider, vis: Visibility) -> Visibility:
-    """`vis` with the versions it shows: those its scope proves per version, else the current ones."""
+    """`vis` with the versions it shows: those its scope proves per version, else the current ones; and those it
+    shows as departures."""
     if provider.versioning is None or vis.clause is None:
         return vis
-    if vis.filtered or vis.versions is None:  # a query is proven on the current row only
+    if vis.filtered:  # a query is proven on the current row only
+        outside = not_(vis.clause) if vis.unfiltered is None else and_(vis.unfiltered, not_(vis.clause))
+        return replace(vis, versions=_current_versions(provider, vis.clause),
+                       unmatched=_current_versions(provider, outside))
+    if vis.versions is None:
         return replace(vis, versions=_current_versions(provider, vis.clause))
-    return vis
+    return replace(vis, departed=_departed(provider, vis))
 
 
 # what a SMART scope's queries on a type select, compiled as `[type]?query` is for the caller (the engine's one
@@ -270,14 +330,15 @@ class Scoper:
                                                         (*chain, provider.resource_type)))
 
     def _partitions(self, snapshot: Snapshot, provider: ResourceProvider, scope: AccessScope,
-                    account: str | None) -> frozenset[Any] | None:
+                    account: str | None) -> Partitions:
         rows = snapshot.partitions.get(provider.resource_type, ())
-        allowed = frozenset(k for k, acct, served in rows if served and (account is None or acct == account))
+        mine = [(k, served) for k, acct, served in rows if account is None or acct == account]
+        allowed = frozenset(k for k, served in mine if served)
         if scope.all_accounts and len(allowed) == len(rows):
-            return None  # trusted in-process callers: no condition when every partition is served
+            return EVERY_PARTITION  # trusted in-process callers: no condition when every partition is served
         # else always an explicit list of the caller's partitions: one created since the snapshot (another
         # account's, a new version) stays out until the next look (a second at most), never the other way
-        return allowed
+        return Partitions(allowed, frozenset(k for k, served in mine if not served))
 
     def _build(self, conn: Connection, snapshot: Snapshot, provider: ResourceProvider, tenancy: Tenancy,
                scope: AccessScope, narrow: Narrow, chain: tuple[str, ...]) -> Visibility:
@@ -293,29 +354,29 @@ class Scoper:
     def _scoped(self, conn: Connection, snapshot: Snapshot, provider: ResourceProvider, tenancy: Tenancy,
                 scope: AccessScope, narrow: Narrow, chain: tuple[str, ...]) -> Visibility:
         account = self.account(conn, scope, snapshot)  # first: 403 whatever the provider
-        partitions = self._partitions(snapshot, provider, scope, account) if tenancy.partition is not None else None
+        parts = self._partitions(snapshot, provider, scope, account) if tenancy.partition is not None \
+            else EVERY_PARTITION
         if tenancy.via is not None:
             whole = scope.all_accounts or tenancy.partition is not None or snapshot.accounts == {account}
-            return self._through(conn, provider, tenancy, tenancy.via, scope, partitions, whole, narrow, chain)
+            return self._through(conn, provider, tenancy, tenancy.via, scope, parts, whole, narrow, chain)
         if tenancy.subtree is None:  # account only: it cannot apply subtree roots
-            return NOTHING if scope.roots is not None else _own(provider, tenancy, partitions, None)
+            return NOTHING if scope.roots is not None else _own(provider, tenancy, parts, None)
         if scope.roots is None:
-            return _own(provider, tenancy, partitions, None)
+            return _own(provider, tenancy, parts, None)
         roots = parse_roots(scope.roots)
         paths = root_paths(conn, provider, tenancy.subtree, roots, bare_root_type(self.freshness.registry),
-                           partitions) if roots else []
-        return _own(provider, tenancy, partitions, outermost(paths))
+                           parts.served) if roots else []
+        return _own(provider, tenancy, parts, outermost(paths))
 
     def _through(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy, via: Via, scope: AccessScope,
-                 partitions: frozenset[Any] | None, whole: bool, narrow: Narrow,
-                 chain: tuple[str, ...]) -> Visibility:
+                 parts: Partitions, whole: bool, narrow: Narrow, chain: tuple[str, ...]) -> Visibility:
         """Visible when a resource the reference points at is (or, `reverse`, one that points at it): rows whose
         reference is among the other provider's visible rows. A caller the other provider's visibility does not
         narrow beyond its account sees every row of its account (`whole`: of its partitions; a provider without
         partitions, whose account its references decide: every row when the caller's account is the only one, or
         to a trusted caller), else those referring to (or referred to by) a resource of its account, live or
         deleted."""
-        own = _own(provider, tenancy, partitions, None)
+        own = _own(provider, tenancy, parts, None)
         other = self.freshness.registry.providers.get(via.resource_type)
         holder = other if via.reverse else provider  # the provider whose parameter holds the reference
         param = holder.params_by_name.get(via.param) if isinstance(holder, ResourceProvider) else None
@@ -329,10 +390,12 @@ class Scoper:
             return NOTHING
         seen = self._visibility(conn, other, scope, narrow, chain)
         key = _digest(own.key, via, seen.key)
-        own_versions = _all(_in_partitions(tenancy.versions.partition if tenancy.versions else None, partitions))
+        versioning = provider.versioning
+        own_versions = _all(parts.versions(versioning.history_deleted, tenancy.versions.partition)) \
+            if versioning is not None and tenancy.versions is not None else None
         if not seen.restricted and whole:
-            versions = own_versions if tenancy.scoped_per_version(provider.versioning) else None
-            return Visibility(own.clause, key, partitions, by_row=False, versions=versions)
+            versions = own_versions if tenancy.scoped_per_version(versioning) else None
+            return Visibility(own.clause, key, parts.served, by_row=False, gone=parts.gone, versions=versions)
         ids = select(other.id_column).select_from(other.table).where(*([seen.clause] if seen.clause is not None
                                                                         else []))
         if via.reverse:
@@ -342,5 +405,5 @@ class Scoper:
         versions = None
         if via.versions is not None and tenancy.scoped_per_version(provider.versioning):
             versions = _versions_referring(provider, via.versions, ids, own_versions)
-        return Visibility(_all([*([own.clause] if own.clause is not None else []), referred]), key, partitions,
-                          by_row=False, versions=versions, restricted=seen.restricted)
+        return Visibility(_all([*([own.clause] if own.clause is not None else []), referred]), key, parts.served,
+                          by_row=False, gone=parts.gone, versions=versions, restricted=seen.restricted)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from sqlalchemy import ColumnElement, Engine
+from sqlalchemy import ColumnElement, Engine, or_
 
 from server.bulk.files import NdjsonFiles, Written, job_directory, remove_job
 from server.bulk.jobs import Job, JobStore
@@ -108,7 +108,8 @@ class Runner:
         with self.engine.connect() as conn:
             vis = visibility(self.ctx, conn, provider, plan.caller)
             view = AsOf(plan.job.transaction_time, plan.request.since, vis.clause,
-                        self.ctx.freshness.splices(conn, provider), plan.filters.get(rtype), vis.versions)
+                        self.ctx.freshness.splices(conn, provider), plan.filters.get(rtype), vis.versions,
+                        _departures(vis.departed, vis.unmatched))
             for batch in resources(conn, provider, view):
                 self._check()
                 files.write(batch)
@@ -119,6 +120,13 @@ class Runner:
                 gone.write([_deleted_entry(rtype, rid) for rid in ids])
         self.beat(f"{rtype}: {files.total} exported ({self.exported} in all)", force=True)
         return files.close(), gone.close()
+
+
+def _departures(*conds: ColumnElement[bool] | None) -> ColumnElement[bool] | None:
+    """What an export `_since` lists as gone besides deletions: what left the caller's view, and what no longer
+    matches its query scope (server.access.tenancy.Visibility.departed, .unmatched)."""
+    found = [c for c in conds if c is not None]
+    return or_(*found) if found else None
 
 
 def manifest(job: Job, file_url: Callable[[str], str], entries: dict[str, Sequence[dict[str, Any]]]) -> dict[str, Any]:

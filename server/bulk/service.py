@@ -27,7 +27,6 @@ from server.engine.parsing import parse_selection
 from server.engine.searches import search_condition
 from server.errors import Forbidden, InternalError, ResourceNotFound, TooManyRequests
 from server.storage.db import create_db_engine
-from server.storage.freshness import synced_now
 from server.storage.writes import complete_through
 
 log = logging.getLogger("orgunit_fhir")
@@ -166,8 +165,12 @@ class BulkService:
         started = now()
         store = self.store
         bulk = self.settings.bulk
-        with self.requests_engine.connect() as conn:  # every version at or before it is committed, any write still
-            at = complete_through(synced_now(conn, self.ctx.registry))  # open stamps later (server.storage.writes)
+        # transactionTime: the sync point of the snapshot whose partitions the job reads (the one that bounds
+        # _history), never a fresher instant: a data source loaded since that snapshot is after it, in the next
+        # export's _since, not lost between two exports (every version before it is committed, any write still
+        # open stamps later: server.storage.writes)
+        with self.requests_engine.connect() as conn:
+            at = complete_through(self.ctx.freshness.snapshot(conn).synced)
         job = Job(uuid.uuid4().hex, owner, call.url, request.to_json(), at, "running", "exporting", 0, None, started,
                   started, started + timedelta(seconds=bulk.expire_seconds))
         if not store.create(job, bulk.max_running):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Select, and_, case, func, null, select, true, type_coerce
+from sqlalchemy import ColumnElement, Connection, Select, and_, case, func, not_, null, or_, select, true, type_coerce
 from sqlalchemy.sql.util import ClauseAdapter
 
 from server.declare.provider import ResourceProvider, Versioning
@@ -49,6 +49,8 @@ class AsOf:
     # the versions the caller sees (server.access.tenancy.Visibility.versions: each by what scoped it while current);
     # a resource changed since T is exported as its version at T was scoped, when the caller could read that one
     versions: ColumnElement[bool] | None = None
+    # the versions the caller is shown as deletions (Visibility.departed: a resource that left its view)
+    departed: ColumnElement[bool] | None = None
 
 
 def _filtered(provider: ResourceProvider, view: AsOf) -> list[ColumnElement[bool]]:
@@ -70,6 +72,24 @@ def _seen(provider: ResourceProvider, view: AsOf, flag: ColumnElement[Any], dele
     return seen(provider, view.visible, deleted=flag)
 
 
+def _gone(provider: ResourceProvider, view: AsOf, flag: ColumnElement[Any],
+          version: ColumnElement[bool] | None, departed: ColumnElement[bool] | None) -> ColumnElement[bool]:
+    """What a `_since` export lists as deleted, of the versions at T (`flag`: their deletion; `version`: the caller
+    sees them, None: by the current row): deletions it sees (matched by `_typeFilter` as they were when deleted),
+    departures (`departed`: they left its view), and, with `_typeFilter`, a live resource it sees that no longer
+    matches it (a sync client filtered so drops it)."""
+    if version is None:
+        deletions, live = [*_seen(provider, view, flag, True), *_filtered(provider, view)], \
+            _seen(provider, view, flag, False)
+    else:
+        deletions, live = [*seen_versions(flag, version, deleted=True), *_filtered(provider, view)], \
+            seen_versions(flag, version, deleted=False)
+    arms = [and_(*deletions), *([departed] if departed is not None else [])]
+    if view.matching is not None:
+        arms.append(and_(*live, not_(and_(*_filtered(provider, view)))))
+    return or_(*arms)
+
+
 def _versions(v: Versioning) -> tuple[Any, Any, Any, Any, Any]:
     return v.history_id, v.history_version, v.history_updated, v.history_deleted, v.history_snapshot
 
@@ -87,9 +107,10 @@ def unchanged(provider: ResourceProvider, view: AsOf, *, deleted: bool = False,
     assert v is not None
     hid, _, updated, is_deleted, snapshot = _versions(v)
     since = [updated > view.since] if view.since is not None else []
-    where = [updated <= view.at, *_seen(provider, view, is_deleted, deleted), *since, *_filtered(provider, view)]
     if deleted:
+        where = [updated <= view.at, *since, _gone(provider, view, is_deleted, None, view.departed)]
         return select(hid).select_from(_current_join(provider, v)).where(*where).order_by(hid)
+    where = [updated <= view.at, *_seen(provider, view, is_deleted, False), *since, *_filtered(provider, view)]
     body = provider.prerendered.body if view.bodies and provider.prerendered is not None else null()
     if stored is not None:
         where.append(body.is_not(None) if stored else body.is_(None))
@@ -114,11 +135,13 @@ def changed(provider: ResourceProvider, view: AsOf, *, deleted: bool = False) ->
     since = [at_t.c[updated.key] > view.since] if view.since is not None else []
     flag = at_t.c[v.history_deleted.key]
     # its version at T, as the caller could read it then (not as the resource is placed now)
-    scope = seen_versions(flag, ClauseAdapter(at_t).traverse(view.versions), deleted=deleted) \
-        if view.versions is not None else _seen(provider, view, flag, deleted)
-    where = [updated > view.at, *scope, *since, *_filtered(provider, view)]
+    version = ClauseAdapter(at_t).traverse(view.versions) if view.versions is not None else None
     if deleted:
+        departed = ClauseAdapter(at_t).traverse(view.departed) if view.departed is not None else None
+        where = [updated > view.at, *since, _gone(provider, view, flag, version, departed)]
         return select(provider.id_column).select_from(source).where(*where).order_by(provider.id_column)
+    scope = seen_versions(flag, version, deleted=False) if version is not None else _seen(provider, view, flag, False)
+    where = [updated > view.at, *scope, *since, *_filtered(provider, view)]
     body = at_t.c[provider.prerendered.body.key] if view.bodies and provider.prerendered is not None else null()
     return (select(body.label("body"), at_t.c[v.history_snapshot.key].label("snapshot")).select_from(source)
             .where(*where).order_by(provider.id_column))

@@ -43,6 +43,9 @@ class Scope:
     roots: tuple[str, ...]
     sees: frozenset[str]
     versions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # id -> the versions (of `versions`) this token is shown as deletions: the resource left its view there (moved
+    # out of its subtrees; of a provider scoped per version): a DELETE in `_history` (and `_since`), a vread 410
+    departures: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,8 @@ def fetch(ctx: ServerContext, provider: ResourceProvider, rid: str, caller: Call
         prepared = (ctx.reads if clause is None else ctx.scoped_reads)[provider.resource_type]
         found_rows = yield Query(prepared.bind(id=stored))
         found = StoredVersion.of(found_rows[0]) if found_rows else None
-        if found is not None and not (yield from sees(ctx, provider, vis, stored, (found.partition, found.path))):
+        if found is not None and not (yield from sees(ctx, provider, vis, stored,
+                                                      (found.partition, found.path, found.deleted))):
             found = None  # outside the caller's scope: the same answer as an unknown id
         if found is None:
             raise not_found(provider.resource_type, rid)

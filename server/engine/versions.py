@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import or_
+
 from server.declare.provider import ResourceProvider, Versioning
 from server.declare.rendered import Rendered, tagged
 from server.engine.bundle import history, history_entry
@@ -53,8 +55,8 @@ def vread_steps(ctx: ServerContext, caller: Caller, resource_type: str, rid: str
         raise ResourceNotFound(f"{resource_type}/{rid}/_history/{vid} is not known")
     snapshot = yield from fresh(ctx)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
-    query = version_query(versioning, stored, int(vid), _bodies(provider, snapshot))
-    found = yield from rows(ctx, query if vis.versions is None else query.where(vis.versions))
+    found = yield from rows(ctx, version_query(versioning, stored, int(vid), _bodies(provider, snapshot), vis.versions,
+                                               vis.departed))
     if not found:
         raise ResourceNotFound(f"{resource_type}/{rid} has no version {vid}")
     deleted, content, body = found[0]
@@ -72,13 +74,18 @@ def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryReq
     synced = snapshot.synced  # every version before it is committed: a fixed set
     request = request.bounded(synced)
 
+    # departures: those proven, and to a sync (`_since`) what no longer matches a query scope
+    departed = or_(*(c for c in (vis.departed, vis.unmatched) if c is not None)) \
+        if request.since and vis.unmatched is not None else vis.departed
+
     def counted() -> Steps[Any]:
-        return history_count(versioning, request, stored, scoped)
+        return history_count(versioning, request, stored, scoped, departed)
         yield  # no look-up first
 
     total = yield from count(ctx, provider, snapshot, (path, request.key, vis.key), counted)
     body = _bodies(provider, snapshot)
-    found = (yield from rows(ctx, history_page(versioning, request, stored, body, scoped, extra_row=1),
+    found = (yield from rows(ctx, history_page(versioning, request, stored, body, scoped, extra_row=1,
+                                               departed=departed),
                              bounded=False)) if request.count else []
     has_next = len(found) > request.count
     found = found[:request.count]
@@ -106,7 +113,7 @@ def history_instance_steps(ctx: ServerContext, caller: Caller, base: str, resour
     snapshot = yield from fresh(ctx)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
     # known when one of its versions is visible: the same query for an id out of sight and an unknown one
-    known = yield from scalar(ctx, history_count(versioning, HistoryRequest(), stored, vis.versions))
+    known = yield from scalar(ctx, history_count(versioning, HistoryRequest(), stored, vis.versions, vis.departed))
     if not known:
         raise not_found(resource_type, rid)
     return (yield from _history(ctx, provider, request, base, f"{resource_type}/{rid}/_history", stored, caller,

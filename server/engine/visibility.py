@@ -79,8 +79,8 @@ def seen_across(ctx: ServerContext, caller: Caller, request: SearchRequest,
 
 
 def sees(ctx: ServerContext, provider: ResourceProvider, vis: Visibility, stored: Any,
-         row: tuple[Any, Any] | None = None) -> Steps[bool]:
-    """Whether the caller sees the row `stored` (False when there is none): from its (partition, path) when given
+         row: tuple[Any, Any, bool] | None = None) -> Steps[bool]:
+    """Whether the caller sees the row `stored` (False when there is none): from its (partition, path, deleted) when given
     and enough, else with one query, the same for an unknown id."""
     if vis.clause is None:
         return True

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, exists, func, null, select, tuple_
+from sqlalchemy import ColumnElement, Select, case, exists, func, null, or_, select, true, tuple_
 
 from server.declare.instants import exact_instant, instant
 from server.errors import InvalidValue, UnsupportedParameter
@@ -112,18 +112,29 @@ def _conditions(v: Versioning, request: HistoryRequest, stored_id: Any | None,
     return conds
 
 
+def _shown(within: ColumnElement[bool] | None, departed: ColumnElement[bool] | None) -> ColumnElement[bool] | None:
+    """The versions a caller is shown: those it sees, and those it sees as deletions (departures)."""
+    return within if departed is None or within is None else or_(within, departed)
+
+
+def _deleted(v: Versioning, departed: ColumnElement[bool] | None) -> ColumnElement[Any]:
+    """A version's deletion flag as the caller is shown it: a departure is a deletion in its view."""
+    return v.history_deleted if departed is None else case((departed, true()), else_=v.history_deleted)
+
+
 def history_page(v: Versioning, request: HistoryRequest, stored_id: Any | None = None,
                  body: ColumnElement[Any] | None = None, within: ColumnElement[bool] | None = None,
-                 extra_row: int = 0) -> Select[Any]:
+                 extra_row: int = 0, departed: ColumnElement[bool] | None = None) -> Select[Any]:
     """id, version, instant, deleted, snapshot and the stored body (`body`, or NULL) of each version, newest first
-    (`extra_row` more than a page: whether there is a next one); `within`: the versions of the resources the caller
-    may see (server.search.sql.within)."""
-    conds = _conditions(v, request, stored_id, within)
+    (`extra_row` more than a page: whether there is a next one); `within`: the versions the caller may see
+    (server.access.tenancy.Visibility.versions), `departed`: those it is shown as deletions (the version before was
+    in its view, this one is not: the resource left it)."""
+    conds = _conditions(v, request, stored_id, _shown(within, departed))
     if request.after is not None:
         updated, version, rid = request.after
         conds.append(tuple_(v.history_updated, v.history_id, v.history_version) <
                      tuple_(updated, _typed(v.history_id, rid), version))
-    return (select(v.history_id, v.history_version, v.history_updated, v.history_deleted, v.history_snapshot,
+    return (select(v.history_id, v.history_version, v.history_updated, _deleted(v, departed), v.history_snapshot,
                    body if body is not None else null())
             .where(*conds)
             .order_by(v.history_updated.desc(), v.history_id.desc(), v.history_version.desc())
@@ -139,10 +150,15 @@ def _typed(column: ColumnElement[Any], raw: str) -> Any:
 
 
 def history_count(v: Versioning, request: HistoryRequest, stored_id: Any | None = None,
-                  within: ColumnElement[bool] | None = None) -> Select[Any]:
-    return select(func.count()).select_from(v.history).where(*_conditions(v, request, stored_id, within))
+                  within: ColumnElement[bool] | None = None, departed: ColumnElement[bool] | None = None) -> Select[Any]:
+    return select(func.count()).select_from(v.history).where(*_conditions(v, request, stored_id,
+                                                                          _shown(within, departed)))
 
 
-def version_query(v: Versioning, stored_id: Any, version: int, body: ColumnElement[Any] | None = None) -> Select[Any]:
-    return select(v.history_deleted, v.history_snapshot, body if body is not None else null()).where(
-        v.history_id == stored_id, v.history_version == version)
+def version_query(v: Versioning, stored_id: Any, version: int, body: ColumnElement[Any] | None = None,
+                  within: ColumnElement[bool] | None = None, departed: ColumnElement[bool] | None = None) -> Select[Any]:
+    """One version (deleted, snapshot, stored body), if the caller is shown it (`within`, `departed`: as
+    history_page's)."""
+    shown = _shown(within, departed)
+    return select(_deleted(v, departed), v.history_snapshot, body if body is not None else null()).where(
+        v.history_id == stored_id, v.history_version == version, *([shown] if shown is not None else []))

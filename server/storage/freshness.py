@@ -104,12 +104,6 @@ class Freshness:
             return snapshot
 
 
-def synced_now(conn: Connection, registry: Registry) -> datetime:
-    """The sync point of what `conn` reads at this instant (not a snapshot's: a Bulk Data transactionTime)."""
-    newest = (_generation(conn, p) for p in registry.table_backed if p.versioning is not None)
-    return sync_point(generation[0] for generation in newest if generation is not None)
-
-
 def synced(snapshot: Snapshot, provider: ResourceProvider) -> datetime | None:
     """The sync point an answer about `provider` read after `snapshot` gives (Bundle.meta.lastUpdated): the
     snapshot's, for a provider that keeps versions (the others have no instants to sync by)."""

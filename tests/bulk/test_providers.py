@@ -80,11 +80,12 @@ def test_since_covers_every_provider(api: TestClient, ctx: ServerContext) -> Non
 def test_since_lists_a_deletion_to_whoever_saw_the_resource(api: TestClient, ctx: ServerContext,
                                                             roots: tuple[str, ...]) -> None:
     """Issue 36: a subtree token's `$export?_since` lists the deletions of what it saw (a practitioner deleted with
-    its roles included: it was deleted for no one), nothing of what it did not."""
+    its roles included: it was deleted for no one), nothing of what it did not; and (issue 37) what left its view
+    (a service moved out of its region)."""
     headers = bearer(ctx.settings, org_unit_roots=list(roots))
     found = export(api, headers=headers, _since="1990-01-01T00:00:00Z")
     deleted = {orjson.loads(b)["entry"][0]["request"]["url"] for b in lines(api, found["deleted"], headers).get(
         "Bundle", [])}
     declared = {t: scope for t, s in SAMPLES.items() if t in TABLE_BACKED for scope in s.scopes if scope.roots == roots}
     assert {d for d in deleted if d.split("/")[0] in declared} == {
-        f"{t}/{i}" for t, scope in declared.items() for i in SAMPLES[t].deleted & scope.sees}
+        f"{t}/{i}" for t, scope in declared.items() for i in (SAMPLES[t].deleted & scope.sees) | set(scope.departures)}

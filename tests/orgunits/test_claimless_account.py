@@ -79,10 +79,8 @@ def _set_default_account(operator: Operator, account: str) -> None:
 @pytest.mark.parametrize("undo", [
     pytest.param(PURGE_DEMO, id="data-source-purge"),
     pytest.param(("accounts", "remove", "default", "--force", "--purge"), id="account-purge"),
-    pytest.param(("data-sources", "remove", "Demo", "--account", "default", "--force"), id="data-source-remove"),
-    pytest.param(("accounts", "remove", "default", "--force"), id="account-remove"),
 ])
-def test_a_removal_never_hands_claimless_tokens_to_another_account(operator: Operator, undo: tuple[str, ...]) -> None:
+def test_a_purge_never_hands_claimless_tokens_to_another_account(operator: Operator, undo: tuple[str, ...]) -> None:
     _two_accounts(operator)
     with operator.consumer(account="sl-sample") as partner:
         sl_ids = {e["resource"]["id"] for e in partner.get("/fhir/Location", params={"_count": 100}).json()["entry"]}
@@ -101,6 +99,33 @@ def test_a_removal_never_hands_claimless_tokens_to_another_account(operator: Ope
         assert _total(partner) == SL_UNITS  # sl-sample's own tokens are untouched
     with operator.consumer(account="default") as named:
         assert _total(named) == 0
+
+
+@pytest.mark.parametrize("undo", [
+    pytest.param(("data-sources", "remove", "Demo", "--account", "default", "--force"), id="data-source-remove"),
+    pytest.param(("accounts", "remove", "default", "--force"), id="account-remove"),
+])
+def test_a_removal_shows_claimless_tokens_its_deletions_never_another_account(operator: Operator,
+                                                                              undo: tuple[str, ...]) -> None:
+    """Removed (not purged), the account's deletions stay published to its tokens, claimless ones included: their
+    copies drop its units (issue 37 item 2: a removal published no deletion to them); never sl-sample's data."""
+    _two_accounts(operator)
+    with operator.consumer(account="sl-sample") as partner:
+        sl_ids = {e["resource"]["id"] for e in partner.get("/fhir/Location", params={"_count": 100}).json()["entry"]}
+    with operator.consumer() as client, operator.consumer(account="default") as named:
+        since = client.get("/fhir/Location/_history", params={"_count": 1}).json()["meta"]["lastUpdated"]
+        said = operator.ok(*undo)
+        assert ("tokens with the account claim 'default' and tokens without an account claim (they see this account) "
+                "see its units as deleted") in said, said
+        for consumer in (client, named):
+            consumer.app.state.ctx.freshness.expire()
+            assert _total(consumer) == 0
+            assert consumer.get("/fhir/Location/1").status_code == 410
+            assert consumer.get(f"/fhir/Location/{min(sl_ids)}").status_code == 404
+            history = consumer.get("/fhir/Location/_history", params={"_since": since, "_count": 100}).json()
+            gone = {e["request"]["url"].rsplit("/", 1)[1] for e in history["entry"]}
+            assert {e["request"]["method"] for e in history["entry"]} == {"DELETE"}
+            assert len(gone) == DEMO_UNITS and not gone & sl_ids
 
 
 @pytest.mark.parametrize("path", [
@@ -142,8 +167,9 @@ def test_a_third_party_type_scoped_through_location_answers_403_too(operator: Op
                   "nothing", "if done: tokens without an account claim get 403 naming account 'default'"], [],
                  id="dry-run"),
     pytest.param((), ("accounts", "remove", "default", "--force", "--dry-run"),
-                 ["would remove account 'default'", "if done: tokens without an account claim get 403"], [],
-                 id="account-remove-dry-run"),
+                 ["would remove account 'default'", "if done: tokens with the account claim 'default' and tokens "
+                  "without an account claim (they see this account) see its units as deleted",
+                  "purged, tokens without an account claim get 403 naming it"], [], id="account-remove-dry-run"),
     pytest.param((), ("accounts", "remove", "sl-sample", "--force", "--purge"),
                  ["tokens with the account claim 'sl-sample' see nothing"], ["without an account claim"],
                  id="another-account"),

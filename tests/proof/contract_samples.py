@@ -32,7 +32,8 @@ HEALTHCARE_SERVICE = Samples(
     # a service is seen by whoever sees one of its locations (each version by its own); one without a location only
     # by callers seeing the whole account
     scopes=(Scope(("Location/10",), frozenset({"1", "2", "4", "7", "8"}), versions={"8": ("2",)}),
-            Scope(("Location/3",), frozenset({"3", "4"}), versions={"8": ("1",)}),
+            # service 8 left region 3: its version 2 is a deletion there (a departure)
+            Scope(("Location/3",), frozenset({"3", "4"}), versions={"8": ("2", "1")}, departures={"8": ("2",)}),
             Scope(("Location/1",), frozenset({"1", "2", "3", "4", "5", "7", "8"}))),
 )
 
@@ -62,7 +63,7 @@ PRACTITIONER_ROLE = Samples(
     deleted=frozenset({"5", "6"}),
     # each version by the Locations it was held at: role 3 moved from Location 3 to Location 30
     scopes=(Scope(("Location/10",), frozenset({"1", "3", "5", "6"}), versions={"3": ("2",)}),
-            Scope(("Location/3",), frozenset({"4"}), versions={"3": ("1",)}),
+            Scope(("Location/3",), frozenset({"4"}), versions={"3": ("2", "1")}, departures={"3": ("2",)}),
             Scope(("Location/1",), frozenset({"1", "2", "3", "4", "5", "6"}))),
 )
 

@@ -192,26 +192,34 @@ def test_a_role_its_facility_and_the_facilitys_parents_in_one_request(api: TestC
 
 # ------------------------------------------------------------------ each version scoped by its own references
 
-@pytest.mark.parametrize(("roots", "read", "versions"), [
-    pytest.param(("Location/10",), 200, {"2"}, id="moved-in: the version held outside is not its"),
-    pytest.param(("Location/3",), 404, {"1"}, id="moved-out: the version held here stays its"),
-    pytest.param(("Location/1",), 200, {"1", "2"}, id="both"),
-    pytest.param(("Location/11",), 404, set(), id="neither"),
+# (roots, read, the versions it sees, the versions it is shown as deletions): the region the role left keeps the
+# version held there and is told it left (issue 37: its version 2 is a deletion there, a departure)
+@pytest.mark.parametrize(("roots", "read", "versions", "departures"), [
+    pytest.param(("Location/10",), 200, {"2"}, set(), id="moved-in: the version held outside is not its"),
+    pytest.param(("Location/3",), 404, {"1"}, {"2"}, id="moved-out: the version held here stays its"),
+    pytest.param(("Location/1",), 200, {"1", "2"}, set(), id="both"),
+    pytest.param(("Location/11",), 404, set(), set(), id="neither"),
 ])
 def test_each_version_of_a_role_is_seen_by_the_locations_it_was_held_at(
-        api: TestClient, ctx: ServerContext, roots: tuple[str, ...], read: int, versions: set[str]) -> None:
+        api: TestClient, ctx: ServerContext, roots: tuple[str, ...], read: int, versions: set[str],
+        departures: set[str]) -> None:
     headers = _as(ctx, *roots)
     assert api.get("/fhir/PractitionerRole/3", headers=headers).status_code == read
     for vid in ("1", "2"):
         answer = api.get(f"/fhir/PractitionerRole/3/_history/{vid}", headers=headers)
-        assert answer.status_code == (200 if vid in versions else 404), answer.text
+        assert answer.status_code == (200 if vid in versions else 410 if vid in departures else 404), answer.text
     history = api.get("/fhir/PractitionerRole/3/_history", headers=headers)
     assert history.status_code == (200 if versions else 404)
+
+    def shown(bundle: dict[str, Any]) -> tuple[set[str], set[str]]:
+        mine = [e for e in bundle.get("entry", ()) if e["fullUrl"].endswith("/PractitionerRole/3")]
+        return ({e["resource"]["meta"]["versionId"] for e in mine if "resource" in e},
+                {e["response"]["etag"][3:-1] for e in mine if e["request"]["method"] == "DELETE"})
+
     if versions:
-        assert {e["resource"]["meta"]["versionId"] for e in history.json()["entry"]} == versions
+        assert shown(history.json()) == (versions, departures)
     typed = api.get("/fhir/PractitionerRole/_history?_count=100", headers=headers).json()
-    assert {e["resource"]["meta"]["versionId"] for e in typed.get("entry", ())
-            if e.get("resource", {}).get("id") == "3"} == versions
+    assert shown(typed) == (versions, departures)
 
 
 def test_a_deletion_is_seen_where_the_version_it_deletes_was(api: TestClient, ctx: ServerContext) -> None:

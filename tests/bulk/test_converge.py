@@ -1,0 +1,93 @@
+"""Issue 37: every consumer converges. Played through the command line in process (tests/support/operator.py) with
+consumers following the sync loop (`_history?_since`, `$export?_since`), on both backends:
+
+1. an export's row set and its transactionTime come from one snapshot: a data source loaded while the server's
+   snapshot is still the older one is in the next `_since` export (it was in neither);
+2. removing an account's last data source publishes its deletions to the account's tokens (410, DELETE entries);
+6. what leaves a query-scoped token's view is an entry it can act on: a unit retyped out of `type=dispensary` is a
+   DELETE in its `_history?_since` and in its `$export?_since` `deleted`."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.testclient import TestClient
+
+from tests.support.bulk import export, lines
+from tests.support.operator import LAKELAND_CSV, LAKELAND_UNITS, Operator, operator, settings_path
+
+__all__ = ["operator", "settings_path"]  # fixtures
+
+DEMO_UNITS = 20
+RETYPED = "10231"  # St. Anne Dispensary, retyped a Medical Clinic
+
+
+def _ids(client: TestClient, found: dict[str, Any], kind: str = "output") -> set[str]:
+    got = lines(client, found[kind]).get("Location" if kind == "output" else "Bundle", [])
+    if kind == "output":
+        return {orjson.loads(line)["id"] for line in got}
+    urls = [orjson.loads(line)["entry"][0]["request"]["url"] for line in got]
+    return {url.rsplit("/", 1)[1] for url in urls if url.startswith("Location/")}
+
+
+def test_a_data_source_loaded_before_a_kick_off_is_in_that_export_or_the_next(operator: Operator) -> None:
+    operator.ok("demo", "--size", str(DEMO_UNITS))
+    with operator.consumer() as client:
+        client.app.state.ctx.freshness.interval_s = 3600  # the snapshot the server holds stays the older one
+        first = export(client)  # the snapshot is taken here
+        assert len(_ids(client, first)) == DEMO_UNITS
+        operator.load_lakeland("--data-source", "Lakeland MFL")  # a second data source, committed now
+        second = export(client, _since=first["transactionTime"])  # the server still holds the older snapshot
+        client.app.state.ctx.freshness.expire()  # it looks again (a server does within a second)
+        third = export(client, _since=second["transactionTime"])
+        chained = _ids(client, second) | _ids(client, third)
+        assert len(chained) == LAKELAND_UNITS  # in one of the two, never lost between them
+        assert second["transactionTime"] <= third["transactionTime"]
+
+
+def test_removing_an_accounts_last_data_source_publishes_its_deletions(operator: Operator) -> None:
+    operator.ok("demo", "--size", str(DEMO_UNITS))
+    operator.load_lakeland("--account", "acme")
+    with operator.consumer(account="acme") as client:
+        synced = client.get("/fhir/Location/_history", params={"_count": 1}).json()["meta"]["lastUpdated"]
+        before = export(client)
+        operator.ok("data-sources", "remove", "Lakeland MFL", "--account", "acme", "--force")
+        client.app.state.ctx.freshness.expire()
+        history = client.get("/fhir/Location/_history", params={"_since": synced, "_count": 100}).json()
+        assert {e["request"]["method"] for e in history["entry"]} == {"DELETE"}
+        assert len(history["entry"]) == LAKELAND_UNITS
+        rid = history["entry"][0]["request"]["url"].rsplit("/", 1)[1]
+        assert client.get(f"/fhir/Location/{rid}").status_code == 410
+        organizations = client.get("/fhir/Organization/_history", params={"_since": synced}).json()
+        assert [e["request"]["method"] for e in organizations["entry"]] == ["DELETE"]
+        after = export(client, _since=before["transactionTime"])
+        assert _ids(client, after, "deleted") == _ids(client, before)
+
+
+def _retyped(tmp_path: Path) -> Path:
+    text = LAKELAND_CSV.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith(f"{RETYPED},"))
+    assert ",Dispensary," in row
+    path = tmp_path / "retyped.csv"
+    path.write_text(text.replace(row, row.replace(",Dispensary,", ",Medical Clinic,")), encoding="utf-8")
+    return path
+
+
+def test_a_unit_retyped_out_of_a_query_scope_is_a_departure(operator: Operator, tmp_path: Path) -> None:
+    operator.load_lakeland()
+    scope = "system/Location.rs?type=dispensary"
+    with operator.consumer(extra={"scope": scope}) as client:
+        ids = {e["resource"]["id"] for e in client.get("/fhir/Location", params={"_count": 100}).json()["entry"]}
+        unit = client.get("/fhir/Location", params={"identifier": RETYPED}).json()["entry"][0]["resource"]["id"]
+        assert unit in ids
+        synced = client.get("/fhir/Location/_history", params={"_count": 1}).json()["meta"]["lastUpdated"]
+        before = export(client)
+        operator.load_lakeland(csv=_retyped(tmp_path))
+        client.app.state.ctx.freshness.expire()
+        history = client.get("/fhir/Location/_history", params={"_since": synced, "_count": 100}).json()
+        assert [(e["request"]["method"], e["request"]["url"]) for e in history["entry"]] == \
+            [("DELETE", f"Location/{unit}")]
+        assert client.get(f"/fhir/Location/{unit}").status_code == 404  # not its content: it left the scope
+        after = export(client, _since=before["transactionTime"])
+        assert _ids(client, after, "deleted") == {unit} and not _ids(client, after)
