@@ -19,7 +19,6 @@ from tests.support.bulk import deleted_ids, export
 from tests.support.contexts import IASO_CSV
 from tests.support.operator import (
     DHIS2_SAMPLE,
-    NEEDS_DELETIONS_IN_EVERY_PARTITION,
     Operator,
     operator,
     settings_path,
@@ -86,7 +85,6 @@ def versions_listed(operator: Operator, data_source: str) -> dict[int, tuple[int
             if row[17:49].strip() == data_source}
 
 
-@NEEDS_DELETIONS_IN_EVERY_PARTITION
 def test_an_iaso_version_with_new_ids_withdraws_the_last_and_a_switch_back_restores_it(operator: Operator,
                                                                                       tmp_path: Path) -> None:
     operator.ok("load", "iaso-csv", str(IASO_CSV))
@@ -118,7 +116,6 @@ def test_an_iaso_version_with_new_ids_withdraws_the_last_and_a_switch_back_resto
         assert "now serves its newest version; it already served it: nothing changed" in said
 
 
-@NEEDS_DELETIONS_IN_EVERY_PARTITION
 def test_delete_missing_under_a_new_version_publishes_its_deletions(operator: Operator, tmp_path: Path) -> None:
     """Issue 37 item 3: DHIS2 keeps ids by UID: version 2 without two facilities moves 30 units to version 2; the two
     left out are deleted, and consumers see it (410, DELETE in _history and in $export?_since)."""
@@ -145,7 +142,6 @@ def test_delete_missing_under_a_new_version_publishes_its_deletions(operator: Op
         assert refused[0] == 1 and "holds no units" in refused[1]
 
 
-@NEEDS_DELETIONS_IN_EVERY_PARTITION
 def test_ids_kept_by_source_reference_move_between_versions_and_back(operator: Operator, tmp_path: Path) -> None:
     """Without --delete-missing, the two units version 2 leaves out are withdrawn (their version is no longer
     served), not deleted: serving version 1 restores them and withdraws version 2's 30."""
@@ -165,7 +161,6 @@ def test_ids_kept_by_source_reference_move_between_versions_and_back(operator: O
         assert len(synced(client, mirror)) == 30
 
 
-@NEEDS_DELETIONS_IN_EVERY_PARTITION
 def test_a_version_not_served_is_stored_unpublished_until_served(operator: Operator, tmp_path: Path) -> None:
     """Version 1 pinned: a load into version 2 stores its units withdrawn from their first version, never published
     (no entry at all), counted by `versions list`; serving version 2 publishes them, stamped at the switch."""

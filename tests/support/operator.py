@@ -44,12 +44,6 @@ def kenya_copy(where: Path, edit: Callable[[list[dict[str, Any]]], Any] | None =
         path.write_text(mapping(path.read_text(encoding="utf-8")), encoding="utf-8")
     return facilities, where / "kenya.mapping.yaml"
 
-# The engine rule of issue 37 that the lead builds beside the load side (branch loads38): a deletion is shown to the
-# caller's account in every partition of that account, served or not (410, a DELETE in _history and $export?_since).
-# The withdrawals a served-version switch writes (a deleted version in the version no longer served) reach consumers
-# through it. Strict: once the rule is merged these tests pass, and the marker must go (an XPASS fails the run).
-NEEDS_DELETIONS_IN_EVERY_PARTITION = pytest.mark.xfail(
-    strict=True, reason="needs the engine rule of issue 37: deletions shown in every partition of the account")
 
 
 @pytest.fixture
