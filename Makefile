@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test setup postgres nginx authserver chromium bench bench-export bench-sync bench-explorer clean
+.PHONY: serve test setup postgres nginx authserver chromium bench bench-export bench-sync bench-explorer bench-check-data clean
 
 # the server alone (what `make serve` needs)
 $(RUNTIME): pyproject.toml
@@ -73,6 +73,10 @@ bench: $(STAMP) postgres
 # $export of the 1M-unit demo on PostgreSQL, end to end (bench/export.py; builds the database once, ~8 min)
 bench-export: $(STAMP) postgres
 	$(BIN)/python bench/export.py
+
+# check-data on the 100,000-unit demo, on each backend (bench/check_data.py; builds its databases once)
+bench-check-data: $(STAMP) postgres
+	$(BIN)/python bench/check_data.py
 
 # two operators reloading while a client follows the sync point, 3 rounds of 30 s on each backend (bench/sync.py)
 bench-sync: $(STAMP) postgres

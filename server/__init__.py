@@ -24,7 +24,7 @@ from server.declare.provider import (
     Versioning,
     Via,
 )
-from server.params.text import normalize
+from server.params.text import composed, normalize
 from server.errors import (
     AmbiguousLookup,
     ConfigError,
@@ -62,6 +62,6 @@ __all__ = [
     "SearchParam", "ServiceUnavailable", "Settings", "StaticProvider", "StringTarget", "Subtree", "Tenancy",
     "Through", "TokenTarget", "VersionScope", "Versioning", "Via", "WebAssets", "WebPage", "add_common_options", "as_utc",
     "begin_writing", "hookimpl", "instant",
-    "normalize", "path_below", "path_of", "path_subtree", "software_version", "reading_engine", "writing_engine",
+    "composed", "normalize", "path_below", "path_of", "path_subtree", "software_version", "reading_engine", "writing_engine",
     "text_index_expression",
 ]

@@ -15,6 +15,7 @@ from server.errors import (
     SchemaMissing,
     ServiceUnavailable,
     StatementTimedOut,
+    StorageBusy,
     StorageUnavailable,
     TooCostly,
 )
@@ -76,6 +77,10 @@ def translate_exception(exception: BaseException, interaction: Interaction | Non
     if isinstance(exception, StatementTimedOut):
         return TooCostly("the query took longer than the database statement timeout; narrow the search "
                          "(more parameters, a smaller _count, no _total) and try again", headers={"Retry-After": "5"})
+    if isinstance(exception, StorageBusy):  # a request that writes (an $export kick-off) while a load writes
+        return ServiceUnavailable("another writer holds the database (a load or an operator's command; one writer at "
+                                  "a time): this request writes and did not wait for it; try again shortly",
+                                  headers={"Retry-After": "10"})
     if isinstance(exception, StorageUnavailable):
         return ServiceUnavailable("the database is unavailable or too slow; try again shortly",
                                   headers={"Retry-After": "5"})

@@ -139,6 +139,15 @@ class StorageUnavailable(StorageError):
     """The database cannot be reached, went silent, dropped the connection or has no connection free in time."""
 
 
+class StorageFull(StorageUnavailable):
+    """The disk (or the quota) holding the database is full: a write cannot go on until space is freed."""
+
+
+class StorageBusy(StorageUnavailable):
+    """Another writer held the database's write lock past the wait (SQLite's busy timeout, PostgreSQL's
+    lock_timeout): the statement never ran."""
+
+
 class SchemaMissing(StorageError):
     """The database lacks a table or column this server reads: its schema is behind (a plugin enabled, a release
     installed, and `orgunit-fhir migrate` not run)."""
@@ -164,13 +173,18 @@ class LoadError(Exception):
         self.message = message
 
 
-class InterruptedAfterCommit(Exception):
-    """Ctrl-C once a command's changes were committed (while their bodies were pre-rendered): the changes stay and
-    are served; the message says what was committed and what to run. Exit status `EXIT_STATUS`, not 130 (an
-    interrupt that changed nothing)."""
+class AfterCommit(Exception):
+    """A failure once a command's changes were committed (a step afterwards: planner statistics, pre-rendering,
+    printing the report; a full disk, a broken pipe, Ctrl-C): the changes stay and are served; the message says what
+    was committed and what to run. Exit status `EXIT_STATUS`, never the 1 of a command that changed nothing, nor the
+    130 of an interrupt that rolled everything back."""
 
     EXIT_STATUS = 3
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class InterruptedAfterCommit(AfterCommit):
+    """Ctrl-C once a command's changes were committed."""

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, and_, delete, func, select, true, update
 
 from plugins.orgunits import claimless
 from plugins.orgunits.history import delete_units, new_versions, record_history, record_sources
+from plugins.orgunits.purged import record_purge, remember
 from plugins.orgunits.tables import (
     data_source,
     data_source_history,
@@ -21,7 +22,7 @@ from plugins.orgunits.tables import (
     org_unit_type,
     source_version,
 )
-from plugins.orgunits.views import SERVED
+from plugins.orgunits.views import SERVED, SOURCE_HOLDS
 from server import LoadError, as_utc, normalize
 
 _LIVE = data_source.c.removed_at.is_(None)
@@ -34,7 +35,7 @@ class SourceInfo:
     name: str
     slug: str
     versions: int
-    units: int  # live units, every version
+    units: int  # the units it holds (live or withdrawn), every version
     served: int  # live units of the version served
     last_format: str | None
 
@@ -45,12 +46,15 @@ class AccountInfo:
     sources: int
     units: int
     served: int
+    # every data source of the account removed (not purged), the last at this instant: its tokens see its deletions
+    removed: datetime | None = None
 
 
 def list_sources(conn: Connection, account: str | None = None) -> list[SourceInfo]:
-    live_units = (select(func.count()).select_from(org_unit.join(source_version))
-                  .where(source_version.c.data_source_id == data_source.c.id, org_unit.c.deleted.is_(False)))
-    served = live_units.where(SERVED)
+    held = (select(func.count()).select_from(org_unit.join(source_version))
+            .where(source_version.c.data_source_id == data_source.c.id))
+    live_units = held.where(SOURCE_HOLDS)
+    served = held.where(SERVED, org_unit.c.deleted.is_(False))
     versions = select(func.count()).where(source_version.c.data_source_id == data_source.c.id)
     query = (select(data_source.c.account, data_source.c.name, data_source.c.slug, versions.scalar_subquery(),
                     live_units.scalar_subquery(), served.scalar_subquery(), data_source.c.last_format)
@@ -62,12 +66,16 @@ def list_sources(conn: Connection, account: str | None = None) -> list[SourceInf
 
 
 def list_accounts(conn: Connection) -> list[AccountInfo]:
+    """Every account: those holding data sources, then those whose data sources were all removed (not purged)."""
     accounts: dict[str, AccountInfo] = {}
     for source in list_sources(conn):
         held = accounts.get(source.account, AccountInfo(source.account, 0, 0, 0))
         accounts[source.account] = AccountInfo(source.account, held.sources + 1, held.units + source.units,
                                                held.served + source.served)
-    return list(accounts.values())
+    gone = conn.execute(select(data_source.c.account, func.count(), func.max(data_source.c.removed_at))
+                        .where(data_source.c.account.not_in(list(accounts) or [""]))
+                        .group_by(data_source.c.account).order_by(data_source.c.account)).all()
+    return [*accounts.values(), *(AccountInfo(account, int(count), 0, 0, when) for account, count, when in gone)]
 
 
 def account_names(conn: Connection) -> list[str]:
@@ -121,7 +129,7 @@ def remove_source(conn: Connection, account: str, name: str, *, force: bool, now
     if purge:
         rows = conn.execute(select(data_source).where(data_source.c.account == account,
                                                       data_source.c.name == name)).all()
-        return _purge(conn, rows or [_source(conn, account, name)], force=force, what=what)
+        return _purge(conn, rows or [_source(conn, account, name)], force=force, what=what, now=now)
     return _remove(conn, [_source(conn, account, name)], force=force, now=now, what=what)
 
 
@@ -154,7 +162,7 @@ def remove_account(conn: Connection, account: str, *, force: bool, now: datetime
     if not rows:
         raise LoadError(f"account {account!r} does not exist (accounts: {', '.join(account_names(conn)) or 'none'})")
     if purge:
-        return len(rows), _purge(conn, rows, force=force, what=f"purging account {account}")
+        return len(rows), _purge(conn, rows, force=force, what=f"purging account {account}", now=now)
     deleted = _remove(conn, rows, force=force, now=now, what=f"removing account {account}")
     return len(rows), deleted
 
@@ -181,13 +189,16 @@ def _refuse_served(conn: Connection, rows: list[Any], force: bool, what: str, pu
             "delete them (each gets a deleted version, which consumers syncing with _history see)"))
 
 
-def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str) -> int:
+def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str, now: datetime) -> int:
     """Erase the data sources `rows` as if never loaded: every version of their units (history, bodies, names), their
     source versions, every version of their Organizations, the rows themselves and the account's types no unit uses
     any more. No read, vread, _history, search or $export returns them afterwards; nor do consumers learn of a
     deletion (undoing a load into the wrong account). A unit of another data source under one of them refuses it. The
     account recorded for tokens without an account claim stays recorded (plugins.orgunits.claimless): erasing it
-    leaves them with 403, never with the next account. Returns the units erased."""
+    leaves them with 403, never with the next account. Nothing it erased is named again (plugins.orgunits.purged):
+    each unit's last version is kept (its id is never allocated again; loaded again, its versions go on), and so are
+    the purge's instant (`now`: the sync point never goes back) and its data sources' ids. Returns the units
+    erased."""
     _refuse_served(conn, rows, force, what, purge=True)
     source_ids = [row.id for row in rows]
     versions = select(source_version.c.id).where(source_version.c.data_source_id.in_(source_ids))
@@ -200,6 +211,7 @@ def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str) -> int:
         if other is not None:
             raise LoadError(f"{what}: org unit {other.id} (of another data source) has parent {other.parent_id}, "
                             "which the purge would erase; nothing was changed")
+        remember(conn, chunk)
         conn.execute(delete(org_unit_history).where(org_unit_history.c.org_unit_id.in_(chunk)))
         conn.execute(delete(org_unit_name).where(org_unit_name.c.org_unit_id.in_(chunk)))
     conn.execute(update(org_unit).where(org_unit.c.source_version_id.in_(versions)).values(parent_id=None))
@@ -208,6 +220,7 @@ def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str) -> int:
     conn.execute(delete(source_version).where(source_version.c.data_source_id.in_(source_ids)))
     conn.execute(delete(data_source_history).where(data_source_history.c.data_source_id.in_(source_ids)))
     conn.execute(delete(data_source).where(data_source.c.id.in_(source_ids)))
+    record_purge(conn, rows, len(ids), as_utc(now))
     used = select(org_unit.c.org_unit_type_id).distinct()
     conn.execute(delete(org_unit_type).where(org_unit_type.c.account.in_({row.account for row in rows}),
                                              org_unit_type.c.id.not_in(used)))
@@ -215,5 +228,7 @@ def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str) -> int:
 
 
 def _count_live(conn: Connection, where: Any) -> int:
+    """The published live units matching `where` (those new_versions gives a version)."""
     return int(conn.execute(select(func.count()).select_from(org_unit)
-                            .where(and_(where, org_unit.c.deleted.is_(False)))).scalar_one())
+                            .where(and_(where, org_unit.c.deleted.is_(False), org_unit.c.withdrawn.is_(False))))
+               .scalar_one())

@@ -82,8 +82,9 @@ def _accounts(args: argparse.Namespace, settings: Settings) -> int:
             with engine.connect() as conn:
                 rows = list_accounts(conn)
             print(f"{'account':<24} {'data sources':>12} {'units':>11} {'served':>11}")
-            for row in rows:
-                print(f"{row.account:<24} {row.sources:>12,} {row.units:>11,} {row.served:>11,}")
+            for row in rows:  # a removed account: its tokens see its deletions (410, DELETE entries), nothing else
+                state = f"  removed {row.removed.isoformat(sep=' ', timespec='seconds')}" if row.removed else ""
+                print(f"{row.account:<24} {row.sources:>12,} {row.units:>11,} {row.served:>11,}{state}")
             return 0
         if args.action == "rename":
             with transaction(engine) as conn:

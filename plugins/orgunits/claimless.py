@@ -5,10 +5,10 @@ published to such tokens (their copies drop its units); purged (it holds nothing
 a rename changes for tokens, as the command line says it."""
 from __future__ import annotations
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from plugins.orgunits.tables import data_source, orgunit_setting
-from plugins.orgunits.views import CLAIMLESS, FIRST_ACCOUNT
+from plugins.orgunits.views import CLAIMLESS, FIRST_ACCOUNT, RENAMED
 
 _LIVE = data_source.c.removed_at.is_(None)
 
@@ -31,9 +31,26 @@ def record_first(conn: Connection) -> None:
 
 def move(conn: Connection, account: str, new_account: str) -> None:
     """`accounts rename`: the record follows its account (tokens without an account claim keep seeing the same
-    data)."""
+    data), and the old name is recorded as renamed (a token still claiming it gets 403 saying so: views.
+    FORMER_ACCOUNTS), older names of it following it."""
     conn.execute(update(orgunit_setting).where(orgunit_setting.c.name == CLAIMLESS, orgunit_setting.c.value == account)
                  .values(value=new_account))
+    conn.execute(update(orgunit_setting).where(orgunit_setting.c.name.startswith(RENAMED),
+                                               orgunit_setting.c.value == account).values(value=new_account))
+    reuse(conn, new_account)
+    conn.execute(insert(orgunit_setting).values(name=RENAMED + account, value=new_account))
+
+
+def renamed_to(conn: Connection, account: str) -> str | None:
+    """The name now of the account once called `account` (None: it was never renamed away)."""
+    found = conn.execute(select(orgunit_setting.c.value).where(orgunit_setting.c.name == RENAMED + account)).scalar()
+    return None if found is None else str(found)
+
+
+def reuse(conn: Connection, account: str) -> None:
+    """A data source is created in `account` (a load, a rename into it): the name is an account again, no longer a
+    former one."""
+    conn.execute(delete(orgunit_setting).where(orgunit_setting.c.name == RENAMED + account))
 
 
 def removal_notes(conn: Connection, account: str, default_account: str | None) -> list[str]:

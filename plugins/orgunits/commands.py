@@ -11,7 +11,9 @@ from plugins.orgunits.demo import generate_demo
 from plugins.orgunits.importers.declaration import ImportFormat
 from plugins.orgunits.importers.formats import DECLARED
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, org_unit
-from plugins.orgunits.versions import list_versions, set_default_version, unserved_units
+from plugins.orgunits.changes import Allowed
+from plugins.orgunits.served import Switch
+from plugins.orgunits.versions import list_versions, set_default_version
 from plugins.orgunits.writer import stamp, transaction
 from server import (
     Command,
@@ -37,9 +39,31 @@ def _configure_load(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--account", default=DEFAULT_ACCOUNT, metavar="NAME",
                         help=f"the account (tenant) the data source belongs to (default: {DEFAULT_ACCOUNT}); a file "
                              "without units never creates one")
-    parser.add_argument("--allow-reparent", action="store_true",
-                        help="accept a load that gives more than 10%% of the data source's stored units another "
-                             "parent (refused by default: a typo'd parent or id field flattens a pyramid that way)")
+    for field, help_text in ALLOW_FLAGS:
+        parser.add_argument(f"--allow-{field.replace('_', '-')}", action="store_true", dest=f"allow_{field}",
+                            help=help_text)
+
+
+# each mass effect a load holds back unless allowed (plugins.orgunits.changes.Allowed): --allow-<field>
+ALLOW_FLAGS = (
+    ("reparent", "accept a load that gives more than 10%% of the data source's stored units another parent, or makes "
+                 "a stored unit a root (refused by default: a typo'd parent or id field flattens a pyramid that way, "
+                 "a blank parent cell makes a second root)"),
+    ("mass_delete", "accept a load that deletes (--delete-missing) or withdraws (into a version not served) more than "
+                    "10%% of the data source's units (refused by default: a file cut short, the wrong file or "
+                    "--version)"),
+    ("reclassify", "accept a load that changes a type's depth or category (its physicalType) for units already "
+                   "published (refused by default)"),
+    ("identifier_change", "accept a load that publishes more than 10%% of the data source's units under another "
+                          "identifier system (refused by default: a typo'd identifier_system does that)"),
+    ("duplicate_source", "accept a load whose new units mostly have the identifiers of another data source's units "
+                         "of the account (refused by default: the same registry under another name)"),
+)
+
+
+def allowed(args: argparse.Namespace) -> Allowed:
+    """The mass effects the command line allows."""
+    return Allowed(**{field: getattr(args, f"allow_{field}") for field, _ in ALLOW_FLAGS})
 
 
 def _configure(declared: ImportFormat) -> Callable[[argparse.ArgumentParser], None]:
@@ -57,26 +81,22 @@ def _loader(declared: ImportFormat) -> Callable[[LoadCall], LoadReport]:
         data_source = declared.data_source(args.data_source, **own)
         report = declared.loader(engine, path, data_source=data_source, version=args.version,
                                  delete_missing=args.delete_missing, progress=progress, account=args.account,
-                                 dry_run=args.dry_run, allow_reparent=args.allow_reparent, **own)
-        notes = report.notes
-        if not args.dry_run:
-            with engine.connect() as conn:
-                left = unserved_units(conn, data_source, args.account)
-            if left:
-                notes += (f"{left:,} units of {args.account}/{data_source} belong to versions that are not served, so "
-                          "they are not published (and have no deletion in _history): load with --delete-missing to "
-                          "record them as deleted, or choose the version served with `orgunit-fhir versions "
-                          "set-default`",)
+                                 dry_run=args.dry_run, allow=allowed(args), **own)
         # a load writes units (Locations) and its data source (an Organization, when that provider is enabled):
         # each type counted on its own
         change = report.source_change
         organizations = (LoadReport(int(change == "inserted"), int(change == "updated"), int(change == "unchanged"),
                                     resource_type="Organization"),) if "Organization" in call.registry.providers else ()
-        return LoadReport(report.inserted, report.updated, report.unchanged, report.deleted, notes, report.missing,
-                          tuple(map(str, report.deleted_ids)), tuple(map(str, report.missing_ids)),
+        return LoadReport(report.inserted, report.updated, report.unchanged, report.deleted, report.notes,
+                          report.missing, tuple(map(str, report.deleted_ids)), tuple(map(str, report.missing_ids)),
                           {"account": args.account, "data_source": data_source, "version": args.version},
                           report.deleted_units, report.missing_units, resource_type="Location",
-                          other_types=organizations)
+                          other_types=organizations,
+                          changes=tuple((kind, count) for kind, count in (("withdrawn", report.withdrawn),
+                                                                          ("restored", report.restored),
+                                                                          ("held", report.held))
+                                        if count),
+                          named=dict(report.named), refused=report.refused)
 
     return load
 
@@ -101,8 +121,9 @@ def _configure_versions(parser: argparse.ArgumentParser) -> None:
     add_common_options(listing)
     listing.add_argument("--account", metavar="NAME", help="only this account's data sources")
     chosen = sub.add_parser("set-default", help="serve this version of a data source",
-                            description="serve this version of a data source (consumers syncing with _history "
-                                        "should then re-read in full)")
+                            description="serve this version of a data source: its units are published (a new "
+                                        "version each) and those of the version served until now withdrawn (a "
+                                        "deleted version each), so consumers syncing with _history receive the switch")
     add_common_options(chosen)
     chosen.add_argument("--data-source", required=True, metavar="NAME", help="the data source's name")
     chosen.add_argument("--version", required=True, metavar="N|newest",
@@ -125,19 +146,23 @@ def _list(engine: Engine, account: str | None) -> int:
 def _set_default(engine: Engine, args: argparse.Namespace) -> int:
     number = None if args.version == "newest" else _version_number(args.version)
     with transaction(engine) as conn:  # a writer: one at a time
-        set_default_version(conn, args.data_source, number, account=args.account, now=stamp(conn))
+        switch = set_default_version(conn, args.data_source, number, account=args.account, now=stamp(conn))
         chosen = [v for v in list_versions(conn, args.account) if v.data_source == args.data_source and v.served]
         if chosen and not chosen[0].units and not args.force:
             conn.rollback()
-            raise LoadError(f"version {chosen[0].number} of {args.account}/{args.data_source} holds no live units "
+            raise LoadError(f"version {chosen[0].number} of {args.account}/{args.data_source} holds no units "
                             "(a later version loaded with the same ids moved them there): serving it would "
-                            "publish nothing; pass --force to serve it anyway")
+                            "publish nothing and withdraw every unit; pass --force to serve it anyway")
+    published = (f"{switch.withdrawn:,} units withdrawn (a deleted version each), {len(switch.restored):,} restored "
+                 f"and {switch.republished:,} published again (a new version each): consumers syncing with _history, "
+                 "_since or $export?_since receive the switch" if switch != Switch() else
+                 "it already served it: nothing changed")
     logging.getLogger("orgunit_fhir.cli").info(
         f"versions: {args.account}/{args.data_source} now serves "
-        f"{'its newest version' if number is None else f'version {number}'}; consumers syncing with _history or "
-        "_lastUpdated should re-read in full",
+        f"{'its newest version' if number is None else f'version {number}'}; {published}",
         extra={"fields": {"command": "versions set-default", "account": args.account, "data_source": args.data_source,
-                          "version": number}})
+                          "version": number, "withdrawn": switch.withdrawn, "restored": len(switch.restored),
+                          "republished": switch.republished}})
     return 0
 
 

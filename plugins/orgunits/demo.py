@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 
 from plugins.orgunits.demo_boundaries import outlines, with_boundaries
 from plugins.orgunits.importers.transaction import import_units
+from plugins.orgunits.changes import Allowed
 from plugins.orgunits.records import TypeRecord, UnitRecord
 from server import LoadError, normalize
 
@@ -84,12 +85,16 @@ def generate_demo(engine: Engine, size: int = 2000, seed: int = 42,
     records = with_boundaries(pyramid(), outlines(pyramid(), upper))  # the upper levels' boundaries
     try:
         report = import_units(engine, data_source=DATA_SOURCE, version=SOURCE_VERSION, types=DEMO_TYPES,
-                              records=records, progress=progress,
-                              fmt="demo", allow_reparent=True)  # another size or seed reshapes the pyramid
+                              records=records, progress=progress, fmt="demo",
+                              allow=RESHAPED)
     except LoadError as exc:
         raise LoadError(f"demo (ids 1..{size:,}): {exc.message}; nothing written: write the demo into its own "
                         "database (--database)") from None
     return report.total
+
+
+# another size or seed reshapes the pyramid: its moves are intended
+RESHAPED = Allowed(reparent=True, reclassify=True)
 
 
 class _Pyramid:

@@ -10,6 +10,9 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Select,
+    and_,
+    case,
+    delete,
     bindparam,
     exists,
     func,
@@ -21,7 +24,7 @@ from sqlalchemy import (
 )
 
 from plugins.orgunits.tables import data_source, data_source_history, org_unit, org_unit_history, source_version
-from plugins.orgunits.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, SOURCE_PUBLISHED, snapshot
+from plugins.orgunits.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, PURGED, SOURCE_HOLDS, SOURCE_PUBLISHED, snapshot
 from server import LoadError, as_utc, path_below, path_subtree
 
 BATCH_SIZE = 2000
@@ -30,8 +33,10 @@ _ID_CHUNK = 2000
 
 
 _NEWEST = union_all(select(func.max(org_unit_history.c.updated_at).label("at")),
-                    select(func.max(data_source_history.c.updated_at).label("at"))).subquery("newest")
-# the instant of the newest version stored, of either versioned type (server.begin_writing: a write stamps after it)
+                    select(func.max(data_source_history.c.updated_at).label("at")),
+                    PURGED).subquery("newest")
+# the instant of the newest version stored (or erased by a purge), of either versioned type (server.begin_writing: a
+# write stamps after it)
 NEWEST_VERSION: Select[Any] = select(func.max(_NEWEST.c.at))
 SOURCE_KEYS = tuple(column.key for column in SOURCE_PUBLISHED)
 
@@ -43,6 +48,15 @@ _MANY_MOVES = 500  # past this many moved units, the current versions' paths are
 
 RECORDED = exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,  # the current version is in history
                           org_unit_history.c.version_id == org_unit.c.version_id)
+
+
+def amend(conn: Connection, where: ColumnElement[bool], now: datetime) -> None:
+    """The units matching `where` whose current version this write already recorded (stamped `now`) get it amended,
+    not a second one: its history row is dropped (RECORDED is false again) and record_history writes it anew."""
+    conn.execute(delete(org_unit_history).where(
+        org_unit_history.c.updated_at == now,
+        exists().where(org_unit.c.id == org_unit_history.c.org_unit_id,
+                       org_unit.c.version_id == org_unit_history.c.version_id, where)))
 
 
 def refresh_paths(conn: Connection, moved: list[int]) -> None:
@@ -84,9 +98,9 @@ def sync_current_paths(conn: Connection, moved: list[int]) -> None:
 
 
 def new_versions(conn: Connection, where: ColumnElement[bool], now: datetime) -> None:
-    """Live units matching `where` get a new version (recorded by record_history), unless this load already
-    gave them one."""
-    conn.execute(update(org_unit).where(where, org_unit.c.deleted.is_(False), RECORDED)
+    """Published live units matching `where` get a new version (recorded by record_history), unless this load already
+    gave them one (a withdrawn unit gets one when its version is served again)."""
+    conn.execute(update(org_unit).where(where, org_unit.c.deleted.is_(False), org_unit.c.withdrawn.is_(False), RECORDED)
                  .values(version_id=org_unit.c.version_id + 1, updated_at=now))
 
 
@@ -110,9 +124,11 @@ def new_versions_for_children(conn: Connection, renamed: list[int], now: datetim
 
 
 def record_history(conn: Connection, batch_size: int = BATCH_SIZE) -> int:
-    """Snapshot every org unit whose current version is not in org_unit_history yet (keyset-paged)."""
-    missing = ~exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,
-                              org_unit_history.c.version_id == org_unit.c.version_id)
+    """Snapshot every org unit whose current version is not in org_unit_history yet (keyset-paged), but a withdrawn
+    unit never published (plugins.orgunits.served: its version is recorded when a switch publishes it)."""
+    missing = and_(~exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,
+                                   org_unit_history.c.version_id == org_unit.c.version_id),
+                   or_(org_unit.c.deleted.is_(True), org_unit.c.withdrawn.is_(False)))
     last_id, written = None, 0
     while True:
         query = select(*PUBLISHED_COLUMNS, *_SCOPED).select_from(PUBLISHED_FROM).where(missing)
@@ -132,10 +148,10 @@ def record_history(conn: Connection, batch_size: int = BATCH_SIZE) -> int:
 
 
 def missing_units(conn: Connection, *, data_source_id: int, seen_ids: set[int]) -> list[int]:
-    """The live units of the data source (any version) that are not among `seen_ids`, in id order."""
+    """The units the data source holds (live or withdrawn, any version) that are not among `seen_ids`, in id order."""
     of_source = (select(org_unit.c.id)
                  .join(source_version, org_unit.c.source_version_id == source_version.c.id)
-                 .where(source_version.c.data_source_id == data_source_id, org_unit.c.deleted.is_(False))
+                 .where(source_version.c.data_source_id == data_source_id, SOURCE_HOLDS)
                  .order_by(org_unit.c.id))
     return [unit_id for unit_id in conn.execute(of_source).scalars() if unit_id not in seen_ids]
 
@@ -157,8 +173,10 @@ def delete_missing(conn: Connection, *, data_source_id: int, seen_ids: set[int],
 
 
 def delete_units(conn: Connection, ids: list[int], now: datetime, *, what: str) -> None:
-    """The units `ids` become deleted versions (410 on read, a DELETE entry in _history); a live unit of another
-    data source under one of them refuses it (`what` names the operation in the message)."""
+    """The units `ids` become deleted versions (410 on read, a DELETE entry in _history), deleted by their source (a
+    switch back does not restore them); one already withdrawn (a deleted version published) is marked so, without
+    another version. A live unit of another data source under one of them refuses it (`what` names the operation in
+    the message)."""
     now = as_utc(now)
     live_children = (select(org_unit.c.id, org_unit.c.parent_id)
                      .where(org_unit.c.deleted.is_(False), org_unit.c.parent_id.in_(bindparam("ids", expanding=True))))
@@ -169,8 +187,13 @@ def delete_units(conn: Connection, ids: list[int], now: datetime, *, what: str) 
             if child_id not in wanted:
                 raise LoadError(f"org unit {child_id} (of another data source) has parent {parent_id}, which "
                                 f"{what} would delete")
+        amend(conn, and_(org_unit.c.id.in_(chunk), org_unit.c.deleted.is_(False)), now)
         conn.execute(update(org_unit).where(org_unit.c.id.in_(chunk), org_unit.c.deleted.is_(False))
-                     .values(deleted=True, version_id=org_unit.c.version_id + 1, updated_at=now))
+                     .values(deleted=True, withdrawn=False, version_id=org_unit.c.version_id + case((RECORDED, 1),
+                                                                                                   else_=0),
+                             updated_at=now))
+        conn.execute(update(org_unit).where(org_unit.c.id.in_(chunk), org_unit.c.withdrawn.is_(True))
+                     .values(withdrawn=False))
     record_history(conn)
 
 

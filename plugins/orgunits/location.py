@@ -34,7 +34,15 @@ from plugins.orgunits.tables import (
     org_unit_type,
     source_version,
 )
-from plugins.orgunits.views import FIRST_ACCOUNT, PUBLISHED_COLUMNS, PUBLISHED_FROM, SOURCE_SYSTEM, VERSION_PARTITIONS
+from plugins.orgunits.views import (
+    FIRST_ACCOUNT,
+    FORMER_ACCOUNTS,
+    PUBLISHED_COLUMNS,
+    PUBLISHED_FROM,
+    PURGED,
+    SOURCE_SYSTEM,
+    VERSION_PARTITIONS,
+)
 from server import (
     ConfigError,
     Migrations,
@@ -288,6 +296,7 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
         # callers see their account's served source versions, within their subtree roots (Location/id or identifiers)
         tenancy=Tenancy(org_unit.c.source_version_id, VERSION_PARTITIONS,
                         subtree=Subtree(org_unit.c.path, roots_by="identifier"), first_account=FIRST_ACCOUNT,
+                        former_accounts=FORMER_ACCOUNTS,
                         # each kept version by the source version and the place it had while current
                         versions=VersionScope(org_unit_history.c.source_version_id, org_unit_history.c.path)),
         prerendered=Prerendered(org_unit_history.c.body, config.fingerprint, _stays_right,
@@ -297,6 +306,7 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
             history=org_unit_history, history_id=org_unit_history.c.org_unit_id,
             history_version=org_unit_history.c.version_id, history_updated=org_unit_history.c.updated_at,
             history_deleted=org_unit_history.c.deleted, history_snapshot=org_unit_history.c.snapshot,
+            high_water=PURGED,
         ),
         documentation="Organization units (country, region, district, health area, facility) as Locations",
     )

@@ -24,7 +24,7 @@ from sqlalchemy import Integer, cast, func, literal, null
 from sqlalchemy.engine import RowMapping
 
 from plugins.orgunits.tables import MIGRATIONS, data_source, data_source_history
-from plugins.orgunits.views import FIRST_ACCOUNT, SOURCE_PARTITIONS, SOURCE_PUBLISHED
+from plugins.orgunits.views import FIRST_ACCOUNT, FORMER_ACCOUNTS, PURGED, SOURCE_PARTITIONS, SOURCE_PUBLISHED
 from server import (
     ConfigError,
     Migrations,
@@ -90,12 +90,14 @@ def organization_provider(settings: Settings) -> ResourceProvider:
         to_resource=to_resource,
         # account only: each caller sees its account's data sources, a token limited to subtrees none
         tenancy=Tenancy(data_source.c.id, SOURCE_PARTITIONS, first_account=FIRST_ACCOUNT,
+                        former_accounts=FORMER_ACCOUNTS,
                         versions=VersionScope(data_source_history.c.data_source_id)),  # each version its own partition
         versioning=Versioning(
             version=data_source.c.version_id, last_updated=data_source.c.updated_at, deleted=DELETED,
             history=data_source_history, history_id=data_source_history.c.data_source_id,
             history_version=data_source_history.c.version_id, history_updated=data_source_history.c.updated_at,
             history_deleted=data_source_history.c.deleted, history_snapshot=data_source_history.c.snapshot,
+            high_water=PURGED,
         ),
         search_params=(
             SearchParam("name", "string", (StringTarget(data_source.c.name_norm, data_source.c.name),),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from plugins.orgunits.admin_commands import ACCOUNTS, DATA_SOURCES
+from plugins.orgunits.check_data import CHECK_DATA
 from plugins.orgunits.commands import DEMO, LOAD_FORMATS, VERSIONS
 from plugins.orgunits.explorer import explorer_pages
 from plugins.orgunits.mcsd import MCSD_DIRECTORY, Served, description
@@ -30,7 +31,7 @@ def register_migrations(settings: Settings) -> list[Migrations]:
 
 @hookimpl
 def register_commands(settings: Settings) -> list[Command]:
-    return [VERSIONS, ACCOUNTS, DATA_SOURCES]
+    return [VERSIONS, ACCOUNTS, DATA_SOURCES, CHECK_DATA]
 
 
 @hookimpl

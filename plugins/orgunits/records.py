@@ -3,7 +3,8 @@ checks of a file's hierarchy that need no database."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable, Mapping
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, TypeVar
@@ -71,6 +72,16 @@ class WriteReport:
     # what the write did to its data source (its Organization): inserted, updated (a new source version served,
     # restored...) or unchanged; set by import_units, a detail of the units' report (not compared)
     source_change: str = field(default="unchanged", compare=False)
+    # units withdrawn (their version no longer served: a deleted version each) and restored (their version served
+    # again: a live version each), and units stored into a version that is not served (no version published)
+    withdrawn: int = 0
+    restored: int = 0
+    held: int = 0
+    # the first units of each kind as the operator knows them ("code 'name' (id N)"), by kind (inserted, updated,
+    # withdrawn, restored, held); a detail, not compared
+    named: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
+    # a dry run: what the load would refuse (held back mass effects, implausible data), each one line
+    refused: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def total(self) -> int:
@@ -80,7 +91,9 @@ class WriteReport:
         return WriteReport(self.inserted + other.inserted, self.updated + other.updated,
                            self.unchanged + other.unchanged, self.deleted + other.deleted,
                            self.missing + other.missing, (self.deleted_ids + other.deleted_ids)[:SAMPLE],
-                           (self.missing_ids + other.missing_ids)[:SAMPLE], self.notes + other.notes)
+                           (self.missing_ids + other.missing_ids)[:SAMPLE], self.notes + other.notes,
+                           withdrawn=self.withdrawn + other.withdrawn, restored=self.restored + other.restored,
+                           held=self.held + other.held)
 
 
 def field_list(names: frozenset[str]) -> str:
@@ -89,6 +102,13 @@ def field_list(names: frozenset[str]) -> str:
              "closing_date", "geometry")
     words = [FIELD_NAMES.get(name, name) for name in order if name in names]
     return " and ".join(filter(None, [", ".join(words[:-1]), words[-1]])) if words else "nothing"
+
+
+def typical_depth(depths: Iterable[int]) -> int:
+    """The depth of a type: where most of its units stand (ties: the shallowest), so that one unit out of place (a
+    blank parent cell) never reclassifies the type of all the others (issue 38)."""
+    counted = Counter(depths)
+    return min(counted, key=lambda depth: (-counted[depth], depth))
 
 
 def slugify(name: str) -> str:

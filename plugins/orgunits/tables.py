@@ -5,7 +5,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, LargeBinary, String, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, LargeBinary, String, UniqueConstraint, false
 from sqlmodel import Field, SQLModel
 
 from server import Migrations, text_index_expression
@@ -64,10 +64,17 @@ class SourceVersion(SQLModel, table=True):
 
 
 class OrgUnitType(SQLModel, table=True):
+    """A type of org unit, each data source's own (migration 0015): what one data source's load decides about its
+    types (depth, category, hence physicalType) never changes another's units. A type without a data source (NULL:
+    written by a caller that named none) is its account's, used by any of its data sources that has none of its own
+    of that code."""
+
     __tablename__ = "org_unit_type"
-    __table_args__ = (UniqueConstraint("account", "short_name", name="uq_org_unit_type_account_short_name"),)
+    __table_args__ = (UniqueConstraint("data_source_id", "short_name", name="uq_org_unit_type_data_source_short_name"),
+                      Index("ix_org_unit_type_account_short_name", "account", "short_name"))
     id: int | None = Field(default=None, primary_key=True)
     account: str = Field(default=DEFAULT_ACCOUNT, sa_column_kwargs={"server_default": DEFAULT_ACCOUNT})
+    data_source_id: int | None = None
     name: str
     short_name: str
     category: str
@@ -105,7 +112,13 @@ class OrgUnit(SQLModel, table=True):
     created_at: datetime
     updated_at: datetime = Field(index=True)
     version_id: int = 1
+    # a deleted version is current (410 on read, a DELETE in _history): the data source deleted it, or (`withdrawn`)
+    # its source version stopped being served
     deleted: bool = False
+    # not published because its source version is not served (plugins.orgunits.served): deleted too when it had been
+    # published (its withdrawal is a deleted version), else never published (no version of it was ever shown); a
+    # switch to its source version publishes it again (a new live version)
+    withdrawn: bool = Field(default=False, sa_column_kwargs={"server_default": false()})
     # materialized path of ids, "/<root>/.../<self>/": descendants and ancestors by index (partof:below/above)
     path: str | None = Field(default=None, sa_column=Column(PATH_TYPE, index=True))
 
@@ -146,11 +159,35 @@ class OrgUnitName(SQLModel, table=True):
 
 class OrgunitSetting(SQLModel, table=True):
     """A setting of the org-unit plugin that the data records, not the settings file: `claimless_account` (the account
-    a token without an account claim sees, plugins.orgunits.claimless)."""
+    a token without an account claim sees, plugins.orgunits.claimless); `renamed_account:<name>` (the account's new
+    name after `accounts rename`: a token still claiming the old one is told)."""
 
     __tablename__ = "orgunit_setting"
     name: str = Field(primary_key=True)
     value: str
+
+
+class OrgUnitPurged(SQLModel, table=True):
+    """The last version of every unit a purge erased: its id is never given to another unit, and a unit loaded again
+    with that id (a source's own, as Iaso's) continues its versions, so that (id, versionId) names one content for
+    ever."""
+
+    __tablename__ = "org_unit_purged"
+    org_unit_id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    version_id: int
+
+
+class OrgunitPurge(SQLModel, table=True):
+    """Every purge (`data-sources|accounts remove --purge`): when (its stamp, taken like a version's: the sync point
+    never goes back), what it erased; the highest data source id it erased is never given again."""
+
+    __tablename__ = "orgunit_purge"
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime
+    account: str
+    data_source: str
+    data_source_id: int
+    units: int
 
 
 data_source = DataSource.__table__
@@ -161,6 +198,8 @@ org_unit = OrgUnit.__table__
 org_unit_name = OrgUnitName.__table__
 org_unit_history = OrgUnitHistory.__table__
 orgunit_setting = OrgunitSetting.__table__
+org_unit_purged = OrgUnitPurged.__table__
+orgunit_purge = OrgunitPurge.__table__
 # identifier:text, a source reference or an alias starting with a value whatever its case (migration 0009)
 Index("ix_org_unit_source_ref_lower", text_index_expression(org_unit.c.source_ref))
 Index("ix_org_unit_name_text_lower", text_index_expression(org_unit_name.c.text))

@@ -13,7 +13,8 @@ from plugins.orgunits.tables import (
     org_unit,
     source_version,
 )
-from plugins.orgunits.views import SERVED
+from plugins.orgunits.served import Switch, publish_switch, served_version
+from plugins.orgunits.views import SERVED, SOURCE_HOLDS
 from server import LoadError
 
 
@@ -22,14 +23,14 @@ class VersionInfo:
     account: str
     data_source: str
     number: int
-    units: int  # live units
+    units: int  # the units it holds: live, or withdrawn (published when it is served)
     served: bool
     default: bool  # chosen with set-default (else the newest is served)
 
 
 def list_versions(conn: Connection, account: str | None = None) -> list[VersionInfo]:
     units = (select(func.count()).where(org_unit.c.source_version_id == source_version.c.id,
-                                        org_unit.c.deleted.is_(False)).scalar_subquery())
+                                        SOURCE_HOLDS).scalar_subquery())
     query = (select(data_source.c.account, data_source.c.name, source_version.c.number, units, SERVED,
                     data_source.c.default_version_id == source_version.c.id)
              .select_from(source_version.join(data_source, source_version.c.data_source_id == data_source.c.id))
@@ -41,11 +42,11 @@ def list_versions(conn: Connection, account: str | None = None) -> list[VersionI
 
 
 def set_default_version(conn: Connection, data_source_name: str, number: int | None,
-                        account: str = DEFAULT_ACCOUNT, now: datetime | None = None) -> None:
+                        account: str = DEFAULT_ACCOUNT, now: datetime | None = None) -> Switch:
     """Serve version `number` of the data source (None: back to the newest); when that changes the version served,
-    its Organization gets a new version stamped `now` (its source-version extension). Consumers that sync with
-    _history/_lastUpdated must re-read the Locations in full afterwards: the switch itself is not a version of any
-    unit."""
+    it is published as versions stamped `now` (plugins.orgunits.served: the units of the version left are withdrawn,
+    those of the version served restored) and its Organization gets a new version (its source-version extension)."""
+    now = now or datetime.now(timezone.utc)
     source = conn.execute(select(data_source.c.id).where(data_source.c.account == account,
                                                          data_source.c.name == data_source_name,
                                                          data_source.c.removed_at.is_(None))).scalar()
@@ -60,11 +61,8 @@ def set_default_version(conn: Connection, data_source_name: str, number: int | N
                                  .order_by(source_version.c.number)).scalars().all()
             raise LoadError(f"data source {data_source_name!r} has no version {number}; "
                             f"it has {', '.join(map(str, known)) or 'none'}")
+    before = served_version(conn, source)
     conn.execute(update(data_source).where(data_source.c.id == source).values(default_version_id=version_id))
-    record_sources(conn, now or datetime.now(timezone.utc), [source])
-
-
-def unserved_units(conn: Connection, data_source_name: str, account: str = DEFAULT_ACCOUNT) -> int:
-    """Live units of the data source that its served version leaves out (a load of a new version that did not
-    carry them, with ids kept from version to version): not published, and no deletion in _history."""
-    return sum(v.units for v in list_versions(conn, account) if v.data_source == data_source_name and not v.served)
+    switch = publish_switch(conn, source, before, now)
+    record_sources(conn, now, [source])
+    return switch

@@ -9,10 +9,10 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, FromClause, Select, and_, func, or_, select, true
+from sqlalchemy import ColumnElement, FromClause, Select, and_, func, literal, or_, select, true
 from sqlalchemy.orm import aliased
 
-from plugins.orgunits.tables import data_source, org_unit, org_unit_type, orgunit_setting, source_version
+from plugins.orgunits.tables import data_source, org_unit, org_unit_type, orgunit_purge, orgunit_setting, source_version
 
 parent = aliased(org_unit, name="parent")
 
@@ -52,6 +52,19 @@ SERVED: ColumnElement[bool] = or_(
          .where(_newer.c.data_source_id == source_version.c.data_source_id).scalar_subquery()),
 )
 
+# a unit its data source holds: live, or withdrawn (its source version is not served); not deleted by the source
+# (`--delete-missing`, a removal): what `versions list` counts and what a load compares its file with
+SOURCE_HOLDS: ColumnElement[bool] = or_(org_unit.c.deleted.is_(False), org_unit.c.withdrawn.is_(True))
+
+
+def types_of(data_source_id: int) -> ColumnElement[bool]:
+    """The types a data source's units take: its own (each data source has its own: migration 0015), and its
+    account's without a data source (written by a caller naming none)."""
+    account = select(data_source.c.account).where(data_source.c.id == data_source_id).scalar_subquery()
+    return or_(org_unit_type.c.data_source_id == data_source_id,
+               and_(org_unit_type.c.data_source_id.is_(None), org_unit_type.c.account == account))
+
+
 # (partition, account, served) of every source version: the partitions of org units (server.declare.provider.Tenancy);
 # a removed data source's versions stay served, so its account's consumers see the deletions in _history; an account
 # whose every data source is removed keeps them too (its tokens see the deletions: 410, DELETE entries), and the
@@ -78,6 +91,18 @@ CLAIMLESS = "claimless_account"
 # (migration 0012 recorded the oldest one's), moved by `accounts rename`, never by a removal or a purge: once it holds
 # no data source such tokens get 403 naming it, never the next tenant's data (plugins.orgunits.claimless)
 FIRST_ACCOUNT: Select[Any] = select(orgunit_setting.c.value).where(orgunit_setting.c.name == CLAIMLESS)
+
+# the instant of the newest purge: what it erased was stamped before it (Versioning.high_water: the sync point never
+# goes back; plugins.orgunits.purged)
+PURGED: Select[Any] = select(func.max(orgunit_purge.c.at))
+
+RENAMED = "renamed_account:"  # + the old name: the account's name now (`accounts rename`; plugins.orgunits.claimless)
+# the names tokens may still claim that no longer name an account, and what became of each (Tenancy.former_accounts:
+# such a token gets 403 saying it, never an empty answer)
+FORMER_ACCOUNTS: Select[Any] = select(
+    func.substr(orgunit_setting.c.name, len(RENAMED) + 1),
+    literal("was renamed '") + orgunit_setting.c.value + literal("' (orgunit-fhir accounts rename)"),
+).where(orgunit_setting.c.name.startswith(RENAMED))
 
 
 def snapshot(row: Any, keys: tuple[str, ...] | None = None) -> dict[str, Any]:

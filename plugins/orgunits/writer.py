@@ -22,7 +22,7 @@ from sqlalchemy import (
     update,
 )
 
-from plugins.orgunits.claimless import record_first
+from plugins.orgunits.claimless import record_first, reuse
 from plugins.orgunits.history import (
     BATCH_SIZE,
     MAX_DEPTH,
@@ -36,6 +36,9 @@ from plugins.orgunits.history import (
     refresh_paths,
 )
 from plugins.orgunits.ordering import parents_first
+from plugins.orgunits.purged import forget, last_versions, next_data_source_id
+from plugins.orgunits.served import is_served
+from plugins.orgunits.views import types_of
 from plugins.orgunits.validation import check
 from plugins.orgunits.records import (
     TypeRecord,
@@ -47,12 +50,13 @@ from plugins.orgunits.records import (
 from plugins.orgunits.tables import (
     DEFAULT_ACCOUNT,
     data_source,
+    data_source_history,
     org_unit,
     org_unit_name,
     org_unit_type,
     source_version,
 )
-from server import LoadError, as_utc, begin_writing, normalize
+from server import LoadError, as_utc, begin_writing, composed, normalize
 
 _ID_CHUNK = 2000
 _STAMP = "orgunits.stamp"
@@ -82,13 +86,28 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
     taken = conn.execute(select(data_source.c.name).where(data_source.c.account == account,
                                                           data_source.c.slug == slug)).scalar()
     if taken is not None:
-        raise LoadError(f"data source {name!r}: slug {slug!r} already belongs to data source {taken!r}")
+        raise LoadError(f"data source {name!r}: slug {slug!r} already belongs to data source {taken!r}" + (
+            f", which was called {name!r} before a rename (a rename keeps the slug): to load into it, give "
+            f"--data-source {taken!r} (or data_source: in the mapping)" if slug == slugify(name) and
+            renamed_from(conn, account, taken, name) else ""))
+    # SQLite gives a deleted row's id again (PostgreSQL's sequence never does): an id a purge erased is never reused
+    given = {"id": next_data_source_id(conn)} if conn.dialect.name == "sqlite" else {}
     result = conn.execute(insert(data_source).values(name=name, slug=slug, identifier_system=identifier_system,
-                                                     updated_at=now, name_norm=normalize(name), account=account))
+                                                     updated_at=now, name_norm=normalize(name), account=account,
+                                                     **given))
     source_id = int(result.inserted_primary_key[0])
     record_sources(conn, now, [source_id])
     record_first(conn)  # the first data source: its account is the one tokens without an account claim see
+    reuse(conn, account)  # a name an account had before a rename names this account now
     return source_id
+
+
+def renamed_from(conn: Connection, account: str, current: str, name: str) -> bool:
+    """Whether the data source `current` of `account` was called `name` before (its Organization's versions say)."""
+    return any((snap or {}).get("name") == name for snap in conn.execute(
+        select(data_source_history.c.snapshot)
+        .join(data_source, data_source.c.id == data_source_history.c.data_source_id)
+        .where(data_source.c.account == account, data_source.c.name == current)).scalars())
 
 
 def ensure_source_version(conn: Connection, data_source_id: int, number: int, now: datetime | None = None) -> int:
@@ -104,10 +123,11 @@ def ensure_source_version(conn: Connection, data_source_id: int, number: int, no
 
 
 def ensure_types(conn: Connection, types: Iterable[TypeRecord], now: datetime | None = None,
-                 account: str = DEFAULT_ACCOUNT) -> dict[str, int]:
-    """short_name -> id for each type of `account` (each account has its own types), inserting missing types
-    and updating changed names/categories/depths (the units of a changed type get a new version: their
-    published type changes)."""
+                 account: str = DEFAULT_ACCOUNT, data_source_id: int | None = None) -> dict[str, int]:
+    """short_name -> id for each type of the data source (each has its own: migration 0015; None: the account's
+    types without a data source), inserting missing types and updating changed names/categories/depths (the units of
+    a changed type get a new version: their published type changes; they are the data source's own, so one data
+    source's load never changes another's units)."""
     wanted: dict[str, TypeRecord] = {}
     for item in types:
         previous = wanted.setdefault(item.short_name, item)
@@ -115,14 +135,18 @@ def ensure_types(conn: Connection, types: Iterable[TypeRecord], now: datetime | 
             raise LoadError(f"org unit type short name {item.short_name!r} is given twice: {previous} and {item}")
     if not wanted:
         return {}
+    owner = (org_unit_type.c.data_source_id.is_(None) if data_source_id is None
+             else org_unit_type.c.data_source_id == data_source_id)
     existing = {row.short_name: row for row in conn.execute(
-        select(org_unit_type).where(org_unit_type.c.account == account, org_unit_type.c.short_name.in_(list(wanted))))}
+        select(org_unit_type).where(org_unit_type.c.account == account, owner,
+                                    org_unit_type.c.short_name.in_(list(wanted))))}
     ids: dict[str, int] = {}
     for short_name, item in wanted.items():
         values = {"name": item.name, "category": item.category, "depth": item.depth}
         row = existing.get(short_name)
         if row is None:
-            result = conn.execute(insert(org_unit_type).values(short_name=short_name, account=account, **values))
+            result = conn.execute(insert(org_unit_type).values(short_name=short_name, account=account,
+                                                               data_source_id=data_source_id, **values))
             ids[short_name] = int(result.inserted_primary_key[0])
             continue
         if (row.name, row.category, row.depth) != (item.name, item.category, item.depth):
@@ -139,13 +163,16 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
     Compared are the mapped fields (not created_at/updated_at); moving a unit to another source version
     counts as a change. Unchanged units keep their version_id and updated_at; changed ones get
     version_id + 1 and updated_at = now; new ones get updated_at = now (the source's own modification
-    time would hide them from consumers syncing with _since) and keep the record's created_at. The children of
-    a renamed unit get a new version too (their partOf.display changes). Every new version is recorded in
-    org_unit_history.
+    time would hide them from consumers syncing with _since) and keep the record's created_at (and, an id a purge
+    erased, the versions after its last: plugins.orgunits.purged). The children of a renamed unit get a new version
+    too (their partOf.display changes). Every new version is recorded in org_unit_history.
+    Into a source version that is not served (plugins.orgunits.served), units are written withdrawn: a new unit is
+    never published, a published one is withdrawn (a deleted version), one already unpublished keeps its version (its
+    content is stored for the switch that publishes it); the report counts them as `held`.
     Raises LoadError for duplicate ids, dangling parents, cycles and invalid field values, possibly after
     some batches were written: run it in a transaction that is rolled back on error (engine.begin()).
     """
-    writer = _BatchWriter(conn, source_version_id, as_utc(now))
+    writer = _BatchWriter(conn, source_version_id, as_utc(now), is_served(conn, source_version_id))
     report = WriteReport()
     ordered = parents_first(conn, records, batch_size, source_version_id)
     while batch := list(islice(ordered, batch_size)):
@@ -166,18 +193,20 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
 
 _COMPARED = ("name", "uuid", "source_ref", "aliases", "validation_status", "org_unit_type_id", "parent_id",
              "source_version_id", "latitude", "longitude", "altitude", "opening_date", "closing_date", "geometry",
-             "deleted", "identifier_system")
+             "deleted", "withdrawn", "identifier_system")
 
 
 class _BatchWriter:
-    def __init__(self, conn: Connection, source_version_id: int, now: datetime) -> None:
+    def __init__(self, conn: Connection, source_version_id: int, now: datetime, served: bool) -> None:
         self.conn = conn
         self.source_version_id = source_version_id
         self.now = now
-        account = select(data_source.c.account).join(source_version).where(source_version.c.id == source_version_id)
+        self.served = served
+        source = conn.execute(select(source_version.c.data_source_id)
+                              .where(source_version.c.id == source_version_id)).scalar_one()
         self.type_ids = {row.short_name: row.id for row in conn.execute(
-            select(org_unit_type.c.short_name, org_unit_type.c.id).where(
-                org_unit_type.c.account == account.scalar_subquery()))}
+            select(org_unit_type.c.short_name, org_unit_type.c.id).where(types_of(source))
+            .order_by(org_unit_type.c.data_source_id.is_not(None)))}  # its own last: they win
         self.reparented: list[int] = []
         self.renamed: list[int] = []
         self.moved: list[int] = []
@@ -188,25 +217,34 @@ class _BatchWriter:
 
     def write(self, batch: list[UnitRecord]) -> WriteReport:
         existing = self._existing([record.id for record in batch])
+        purged = last_versions(self.conn, [record.id for record in batch if record.id not in existing])
         inserts: list[dict[str, Any]] = []
         updates: list[dict[str, Any]] = []
         names: list[dict[str, Any]] = []
+        held = 0
         for record in batch:
             values = self._values(record)
             row = existing.get(record.id)
             if row is not None:  # what the file does not carry stays as stored
                 values.update({name: getattr(row, name) for name in record.kept})
+            values["deleted"], values["withdrawn"] = self._published(row)
+            unpublished = not self.served and (row is None or row.deleted or row.withdrawn)
             if row is None:
-                row_values = {**values, "id": record.id, "version_id": 1,
+                held += unpublished
+                row_values = {**values, "id": record.id, "version_id": purged.get(record.id, 0) + 1,
                               "created_at": _stored_time(record.created_at, self.now),
                               "updated_at": self.now}  # lastUpdated is when this server got it: syncs by
                                                          # _since must see every new unit
                 row_values["b_aliases"] = row_values.pop("aliases")
                 inserts.append(row_values)
             elif _differs(row, values):
-                version = row.version_id + 1 if row.recorded else row.version_id  # one new version per load
+                held += unpublished
+                if unpublished:  # stored for the switch that publishes it: no version published now
+                    version, stamp = row.version_id, row.updated_at
+                else:  # one new version per load
+                    version, stamp = (row.version_id + 1 if row.recorded else row.version_id), self.now
                 updates.append({**{f"b_{key}": value for key, value in values.items()}, "b_id": record.id,
-                                "b_updated_at": self.now, "b_version_id": version})
+                                "b_updated_at": stamp, "b_version_id": version})
                 if row.parent_id != values["parent_id"] and values["parent_id"] is not None:
                     self.reparented.append(record.id)
                 if row.name != values["name"]:
@@ -216,8 +254,9 @@ class _BatchWriter:
             else:
                 continue
             names.extend({"org_unit_id": record.id, "position": position, "text": text, "norm": normalize(text)}
-                         for position, text in enumerate((record.name, *(values["aliases"] or ()))))
+                         for position, text in enumerate((values["name"], *(values["aliases"] or ()))))
         if inserts:
+            forget(self.conn, [item["id"] for item in inserts if item["id"] in purged])
             self.conn.execute(self._insert, inserts)
         if updates:
             self.conn.execute(self._update, updates)
@@ -225,10 +264,20 @@ class _BatchWriter:
                 org_unit_name.c.org_unit_id.in_([item["b_id"] for item in updates])))
         if names:
             self.conn.execute(insert(org_unit_name), names)
-        return WriteReport(len(inserts), len(updates), len(batch) - len(inserts) - len(updates))
+        return WriteReport(len(inserts), len(updates), len(batch) - len(inserts) - len(updates), held=held)
+
+    def _published(self, row: Row[Any] | None) -> tuple[bool, bool]:
+        """(deleted, withdrawn) of a unit written into this source version: live when it is served; else withdrawn,
+        deleted when it was published (its withdrawal), as it was when it was not (never published, or withdrawn or
+        deleted already)."""
+        if self.served:
+            return False, False
+        if row is None:
+            return False, True
+        return (bool(row.deleted) if row.deleted or row.withdrawn else True), True
 
     def _existing(self, ids: list[int]) -> dict[int, Row[Any]]:
-        columns = [org_unit.c.id, org_unit.c.version_id, RECORDED.label("recorded"),
+        columns = [org_unit.c.id, org_unit.c.version_id, org_unit.c.updated_at, RECORDED.label("recorded"),
                    *(org_unit.c[name] for name in _COMPARED)]
         return {row.id: row for row in self.conn.execute(select(*columns).where(org_unit.c.id.in_(ids)))}
 
@@ -238,11 +287,11 @@ class _BatchWriter:
         if type_id is None:
             raise LoadError(f"{describe(record)}: unknown org unit type {record.type_short_name!r}")
         return {
-            "name": record.name,
+            "name": composed(record.name),  # stored in NFC: name:exact finds it however it was typed
             "uuid": record.uuid,
             "source_ref": record.source_ref,
             "identifier_system": record.identifier_system,
-            "aliases": list(record.aliases) or None,
+            "aliases": [composed(alias) for alias in record.aliases] or None,
             "validation_status": record.validation_status,
             "org_unit_type_id": type_id,
             "parent_id": record.parent_id,
@@ -253,7 +302,6 @@ class _BatchWriter:
             "opening_date": record.opening_date,
             "closing_date": record.closing_date,
             "geometry": dict(record.geometry) if record.geometry is not None else None,
-            "deleted": False,
         }
 
 

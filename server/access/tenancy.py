@@ -9,8 +9,8 @@ out-of-scope id is answered exactly as an unknown one (server.engine.visibility.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Collection, Hashable, Mapping
 from datetime import datetime
-from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -50,15 +50,21 @@ class AccessScope:
 EVERYTHING = AccessScope(all_accounts=True)
 
 
-def caller_account(scope: AccessScope, accounts: Collection[str], first: str | None = None) -> str | None:
+def caller_account(scope: AccessScope, accounts: Collection[str], first: str | None = None,
+                   former: Mapping[str, str] | None = None) -> str | None:
     """The account the caller sees, decided here only: the scope's (the access_scope hook's), else the account
     recorded for tokens naming none (`first`, Tenancy.first_account: a new account never changes what they see), else
     the only account the server holds ("" when it holds none: nothing to see); None: every account (trusted
     in-process callers only). Forbidden when the scope names none and the recorded account holds nothing any more
-    (removed or purged: never the next tenant's data), or when nothing is recorded and the server holds several."""
+    (removed or purged: never the next tenant's data), or when nothing is recorded and the server holds several; and
+    when it names an account that is no more (`former`, Tenancy.former_accounts: renamed...), saying what happened,
+    never an empty answer."""
     if scope.all_accounts:
         return None
     if scope.account is not None:
+        if former and scope.account in former and scope.account not in accounts:
+            raise Forbidden(f"the token names account {scope.account!r}, which {former[scope.account]}: ask for a "
+                            "token naming the account as it is now (or set auth.default_account)")
         return scope.account
     if first is not None:
         if first not in accounts:  # the first account was removed or purged: never the next tenant's data
@@ -383,7 +389,7 @@ class Scoper:
     def account(self, conn: Connection, scope: AccessScope, snapshot: Snapshot | None = None) -> str | None:
         """The account the caller sees (caller_account over the accounts this database holds)."""
         snapshot = snapshot or self.freshness.snapshot(conn)
-        return caller_account(scope, snapshot.accounts, snapshot.first_account)
+        return caller_account(scope, snapshot.accounts, snapshot.first_account, dict(snapshot.former))
 
     def _visibility(self, conn: Connection, provider: ResourceProvider, scope: AccessScope, narrow: Narrow,
                     chain: tuple[str, ...]) -> Visibility:

@@ -7,12 +7,14 @@ from dataclasses import replace
 from server.access.jwks import JwksUnavailable
 from server.app import create_app
 from server.bulk.files import directory, directory_problem
-from server.errors import ConfigError
+from server.engine.context import ServerContext
+from server.errors import ConfigError, StorageError
 from server.extensions import Extensions
 from server.ops.checks import (
     authorization_server,
     check_database,
     database_url_problem,
+    default_account_problem,
     embedded_database_missing,
     missing_database,
     problems,
@@ -43,6 +45,7 @@ def cmd_check_config(args: argparse.Namespace, settings: Settings, extensions: E
             results.append((False, f"plugins and auth: {exc}"))
         else:
             ctx = app.state.ctx
+            results += _default_account(settings, ctx)
             ctx.db.dispose()
             results.append((True, f"plugins: serving {', '.join(sorted(ctx.registry.providers))}; "
                                   f"auth: {', '.join(settings.auth.algorithms)}"))
@@ -69,3 +72,21 @@ def cmd_check_config(args: argparse.Namespace, settings: Settings, extensions: E
         print(f"{'ok  ' if ok else 'FAIL'}  {line}")
     return 0 if all(ok for ok, _ in results) else 1
 
+
+
+def _default_account(settings: Settings, ctx: ServerContext) -> list[tuple[bool, str]]:
+    """auth.default_account, when set, against the accounts of the database (none to say when it cannot be read:
+    the database lines below say why)."""
+    account = settings.auth.default_account
+    if not account or database_url_problem(settings.database_url) is not None or embedded_database_missing(settings):
+        return []
+    try:
+        with ctx.db.connect() as conn:
+            snapshot = ctx.freshness.snapshot(conn)
+    except StorageError:
+        return []
+    problem = default_account_problem(account, snapshot.accounts, dict(snapshot.former))
+    if problem is not None:
+        return [(False, problem)]
+    held = "an account of the database" if snapshot.accounts else "the database holds no account yet"
+    return [(True, f"auth.default_account {account!r}: {held}")]

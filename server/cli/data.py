@@ -8,6 +8,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import orjson
@@ -18,7 +20,15 @@ from server.cli.common import say
 from server.declare.extensions import LoadCall, LoadFormat, LoadReport
 from server.engine import searches
 from server.engine.context import create_context
-from server.errors import ConfigError, FhirError, InterruptedAfterCommit, LoadError
+from server.errors import (
+    AfterCommit,
+    ConfigError,
+    FhirError,
+    InterruptedAfterCommit,
+    LoadError,
+    StorageBusy,
+    StorageFull,
+)
 from server.ops.checks import embedded_database_missing, embedded_path
 from server.extensions import Extensions
 from server.declare.progress import Progress
@@ -42,15 +52,57 @@ def ensure_schema(settings: Settings, extensions: Extensions, announce: bool = T
         say(f"created the database {embedded_path(settings)}", command="create", path=embedded_path(settings))
 
 
-def render_committed(settings: Settings, committed: str) -> None:
-    """Pre-render after a commit: an interrupt now leaves the committed changes in place and served, which the
-    operator must know (not the 130 of an interrupt that rolled everything back)."""
+STATISTICS_WAIT_S = 5.0  # how long the statistics after a commit wait for another writer's lock before leaving it
+
+
+def after_commit(settings: Settings, committed: str, engine: Engine | None = None) -> None:
+    """The steps after a commit: the planner's statistics (`engine`'s database) and pre-rendering. A committed
+    change never exits as failed (issue 37 item 7, issue 38 item 8): a step that cannot get the write lock (another
+    writer holds it) is skipped with a warning and left to the next load; any other failure, or Ctrl-C, is an
+    AfterCommit (exit 3) saying what was committed and what to run."""
+    steps: list[tuple[str, Callable[[], Any]]] = []
+    if engine is not None:
+        steps.append(("planner statistics", lambda: analyze(engine, STATISTICS_WAIT_S)))
+    steps.append(("pre-rendering", lambda: render(settings)))
+    for name, step in steps:
+        with committed_then(committed, name):
+            try:
+                step()
+            except StorageBusy as exc:
+                say(f"{name} skipped: another writer holds the database ({exc.message}); the changes are committed "
+                    f"and served ({committed}); the next load (or `orgunit-fhir render`) does it",
+                    logging.WARNING, command="after-commit", skipped=name)
+
+
+@contextmanager
+def committed_then(committed: str, step: str) -> Iterator[None]:
+    """Whatever fails in `step` once `committed` was committed (a full disk, a broken pipe, Ctrl-C, a bug) is an
+    AfterCommit: exit 3 and the truth."""
     try:
-        render(settings)
+        yield
+    except AfterCommit:
+        raise
     except KeyboardInterrupt:
         raise InterruptedAfterCommit(
             f"interrupted after the changes were committed ({committed}): they are in the database and served; "
-            "some bodies are not pre-rendered yet (served slower until then): run `orgunit-fhir render`") from None
+            f"{step} was not done: run `orgunit-fhir render` (served slower until then)") from None
+    except BaseException as exc:
+        raise AfterCommit(f"the changes were committed ({committed}) and are served, but {step} failed afterwards: "
+                          f"{_cause(exc)}; once that is fixed, run `orgunit-fhir render`") from exc
+
+
+def _cause(exc: BaseException) -> str:
+    if isinstance(exc, StorageFull):
+        return f"the disk holding the database is full ({exc.message}): free space"
+    if isinstance(exc, BrokenPipeError):
+        return "the output was closed (a broken pipe: the command's reader stopped reading)"
+    text = str(getattr(exc, "message", None) or exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+def render_committed(settings: Settings, committed: str) -> None:
+    """Pre-render after a commit (plugin commands that write): see `after_commit`."""
+    after_commit(settings, committed)
 
 
 def render(settings: Settings) -> int:
@@ -82,7 +134,6 @@ def write_demo(settings: Settings, extensions: Extensions, size: int | None, see
             seconds = round(time.perf_counter() - started, 1)
             say(f"demo {demo.name}: {count:,} written in {seconds}s", command="demo", demo=demo.name, written=count,
                 seconds=seconds)
-        analyze(engine)
     return written
 
 
@@ -90,16 +141,19 @@ def cmd_demo(args: argparse.Namespace, settings: Settings, extensions: Extension
     if args.size is not None and args.size < 5:
         raise ConfigError("--size must be at least 5 (one unit per level)")
     written = write_demo(settings, extensions, args.size, args.seed)
-    render_committed(settings, f"demo: {written:,} resources written")
+    with writing_engine(settings) as engine:
+        after_commit(settings, f"demo: {written:,} resources written", engine)
     return 0
 
 
 def _counts(report: LoadReport) -> dict[str, Any]:
-    """One type's figures (the first few ids of each)."""
+    """One type's figures (the first few ids of each, and the first resources of each kind as named)."""
     return {"inserted": report.inserted, "updated": report.updated, "unchanged": report.unchanged,
-            "deleted": report.deleted, "missing": report.missing, "deleted_ids": list(report.deleted_ids[:SAMPLE]),
-            "missing_ids": list(report.missing_ids[:SAMPLE]), "deleted_units": list(report.deleted_named[:SAMPLE]),
-            "missing_units": list(report.missing_named[:SAMPLE])}
+            "deleted": report.deleted, **dict(report.changes), "missing": report.missing,
+            "deleted_ids": list(report.deleted_ids[:SAMPLE]), "missing_ids": list(report.missing_ids[:SAMPLE]),
+            **{f"{kind}_units": list(first[:SAMPLE]) for kind, first in report.named.items()},
+            "deleted_units": list(report.deleted_named[:SAMPLE]), "missing_units": list(report.missing_named[:SAMPLE]),
+            **({"refused": list(report.refused)} if report.refused else {})}
 
 
 def report_fields(fmt: str, path: str, report: LoadReport, dry_run: bool, seconds: float) -> dict[str, Any]:
@@ -116,15 +170,21 @@ def report_fields(fmt: str, path: str, report: LoadReport, dry_run: bool, second
 def report_line(fmt: str, report: LoadReport, dry_run: bool, seconds: float, of_type: bool = False) -> str:
     """`load mapped: 0 inserted, 0 updated, 5,725 unchanged, 1 deleted (first: 10006 'Kapsowar' (id 3720)) in 0.3s`
     (ids alone for a format that names no units); `of_type`: the line names its type (`load mapped: Location: ...`)."""
-    parts = [f"{report.inserted:,} inserted", f"{report.updated:,} updated", f"{report.unchanged:,} unchanged"]
+    named = report.named
+    parts = [f"{report.inserted:,} inserted",  # the new ones are the file's: their first names are in the JSON
+             f"{report.updated:,} updated{_first(named.get('updated'))}", f"{report.unchanged:,} unchanged"]
     for count, ids, what in ((report.deleted, report.deleted_named or report.deleted_ids, "deleted"),
+                             *((count, named.get(kind), kind) for kind, count in report.changes),
                              (report.missing, report.missing_named or report.missing_ids, "missing from the file")):
         if count:
-            first = f" (first: {', '.join(map(str, ids[:SAMPLE]))})" if ids else ""
-            parts.append(f"{count:,} {what}{first}")
+            parts.append(f"{count:,} {what}{_first(ids)}")
     head = (f"load {fmt}{' (dry run: nothing written)' if dry_run else ''}"
             f"{f': {report.resource_type}' if of_type else ''}")
     return f"{head}: {', '.join(parts)} in {seconds}s"
+
+
+def _first(ids: Sequence[Any] | None) -> str:
+    return f" (first: {', '.join(map(str, ids[:SAMPLE]))})" if ids else ""
 
 
 def report_lines(fmt: str, path: str, report: LoadReport, dry_run: bool,
@@ -184,24 +244,31 @@ def _load(args: argparse.Namespace, settings: Settings, extensions: Extensions, 
             raise LoadError(f"load {fmt.name}: a look-up failed ({exc.diagnostics}); the load stopped there") from exc
         if committed is not None and not dry_run:
             committed.append(True)
-        progress.close()
+        seconds = round(time.perf_counter() - started, 1)
+        lines = report_lines(fmt.name, args.path, report, dry_run, seconds)
+        done = "; ".join(line.removeprefix("load ") for line, _ in lines)
+        with nullcontext() if dry_run else committed_then(done, "printing the report"):  # first: the truth
+            progress.close()
+            _say_report(args, fmt, report, lines, report_fields(fmt.name, args.path, report, dry_run, seconds),
+                        created and embedded_path(settings))
         if not dry_run:
-            analyze(engine)
-    seconds = round(time.perf_counter() - started, 1)
-    fields = report_fields(fmt.name, args.path, report, dry_run, seconds)
-    lines = report_lines(fmt.name, args.path, report, dry_run, seconds)
+            after_commit(settings, done, engine)
+    return 1 if report.refused else 0
+
+
+def _say_report(args: argparse.Namespace, fmt: LoadFormat, report: LoadReport, lines: list[tuple[str, dict[str, Any]]],
+                fields: dict[str, Any], created: Any) -> None:
     for line, logged in lines:  # a line per type the load wrote
         say(line, **logged)
     if created:
-        say(f"created the database {embedded_path(settings)}", command="create", path=embedded_path(settings))
+        say(f"created the database {created}", command="create", path=created)
     for note in report.notes:
         say(f"note: {note}", logging.WARNING, command="load", note=note)
+    for refusal in report.refused:  # a dry run: what the load itself would refuse
+        say(f"load {fmt.name} (dry run): refused: {refusal}", logging.ERROR, command="load", refused=refusal)
     if args.json:
         sys.stdout.write(orjson.dumps(fields, default=str).decode() + "\n")
         sys.stdout.flush()
-    if not dry_run:
-        render_committed(settings, "; ".join(line.removeprefix("load ") for line, _ in lines))
-    return 0
 
 
 def cmd_render(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:

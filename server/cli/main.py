@@ -15,7 +15,15 @@ from sqlalchemy.engine import make_url
 
 from server.cli import check, data, serve, token
 from server.cli.common import common_parser, say, settings_of
-from server.errors import ConfigError, InterruptedAfterCommit, LoadError, StorageError, StorageUnavailable
+from server.errors import (
+    AfterCommit,
+    ConfigError,
+    LoadError,
+    StorageBusy,
+    StorageError,
+    StorageFull,
+    StorageUnavailable,
+)
 from server.extensions import Extensions, load_extensions
 from server.ops.checks import (
     check_database,
@@ -158,26 +166,61 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(name, f"configuration error: {exc}", 2)
     except LoadError as exc:
         return _fail(name, str(exc), 1)
-    except StorageUnavailable as exc:  # the database cannot be opened or reached (or SQLite's has no tables yet)
-        unready = _schema_unready(settings, extensions)
-        if unready is not None:
-            return _fail(name, f"{unready} ({_first_line(exc)})", 1)
-        return _fail(name, f"the database ({_safe_url(settings)}) cannot be opened or reached: "
-                           f"{_first_line(exc)}; check database.url (or --database) and that the "
-                           "database server runs", 1)
-    except StorageError as exc:  # reached, but it refused (no schema yet, permissions, a constraint...)
-        unready = _schema_unready(settings, extensions)
-        if unready is not None:  # a command run before `migrate`: its tables are missing, not forbidden
-            return _fail(name, f"{unready} ({_first_line(exc)})", 1)
-        return _fail(name, f"the database ({_safe_url(settings)}) refused: {_first_line(exc)}; "
-                           "check the role's privileges (migrate, load and demo need the writer role)", 1)
-    except InterruptedAfterCommit as exc:
-        return _fail(name, exc.message, InterruptedAfterCommit.EXIT_STATUS)
+    except AfterCommit as exc:  # committed, then a step failed or was interrupted: the truth, exit 3
+        return _fail(name, exc.message, AfterCommit.EXIT_STATUS)
+    except StorageError as exc:
+        return _fail(name, _storage_failure(name, exc, settings, extensions), 1)
     except KeyboardInterrupt:
-        rolled_back = ": nothing was written (its transaction was rolled back)" if name in ("load", "demo") else ""
-        return _fail(name, f"interrupted{rolled_back}", 130)
+        return _fail(name, f"interrupted{_rolled_back(name)}", 130)
     except Exception as exc:  # noqa: BLE001 - one line, not a traceback
+        cause = _storage_cause(exc)  # SQLAlchemy's PendingRollbackError after a connection lost mid-command
+        if cause is not None:
+            return _fail(name, _storage_failure(name, cause, settings, extensions), 1)
         shown = bool(os.environ.get(TRACEBACK_ENV))
         return _fail(name, f"unexpected {type(exc).__name__}: {_first_line(exc)} (a bug: please report it with "
                            f"the command line{'' if shown else f'; set {TRACEBACK_ENV}=1 to see the traceback'})",
                      1, exc_info=shown)
+
+
+WRITERS = ("load", "demo", "migrate", "versions", "accounts", "data-sources")
+
+
+def _rolled_back(name: str) -> str:
+    """What a failure before the commit left: nothing (the transaction rolled back), for a command that writes."""
+    return ": nothing was written (its transaction was rolled back)" if name in WRITERS else ""
+
+
+def _storage_cause(exc: BaseException) -> StorageError | None:
+    """The storage error behind `exc` (its cause or context), when one is."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, StorageError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _storage_failure(name: str, exc: StorageError, settings: Settings | None, extensions: Extensions | None) -> str:
+    """A database failure in one line: the real cause (a full disk, another writer, a connection lost, no schema,
+    no privilege) and what to do, never a request to report a bug for a known condition."""
+    rolled = _rolled_back(name)
+    if isinstance(exc, StorageFull):
+        return (f"the disk holding the database is full ({_first_line(exc)}){rolled}; free space (or raise the "
+                "quota), then run it again")
+    if isinstance(exc, StorageBusy):
+        return (f"another writer held the database's lock longer than this command waits ({_first_line(exc)})"
+                f"{rolled}; run it again once that write is done")
+    unready = _schema_unready(settings, extensions)
+    if unready is not None:  # a command run before `migrate`: its tables are missing, not forbidden
+        return f"{unready} ({_first_line(exc)})"
+    if isinstance(exc, StorageUnavailable) and exc.repeatable:  # reached, then dropped mid-command
+        return (f"the connection to the database ({_safe_url(settings)}) was lost ({_first_line(exc)}){rolled}; "
+                "check that the database server runs, then run it again")
+    if isinstance(exc, StorageUnavailable):  # the database cannot be opened or reached
+        return (f"the database ({_safe_url(settings)}) cannot be opened or reached: {_first_line(exc)}{rolled}; "
+                "check database.url (or --database) and that the database server runs")
+    return (f"the database ({_safe_url(settings)}) refused: {_first_line(exc)}{rolled}; check the role's privileges "
+            "(migrate, load and demo need the writer role)")
+

@@ -12,7 +12,7 @@ import socket
 import sys
 import tempfile
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 import uvicorn
 from sqlalchemy import Engine
@@ -29,6 +29,7 @@ from server.http.protocol import open_files_needed
 from server.ops.checks import (
     check_database,
     check_serving_databases,
+    default_account_problem,
     embedded_database_missing,
     embedded_path,
     missing_database,
@@ -76,10 +77,21 @@ def first_account(ctx: ServerContext) -> str | None:
         return None
 
 
-def claimless_account(settings: Settings, held: Collection[str], first: str | None) -> str:
+def former_accounts(ctx: ServerContext) -> dict[str, str]:
+    """The names that no longer name an account, and what became of each (Tenancy.former_accounts; {} when the
+    database cannot say)."""
+    try:
+        with ctx.db.connect() as conn:
+            return dict(ctx.freshness.snapshot(conn).former)
+    except Exception:  # noqa: BLE001 - an unreachable or empty database holds no account
+        return {}
+
+
+def claimless_account(settings: Settings, held: Collection[str], first: str | None,
+                      former: Mapping[str, str] | None = None) -> str:
     """The account a token without an account claim sees (auth.default_account, else caller_account's decision over
     the accounts held); Forbidden, naming why, when such a token is refused."""
-    return caller_account(AccessScope(account=settings.auth.default_account), held, first) or ""
+    return caller_account(AccessScope(account=settings.auth.default_account), held, first, former) or ""
 
 
 def _is_empty(engine: Engine, extensions: Extensions) -> bool:
@@ -203,6 +215,13 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensio
         create_app(settings, context=ctx)  # fail here, with a clear message, before anything is written
         try:
             _prepare_databases(settings, extensions, ctx, demo=args.demo)
+            ctx.freshness.expire()
+            with ctx.db.connect() as conn:  # settings that would empty the registry are refused (issue 38)
+                snapshot = ctx.freshness.snapshot(conn)
+            problem = default_account_problem(settings.auth.default_account, snapshot.accounts,
+                                              dict(snapshot.former))
+            if problem is not None:
+                raise ConfigError(problem)
             host, port = args.host or settings.server.host, args.port or settings.server.port
             _banner(settings, ctx, host, port)
         finally:

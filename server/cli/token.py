@@ -8,11 +8,11 @@ from typing import Any
 
 from server.access.mint import mint_token
 from server.cli.common import say
-from server.cli.serve import accounts, claimless_account, first_account
+from server.cli.serve import accounts, claimless_account, first_account, former_accounts
 from server.engine.context import create_context
 from server.errors import ConfigError, Forbidden
 from server.extensions import Extensions
-from server.ops.checks import embedded_database_missing
+from server.ops.checks import default_account_problem, embedded_database_missing
 from server.settings import Settings
 
 
@@ -43,13 +43,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="extra claim, the value parsed as JSON or else taken as a string (repeatable)")
 
 
-def _held_accounts(settings: Settings) -> tuple[list[str], str | None]:
-    """The accounts holding data, and the one recorded for tokens without an account claim."""
+def _held_accounts(settings: Settings) -> tuple[list[str], str | None, dict[str, str]]:
+    """The accounts holding data, the one recorded for tokens without an account claim, and the names that no
+    longer name an account (what became of each)."""
     if embedded_database_missing(settings):
-        return [], None  # never create a database (or its directory) just to look
+        return [], None, {}  # never create a database (or its directory) just to look
     ctx = create_context(settings)
     try:
-        return accounts(ctx), first_account(ctx)
+        return accounts(ctx), first_account(ctx), former_accounts(ctx)
     finally:
         ctx.db.dispose()
 
@@ -59,10 +60,13 @@ def cmd_token(args: argparse.Namespace, settings: Settings, extensions: Extensio
         raise ConfigError("--ttl must be a positive number of seconds")
     print(mint_token(settings, subject=args.sub, permissions=args.permission, ttl=args.ttl,
                      extra=dict(args.claim), account=args.account, roots=args.org_unit_roots, create=False))
-    held, first = _held_accounts(settings)
+    held, first, former = _held_accounts(settings)
     if args.account is None and settings.auth.account_claim not in dict(args.claim):
+        problem = default_account_problem(settings.auth.default_account, held, former)
+        if problem is not None:  # check-config fails and serve refuses on it
+            say(f"note: {problem}", logging.WARNING, command="token")
         try:
-            sees = claimless_account(settings, held, first)
+            sees = claimless_account(settings, held, first, former)
         except Forbidden as exc:
             say(f"note: this token is refused (403): {exc.diagnostics} (accounts: {', '.join(held) or 'none'})",
                 logging.WARNING, command="token")
@@ -71,6 +75,9 @@ def cmd_token(args: argparse.Namespace, settings: Settings, extensions: Extensio
                 say(f"note: this server holds several accounts ({', '.join(held)}): a token without --account sees "
                     f"account {sees!r}, the first loaded; pass --account for another", logging.WARNING,
                     command="token")
+    elif args.account is not None and args.account in former and args.account not in held:
+        say(f"note: this token is refused (403): account {args.account!r} {former[args.account]}", logging.WARNING,
+            command="token")
     elif args.account is not None and held and args.account not in held:
         say(f"note: no data source belongs to account {args.account!r} (accounts: {', '.join(held)}): this token "
             "sees an empty server", logging.WARNING, command="token")

@@ -42,7 +42,13 @@ class LoadReport:
     A load that writes several resource types reports each on its own, never one sum: these counts are those of
     `resource_type` (the format's main type), and `other_types` holds one report per other type it wrote (its
     `resource_type` and counts; `notes` and `about` stay on this one). `load` then prints a line per type and its
-    JSON line gains `types`, each type's counts. A format of one type may leave `resource_type` unset."""
+    JSON line gains `types`, each type's counts. A format of one type may leave `resource_type` unset.
+
+    `changes`: the other kinds of change the load made, each `(kind, count)` in the order to print them after
+    `deleted` (`("withdrawn", 3)`: a plugin's own words; each is a key of the JSON line too); `named`: the first
+    resources of any kind (`inserted`, `updated` or one of `changes`) as the operator knows them, which the line shows
+    after its count (`<kind>_units` in the JSON line); `refused`: what a dry run found the load would refuse, one
+    line each, printed as errors: the dry run then exits 1."""
 
     inserted: int = 0
     updated: int = 0
@@ -57,6 +63,9 @@ class LoadReport:
     missing_named: tuple[str, ...] = ()
     resource_type: str | None = None
     other_types: tuple[LoadReport, ...] = ()
+    changes: tuple[tuple[str, int], ...] = ()
+    named: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    refused: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         named = [part.resource_type for part in self.by_type]

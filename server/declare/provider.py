@@ -106,6 +106,10 @@ class Versioning:
     history_updated: ColumnElement[Any]
     history_deleted: ColumnElement[Any]
     history_snapshot: ColumnElement[Any]
+    # selects (one row, one column) the instant of the newest change ever stamped that the history table no longer
+    # holds (a purge erased its versions); the sync point (Bundle.meta.lastUpdated, Bulk Data's transactionTime) never
+    # goes below it, so it never goes back. None: versions are never erased
+    high_water: Select[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -178,13 +182,16 @@ class Tenancy:
     column) the account a token naming none sees (the first one loaded, as the data records it: never derived from
     rows a removal deletes), so that adding an account never changes what existing tokens see; once it holds no
     partition such a token is refused (403 naming it), and without it such a token is refused when the server holds
-    several."""
+    several. `former_accounts` selects (account, what became of it, in words: "was renamed 'kenya'") for the names a
+    token may still claim that no longer name an account: such a token is refused, 403 naming what happened, never
+    served an empty answer (and `check-config` fails, `serve` refuses, when auth.default_account names one)."""
 
     partition: ColumnElement[Any] | None = None
     partitions: Select[Any] | None = None
     subtree: Subtree | None = None
     via: Via | None = None
     first_account: Select[Any] | None = None
+    former_accounts: Select[Any] | None = None
     versions: VersionScope | None = None  # a versioned provider's scope of each kept version (VersionScope)
 
     def scoped_per_version(self, versioning: Versioning | None) -> bool:

@@ -1,10 +1,11 @@
 """What `serve` and `check-config` verify before serving: the operational settings, then each database."""
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import resource
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +71,22 @@ def problems(settings: Settings) -> list[str]:
     if multiproc and not (Path(multiproc).is_dir() and os.access(multiproc, os.W_OK)):
         found.append(f"$PROMETHEUS_MULTIPROC_DIR: {multiproc} is not a writable directory")
     return found
+
+
+def default_account_problem(account: str | None, held: Collection[str], former: Mapping[str, str]) -> str | None:
+    """What is wrong with auth.default_account (`account`) given the accounts the database holds (`held`) and the
+    names that no longer name one (`former`: Tenancy.former_accounts): a name that is no account would give every
+    token without an account claim an empty server (issue 38). None: fine, unset, or a database holding no account
+    yet (its first load creates it)."""
+    if not account or not held or account in held:
+        return None
+    if account in former:
+        return (f"auth.default_account names account {account!r}, which {former[account]}: tokens without an account "
+                "claim would be refused; set it to the account's name now")
+    close = difflib.get_close_matches(account, list(held), n=1, cutoff=0.75)
+    return (f"auth.default_account names {account!r}, which is no account of this database (accounts: "
+            f"{', '.join(sorted(held))}){f'; a typo of {close[0]!r}?' if close else ''}: every token without an "
+            "account claim would see an empty server; set it to one of them, or leave it out")
 
 
 def validate(settings: Settings) -> None:

@@ -18,13 +18,15 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import QueuePool
 
-from server.errors import SchemaMissing, StatementTimedOut, StorageError, StorageUnavailable
+from server.errors import SchemaMissing, StatementTimedOut, StorageBusy, StorageError, StorageFull, StorageUnavailable
 
 DRIVERS = frozenset({"sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg"})  # URLs' schemes
 SQLITE_BUSY_S = 30  # how long a SQLite connection waits for another's write lock
 SQLITE_PRAGMAS = ("journal_mode=WAL", "foreign_keys=ON", "synchronous=NORMAL")
 QUERY_CANCELED = "57014"  # PostgreSQL's SQLSTATE of a statement cancelled by its statement_timeout
 UNDEFINED = frozenset({"42P01", "42703"})  # undefined table, undefined column: a schema behind the server's
+DISK_FULL = frozenset({"53100"})  # disk_full: nothing more can be written
+LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout: another transaction held the lock
 # a database that vanishes without closing its connections (a dropped network) is noticed in about 40 s,
 # not after the kernel's 15 minutes of retransmissions
 DEAD_PEER = {"keepalives": 1, "keepalives_idle": 15, "keepalives_interval": 5, "keepalives_count": 3,
@@ -83,6 +85,10 @@ class Sqlite:
                 return StatementTimedOut(_first_line(exc))
             if str(exc).startswith(("no such table", "no such column")):
                 return SchemaMissing(_first_line(exc))
+            if "disk is full" in str(exc):  # SQLITE_FULL: "database or disk is full"
+                return StorageFull(_first_line(exc))
+            if "database is locked" in str(exc) or "database is busy" in str(exc):
+                return StorageBusy(_first_line(exc))
             return StorageUnavailable(_first_line(exc), repeatable=dropped)
         if isinstance(exc, sqlite3.Error):
             return (StorageUnavailable if dropped else StorageError)(_first_line(exc), repeatable=dropped)
@@ -115,6 +121,10 @@ class Postgres:
     def driver_error(self, exc: BaseException, *, dropped: bool = False) -> StorageError | None:
         if isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == QUERY_CANCELED:
             return StatementTimedOut(_first_line(exc))
+        if isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) in DISK_FULL:
+            return StorageFull(_first_line(exc))
+        if isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+            return StorageBusy(_first_line(exc))
         if isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) in UNDEFINED:
             return SchemaMissing(_first_line(exc))
         if isinstance(exc, psycopg.OperationalError) or dropped and isinstance(exc, psycopg.Error):

@@ -9,7 +9,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from server.settings import Settings
-from server.storage.backend import SQLITE_PRAGMAS, BoundedPool, backend_of, translate_errors
+from server.storage.backend import SQLITE_BUSY_S, SQLITE_PRAGMAS, BoundedPool, backend_of, translate_errors
 from server.storage.replicas import MAX_OVERFLOW, PRIMARY, Target, create_read_engine, replica_targets
 from server.storage.timeouts import install_sqlite_timeout
 from server.storage.watchdog import watch
@@ -88,10 +88,20 @@ def wait_bound_s(settings: Settings) -> float:
     return answer_bound_s(settings) + settings.database.connect_timeout_seconds
 
 
-def analyze(engine: Engine) -> None:
-    """Fresh planner statistics after a load: a plan made without them can sort a whole table for one page."""
+def analyze(engine: Engine, wait_s: float | None = None) -> None:
+    """Fresh planner statistics after a load: a plan made without them can sort a whole table for one page.
+    `wait_s`: how long to wait for another writer's lock (SQLite's ANALYZE writes) before StorageBusy."""
+    sqlite = engine.dialect.name == "sqlite"
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql("ANALYZE")
+        if wait_s is not None:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(wait_s * 1000)}" if sqlite
+                                 else f"SET lock_timeout = {int(wait_s * 1000)}")
+        try:
+            conn.exec_driver_sql("ANALYZE")
+        finally:  # the pooled connection waits as the others do again
+            if wait_s is not None:
+                conn.exec_driver_sql(f"PRAGMA busy_timeout = {SQLITE_BUSY_S * 1000}" if sqlite
+                                     else "RESET lock_timeout")
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from server.declare.instants import as_utc
 from server.storage.cache import Bounded
 from server.storage.prerender import usable
 from server.storage.writes import sync_point
@@ -34,6 +35,7 @@ class Snapshot:
     accounts: frozenset[str] = frozenset()
     stamp: int = 0  # changes whenever any of the above does
     first_account: str | None = None  # what a token naming no account sees among several (Tenancy.first_account)
+    former: tuple[tuple[str, str], ...] = ()  # (account, what became of it): Tenancy.former_accounts
 
     @cached_property
     def synced(self) -> datetime:
@@ -88,12 +90,14 @@ class Freshness:
             partitions = {p.resource_type: _partitions(conn, p) for p in providers
                           if p.tenancy is not None and p.tenancy.partitions is not None}
             first = _first_account(conn, providers)
-            if (generations, bodies, partitions, first) != (snapshot.generations, snapshot.bodies,
-                                                            snapshot.partitions, snapshot.first_account):
+            former = _former_accounts(conn, providers)
+            if (generations, bodies, partitions, first, former) != (snapshot.generations, snapshot.bodies,
+                                                                    snapshot.partitions, snapshot.first_account,
+                                                                    snapshot.former):
                 # a new object, swapped in whole: a reader never sees half of the old and half of the new
                 snapshot = Snapshot(time.monotonic(), bodies, generations, partitions,
                                     frozenset(acct for rows in partitions.values() for _, acct, _ in rows),
-                                    snapshot.stamp + 1, first)
+                                    snapshot.stamp + 1, first, former)
             else:
                 snapshot = replace(snapshot, checked=time.monotonic())
             self._snapshots[database] = snapshot
@@ -112,12 +116,17 @@ def database_of(conn: Connection) -> str:
 
 
 def _generation(conn: Connection, provider: ResourceProvider) -> Any:
-    """The newest version's (instant, id, version): any write of a version changes it."""
+    """The newest version's (instant, id, version): any write of a version changes it; or, when a purge erased
+    newer versions, (the instant of the newest erased, None, None): the sync point never goes back
+    (Versioning.high_water)."""
     v = provider.versioning
     assert v is not None
     row = conn.execute(select(v.history_updated, v.history_id, v.history_version)
                        .order_by(v.history_updated.desc(), v.history_id.desc(), v.history_version.desc())
                        .limit(1)).first()
+    erased = conn.execute(v.high_water).scalar() if v.high_water is not None else None
+    if erased is not None and (row is None or as_utc(erased) > as_utc(row[0])):
+        return (erased, None, None)
     return None if row is None else tuple(row)
 
 
@@ -127,6 +136,14 @@ def _first_account(conn: Connection, providers: Iterable[ResourceProvider]) -> s
             found = conn.execute(provider.tenancy.first_account).scalar()
             return None if found is None else str(found)
     return None
+
+
+def _former_accounts(conn: Connection, providers: Iterable[ResourceProvider]) -> tuple[tuple[str, str], ...]:
+    found: dict[str, str] = {}
+    for provider in providers:
+        if provider.tenancy is not None and provider.tenancy.former_accounts is not None:
+            found.update((str(account), str(words)) for account, words in conn.execute(provider.tenancy.former_accounts))
+    return tuple(sorted(found.items()))
 
 
 def _partitions(conn: Connection, provider: ResourceProvider) -> tuple[tuple[Any, str, bool], ...]:

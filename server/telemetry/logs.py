@@ -113,6 +113,10 @@ def logging_config(settings: Settings, *, level: str = "INFO") -> dict[str, Any]
             "uvicorn.error": {"level": level, "handlers": [], "propagate": True},
             "uvicorn.access": quiet,
             "alembic": quiet,
+            # SQLAlchemy's pool says "Pool disposed ... Current Overflow: -5" at INFO on every engine disposed: noise
+            # an operator cannot act on (issue 38); its warnings stay
+            "sqlalchemy": quiet,
+            "server.storage.backend.BoundedPool": quiet,  # SQLAlchemy names a pool's logger by its class
             ACCESS.name: {"level": "INFO" if settings.server.access_log else "WARNING", "handlers": [],
                           "propagate": True},
             AUDIT.name: {"level": "INFO" if settings.server.audit_log else "WARNING", "handlers": [],

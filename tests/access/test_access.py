@@ -211,7 +211,8 @@ def test_served_version_switches_with_set_default(app_client: TestClient, ctx: S
         ctx.freshness.expire()
         body = app_client.get("/fhir/Location?_count=100", headers=headers).json()
         assert ids_of(body) == BETA_V1 and body["total"] == 3
-        assert app_client.get("/fhir/Location/201", headers=headers).status_code == 404
+        # version 2's unit is withdrawn by the switch: a deletion its consumers receive (issue 37)
+        assert app_client.get("/fhir/Location/201", headers=headers).status_code == 410
         org = app_client.get("/fhir/Organization", headers=headers).json()["entry"][0]["resource"]
         assert org["extension"][0]["valueInteger"] == 1  # the version served
     finally:

@@ -75,7 +75,7 @@ def _extensions(*extra: tuple[str, object]) -> Extensions:
 def test_every_kind_is_collected_beside_the_org_unit_plugins() -> None:
     found = _extensions(("acme", Acme()))
     assert [c.name for c in found.schema.chains] == ["engine", "bulk", "orgunits", "acme"]
-    assert set(found.commands) == {"versions", "accounts", "data-sources", "notes"}
+    assert set(found.commands) == {"versions", "accounts", "data-sources", "check-data", "notes"}
     assert {"iaso-csv", "iaso-gpkg", "dhis2", "fhir-bundle", "mapped", "notes-txt"} <= set(found.load_formats)
     assert [d.name for d in found.demos] == ["org-unit pyramid", "notes"]
 

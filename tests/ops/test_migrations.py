@@ -264,3 +264,63 @@ def test_0013_scopes_each_kept_version_by_what_it_published(database_url: str) -
     assert [tuple(r) for r in found] == [(1, 1, 12, "/1/"), (5, 1, 11, "/7/5/"), (5, 2, 11, "/7/5/"),
                                          (5, 3, 12, "/1/5/")]
 
+
+
+def test_0014_withdraws_without_a_version_the_units_of_versions_not_served(database_url: str) -> None:
+    """A database at 0013: source version 2 is the newest (served); a live unit of version 1 was never published, so it
+    becomes withdrawn (never published: not deleted, no new version); a deleted one stays deleted by its source."""
+    engine = create_engine(normalize_url(database_url))
+    try:
+        SCHEMA.upgrade(engine, {"orgunits": "0013"})
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO data_source (id, name, slug) VALUES (1, 'Iaso', 'iaso')"))
+            conn.execute(text("INSERT INTO source_version (id, number, data_source_id) VALUES (11, 1, 1), (12, 2, 1)"))
+            conn.execute(text("INSERT INTO org_unit_type (id, name, short_name, category) VALUES (1, 'X', 'X', 'X')"))
+            conn.execute(text(
+                "INSERT INTO org_unit (id, name, validation_status, org_unit_type_id, source_version_id, created_at, "
+                "updated_at, version_id, deleted) VALUES "
+                "(1, 'Old', 'VALID', 1, 11, '2026-01-01', '2026-01-01', 1, false), "
+                "(2, 'Gone', 'VALID', 1, 11, '2026-01-01', '2026-01-02', 2, true), "
+                "(3, 'New', 'VALID', 1, 12, '2026-01-01', '2026-01-01', 1, false)"))
+        SCHEMA.upgrade(engine)
+        with engine.connect() as conn:
+            found = [tuple(row) for row in conn.execute(text(
+                "SELECT id, version_id, deleted, withdrawn FROM org_unit ORDER BY id"))]
+        with engine.begin() as conn:
+            ORGUNITS.run(conn, "0013", downgrade=True)
+    finally:
+        engine.dispose()
+    assert found == [(1, 1, False, True), (2, 2, True, False), (3, 1, False, False)]
+
+
+def test_0015_gives_each_data_source_its_own_types(database_url: str) -> None:
+    """A database at 0014: type 1 is used by the units of data sources 1 and 2 (one account), type 2 by none. Type 1
+    stays data source 1's, a copy is data source 2's (its unit points at it: the same name, code, category and depth,
+    so nothing published changes), type 2 stays its account's."""
+    engine = create_engine(normalize_url(database_url))
+    try:
+        SCHEMA.upgrade(engine, {"orgunits": "0014"})
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO data_source (id, name, slug) VALUES (1, 'Kenya', 'kenya'), "
+                              "(2, 'Partner', 'partner')"))
+            conn.execute(text("INSERT INTO source_version (id, number, data_source_id) VALUES (11, 1, 1), (21, 1, 2)"))
+            conn.execute(text("INSERT INTO org_unit_type (id, name, short_name, category, depth) VALUES "
+                              "(1, 'Dispensary', 'dispensary', 'HF', 5), (2, 'Unused', 'unused', 'HF', 5)"))
+            conn.execute(text(
+                "INSERT INTO org_unit (id, name, validation_status, org_unit_type_id, source_version_id, created_at, "
+                "updated_at, version_id, deleted, withdrawn) VALUES "
+                "(1, 'A', 'VALID', 1, 11, '2026-01-01', '2026-01-01', 1, false, false), "
+                "(2, 'B', 'VALID', 1, 21, '2026-01-01', '2026-01-01', 1, false, false)"))
+        SCHEMA.upgrade(engine)
+        with engine.connect() as conn:
+            types = [tuple(row) for row in conn.execute(text(
+                "SELECT id, short_name, category, depth, data_source_id FROM org_unit_type ORDER BY id"))]
+            units = [tuple(row) for row in conn.execute(text("SELECT id, org_unit_type_id FROM org_unit ORDER BY id"))]
+        with engine.begin() as conn:
+            ORGUNITS.run(conn, "0014", downgrade=True)
+            merged = [tuple(row) for row in conn.execute(text("SELECT id, org_unit_type_id FROM org_unit ORDER BY id"))]
+    finally:
+        engine.dispose()
+    assert types == [(1, "dispensary", "HF", 5, 1), (2, "unused", "HF", 5, None), (3, "dispensary", "HF", 5, 2)]
+    assert units == [(1, 1), (2, 3)]
+    assert merged == [(1, 1), (2, 1)]

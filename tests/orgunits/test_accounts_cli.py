@@ -71,9 +71,10 @@ def test_load_of_a_new_version_says_which_units_it_left_unserved(settings_path: 
     smaller.write_text(json.dumps(document), encoding="utf-8")
     done = cli("load", "dhis2", str(smaller), "--version", "2", *common)
     assert done.returncode == 0, done.stderr
-    assert "note: 2 units of default/DHIS2 belong to versions that are not served" in done.stderr
+    assert "2 withdrawn (first: DiszpKrYNg8 'Ngelehun CHC' (id 1)" in done.stderr  # a deleted version each
+    assert "(2 of them withdrawn: their version is not served)" in done.stderr
     back = cli("versions", "set-default", "--data-source", "DHIS2", "--version", "1", *common)
-    assert back.returncode == 0 and "version 1 of default/DHIS2 holds no live units" not in back.stderr
+    assert back.returncode == 0 and "version 1 of default/DHIS2 holds no units" not in back.stderr
     assert "yes (default)" in cli("versions", "list", *common).stdout
 
 
@@ -82,7 +83,7 @@ def test_set_default_refuses_an_empty_version_unless_forced(settings_path: Path,
     assert cli("load", "dhis2", str(DHIS2), "--version", "1", *common).returncode == 0
     assert cli("load", "dhis2", str(DHIS2), "--version", "2", *common).returncode == 0  # the same ids: moved
     refused = cli("versions", "set-default", "--data-source", "DHIS2", "--version", "1", *common)
-    assert refused.returncode == 1 and "holds no live units" in refused.stderr and "--force" in refused.stderr
+    assert refused.returncode == 1 and "holds no units" in refused.stderr and "--force" in refused.stderr
     assert "yes (newest)" in cli("versions", "list", *common).stdout  # nothing changed
     forced = cli("versions", "set-default", "--data-source", "DHIS2", "--version", "1", "--force", *common)
     assert forced.returncode == 0 and "yes (default)" in cli("versions", "list", *common).stdout

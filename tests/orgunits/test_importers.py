@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from server.errors import LoadError
+from plugins.orgunits.changes import Allowed
 from plugins.orgunits.importers import formats
 from plugins.orgunits.importers.common import allocate_ids
 from plugins.orgunits.importers.transaction import import_units
@@ -373,7 +374,12 @@ def test_ids_stay_stable_when_a_bundle_grows(engine: Engine) -> None:
     assert import_fhir_bundle(engine, small) == WriteReport(inserted=14, notes=first_load("FHIR"))
     first = {ref: row.id for ref, row in by_ref(engine).items()}
     assert sorted(first.values()) == list(range(1, 15))
-    assert import_fhir_bundle(engine, bundle) == WriteReport(inserted=1318, unchanged=14)
+    # level 2 was the deepest, facilities (HF): now districts (REGION), a reclassification the operator confirms
+    with pytest.raises(LoadError, match=r"would reclassify 13 units of default/FHIR: type 'Level 2' from depth 2 "
+                                        r"\(HF\) to depth 2 \(REGION\) \(13 units\).*--allow-reclassify"):
+        import_fhir_bundle(engine, bundle)
+    assert import_fhir_bundle(engine, bundle, allow=Allowed(reclassify=True)) == \
+        WriteReport(inserted=1318, updated=13, unchanged=1)
     after = {ref: row.id for ref, row in by_ref(engine).items()}
     assert {ref: after[ref] for ref in first} == first
     assert min(unit_id for ref, unit_id in after.items() if ref not in first) == 15
@@ -794,7 +800,7 @@ def test_delete_missing(engine: Engine) -> None:
     assert gone == {"Rp268JB6Ne4", "cDw53Ej8rju"}
     assert all(after[ref].version_id == 2 for ref in gone)
     assert all(after[ref].version_id == before[ref].version_id for ref in after if ref not in gone)
-    assert load_dhis2(engine, DHIS2_SAMPLE) == WriteReport(updated=2, unchanged=30)  # back, with the same ids
+    assert load_dhis2(engine, DHIS2_SAMPLE) == WriteReport(restored=2, unchanged=30)  # back, with the same ids
     assert {ref: row.id for ref, row in by_ref(engine).items()} == {ref: row.id for ref, row in before.items()}
     assert not any(row.deleted for row in by_ref(engine).values())
 

@@ -61,7 +61,8 @@ def test_a_format_adds_its_own_options_before_the_common_ones(name: str, options
     parser = argparse.ArgumentParser()
     next(f for f in commands.LOAD_FORMATS if f.name == name).configure(parser)
     assert [a.dest for a in parser._actions if a.dest != "help"] == \
-        [*options, "data_source", "version", "delete_missing", "account", "allow_reparent"]
+        [*options, "data_source", "version", "delete_missing", "account", "allow_reparent", "allow_mass_delete",
+         "allow_reclassify", "allow_identifier_change", "allow_duplicate_source"]
 
 
 def test_no_format_is_special_cased_by_name() -> None:

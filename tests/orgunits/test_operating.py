@@ -18,8 +18,8 @@ from plugins.orgunits.importers.fhir_bundle import import_fhir_bundle
 from plugins.orgunits.importers.iaso_csv import load_iaso_csv
 from plugins.orgunits.importers.iaso_gpkg import load_iaso_gpkg
 from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source_version
-from plugins.orgunits.writer import ensure_data_source, ensure_source_version, write_units
-from plugins.orgunits.records import UnitRecord
+from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
+from plugins.orgunits.records import TypeRecord, UnitRecord
 from server.access.mint import mint_token
 from server.app import create_app
 from server.errors import LoadError
@@ -142,7 +142,8 @@ def test_accounts_and_data_sources_from_the_command_line(settings_path: Path, da
         "data-sources", "list", *common).stdout
     removed = cli("accounts", "remove", "partner", "--force", *common)
     assert removed.returncode == 0 and "1 data source, 32 units deleted" in removed.stderr
-    assert [line.split()[0] for line in cli("accounts", "list", *common).stdout.splitlines()[1:]] == ["default"]
+    listed = [line.split()[:5] for line in cli("accounts", "list", *common).stdout.splitlines()[1:]]
+    assert listed == [["default", "1", "136", "136"], ["partner", "1", "0", "0", "removed"]]  # its tokens: deletions
     assert "partner" not in cli("versions", "list", *common).stdout
 
 
@@ -181,9 +182,10 @@ def test_a_refused_removal_changes_nothing(engine: Engine) -> None:
     assert snapshot(engine) == before
     with engine.begin() as conn:  # a unit of another data source under one of DHIS2's
         other = ensure_data_source(conn, "Other")
-        parent = conn.execute(select(org_unit.c.id, org_unit_type.c.short_name).join(org_unit_type).limit(1)).one()
-        write_units(conn, [UnitRecord(9999, "Guest", parent.short_name, parent_id=parent.id)],
-                    ensure_source_version(conn, other, 1), NOW)
+        ensure_types(conn, [TypeRecord("Guest", "guest", "HF", 2)], data_source_id=other)  # each its own types
+        parent = conn.execute(select(org_unit.c.id).limit(1)).scalar_one()
+        write_units(conn, [UnitRecord(9999, "Guest", "guest", parent_id=parent)], ensure_source_version(conn, other, 1),
+                    NOW)
     before = snapshot(engine)
     with engine.begin() as conn, pytest.raises(LoadError, match="org unit 9999 .of another data source. has parent"):
         remove_source(conn, "default", "DHIS2", force=True, now=NOW)
@@ -202,7 +204,8 @@ def test_renames(settings: Settings, engine: Engine) -> None:
     body = client(settings, account="sierra-leone").get(f"/fhir/Location/{unit.id}").json()
     assert body["meta"]["versionId"] == "2" and body["managingOrganization"]["display"] == "Sierra Leone MoH"
     assert body["managingOrganization"]["identifier"]["value"] == "dhis2"  # the slug stays
-    assert client(settings, account="partner").get(f"/fhir/Location/{unit.id}").status_code == 404
+    refused = client(settings, account="partner").get(f"/fhir/Location/{unit.id}")  # the old name: told, not empty
+    assert refused.status_code == 403 and "which was renamed 'sierra-leone'" in refused.text
 
 
 # --- finding 3: Iaso's CSV and GeoPackage combine ---------------------------------------------------------------------

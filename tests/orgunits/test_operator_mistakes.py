@@ -98,7 +98,8 @@ def test_a_reparenting_storm_stops_and_asks(operator: Operator, tmp_path: Path) 
     with operator.consumer() as client:
         facility = client.get("/fhir/Location", params={"identifier": "10231"}).json()["entry"][0]["resource"]
         assert facility["partOf"]["display"] == "Port Amara"  # still under its sub-county
-    said = operator.ok("load", "mapped", str(LAKELAND_CSV), "--mapping", str(without_subcounties), "--allow-reparent")
+    said = operator.ok("load", "mapped", str(LAKELAND_CSV), "--mapping", str(without_subcounties), "--allow-reparent",
+                       "--allow-reclassify")  # the facilities' types now stand one level up too
     assert "22 updated" in said
 
 
@@ -151,7 +152,7 @@ def test_purge_erases_a_wrong_load_from_every_answer(operator: Operator, undo: l
     operator.ok("demo", "--size", "20")
     operator.ok("load", "mapped", str(LAKELAND_CSV), "--mapping", str(LAKELAND), "--account", "sl")
     operator.ok("load", "mapped", str(LAKELAND_CSV), "--mapping", str(LAKELAND), "--account", "sl",
-                "--data-source", "Kept")  # the account keeps another data source (unless removed whole)
+                "--data-source", "Kept", "--allow-duplicate-source")  # the account keeps another data source
     with operator.consumer(account="sl") as client:
         wrong = sorted(lakeland_ids(client))[0]
         since = "2000-01-01T00:00:00Z"
@@ -199,16 +200,18 @@ def test_the_first_load_says_what_it_created(operator: Operator) -> None:
     assert "created account 'default' and its data source 'Lakeland MFL'" in said
 
 
-@pytest.mark.parametrize("options, words", [
-    pytest.param(["--account", "defualt"], "account 'defualt' is new (a typo of 'default'? if so, undo it with "
+@pytest.mark.parametrize("options, status, words", [
+    pytest.param(["--account", "defualt"], 0, "account 'defualt' is new (a typo of 'default'? if so, undo it with "
                  "`data-sources remove ... --purge`)", id="account"),
-    pytest.param(["--data-source", "Lakeland MFK"], "data source 'Lakeland MFK' is new in account 'default' (a typo "
-                 "of 'Lakeland MFL'?", id="data-source"),
+    # in the same account, the same registry under another name is refused (issue 38), the likely typo named
+    pytest.param(["--data-source", "Lakeland MFK"], 1, "data source 'Lakeland MFK' is new in account 'default' (a "
+                 "typo of 'Lakeland MFL'?", id="data-source"),
 ])
-def test_a_new_name_close_to_an_existing_one_is_pointed_out(operator: Operator, options: list[str],
+def test_a_new_name_close_to_an_existing_one_is_pointed_out(operator: Operator, options: list[str], status: int,
                                                             words: str) -> None:
     operator.load_lakeland()
-    assert words in operator.load_lakeland(*options)
+    done, said = operator.run("load", "mapped", str(LAKELAND_CSV), "--mapping", str(LAKELAND), *options)
+    assert done == status and words in said, said
 
 
 # --- 9. reports name units as the operator knows them ----------------------------------------------------------------

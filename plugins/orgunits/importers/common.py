@@ -9,10 +9,12 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, select
 
+from plugins.orgunits.purged import next_unit_id
 from plugins.orgunits.records import TypeRecord, refuse_cycles, slugify
 from plugins.orgunits.tables import data_source, org_unit, org_unit_type, source_version
+from plugins.orgunits.views import SOURCE_HOLDS, types_of
 from server import LoadError
 
 K = TypeVar("K", bound=Hashable)
@@ -24,8 +26,9 @@ MAX_DEPTH = 256
 
 def allocate_ids(conn: Connection, data_source_id: int, source_refs: Iterable[str]) -> dict[str, int]:
     """Integer id per source ref (for sources whose ids are strings): the id of the stored unit with that
-    source_ref in that data source (a live one before a deleted one, then the lowest id), else a new id above
-    the current max(org_unit.id), given in the order of `source_refs`. The same refs always map to the same ids."""
+    source_ref in that data source (one it holds before one it deleted, then the lowest id), else a new id above
+    every id ever given (purged ones too: plugins.orgunits.purged), in the order of `source_refs`. The same refs
+    always map to the same ids."""
     wanted = list(dict.fromkeys(source_refs))
     ids: dict[str, int] = {}
     for start in range(0, len(wanted), CHUNK):
@@ -33,10 +36,10 @@ def allocate_ids(conn: Connection, data_source_id: int, source_refs: Iterable[st
         query = (select(org_unit.c.source_ref, org_unit.c.id)
                  .join(source_version, source_version.c.id == org_unit.c.source_version_id)
                  .where(source_version.c.data_source_id == data_source_id, org_unit.c.source_ref.in_(chunk))
-                 .order_by(org_unit.c.deleted, org_unit.c.id))
+                 .order_by(SOURCE_HOLDS.desc(), org_unit.c.id))
         for ref, unit_id in conn.execute(query):
             ids.setdefault(ref, int(unit_id))
-    next_id = int(conn.execute(select(func.coalesce(func.max(org_unit.c.id), 0))).scalar_one()) + 1
+    next_id = next_unit_id(conn)  # never an id given before, purged or not
     for ref in wanted:
         if ref not in ids:
             ids[ref] = next_id
@@ -45,7 +48,7 @@ def allocate_ids(conn: Connection, data_source_id: int, source_refs: Iterable[st
 
 
 def stored_by(conn: Connection, column: Any, values: Iterable[str], data_source_id: int) -> dict[str, list[int]]:
-    """Ids of the live (not deleted) stored units of the data source whose `column` (source_ref, name...) is one
+    """Ids of the stored units the data source holds (live or withdrawn) whose `column` (source_ref, name...) is one
     of `values`: where parents outside the file are looked up."""
     found: dict[str, list[int]] = defaultdict(list)
     pending = sorted(set(values))
@@ -53,8 +56,7 @@ def stored_by(conn: Connection, column: Any, values: Iterable[str], data_source_
         chunk = pending[start:start + CHUNK]
         query = (select(column, org_unit.c.id)
                  .join(source_version, source_version.c.id == org_unit.c.source_version_id)
-                 .where(source_version.c.data_source_id == data_source_id, column.in_(chunk),
-                        org_unit.c.deleted.is_(False))
+                 .where(source_version.c.data_source_id == data_source_id, column.in_(chunk), SOURCE_HOLDS)
                  .order_by(org_unit.c.id))
         for key, unit_id in conn.execute(query):
             found[key].append(int(unit_id))
@@ -186,9 +188,8 @@ def level_types(conn: Connection, data_source_id: int, depths: Iterable[int], na
     does not relabel the types."""
     slug = data_source_slug(conn, data_source_id)
     pattern = re.compile(re.escape(slug) + r"-l(\d+)")
-    account = select(data_source.c.account).where(data_source.c.id == data_source_id).scalar_subquery()
     stored = {int(match.group(1)): row.name for row in conn.execute(
-        select(org_unit_type.c.short_name, org_unit_type.c.name).where(org_unit_type.c.account == account))
+        select(org_unit_type.c.short_name, org_unit_type.c.name).where(types_of(data_source_id)))
               if (match := pattern.fullmatch(row.short_name))}
     wanted = sorted(set(depths))
     bottom = max([*wanted, *stored, deepest or 0], default=0)

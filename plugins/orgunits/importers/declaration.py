@@ -10,7 +10,7 @@ from typing import Any
 from plugins.orgunits.records import WriteReport
 
 #: loader(engine, path, data_source=None, version=1, *, delete_missing=False, now=None, progress=None, account=...,
-#: dry_run=False, allow_reparent=False, **own options) -> WriteReport
+#: dry_run=False, allow=Allowed(), **own options) -> WriteReport
 Loader = Callable[..., WriteReport]
 
 

@@ -40,6 +40,7 @@ from plugins.orgunits.importers.geometry import (
     polygon,
     position,
 )
+from plugins.orgunits.changes import Allowed
 from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport
 from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from server import LoadError
@@ -72,25 +73,25 @@ class _Unit:
 def load_dhis2(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None, version: int = 1, *,
                delete_missing: bool = False, now: datetime | None = None,
                progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, dry_run: bool = False,
-               allow_reparent: bool = False) -> WriteReport:
+               allow: Allowed = Allowed()) -> WriteReport:
     """Load a DHIS2 organisation units JSON file into `data_source` (default 'DHIS2') / `version`."""
     return import_dhis2(engine, read_json(path), data_source=data_source, version=version,
                         delete_missing=delete_missing, now=now, progress=progress, account=account, dry_run=dry_run,
-                        allow_reparent=allow_reparent)
+                        allow=allow)
 
 
 def import_dhis2(engine: Engine, document: Any, *, data_source: str | None = None, version: int = 1,
                  delete_missing: bool = False, now: datetime | None = None,
                  progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
                  dry_run: bool = False,
-                 allow_reparent: bool = False) -> WriteReport:
+                 allow: Allowed = Allowed()) -> WriteReport:
     """Load parsed DHIS2 JSON in one transaction; raises LoadError and writes nothing if any unit is wrong."""
     units, level_names = read_units(document)
     plan = _Plan(units, level_names, FORMAT.data_source(data_source))
     return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
                         delete_missing=delete_missing, now=now, progress=progress, account=account, fmt=FORMAT.name,
                         kept=KEPT, dry_run=dry_run,
-                        allow_reparent=allow_reparent)
+                        allow=allow)
 
 
 def read_units(document: Any) -> tuple[list[_Unit], dict[int, str]]:

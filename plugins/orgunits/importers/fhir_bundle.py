@@ -43,6 +43,7 @@ from plugins.orgunits.importers.fhir_elements import (
     parent_of,
     position,
 )
+from plugins.orgunits.changes import Allowed
 from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport
 from plugins.orgunits.tables import DEFAULT_ACCOUNT
 from server import LoadError
@@ -75,26 +76,26 @@ def load_fhir_bundle(engine: Engine, path: str | os.PathLike[str], data_source: 
                      version: int = 1, *, delete_missing: bool = False, now: datetime | None = None,
                      progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
                      dry_run: bool = False,
-                     allow_reparent: bool = False) -> WriteReport:
+                     allow: Allowed = Allowed()) -> WriteReport:
     """Load a FHIR Bundle JSON file of Locations into `data_source` (default 'FHIR') / `version`."""
     return import_fhir_bundle(engine, read_json(path), data_source=data_source, version=version,
                               delete_missing=delete_missing, now=now, progress=progress, account=account,
                               dry_run=dry_run,
-                              allow_reparent=allow_reparent)
+                              allow=allow)
 
 
 def import_fhir_bundle(engine: Engine, bundle: Any, *, data_source: str | None = None, version: int = 1,
                        delete_missing: bool = False, now: datetime | None = None,
                        progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
                        dry_run: bool = False,
-                       allow_reparent: bool = False) -> WriteReport:
+                       allow: Allowed = Allowed()) -> WriteReport:
     """Load a parsed Bundle in one transaction; raises LoadError and writes nothing if any Location is wrong."""
     locations = read_locations(bundle)
     plan = _Plan(locations, FORMAT.data_source(data_source))
     return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
                         delete_missing=delete_missing, identifier_system=identifier_system(locations), now=now,
                         progress=progress, account=account, fmt=FORMAT.name, dry_run=dry_run,
-                        allow_reparent=allow_reparent)
+                        allow=allow)
 
 
 def identifier_system(locations: list[_Location]) -> str | None:

@@ -17,7 +17,8 @@ from plugins.orgunits.importers.common import stored_by
 from plugins.orgunits.importers.declaration import ImportFormat
 from plugins.orgunits.importers.parsers import parse_decimal, parse_iso_date, parse_timestamp, reading
 from plugins.orgunits.importers.transaction import Progress, import_units
-from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport, refuse_cycles
+from plugins.orgunits.changes import Allowed
+from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport, refuse_cycles, typical_depth
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, VALIDATION_STATUSES, org_unit
 from server import LoadError
 
@@ -63,7 +64,7 @@ class _Row:
 
 def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None, version: int = 1, *,
                   delete_missing: bool = False, now: datetime | None = None, progress: Progress | None = None,
-                  account: str = DEFAULT_ACCOUNT, dry_run: bool = False, allow_reparent: bool = False) -> WriteReport:
+                  account: str = DEFAULT_ACCOUNT, dry_run: bool = False, allow: Allowed = Allowed()) -> WriteReport:
     """Load the file into `data_source`/`version` in one transaction; raises LoadError and writes nothing
     if any row is wrong. What the CSV does not carry (boundaries, uuid, altitude: the GeoPackage's) is kept."""
     source = FORMAT.data_source(data_source)
@@ -79,7 +80,7 @@ def load_iaso_csv(engine: Engine, path: str | os.PathLike[str], data_source: str
     return import_units(engine, data_source=source, version=version,
                         types=sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)),
                         records=records, delete_missing=delete_missing, now=now, progress=progress, account=account,
-                        fmt=FORMAT.name, kept=KEPT, dry_run=dry_run, allow_reparent=allow_reparent)
+                        fmt=FORMAT.name, kept=KEPT, dry_run=dry_run, allow=allow)
 
 
 def read_rows(path: Path) -> list[_Row]:
@@ -209,19 +210,20 @@ def _timestamp(text: str, column: str, line: int) -> datetime | None:
 
 
 def _types(rows: Iterable[_Row]) -> dict[str, TypeRecord]:
-    """One type per code: name = the label before ' - ', short name = the code, depth = its shallowest level."""
-    found: dict[str, tuple[_Row, int]] = {}
+    """One type per code: name = the label before ' - ', short name = the code, depth = where most of its units
+    stand (records.typical_depth)."""
+    found: dict[str, tuple[_Row, list[int]]] = {}
     for row in rows:
         previous = found.get(row.code)
         if previous is None:
-            found[row.code] = (row, row.depth)
+            found[row.code] = (row, [row.depth])
             continue
-        first, depth = previous
+        first, depths = previous
         if first.type_name != row.type_name:
             raise LoadError(f"line {row.line}: type {row.type_name!r} has the code {row.code!r} already used by "
                             f"type {first.type_name!r} on line {first.line}; codes must be unique per type")
-        found[row.code] = (first, min(depth, row.depth))
-    return {code: iaso_type(first.type_name, code, depth) for code, (first, depth) in found.items()}
+        depths.append(row.depth)
+    return {code: iaso_type(first.type_name, code, typical_depth(depths)) for code, (first, depths) in found.items()}
 
 
 def iaso_type(name: str, code: str, depth: int | None) -> TypeRecord:

@@ -39,6 +39,7 @@ from plugins.orgunits.importers.geometry import (
     position,
 )
 from plugins.orgunits.importers.iaso_csv import iaso_type
+from plugins.orgunits.changes import Allowed
 from plugins.orgunits.records import TypeRecord, UnitRecord, WriteReport, refuse_cycles
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, org_unit
 from server import LoadError
@@ -73,7 +74,7 @@ class _Feature:
 
 def load_iaso_gpkg(engine: Engine, path: str | os.PathLike[str], data_source: str | None = None, version: int = 1,
                    *, delete_missing: bool = False, now: datetime | None = None, progress: Progress | None = None,
-                   account: str = DEFAULT_ACCOUNT, dry_run: bool = False, allow_reparent: bool = False) -> WriteReport:
+                   account: str = DEFAULT_ACCOUNT, dry_run: bool = False, allow: Allowed = Allowed()) -> WriteReport:
     """Load the GeoPackage into `data_source` (default 'Iaso', like the CSV) / `version` in one transaction;
     raises LoadError and writes nothing if any feature is wrong."""
     source = FORMAT.data_source(data_source)
@@ -89,7 +90,7 @@ def load_iaso_gpkg(engine: Engine, path: str | os.PathLike[str], data_source: st
     return import_units(engine, data_source=source, version=version,
                         types=sorted(types.values(), key=lambda item: (item.depth or 0, item.short_name)),
                         records=records, delete_missing=delete_missing, now=now, progress=progress, account=account,
-                        fmt=FORMAT.name, kept=KEPT, dry_run=dry_run, allow_reparent=allow_reparent)
+                        fmt=FORMAT.name, kept=KEPT, dry_run=dry_run, allow=allow)
 
 
 def read_features(path: Path) -> tuple[list[_Feature], dict[str, TypeRecord]]:

@@ -9,7 +9,7 @@ an optional root, in ONE transaction.
   else among the stored units of the data source); for a level read from the units' columns, the nearest level
   above with a value in the same row; else the root; cycles and dangling parents are refused;
 - type: its name from the `type` field (or constant), its code the name slugged ('Health Centre' ->
-  'health-centre'), its depth the shallowest where it occurs; category the section's `category`, else 1 COUNTRY,
+  'health-centre'), its depth where most of its units stand; category the section's `category`, else 1 COUNTRY,
   2 REGION, 3 DISTRICT and the units HF;
 - status: NEW/VALID/REJECTED or active/suspended/inactive, after the field's `map`; default VALID;
 - coordinates: numbers or strings ('034.92687', '-1,25'); dates: ISO, or `date_format` (strptime);
@@ -43,8 +43,10 @@ from plugins.orgunits.importers.mapping import Section, UnitMapping, check_field
 from plugins.orgunits.importers.parsers import aliases
 from plugins.orgunits.importers.tabular import Record, read_records
 from plugins.orgunits.importers.transaction import Progress, import_units
-from plugins.orgunits.records import KEEPABLE, TypeRecord, UnitRecord, WriteReport, slugify
+from plugins.orgunits.changes import Allowed
+from plugins.orgunits.records import KEEPABLE, TypeRecord, UnitRecord, WriteReport, slugify, typical_depth
 from plugins.orgunits.tables import DEFAULT_ACCOUNT
+from plugins.orgunits.validation import implausible
 from server import LoadError
 
 _UUID = re.compile(r"(?:urn:uuid:)?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})")
@@ -73,7 +75,7 @@ class _Unit:
 def load_mapped(engine: Engine, path: str | os.PathLike[str], mapping: str | os.PathLike[str],
                 data_source: str | None = None, version: int = 1, *, delete_missing: bool = False,
                 now: datetime | None = None, progress: Progress | None = None, account: str = DEFAULT_ACCOUNT,
-                dry_run: bool = False, allow_reparent: bool = False) -> WriteReport:
+                dry_run: bool = False, allow: Allowed = Allowed()) -> WriteReport:
     """Load `path` as `mapping` says into `data_source` (default: the mapping's) / `version`."""
     spec = read_mapping(mapping)
     units = read_units(spec, Path(path))
@@ -81,17 +83,17 @@ def load_mapped(engine: Engine, path: str | os.PathLike[str], mapping: str | os.
     return import_units(engine, data_source=plan.source, version=version, types=plan.types, records=plan.records,
                         delete_missing=delete_missing, identifier_system=spec.identifier_system, now=now,
                         progress=progress, account=account, fmt=FORMAT.name, kept=spec.units.kept,
-                        dry_run=dry_run, allow_reparent=allow_reparent)
+                        dry_run=dry_run, allow=allow)
 
 
 def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
     """Every unit the mapping names (root, levels top first, then the file's units), checked, without the
     database."""
-    rows = read_records(path, spec.units.source)
+    rows = read_records(path, spec.units.source, spec.units.key)
     if not rows:
         raise LoadError(f"{path}: no records: nothing loaded (an empty export?)")
     for section in (*(level for level in spec.levels if level.file is None), spec.units):
-        check_fields(section, rows, path)
+        check_fields(section, rows, path, spec.units)
     found: dict[str, _Unit] = {}
     if spec.root is not None:
         root = spec.root
@@ -102,7 +104,7 @@ def read_units(spec: UnitMapping, path: Path) -> list[_Unit]:
     for index, level in enumerate(spec.levels):
         if level.file is not None:
             above = spec.levels[index - 1] if index > 0 else None
-            records = read_records(level.file, level.source)
+            records = read_records(level.file, level.source, level.key)
             check_fields(level, records, level.file)
             for record in records:
                 _add(found, _unit(spec, level, record, _parent_by_field(level, above, record, top)))
@@ -128,11 +130,17 @@ def _add(found: dict[str, _Unit], unit: _Unit | None, derived: bool = False) -> 
     previous = found.get(unit.ref)
     if previous is None:
         found[unit.ref] = unit
+    elif previous.section != unit.section:  # two levels give their units the same source references
+        raise LoadError(f"{unit.label}: {unit.section} and {previous.section} (on {previous.label}) both give the "
+                        f"source reference {unit.ref!r}: their codes overlap and their prefixes are the same; give "
+                        f"one of them a prefix of its own (prefix: in the mapping)")
     elif not derived:
         raise LoadError(f"{unit.label}: id {unit.ref!r} is already used by {previous.label}")
     elif (previous.name, previous.parent) != (unit.name, unit.parent):
+        cause = (f"; a {unit.section} unit has one parent, so {unit.section} is likely listed above a level it "
+                 "belongs to: list the levels top first (the largest first)" if previous.name == unit.name else "")
         raise LoadError(f"{unit.label}: {unit.ref!r} is {unit.name!r} under {unit.parent!r} here but {previous.name!r} "
-                        f"under {previous.parent!r} on {previous.label}")
+                        f"under {previous.parent!r} on {previous.label}{cause}")
 
 
 def _parent_by_field(section: Section, above: Section | None, record: Record, top: str | None) -> str | None:
@@ -167,11 +175,16 @@ def _unit(spec: UnitMapping, section: Section, record: Record, parent: str | Non
             raise LoadError(f"{label}: uuid {uuid!r} ({section.fields['uuid'].describe()}) is not a UUID")
         uuid = match.group(1).lower()
     names = [item for spec_ in (*section.aliases, *section.identifiers) for item in texts_of(spec_, record, label)]
-    return _Unit(section.key, label, section.prefix + code, parent, name, type_name, section.category,
+    unit = _Unit(section.key, label, section.prefix + code, parent, name, type_name, section.category,
                  status_of(section.spec("status"), record, label), uuid, aliases(name, *names), latitude, longitude,
                  coordinate_of(section.spec("altitude"), record, label, "altitude"),
                  date_of(section.spec("opening_date"), record, label, spec.date_format),
                  date_of(section.spec("closing_date"), record, label, spec.date_format), section.kept)
+    problem = implausible(unit.name, code, unit.aliases, unit.status, unit.opening, unit.closing, unit.latitude,
+                          unit.longitude)
+    if problem is not None:
+        raise LoadError(f"{label}: {problem}")
+    return unit
 
 
 class _Plan:
@@ -191,19 +204,21 @@ class _Plan:
             not_found=f"no unit of the file nor any stored unit of data source {self.source!r}",
             source_name=self.source)
         deepest = max(self.hierarchy.depths.values(), default=1)
-        found: dict[str, TypeRecord] = {}
+        found: dict[str, tuple[_Unit, list[int]]] = {}
         for unit in self.units:
-            depth = self.hierarchy.depths[unit.ref]
             short = slugify(unit.type_name)
-            category = unit.category or _category(self.spec, unit, depth, deepest)
-            previous = found.get(short)
-            if previous is not None and previous.name != unit.type_name:
-                raise LoadError(f"{unit.label}: types {previous.name!r} and {unit.type_name!r} both have the code "
-                                f"{short!r}; name them apart")
-            if previous is None or depth < (previous.depth or depth):
-                found[short] = TypeRecord(unit.type_name, short, previous.category if previous else category, depth)
+            previous = found.setdefault(short, (unit, []))
+            if previous[0].type_name != unit.type_name:
+                raise LoadError(f"{unit.label}: types {previous[0].type_name!r} and {unit.type_name!r} both have the "
+                                f"code {short!r}; name them apart")
+            previous[1].append(self.hierarchy.depths[unit.ref])
             self.short_names[unit.ref] = short
-        return list(found.values())
+        types = []
+        for short, (first, depths) in found.items():
+            depth = typical_depth(depths)  # where most of its units stand: one out of place changes nothing
+            types.append(TypeRecord(first.type_name, short, first.category or _category(self.spec, first, depth,
+                                                                                         deepest), depth))
+        return types
 
     def records(self, conn: Connection, source_id: int) -> list[UnitRecord]:
         return [UnitRecord(

@@ -48,7 +48,13 @@ def texts_of(spec: FieldSpec, record: Record, label: str) -> Iterator[str]:
 
 
 def status_of(spec: FieldSpec | None, record: Record, label: str) -> str:
+    """The validation status: VALID when the mapping names none; a status field left blank (with no `default`) is
+    refused, never published active (issue 38: a blank cell re-activated a facility that was REJECTED)."""
     value = value_of(spec, record, label)
+    if value is None and spec is not None and spec.path is not None:
+        raise LoadError(f"{label}: the status is blank ({spec.describe()}) and {spec.key} has no default: fill the "
+                        f"cell, or give the status of a blank one ({spec.key}: {{field: {spec.path}, ..., default: "
+                        "VALID}})")
     if value is None:
         return "VALID"
     text = str(value).strip()

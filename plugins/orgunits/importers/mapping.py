@@ -130,6 +130,8 @@ def parse_mapping(raw: Any, path: Path) -> UnitMapping:
     levels = tuple(_section(item, f"levels[{i}]", where, path.parent, level=i) for i, item in enumerate(levels_raw))
     units = _section(top["units"], "units", where, path.parent, level=None)
     _check_chain(levels, units, where)
+    for section in (*levels, units):
+        _check_axes(section, where)
     return UnitMapping(path, _text(top.get("data_source"), "data_source", where) or path.stem,
                        _system(top.get("identifier_system"), "identifier_system", where),
                        _text(top.get("date_format"), "date_format", where), _root(top.get("root"), where),
@@ -148,6 +150,21 @@ def _check_chain(levels: tuple[Section, ...], units: Section, where: str) -> Non
         if above is not None and above.file is not None and section.spec("parent") is None:
             raise LoadError(f"{where}: {section.key}.parent is required: the field holding the id of its parent in "
                             f"{above.key} (read from {above.file.name})")
+
+
+_LATITUDE = re.compile(r"(?:^|[^a-z])(?:lat|latitude|y)(?:[^a-z]|$)")
+_LONGITUDE = re.compile(r"(?:^|[^a-z])(?:lon|lng|long|longitude|x)(?:[^a-z]|$)")
+
+
+def _check_axes(section: Section, where: str) -> None:
+    """A section whose `latitude` names a longitude field and `longitude` a latitude one has them swapped (issue 38:
+    every point published in the sea or on another continent)."""
+    lat, lon = section.spec("latitude"), section.spec("longitude")
+    if lat is None or lon is None or lat.path is None or lon.path is None:
+        return
+    if _LONGITUDE.search(lat.path.lower()) and _LATITUDE.search(lon.path.lower()):
+        raise LoadError(f"{where}: {section.key}.latitude names the field {lat.path!r} and {section.key}.longitude "
+                        f"the field {lon.path!r}: latitude and longitude look swapped; swap them in the mapping")
 
 
 def _root(raw: Any, where: str) -> Root | None:
@@ -245,9 +262,11 @@ def _text(raw: Any, key: str, where: str) -> str | None:
 _SAMPLED = 1000  # records whose nested objects suggest a close match
 
 
-def check_fields(section: Section, records: list[Record], path: Path) -> None:
+def check_fields(section: Section, records: list[Record], path: Path, read_by: Section | None = None) -> None:
     """Every field the section names is in at least one record (a CSV: its header), before anything is read: a
-    typo'd `parent` or `id` would otherwise hang every unit from the root, silently."""
+    typo'd `parent` or `id` would otherwise hang every unit from the root, silently. `read_by`: the section whose
+    reading options read the file (the units', for a level read from their columns)."""
+    reader = read_by or section
     for spec in (*section.fields.values(), *section.aliases, *section.identifiers):
         if spec.path is None or any(has_field(record.fields, spec.path) for record in records):
             continue
@@ -255,5 +274,8 @@ def check_fields(section: Section, records: list[Record], path: Path) -> None:
         nested = {f"{name}.{inner}" for record in records[:_SAMPLED] for name, value in record.fields.items()
                   if isinstance(value, dict) for inner in value}  # `ward.code` for a typo'd `ward.cod`
         close = difflib.get_close_matches(spec.path, [*names, *sorted(nested)], n=1, cutoff=0.6)
+        other = next((c for c in ";\t|," if len(names) == 1 and c in names[0] and c != reader.source.delimiter), None)
+        hint = (f"; the header is one field holding {other!r}: the file's delimiter is likely {other!r} (set "
+                f"{reader.key}.delimiter: {other!r} in the mapping)" if other else "")
         raise LoadError(f"mapping: {spec.key}: no record of {path.name} has the field {spec.path!r}"
-                        f"{f' (did you mean {close[0]!r}?)' if close else ''}; its fields: {', '.join(names)}")
+                        f"{f' (did you mean {close[0]!r}?)' if close else ''}; its fields: {', '.join(names)}{hint}")

@@ -40,16 +40,32 @@ def file_format(path: Path, source: Source) -> str:
     return fmt
 
 
-def read_records(path: Path, source: Source) -> list[Record]:
+def read_records(path: Path, source: Source, key: str = "units") -> list[Record]:
+    """Every record of the file; `key` is the mapping section reading it (an error says what to set there)."""
     read = _READERS[file_format(path, source)]
     try:
         return list(read(path, source))
     except OSError as exc:
         raise LoadError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
-        raise LoadError(f"{path}: not {source.encoding} text ({exc})") from None
+        raise LoadError(_undecodable(path, source.encoding, key, exc)) from None
     except csv.Error as exc:
         raise LoadError(f"{path}: not a readable CSV file ({exc})") from None
+
+
+def _undecodable(path: Path, encoding: str, key: str, exc: UnicodeDecodeError) -> str:
+    """Where the file stops being `encoding` text (its line and bytes), and what to set."""
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                line.decode(encoding)
+            except UnicodeDecodeError as found:
+                bad = line[found.start:found.end]
+                shown = line[max(0, found.start - 20):found.end + 20].decode(encoding, errors="replace").strip()
+                return (f"{path} line {number}: not {encoding} text (byte {bad.hex(' ')} in {shown!r}); a Windows "
+                        f"export is often cp1252 (a Latin-1 one latin-1): set {key}.encoding: cp1252 in the mapping "
+                        "(the file's own encoding)")
+    return f"{path}: not {encoding} text ({exc})"
 
 
 def _csv(path: Path, source: Source) -> Iterator[Record]:
@@ -66,6 +82,11 @@ def _csv(path: Path, source: Source) -> Iterator[Record]:
                 raise LoadError(f"{path} line {reader.line_num} has {len(cells)} fields but the header has "
                                 f"{len(names)}: the row is cut short (a quoted field left open, or a line break "
                                 "inside a field?); fix the line or export the file again")
+            if any(cell.strip() for cell in cells[len(names):]):  # empty trailing cells are an export's habit
+                raise LoadError(f"{path} line {reader.line_num} has {len(cells)} fields but the header has "
+                                f"{len(names)}: a field holds the delimiter {source.delimiter!r} unquoted (a comma in "
+                                "a name, a decimal comma?), which shifts every field after it; quote the field or "
+                                "export the file again")
             fields: dict[str, Any] = {}
             for name, cell in zip(names, cells):
                 fields.setdefault(name, cell)

@@ -12,8 +12,11 @@ from typing import Any, Union
 
 from sqlalchemy import Connection, Engine, func, select, update
 
-from plugins.orgunits import history
-from plugins.orgunits.claimless import recorded
+from plugins.orgunits import history, integrity
+from plugins.orgunits.changes import KINDS, Allowed, ChangeSet, Stranded, duplicates, held_back, read_changes
+from plugins.orgunits.claimless import recorded, renamed_to
+from plugins.orgunits.plausible import implausible
+from plugins.orgunits.served import Switch, is_served, publish_switch, served_version
 from plugins.orgunits.records import (
     SAMPLE,
     TypeRecord,
@@ -23,6 +26,7 @@ from plugins.orgunits.records import (
     field_list,
 )
 from plugins.orgunits.tables import DEFAULT_ACCOUNT, data_source, org_unit, source_version
+from plugins.orgunits.views import SOURCE_HOLDS
 from plugins.orgunits.writer import (
     ensure_data_source,
     ensure_source_version,
@@ -42,8 +46,7 @@ CHUNK = 2000
 def import_units(engine: Engine, *, data_source: str, version: int, types: Types, records: Records,
                  delete_missing: bool = False, identifier_system: str | None = None, now: datetime | None = None,
                  progress: Progress | None = None, account: str = DEFAULT_ACCOUNT, fmt: str | None = None,
-                 kept: frozenset[str] = frozenset(), dry_run: bool = False,
-                 allow_reparent: bool = False) -> WriteReport:
+                 kept: frozenset[str] = frozenset(), dry_run: bool = False, allow: Allowed = Allowed()) -> WriteReport:
     """Write one file's units into `data_source`/`version` in ONE transaction: all or nothing.
 
     `types` and `records` are iterables, or callables `(conn, data_source_id) -> iterable` for importers that
@@ -53,47 +56,123 @@ def import_units(engine: Engine, *, data_source: str, version: int, types: Types
     the data source that are not in `records` are marked deleted; without it they are counted as missing.
     `fmt` names the format (a load in another format than the data source's last one says so; `kept` are the
     fields this format does not carry). `dry_run`: everything is checked and counted, then rolled back.
-    A load that gives more than REPARENT_SHARE of the data source's stored units another parent (a typo'd parent
-    or id field flattens a pyramid that way) is refused unless `allow_reparent`.
+
+    The report is the change set (plugins.orgunits.changes): every version the load stamped, read back, counted by
+    kind, whatever caused it; a version of another data source's unit refuses the load. Its mass effects (changes.
+    held_back: deleting, re-parenting, reclassifying or re-identifying more than a tenth of the data source, adding a
+    registry the account already holds) are refused unless `allow` allows them, and so are points that look swapped
+    (plugins.orgunits.plausible); a dry run reports them in `refused` instead.
     """
     with transaction(engine, dry_run) as conn:  # the versions' instant: taken under the writer lock
         return _import(conn, data_source, version, types, records, delete_missing, identifier_system,
-                       now or stamp(conn), progress, account, fmt, kept, allow_reparent)
+                       now or stamp(conn), progress, account, fmt, kept, allow, dry_run)
 
 
 def _import(conn: Connection, name: str, version: int, types: Types, records: Records, delete_missing: bool,
             identifier_system: str | None, now: datetime, progress: Progress | None, account: str,
-            fmt: str | None, kept: frozenset[str], allow_reparent: bool) -> WriteReport:
+            fmt: str | None, kept: frozenset[str], allow: Allowed, dry_run: bool) -> WriteReport:
     before = _before(conn, account, name)
     source_id = ensure_data_source(conn, name, identifier_system=identifier_system, now=now, account=account)
     version_id = ensure_source_version(conn, source_id, version, now=now)
-    ensure_types(conn, types(conn, source_id) if callable(types) else types, now=now, account=account)
+    ensure_types(conn, types(conn, source_id) if callable(types) else types, now=now, account=account,
+                 data_source_id=source_id)
     units = records(conn, source_id) if callable(records) else records
     seen: set[int] = set()
-    report = write_units(conn, _owned(conn, units, source_id, seen), version_id, now, progress=progress)
+    written = write_units(conn, _owned(conn, units, source_id, seen), version_id, now, progress=progress)
     if not seen and (before.new_account or before.new_source):
         raise LoadError(_nothing_to_create(before, account, name))
-    if not allow_reparent and _storm(len(report.moved_ids), before.units):
-        raise LoadError(f"this load would give {len(report.moved_ids):,} of the {before.units:,} stored units of "
-                        f"{account}/{name} another parent (first: {', '.join(named_units(conn, report.moved_ids))}): "
-                        "a mapping's parent or id field naming the wrong field does this; nothing was written. "
-                        "Check the file and the mapping; if the moves are intended, load again with --allow-reparent")
     conn.execute(update(data_source).where(data_source.c.id == source_id).values(last_format=fmt, removed_at=None))
-    history.record_sources(conn, now, [source_id])  # a removed data source restored: its Organization again
     notes = list(before.notes(account, name, fmt, kept, recorded(conn)))
-    source_change = _source_change(conn, before.row, source_id)
-    if delete_missing:
-        deleted = history.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
-        return _with(report, deleted=len(deleted), deleted_ids=tuple(deleted[:SAMPLE]), notes=tuple(notes),
-                     deleted_units=named_units(conn, deleted), source_change=source_change)
     missing = history.missing_units(conn, data_source_id=source_id, seen_ids=seen)
-    if missing:
+    if delete_missing:
+        history.delete_missing(conn, data_source_id=source_id, seen_ids=seen, now=now)
+    where = f"{account}/{name}"
+    switch = publish_switch(conn, source_id, before.served, now)
+    notes += _switched(conn, source_id, before.served, switch, where)
+    history.record_sources(conn, now, [source_id])  # a removed data source restored, a new version served...
+    changes = read_changes(conn, source_id, now, switch.restored)
+    refused = _refusals(conn, changes, before, allow, where, source_id, (version_id, version), now)
+    if refused and not dry_run:
+        new = [note for note in notes if " is new" in note][:1]  # a typo'd name is the likely cause
+        raise LoadError("; and ".join(refused) + "; nothing was written" + "".join(f" (note: {n})" for n in new))
+    if not delete_missing and missing:
+        withdrawn = set(changes.ids("withdrawn")) | _withdrawn(conn, missing)
         first = ", ".join(named_units(conn, missing))
-        notes.append(f"{len(missing):,} unit{'s' if len(missing) != 1 else ''} of {account}/{name} "
-                     f"{'are' if len(missing) != 1 else 'is'} not in the file (first: {first}): kept as "
-                     "before; load with --delete-missing to record them as deleted")
-    return _with(report, missing=len(missing), missing_ids=tuple(missing[:SAMPLE]), notes=tuple(notes),
-                 missing_units=named_units(conn, missing), source_change=source_change)
+        away = sum(1 for unit in missing if unit in withdrawn)
+        notes.append(f"{len(missing):,} unit{'s' if len(missing) != 1 else ''} of {where} "
+                     f"{'are' if len(missing) != 1 else 'is'} not in the file (first: {first}): kept as before"
+                     f"{f' ({away:,} of them withdrawn: their version is not served)' if away else ''}; load with "
+                     "--delete-missing to record them as deleted")
+    if dry_run:  # the data-quality report of the data source as the load would leave it
+        notes += [integrity.summary(finding) for finding in integrity.run_checks(
+            integrity.read_units(conn, where=source_version.c.data_source_id == source_id))]
+    if written.held:
+        notes.append(f"{written.held:,} unit{'s' if written.held != 1 else ''} of the file went into version "
+                     f"{version} of {where}, which is not served: stored, not published (`orgunit-fhir versions "
+                     "set-default` publishes them)")
+    versioned = changes.versioned
+    deleted = changes.ids("deleted")
+    return WriteReport(
+        len(changes.ids("inserted")), len(changes.ids("updated")),
+        len(seen) - len(seen & versioned) - written.held, len(deleted),
+        0 if delete_missing else len(missing), tuple(deleted[:SAMPLE]),
+        () if delete_missing else tuple(missing[:SAMPLE]), tuple(notes), deleted_units=named_units(conn, deleted),
+        missing_units=() if delete_missing else named_units(conn, missing),
+        source_change=_source_change(conn, before.row, source_id), withdrawn=len(changes.ids("withdrawn")),
+        restored=len(changes.ids("restored")), held=written.held,
+        named=tuple((kind, named_units(conn, changes.ids(kind))) for kind in KINDS if changes.ids(kind)),
+        refused=tuple(refused))
+
+
+def _switched(conn: Connection, source_id: int, before: int | None, switch: Switch, where: str) -> list[str]:
+    """A note when the load changed the version the data source serves (a newer version loaded)."""
+    now_served = served_version(conn, source_id)
+    if before is None or now_served == before:
+        return []
+    numbers = dict(conn.execute(select(source_version.c.id, source_version.c.number)
+                                .where(source_version.c.data_source_id == source_id)).all())
+    return [f"{where} now serves version {numbers.get(now_served)} (it served version {numbers.get(before)}): "
+            f"published as versions, {switch.withdrawn:,} units withdrawn and "
+            f"{len(switch.restored) + switch.republished:,} published again; `orgunit-fhir versions set-default` "
+            "chooses the version served"]
+
+
+def _refusals(conn: Connection, changes: ChangeSet, before: _Before, allow: Allowed, where: str, source_id: int,
+              version: tuple[int, int], now: datetime) -> list[str]:
+    """What the load would do that it refuses: a version of another data source's unit (never), its mass effects not
+    allowed (changes.held_back), implausible points (plausible.implausible); one line each."""
+    if changes.outside:  # derived values are decided per data source: never another one's units
+        raise LoadError(f"this load would write a new version of {len(changes.outside):,} units of other data "
+                        f"sources (first: {', '.join(named_units(conn, changes.outside))}); nothing was written "
+                        "(a bug: please report it)")
+    added = changes.ids("inserted")
+    held = held_back(changes, before.units, allow, where, lambda ids: named_units(conn, ids),
+                     duplicates(conn, source_id, added, before.renamed_to) if added else {}, len(added),
+                     _stranded(conn, changes, *version, source_id))
+    return [*(f"this load would {item.what}; pass {item.flag} if it is intended" for item in held),
+            *(f"this load would {what}" for what in implausible(conn, source_id, now))]
+
+
+def _stranded(conn: Connection, changes: ChangeSet, version_id: int, number: int, source_id: int) -> Stranded | None:
+    """The published units this load withdrew by writing them into version `number` (`version_id`), when that version
+    is not served (changes.Stranded)."""
+    withdrawn = changes.ids("withdrawn")
+    if not withdrawn or is_served(conn, version_id):
+        return None
+    here = tuple(sorted(set(withdrawn) & set(conn.execute(select(org_unit.c.id).where(
+        org_unit.c.source_version_id == version_id, org_unit.c.withdrawn.is_(True))).scalars())))
+    served = conn.execute(select(source_version.c.number).where(
+        source_version.c.id == served_version(conn, source_id))).scalar()
+    return Stranded(here, number, served) if here else None
+
+
+def _withdrawn(conn: Connection, ids: Sequence[int]) -> set[int]:
+    """Which of the units `ids` are withdrawn (their version is not served)."""
+    found: set[int] = set()
+    for start in range(0, len(ids), CHUNK):
+        found.update(conn.execute(select(org_unit.c.id).where(org_unit.c.id.in_(ids[start:start + CHUNK]),
+                                                              org_unit.c.withdrawn.is_(True))).scalars())
+    return found
 
 
 def _source_change(conn: Connection, before: Any, source_id: int) -> str:
@@ -103,18 +182,6 @@ def _source_change(conn: Connection, before: Any, source_id: int) -> str:
         return "inserted"
     after = conn.execute(select(data_source.c.updated_at).where(data_source.c.id == source_id)).scalar()
     return "updated" if before.removed_at is not None or after != before.updated_at else "unchanged"
-
-
-def _with(report: WriteReport, **changes: Any) -> WriteReport:
-    return WriteReport(report.inserted, report.updated, report.unchanged, **changes)
-
-
-REPARENT_SHARE = 0.1  # more than this share of a data source's stored units moved by one load: refused unasked
-REPARENT_FLOOR = 5  # ...and more than this many (a small registry's few moves are ordinary edits)
-
-
-def _storm(moved: int, stored: int) -> bool:
-    return moved > REPARENT_FLOOR and moved > REPARENT_SHARE * stored
 
 
 def named_units(conn: Connection, ids: Sequence[int]) -> tuple[str, ...]:
@@ -134,8 +201,10 @@ class _Before:
     accounts: list[str]  # every account that holds a data source
     sources: list[str]  # the data sources of this account
     row: Any  # the data source (removed_at, last_format, updated_at), or None
-    units: int = 0  # its live units
+    units: int = 0  # the units it holds (live or withdrawn)
+    served: int | None = None  # the source version it serves (its id)
     first: str | None = None  # the account recorded for tokens without an account claim (None: no data source yet)
+    renamed_to: str | None = None  # the account's name now when this name is a former one (accounts rename)
 
     @property
     def new_account(self) -> bool:
@@ -196,8 +265,9 @@ def _before(conn: Connection, account: str, name: str) -> _Before:
                        .where(data_source.c.account == account, data_source.c.name == name)).first()
     units = 0 if row is None else int(conn.execute(
         select(func.count()).select_from(org_unit.join(source_version))
-        .where(source_version.c.data_source_id == row.id, org_unit.c.deleted.is_(False))).scalar_one())
-    return _Before(accounts, sources, row, units, recorded(conn))
+        .where(source_version.c.data_source_id == row.id, SOURCE_HOLDS)).scalar_one())
+    return _Before(accounts, sources, row, units, None if row is None else served_version(conn, row.id),
+                   recorded(conn), renamed_to(conn, account))
 
 
 def _nothing_to_create(before: _Before, account: str, name: str) -> str:

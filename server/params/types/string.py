@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from sqlalchemy import ColumnElement, Table, and_
 
 from server.errors import InvalidValue
-from server.params.text import normalize
+from server.params.text import composed, normalize
 from server.params.types.base import (
     CompileContext,
     IndexOrder,
@@ -54,7 +54,7 @@ class StringType:
     def compile(self, target: StringTarget, modifier: str | None, value: StringValue,
                 at: CompileContext) -> Match | None:
         if modifier == "exact":
-            cond = target.exact == value.raw
+            cond = target.exact == composed(value.raw)  # stored in NFC
         elif modifier == "contains":
             cond = target.normalized.like(f"%{like_escape(value.normalized)}%", escape="\\")
         else:
