@@ -5,8 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -15,7 +14,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
 from server.declare.instants import as_utc
 from server.bulk.tables import bulk_job
-from server.storage.backend import SQLITE_BUSY_S, backend_of
+from server.storage.backend import backend_of
 
 RUNNING, DONE, FAILED = "running", "done", "failed"
 STALE = timedelta(seconds=120)  # a running job whose worker has not written for this long has stopped
@@ -75,21 +74,6 @@ KICKOFF_LOCK = 0x6275_6C6B  # PostgreSQL advisory lock of the kick-offs ("bulk")
 KICKOFF_WAIT_S = 2.0
 
 
-@contextmanager
-def _waiting_at_most(conn: Connection, seconds: float) -> Iterator[None]:
-    """SQLite's wait for another writer's lock on this connection, `seconds` at most while in the block."""
-    if conn.dialect.name != "sqlite":
-        yield
-        return
-    driver = conn.connection.driver_connection  # a PRAGMA outside SQLAlchemy's transaction
-    assert driver is not None
-    driver.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
-    try:
-        yield
-    finally:
-        driver.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_S * 1000}")
-
-
 def _exclusive(conn: Connection) -> None:
     """One kick-off at a time, across workers, until the transaction ends (the backend's writers' lock)."""
     backend_of(conn).exclusive(conn, KICKOFF_LOCK, bulk_job)
@@ -110,7 +94,7 @@ class JobStore:
         On SQLite the insert needs the database's one write lock: while a load holds it, the kick-off waits
         KICKOFF_WAIT_S at most, then StorageBusy (503 with Retry-After, naming the writer), never the busy timeout
         of a load (issue 37 item 7)."""
-        with self.engine.connect() as conn, _waiting_at_most(conn, KICKOFF_WAIT_S), conn.begin():
+        with self.engine.connect() as conn, backend_of(conn).waiting_at_most(conn, KICKOFF_WAIT_S), conn.begin():
             _exclusive(conn)
             if _running(conn, job.created_at) >= max_running:
                 return False

@@ -56,6 +56,11 @@ class Backend(Protocol):
         """The storage error a driver error means (None: not the driver's)."""
         ...
 
+    def waiting_at_most(self, conn: Connection, seconds: float) -> AbstractContextManager[None]:
+        """While in the block, `conn` waits `seconds` at most for another writer's lock (then StorageBusy);
+        PostgreSQL's advisory lock is not bounded here."""
+        ...
+
 
 @dataclass(frozen=True)
 class Sqlite:
@@ -73,6 +78,16 @@ class Sqlite:
             yield conn
         finally:
             conn.exec_driver_sql("PRAGMA query_only = OFF")
+
+    @contextmanager
+    def waiting_at_most(self, conn: Connection, seconds: float) -> Iterator[None]:
+        driver = conn.connection.driver_connection  # a PRAGMA outside SQLAlchemy's transaction
+        assert driver is not None
+        driver.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+        try:
+            yield
+        finally:
+            driver.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_S * 1000}")
 
     def exclusive(self, conn: Connection, key: int, table: Table) -> None:
         # SQLite's one write lock, taken by a write that changes nothing (the implicit BEGIN precedes it)
@@ -117,6 +132,10 @@ class Postgres:
 
     def exclusive(self, conn: Connection, key: int, table: Table) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+    @contextmanager
+    def waiting_at_most(self, conn: Connection, seconds: float) -> Iterator[None]:
+        yield
 
     def driver_error(self, exc: BaseException, *, dropped: bool = False) -> StorageError | None:
         if isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == QUERY_CANCELED:
