@@ -26,6 +26,7 @@ LOCATION = Samples(
         Search("partof:below", "10", "30"),
         Search("organization", "Organization/1", "1"),
         Search("near", "11.716788|-3.339844|1|km", "30"),
+        Search("operational-status", "C", "31"),  # closed in 2020 (32 closes in 2999)
     ),
     bad_values=(("status", "closed"), ("near", "north"), ("_lastUpdated", "yesterday"), ("partof", "Patient/1")),
     versions={"1": ("1",), "30": ("1",)},
@@ -58,7 +59,8 @@ def _canonical(resource_type: str, ids: list[str]) -> Samples:
                    tenanted=False)
 
 
-CANONICAL = (_canonical("OperationDefinition", ["Location-children", "export"]),  # export: Bulk Data's
+CANONICAL = (_canonical("OperationDefinition",  # export: Bulk Data's
+                        ["Location-children", "Location-counts", "Location-csv", "Location-geojson", "export"]),
              _canonical("StructureDefinition", sorted(EXTENSIONS)),
              _canonical("CodeSystem", ["org-unit-type"]))
 
