@@ -162,16 +162,23 @@ class Partitions:
 
     def versions(self, versioning: Versioning, column: ColumnElement[Any] | None) -> list[ColumnElement[bool]]:
         """The same on kept versions (`column`: their partition, a column of the history table): in a served
-        partition; in a gone one, a deletion, or a version published before the resource moved on to a served
-        partition (a unit loaded again under a newer source version: its versions of before were read then). A
-        version that never reached a served partition (its source version never served) is not shown."""
+        partition; in a gone one, a deletion, or a version followed by a served one or by a deletion (a unit loaded
+        again under a newer source version, or withdrawn when its source version stopped being served: its versions
+        of before were read then, and its history tells how it ended). A version in a partition never served and
+        never deleted is not shown."""
         served = _in_partitions(column, self.served)
         if not served or not self.gone or column is None:
             return served
         later = versioning.history.alias("later")  # type: ignore[attr-defined]
+        later_deleted = later.c[versioning.history_deleted.key]
+        # moved on: a later version is served, or a later deletion is shown (the client that read this version
+        # while its partition was served is then told it went; its vread stays answerable)
         moved_on = exists().where(later.c[versioning.history_id.key] == versioning.history_id,
                                   later.c[versioning.history_version.key] > versioning.history_version,
-                                  *_in_partitions(later.c[column.key], self.served))
+                                  or_(and_(*_in_partitions(later.c[column.key], self.served)),
+                                      and_(*seen_versions(later_deleted, and_(*_in_partitions(later.c[column.key],
+                                                                                             self.gone)),
+                                                          deleted=True))))
         gone = and_(*_in_partitions(column, self.gone))
         return [or_(served[0], and_(*seen_versions(versioning.history_deleted, gone, deleted=True)),
                     and_(gone, moved_on))]

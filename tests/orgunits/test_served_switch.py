@@ -97,6 +97,12 @@ def test_an_iaso_version_with_new_ids_withdraws_the_last_and_a_switch_back_resto
         second = synced(client, mirror)
         assert len(second) == IASO_UNITS and not second & first  # the new ids only
         assert client.get("/fhir/Location/2049004").status_code == 410  # withdrawn: a deleted version
+        # its history tells how it ended: the version read before, then the withdrawal (and that version stays
+        # answerable to the client that holds it)
+        told = client.get("/fhir/Location/2049004/_history").json()
+        assert [(e["request"]["method"], e["fullUrl"].rsplit("/", 1)[1]) for e in told["entry"]] == [
+            ("DELETE", "2049004"), ("POST", "2049004")]
+        assert client.get("/fhir/Location/2049004/_history/1").json()["meta"]["versionId"] == "1"
         assert client.get("/fhir/Location/3049004").status_code == 200
         assert versions_listed(operator, "Iaso") == {1: (IASO_UNITS, ""), 2: (IASO_UNITS, "yes (newest)")}
 
