@@ -75,15 +75,14 @@ def _seen(provider: ResourceProvider, view: AsOf, flag: ColumnElement[Any], dele
 def _gone(provider: ResourceProvider, view: AsOf, flag: ColumnElement[Any],
           version: ColumnElement[bool] | None, departed: ColumnElement[bool] | None) -> ColumnElement[bool]:
     """What a `_since` export lists as deleted, of the versions at T (`flag`: their deletion; `version`: the caller
-    sees them, None: by the current row): deletions it sees (matched by `_typeFilter` as they were when deleted),
-    departures (`departed`: they left its view), and, with `_typeFilter`, a live resource it sees that no longer
-    matches it (a sync client filtered so drops it)."""
+    sees them, None: by the current row): every deletion it sees, whatever `_typeFilter` says (a resource that left
+    the filter and was then deleted between two exports matches it no more, yet the copy holds it), departures
+    (`departed`: they left its view), and, with `_typeFilter`, a live resource it sees that no longer matches it (a
+    sync client filtered so drops it)."""
     if version is None:
-        deletions, live = [*_seen(provider, view, flag, True), *_filtered(provider, view)], \
-            _seen(provider, view, flag, False)
+        deletions, live = _seen(provider, view, flag, True), _seen(provider, view, flag, False)
     else:
-        deletions, live = [*seen_versions(flag, version, deleted=True), *_filtered(provider, view)], \
-            seen_versions(flag, version, deleted=False)
+        deletions, live = seen_versions(flag, version, deleted=True), seen_versions(flag, version, deleted=False)
     arms = [and_(*deletions), *([departed] if departed is not None else [])]
     if view.matching is not None:
         arms.append(and_(*live, not_(and_(*_filtered(provider, view)))))
