@@ -65,6 +65,8 @@ try {
     found.subtreeRoots = await page.locator('#tree > [role=treeitem] > .row > .label').allTextContents();
     await unitName(page, 'CSPS Diakaba');
     found.subtreeChain = await chainSettled(page, 3);
+    // the tree reveals the unit after its detail shows (its branch is read then): wait for the reveal, not a moment
+    await page.locator('#tree [aria-selected=true] > .row > .label').first().waitFor();
     found.subtreeSelected = await page.locator('#tree [aria-selected=true] > .row > .label').allTextContents();
     await context.close();
   });
