@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
-from plugins.orgunits.demo import generate_demo
+from plugins.orgunits.demo import COUNTRY, REGION, generate_demo
 from plugins.orgunits.records import UnitRecord
-from plugins.orgunits.writer import ensure_data_source, ensure_source_version, write_units
+from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,7 @@ def plan_dataset(engine: Engine, size: int, analyze: Callable[[], None]) -> date
     with engine.begin() as conn:
         source = ensure_data_source(conn, "Second registry", now=later)
         version = ensure_source_version(conn, source, 1, now=later)
+        ensure_types(conn, (COUNTRY, REGION), now=later, data_source_id=source)  # each data source its own types
         first = size + 1
         units = [UnitRecord(first, "Second root", "COUNTRY", "VALID", source_ref="SECOND-ROOT")]
         units += [UnitRecord(first + i, f"Second unit {i}", "REGION", "VALID", source_ref=f"SECOND-{i}",
