@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from datetime import datetime
@@ -48,9 +48,11 @@ class Freshness:
     """One snapshot per database (the primary, each replica: `conn.info["database"]`), so that what is cached
     (counts, visibilities) is keyed by what the database that answers holds, not by what another one held."""
 
-    def __init__(self, registry: Registry, interval_s: float = 1.0) -> None:
+    def __init__(self, registry: Registry, interval_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.registry = registry
         self.interval_s = interval_s
+        self.clock = clock  # when to look again is measured on it (tests hold it still: tests/support/clock.py)
         self._lock = threading.Lock()
         self._snapshots: dict[str, Snapshot] = {}
 
@@ -71,18 +73,18 @@ class Freshness:
         """The snapshot of `database` while it is fresh, without looking (the hot path); None when it is due: the
         caller then takes the path that looks."""
         snapshot = self._snapshots.get(database)
-        if snapshot is None or time.monotonic() - snapshot.checked >= self.interval_s:
+        if snapshot is None or self.clock() - snapshot.checked >= self.interval_s:
             return None
         return snapshot
 
     def snapshot(self, conn: Connection) -> Snapshot:
         database = database_of(conn)
         snapshot = self._snapshots.get(database)
-        if snapshot is not None and time.monotonic() - snapshot.checked < self.interval_s:
+        if snapshot is not None and self.clock() - snapshot.checked < self.interval_s:
             return snapshot
         with self._lock:
             snapshot = self._snapshots.get(database, Snapshot())
-            if time.monotonic() - snapshot.checked < self.interval_s:
+            if self.clock() - snapshot.checked < self.interval_s:
                 return snapshot
             providers = self.registry.table_backed
             generations = {p.resource_type: _generation(conn, p) for p in providers if p.versioning is not None}
@@ -95,11 +97,11 @@ class Freshness:
                                                                     snapshot.partitions, snapshot.first_account,
                                                                     snapshot.former):
                 # a new object, swapped in whole: a reader never sees half of the old and half of the new
-                snapshot = Snapshot(time.monotonic(), bodies, generations, partitions,
+                snapshot = Snapshot(self.clock(), bodies, generations, partitions,
                                     frozenset(acct for rows in partitions.values() for _, acct, _ in rows),
                                     snapshot.stamp + 1, first, former)
             else:
-                snapshot = replace(snapshot, checked=time.monotonic())
+                snapshot = replace(snapshot, checked=self.clock())
             self._snapshots[database] = snapshot
             return snapshot
 

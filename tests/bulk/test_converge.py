@@ -15,6 +15,7 @@ import orjson
 from starlette.testclient import TestClient
 
 from tests.support.bulk import export, lines
+from tests.support.clock import hold
 from tests.support.operator import LAKELAND_CSV, LAKELAND_UNITS, Operator, operator, settings_path
 
 __all__ = ["operator", "settings_path"]  # fixtures
@@ -34,7 +35,7 @@ def _ids(client: TestClient, found: dict[str, Any], kind: str = "output") -> set
 def test_a_data_source_loaded_before_a_kick_off_is_in_that_export_or_the_next(operator: Operator) -> None:
     operator.ok("demo", "--size", str(DEMO_UNITS))
     with operator.consumer() as client:
-        client.app.state.ctx.freshness.interval_s = 3600  # the snapshot the server holds stays the older one
+        hold(client.app.state.ctx.freshness)  # the snapshot the server holds stays the older one
         first = export(client)  # the snapshot is taken here
         assert len(_ids(client, first)) == DEMO_UNITS
         operator.load_lakeland("--data-source", "Lakeland MFL")  # a second data source, committed now

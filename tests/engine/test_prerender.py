@@ -130,3 +130,24 @@ def test_a_total_follows_a_load(fresh_ctx: Callable[..., ServerContext]) -> None
         write_units(conn, [UnitRecord(40, "CSPS Nouveau", "CSPS", "VALID", parent_id=20)], 1, NOW)
     ctx.freshness.expire()  # as a second passing does
     assert total() == 7
+
+
+def test_the_freshness_clock_decides_when_a_load_shows(fresh_ctx: Callable[..., ServerContext]) -> None:
+    """Time under the tests' control: the server looks at the database again when its clock says a second passed,
+    not before; a test holds the clock still (tests/support/clock.py) or calls expire(), it never sleeps."""
+    ctx = fresh_ctx()
+    load_small_pyramid(ctx.db)
+    now = [100.0]
+    ctx.freshness.clock = lambda: now[0]
+    ctx.freshness.expire()
+
+    def total() -> int:
+        return int(searches.search_type(ctx, TRUSTED, BASE, "Location", [("status", "active")])["total"])
+
+    assert total() == 6
+    with ctx.db.begin() as conn:
+        write_units(conn, [UnitRecord(40, "CSPS Nouveau", "CSPS", "VALID", parent_id=20)], 1, NOW)
+    now[0] += ctx.freshness.interval_s * 0.99
+    assert total() == 6  # not due yet: the snapshot (and the count kept under it) stays
+    now[0] += ctx.freshness.interval_s * 0.02
+    assert total() == 7  # a second passed on its clock: it looked again

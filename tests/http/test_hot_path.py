@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 from server.app import create_app
 from server.engine.context import ServerContext
 from server.storage.hot import OverBudget, SqliteOnLoop
+from tests.support.clock import held
 from tests.support.contexts import bearer
 from tests.support.plans import Statement, captured
 
@@ -64,6 +65,14 @@ def hot(small_ctx: ServerContext) -> Iterator[TestClient]:
 
 def _sql(statements: list[Statement]) -> list[str]:
     return [s.sql for s in statements]
+
+
+@pytest.fixture(autouse=True)
+def still(small_ctx: ServerContext) -> Iterator[None]:
+    """The once-a-second re-read of what the database holds happens at a test's first request, never in the middle
+    of what it captures, however slow the machine."""
+    with held(small_ctx.freshness):
+        yield
 
 
 @pytest.fixture(scope="module")

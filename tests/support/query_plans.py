@@ -9,6 +9,7 @@ from plugins.orgunits.demo import generate_demo
 from server.engine.context import ServerContext
 from server.engine.caller import TRUSTED, Caller
 from tests.support.chained import real_context, search
+from tests.support.clock import hold
 from tests.support.plans import Statement, captured, full_scans
 
 LARGE = ("org_unit", "org_unit_name", "org_unit_history")  # what grows with the pyramid
@@ -19,8 +20,7 @@ def plan_context(url: str, var: Path, size: int = 3000) -> ServerContext:
     ctx = real_context(url, var, before=lambda engine: generate_demo(engine, size, 42))
     with ctx.db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("VACUUM ANALYZE" if conn.dialect.name == "postgresql" else "ANALYZE")
-    ctx.freshness.expire()
-    ctx.freshness.interval_s = 3600  # no snapshot re-read in the middle of a captured search
+    hold(ctx.freshness)  # no snapshot re-read in the middle of a captured search
     return ctx
 
 
