@@ -32,7 +32,6 @@ from server.settings import Settings
 from server.storage.cache import Bounded
 
 log = logging.getLogger("orgunit_fhir")
-MAX_TOKEN_BYTES = 8192      # default of auth.max_token_bytes
 CACHE_SIZE = 4096
 REALM = 'Bearer realm="orgunit-fhir"'
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")

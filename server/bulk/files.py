@@ -13,7 +13,6 @@ from typing import BinaryIO
 from server.settings import Settings
 
 JOB_ID = re.compile(r"[0-9a-f]{32}")
-FILE_NAME = re.compile(r"[A-Za-z]+(-[a-z]+)?-[0-9]{1,6}\.ndjson")
 BUFFER = 1 << 20
 
 

@@ -3,7 +3,6 @@ in the calling thread (in-process callers, tests)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from server.declare.provider import StaticProvider
 from server.declare.rendered import Rendered, json_bytes
@@ -39,6 +38,3 @@ def capabilities_steps(ctx: ServerContext, base: str) -> Steps[Rendered]:
     yield from ()
     return ctx.capabilities.get(base, lambda: Rendered(json_bytes(for_base(ctx.capability_statement, base))))
 
-
-def capabilities(ctx: ServerContext, base: str) -> dict[str, Any]:
-    return for_base(ctx.capability_statement, base)
