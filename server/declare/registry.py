@@ -1,13 +1,14 @@
 """Providers by resource type, built once at start-up from the plugins' hook results."""
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
+import inspect
 import logging
-import sys
+import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -91,11 +92,25 @@ def _link(provider: ResourceProvider, served: frozenset[str], trees: Mapping[str
 
 @functools.cache
 def _engine_rendering() -> str:
-    """The engine code and library a stored body's bytes also depend on (instants, stripped references, JSON)."""
+    """The engine code and library a stored body's bytes also depend on (instants, stripped references, JSON): the
+    code itself, not its text (a comment, a docstring or a blank line changes no byte rendered, and re-rendering
+    every stored body for one would stop splicing until `render` runs)."""
     digest = hashlib.sha256(orjson.__version__.encode())
-    for module in (instants, sys.modules[__name__]):
-        digest.update(Path(module.__file__ or "").read_bytes())
+    for code in (inspect.getsource(instants), inspect.getsource(_without_references)):
+        digest.update(code_of(code).encode())
     return digest.hexdigest()[:16]
+
+
+def code_of(source: str) -> str:
+    """What Python runs of `source`: its syntax tree without docstrings (comments and layout are not in it)."""
+    tree = ast.parse(textwrap.dedent(source))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 def _is_resource_type(name: str) -> bool:

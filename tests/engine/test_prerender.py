@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from server.engine import reads, searches, versions
 from server.engine.caller import TRUSTED
 from server.engine.context import ServerContext, create_context
+from server.declare.registry import code_of
 from server.storage.freshness import Freshness
 from server.http.responses import render
 from server.http.negotiation import FHIR_XML, Format
@@ -151,3 +152,16 @@ def test_the_freshness_clock_decides_when_a_load_shows(fresh_ctx: Callable[..., 
     assert total() == 6  # not due yet: the snapshot (and the count kept under it) stays
     now[0] += ctx.freshness.interval_s * 0.02
     assert total() == 7  # a second passed on its clock: it looked again
+
+
+@pytest.mark.parametrize("edited, same", [
+    pytest.param('def f(x):\n    # why\n    return x + 1\n', True, id="a-comment"),
+    pytest.param('def f(x):\n    """Adds one."""\n    return x + 1\n', True, id="a-docstring"),
+    pytest.param('def f(x):\n\n    return (x\n            + 1)\n', True, id="layout"),
+    pytest.param('def f(x):\n    return x + 2\n', False, id="the-code"),
+    pytest.param('def f(y):\n    return y + 1\n', False, id="a-name"),
+])
+def test_the_rendering_fingerprint_follows_the_code_not_its_text(edited: str, same: bool) -> None:
+    """Stored bodies are re-rendered when the engine code they depend on changes; an edit of a comment there
+    stopped body splicing until `render` ran (issue 42 item 7)."""
+    assert (code_of("def f(x):\n    return x + 1\n") == code_of(edited)) is same
