@@ -19,21 +19,20 @@ def count(ctx: ServerContext, provider: ResourceProvider, snapshot: Snapshot, ke
     """A count; for a versioned provider, cached until it has a newer version (the query built on a miss).
     `kept_only`: the count kept, None when there is none (nothing counted); `known`: the count found otherwise
     (a page that holds every match), kept as if counted."""
+    def counted() -> Steps[int]:
+        return int((yield from scalar(ctx, (yield from query()), bounded=False)))
+
     # what the caller sees of the provider depends on the types it is scoped through: their data generations too
     deciding = (provider, *ctx.registry.scoped_through(provider.resource_type))
     if any(not isinstance(p, ResourceProvider) or p.versioning is None for p in deciding):
-        if known is not None or kept_only:
-            return known
-        return int((yield from scalar(ctx, (yield from query()), bounded=False)))
+        return known if known is not None or kept_only else (yield from counted())
     # keyed by the database that counts and what it holds: a lagging replica's totals are its own
     kept_as = ((yield from database()), tuple(snapshot.generations.get(p.resource_type) for p in deciding), key)
     if known is not None:
         ctx.counts.put(kept_as, known)
         return known
     kept = ctx.counts.peek(kept_as)
-    if kept is None and kept_only:
-        return None
-    if kept is None:
-        kept = int((yield from scalar(ctx, (yield from query()), bounded=False)))
+    if kept is None and not kept_only:
+        kept = yield from counted()
         ctx.counts.put(kept_as, kept)
     return kept
