@@ -26,7 +26,8 @@ from server.storage.db import create_db_engine
 from tests.support.contexts import IASO_CSV, SECRET, make_settings
 from tests.support.data import UNITS, load_small_pyramid
 from tests.support.live import CLI, _env
-from tests.support.sync import ACCOUNT, Mirror, Operator, divergence, paused_load, play_round, registry
+from tests.support.sync import (ACCOUNT, Api, Mirror, Operator, compare, in_process, paused_load, play_round,
+                                readable)
 
 PYRAMID = {"data_source": "Ministère de la Santé", "account": DEFAULT_ACCOUNT, "version": 3}
 
@@ -233,10 +234,10 @@ def test_cause_6_a_till_past_the_sync_point_is_held_to_it(served: Any) -> None:
 def _torture(engine: Engine, client: TestClient, ctx: ServerContext, rounds: int, seconds: float) -> Mirror:
     operators = [Operator(engine, "north", facilities=60, seed=1, pause_s=0.05),
                  Operator(engine, "south", facilities=40, seed=2, pause_s=0.02)]
-    mirror = Mirror(lambda url: client.get(url).json(), count=10)
+    mirror = Mirror(Api(in_process(client)), count=10)
     for round_number in range(rounds):
-        play_round(operators, mirror, seconds, ctx.freshness.expire)  # a server looks again within a second
-        assert divergence(mirror, registry(engine)) == {}, f"round {round_number + 1}"
+        play_round(operators, [mirror], seconds, ctx.freshness.expire)  # a server looks again within a second
+        assert compare(mirror.copy, readable(mirror.api)) == {}, f"round {round_number + 1}"
         assert (mirror.duplicated, mirror.skipped) == (0, 0), f"round {round_number + 1}"
     assert all(operator.loads > 1 for operator in operators)
     return mirror
