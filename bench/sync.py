@@ -15,7 +15,7 @@ removal (README: a purge publishes nothing), purged and reloaded (new ids).
 
 Consumers (each with its own token, syncing one after the other while the operators work, then once more after the
 server's sync point passed the last write):
-- `history`: the account's token, `Location/_history?_since=<sync point>&_count=10`;
+- `history`: the account's token, `Location/_history?_since=<sync point>&_count=50` (`--count`);
 - `subtree`: a token with `org_unit_roots` = two districts of source0, the same walk;
 - `query`: a token whose SMART scope holds a query, `system/Location.rs?type=CMA`, the same walk;
 - `solo`: the solo account's token, the same walk;
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -82,7 +83,7 @@ def events(number: int, source0: Operator, source1: Operator, solo: Operator, sa
                 solo.load()
                 said.append("solo: loaded again")
 
-    def versions(sweeps: Sweeps) -> None:
+    def versions(_: Sweeps) -> None:
         with source0.lock:
             if number % 2 == 0:
                 source0.unpin()
@@ -91,12 +92,9 @@ def events(number: int, source0: Operator, source1: Operator, solo: Operator, sa
                 source0.bump()
             report = source0.step()
             said.append(f"source0: --version {source0.version} --delete-missing ({report.deleted} deleted)")
-        if number % 2:
-            time.sleep(FRESH_S)
-            sweeps.wait()
-            with source0.lock:
+            if number % 2:  # the operator's loads go into the version pinned, as `versions set-default` advises
                 source0.pin(source0.version - 1)
-            said.append(f"source0: pinned to version {source0.version}")
+                said.append(f"source0: pinned to version {source0.version}")
 
     def purge(sweeps: Sweeps) -> None:
         with source1.lock:
@@ -109,10 +107,10 @@ def events(number: int, source0: Operator, source1: Operator, solo: Operator, sa
             source1.load()
         said.append(f"source1: removed ({removed:,} units), purged, loaded again")
 
-    return [solo_account, versions, purge]
+    return [versions, solo_account, purge]
 
 
-def run(backend: str, rounds: int, seconds: float, facilities: list[int], pause: float,
+def run(backend: str, rounds: int, seconds: float, facilities: list[int], pause: float, count: int,
         rounds_said: list[dict[str, Any]]) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as where:
         tmp = Path(where)
@@ -150,10 +148,10 @@ def run(backend: str, rounds: int, seconds: float, facilities: list[int], pause:
                 return Api(live(origin, mint_token(settings, ttl=24 * 3600, **token)))
 
             clients: list[Client] = [
-                Mirror(api(account="sync"), name="history"),
-                Mirror(api(account="sync", roots=[str(i) for i in roots.values()]), name="subtree"),
-                Mirror(api(account="sync", extra={"scope": scope}), name="query"),
-                Mirror(api(account="solo"), name="solo"),
+                Mirror(api(account="sync"), count, name="history"),
+                Mirror(api(account="sync", roots=[str(i) for i in roots.values()]), count, name="subtree"),
+                Mirror(api(account="sync", extra={"scope": scope}), count, name="query"),
+                Mirror(api(account="solo"), count, name="solo"),
                 BulkChain(api(account="sync"), name="bulk"),
                 BulkChain(api(account="sync"), name="bulk-filter", type_filter=f"type={MEDICAL_CENTRE}"),
             ]
@@ -199,11 +197,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--facilities", default="300,200", help="facilities of each data source of account sync")
     parser.add_argument("--pause", type=float, default=0.3, help="seconds each load holds mid-way")
+    parser.add_argument("--count", type=int, default=50, help="_count of the history walks")
     parser.add_argument("--backends", default="sqlite,postgresql")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))  # the server and the database dropped too
     said: list[dict[str, Any]] = []
     rows = [row for backend in args.backends.split(",") for row in
-            run(backend, args.rounds, args.seconds, [int(n) for n in args.facilities.split(",")], args.pause, said)]
+            run(backend, args.rounds, args.seconds, [int(n) for n in args.facilities.split(",")], args.pause, args.count,
+                                   said)]
     keys = ("backend", "round", "client", *COUNTERS, "readable", "divergence")
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     lines += ["| " + " | ".join(str(row[k]) for k in keys) + " |" for row in rows]

@@ -418,8 +418,8 @@ Event = Callable[[Sweeps], None]  # an operator's command in a round (it may wai
 
 def play_round(operators: Sequence[Operator], clients: Sequence[Client], seconds: float,
                settle: Callable[[], None], events: Sequence[Event] = ()) -> None:
-    """One round: the operators reload, each in its thread, for `seconds` and until the `events` (run one after the
-    other in another thread) are done, while the clients sync again and again, one after the other; then `settle()` (until the server's
+    """One round: the operators reload, each in its thread, for `seconds`, and the `events` run one after the other
+    in another thread, while the clients sync again and again, one after the other; then `settle()` (until the server's
     sync point is past the last write: it looks once a second) and a last sync of each."""
     stop = time.monotonic() + seconds
     sweeps = Sweeps()
@@ -433,18 +433,13 @@ def play_round(operators: Sequence[Operator], clients: Sequence[Client], seconds
                 failed.append(error)
         return run
 
-    commanding = threading.Event()  # set once the events are done
-
     def reloads(operator: Operator) -> None:
-        while (time.monotonic() < stop or not commanding.is_set()) and not failed:
+        while time.monotonic() < stop and not failed:
             operator.turn()
 
     def commands() -> None:
-        try:
-            for event in events:
-                event(sweeps)
-        finally:
-            commanding.set()
+        for event in events:
+            event(sweeps)
 
     threads = [threading.Thread(target=guarded(lambda o=operator: reloads(o))) for operator in operators]
     threads.append(threading.Thread(target=guarded(commands)))
