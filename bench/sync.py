@@ -50,8 +50,8 @@ from bench.harness import BENCH, free_port, stop, wait_for  # noqa: E402
 from server.access.mint import mint_token  # noqa: E402
 from server.settings import load_settings  # noqa: E402
 from server.storage.db import create_db_engine  # noqa: E402
-from tests.support.sync import (MEDICAL_CENTRE, Api, BulkChain, Client, Event, Mirror, Operator,  # noqa: E402
-                                Sweeps, compare, live, play_round, readable)
+from tests.support.sync import (Api, Operator, compare, consumers, live, play_round, readable,  # noqa: E402
+                                round_events)
 
 FRESH_S = 1.1  # the server looks at what is committed once a second
 COUNTERS = ("syncs", "pages", "entries", "duplicated", "skipped")
@@ -70,44 +70,6 @@ def _drop(name: str | None) -> None:
     if name is not None:
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
-def events(number: int, source0: Operator, source1: Operator, solo: Operator, said: list[str]) -> list[Event]:
-    """The operators' commands of round `number` (see the module's docstring); each says what it did in `said`."""
-    def solo_account(_: Sweeps) -> None:
-        with solo.lock:
-            if number % 2:
-                said.append(f"solo: last data source removed ({solo.remove():,} units)")
-            else:
-                solo.resume()
-                solo.load()
-                said.append("solo: loaded again")
-
-    def versions(_: Sweeps) -> None:
-        with source0.lock:
-            if number % 2 == 0:
-                source0.unpin()
-                said.append("source0: unpinned (newest)")
-            else:
-                source0.bump()
-            report = source0.step()
-            said.append(f"source0: --version {source0.version} --delete-missing ({report.deleted} deleted)")
-            if number % 2:  # the operator's loads go into the version pinned, as `versions set-default` advises
-                source0.pin(source0.version - 1)
-                said.append(f"source0: pinned to version {source0.version}")
-
-    def purge(sweeps: Sweeps) -> None:
-        with source1.lock:
-            removed = source1.remove()
-        time.sleep(FRESH_S)
-        sweeps.wait()  # every client synced the removal: the purge publishes nothing
-        with source1.lock:
-            source1.remove(purge=True)
-            source1.resume()
-            source1.load()
-        said.append(f"source1: removed ({removed:,} units), purged, loaded again")
-
-    return [versions, solo_account, purge]
 
 
 def run(backend: str, rounds: int, seconds: float, facilities: list[int], pause: float, count: int,
@@ -141,20 +103,11 @@ def run(backend: str, rounds: int, seconds: float, facilities: list[int], pause:
             operators = [source0, source1, solo]
             for operator in operators:
                 operator.load()
-            roots = source0.ids([source0.district(0), source0.district(1)])
-            scope = f"system/Location.rs?type={MEDICAL_CENTRE} {settings.auth.permission}"
 
             def api(**token: Any) -> Api:
                 return Api(live(origin, mint_token(settings, ttl=24 * 3600, **token)))
 
-            clients: list[Client] = [
-                Mirror(api(account="sync"), count, name="history"),
-                Mirror(api(account="sync", roots=[str(i) for i in roots.values()]), count, name="subtree"),
-                Mirror(api(account="sync", extra={"scope": scope}), count, name="query"),
-                Mirror(api(account="solo"), count, name="solo"),
-                BulkChain(api(account="sync"), name="bulk"),
-                BulkChain(api(account="sync"), name="bulk-filter", type_filter=f"type={MEDICAL_CENTRE}"),
-            ]
+            clients = consumers(api, source0, settings.auth.permission, count)
             figures: list[dict[str, Any]] = []
             waited = 0.0
             for number in range(0, rounds + 1):  # round 0: the first syncs, nothing else
@@ -164,7 +117,8 @@ def run(backend: str, rounds: int, seconds: float, facilities: list[int], pause:
                 started = time.monotonic()
                 if number:
                     play_round(operators, clients, seconds, lambda: time.sleep(FRESH_S),
-                               events(number, source0, source1, solo, said))
+                               round_events(number, source0, source1, solo, said,
+                                                                 lambda: time.sleep(FRESH_S)))
                 else:
                     for client in clients:
                         client.sync()

@@ -312,6 +312,7 @@ class BulkChain:
     duplicated: int = 0  # resources named twice within one export (in its files or its deletions)
     skipped: int = 0  # lines a file's manifest count announced but the file did not hold
     timeout_s: float = 300
+    doubled: list[str] = field(default_factory=list)  # what was named twice: "id (output|deleted) @ request"
 
     def __post_init__(self) -> None:
         self.truth = self.truth or (self.type_filter or "")
@@ -330,7 +331,13 @@ class BulkChain:
             assert time.monotonic() < deadline, f"{self.name}: the export did not finish"
             threading.Event().wait(float(answer.headers["retry-after"]))
         manifest = answer.json()
-        seen: set[str] = set()
+        seen: dict[str, str] = {}
+
+        def named(rid: str, where: str) -> None:
+            if rid in seen:
+                self.duplicated += 1
+                self.doubled.append(f"{rid} ({seen[rid]}, {where}) @ {manifest['request']} {manifest['transactionTime']}")
+            seen[rid] = where
 
         def lines(entry: dict[str, Any]) -> list[bytes]:
             got = self.api.get(entry["url"], {"Accept": "application/fhir+ndjson"})
@@ -343,8 +350,7 @@ class BulkChain:
         for entry in manifest["output"]:
             for line in lines(entry):
                 resource = orjson.loads(line)
-                self.duplicated += resource["id"] in seen
-                seen.add(resource["id"])
+                named(resource["id"], "output")
                 self.copy[resource["id"]] = (int(resource["meta"]["versionId"]), False)
         for entry in manifest.get("deleted", []):
             for line in lines(entry):
@@ -352,8 +358,7 @@ class BulkChain:
                     kind, rid = item["request"]["url"].split("/", 1)
                     if kind != "Location":
                         continue
-                    self.duplicated += rid in seen
-                    seen.add(rid)
+                    named(rid, "deleted")
                     self.copy.pop(rid, None)
         self.syncs += 1
         self.entries += len(seen)
@@ -461,6 +466,66 @@ def play_round(operators: Sequence[Operator], clients: Sequence[Client], seconds
     settle()
     for client in clients:
         client.sync()
+
+
+def round_events(number: int, source0: Operator, source1: Operator, solo: Operator, said: list[str],
+                 settle: Callable[[], None]) -> list[Event]:
+    """The operators' commands of round `number`, one after the other, beside the reloads (each says what it did in
+    `said`; `settle()`: until the server looks again):
+    - `source0` reloaded into a new version with `--delete-missing` (even rounds: unpinned first, `versions
+      set-default --version newest`), then (odd rounds) pinned to the version before, its loads then going there;
+    - `solo`'s data source, its account's last, removed (odd rounds) or loaded again (even rounds);
+    - `source1` removed and, once every client synced that removal (README: a purge publishes nothing), purged and
+      loaded again (new ids)."""
+    def versions(_: Sweeps) -> None:
+        with source0.lock:
+            if number % 2 == 0:
+                source0.unpin()
+                said.append("source0: unpinned (newest)")
+            else:
+                source0.bump()
+            report = source0.step()
+            said.append(f"source0: --version {source0.version} --delete-missing ({report.deleted} deleted)")
+            if number % 2:  # the operator's loads go into the version pinned, as `versions set-default` advises
+                source0.pin(source0.version - 1)
+                said.append(f"source0: pinned to version {source0.version}")
+
+    def solo_account(_: Sweeps) -> None:
+        with solo.lock:
+            if number % 2:
+                said.append(f"solo: last data source removed ({solo.remove():,} units)")
+            else:
+                solo.resume()
+                solo.load()
+                said.append("solo: loaded again")
+
+    def purge(sweeps: Sweeps) -> None:
+        with source1.lock:
+            removed = source1.remove()
+        settle()
+        sweeps.wait()  # every client synced the removal
+        with source1.lock:
+            source1.remove(purge=True)
+            source1.resume()
+            source1.load()
+        said.append(f"source1: removed ({removed:,} units), purged, loaded again")
+
+    return [versions, solo_account, purge]
+
+
+def consumers(api: Callable[..., Api], source0: Operator, permission: str, count: int = 50) -> list[Client]:
+    """The six consumers of the torture, each with its token (`api(**mint_token options)`): `history` (the account's
+    `_history?_since=`), `subtree` (roots: two districts of `source0`), `query` (SMART scope `system/Location.rs?
+    type=CMA`), `solo` (the second account), `bulk` (`$export?_since=` chained on transactionTime) and `bulk-filter`
+    (the same with `_typeFilter=Location?type=CMA`)."""
+    roots = source0.ids([source0.district(0), source0.district(1)])
+    scope = f"system/Location.rs?type={MEDICAL_CENTRE} {permission}"
+    return [Mirror(api(account=ACCOUNT), count, name="history"),
+            Mirror(api(account=ACCOUNT, roots=[str(i) for i in roots.values()]), count, name="subtree"),
+            Mirror(api(account=ACCOUNT, extra={"scope": scope}), count, name="query"),
+            Mirror(api(account="solo"), count, name="solo"),
+            BulkChain(api(account=ACCOUNT), name="bulk"),
+            BulkChain(api(account=ACCOUNT), name="bulk-filter", type_filter=f"type={MEDICAL_CENTRE}")]
 
 
 def registry(engine: Engine) -> dict[str, tuple[int, bool]]:
