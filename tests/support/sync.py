@@ -2,8 +2,8 @@
 reloaded from an edited file: renames, moves, retypes, deletions, additions; and the admin commands on it), the
 clients (`Mirror`: `_history?_since=` with the sync point each answer gives; `BulkChain`: `$export?_since=` chained on
 transactionTime, with or without `_typeFilter`), `play_round` (operators, events and clients at once), `readable` (what
-a token reads: the truth a copy must equal), `compare`, `registry` (what the database holds), `paused_load` (a load
-held open)."""
+a token reads: the truth a copy must equal), `compare`, `round_events` and `consumers` (the torture's commands
+and clients, shared by tests/search/test_sync.py and bench/sync.py), `paused_load` (a load held open)."""
 from __future__ import annotations
 
 import http.client
@@ -535,21 +535,6 @@ def consumers(api: Callable[..., Api], source0: Operator, permission: str, count
             Mirror(api(account="solo"), count, name="solo"),
             BulkChain(api(account=ACCOUNT), name="bulk"),
             BulkChain(api(account=ACCOUNT), name="bulk-filter", type_filter=f"type={MEDICAL_CENTRE}")]
-
-
-def registry(engine: Engine) -> dict[str, tuple[int, bool]]:
-    """What the database holds: each unit's current version and whether it is deleted."""
-    with engine.connect() as conn:
-        return {str(row.id): (row.version_id, bool(row.deleted))
-                for row in conn.execute(select(org_unit.c.id, org_unit.c.version_id, org_unit.c.deleted))}
-
-
-def divergence(mirror: Mirror, held: dict[str, tuple[int, bool]]) -> dict[str, int]:
-    """How the copy differs from what is held: units missing, stale (an older version), or extra."""
-    missing = sum(1 for rid in held if rid not in mirror.copy)
-    stale = sum(1 for rid, kept in mirror.copy.items() if rid in held and kept != held[rid])
-    extra = sum(1 for rid in mirror.copy if rid not in held)
-    return {name: n for name, n in (("missing", missing), ("stale", stale), ("extra", extra)) if n}
 
 
 @dataclass
