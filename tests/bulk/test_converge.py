@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 from server.bulk import snapshot
 
 from tests.support.bulk import export, lines
+from tests.support.sync import Api, Mirror, compare, in_process, readable
 from tests.support.operator import LAKELAND_CSV, LAKELAND_UNITS, Operator, operator, settings_path
 
 __all__ = ["operator", "settings_path"]  # fixtures
@@ -121,3 +122,23 @@ def test_a_write_committed_between_an_exports_reads_names_no_resource_twice(
         assert len(ids) == len(set(ids)) == LAKELAND_UNITS
         versions = {orjson.loads(line)["meta"]["versionId"] for line in lines(client, found["output"])["Location"]}
         assert versions == {"1"}  # each as it was at transactionTime
+
+
+def test_a_query_scoped_walk_shows_current_versions_and_the_next_walk_their_successors(operator: Operator) -> None:
+    """To a token whose scope holds a query (proven on the current row only) a history walk shows current versions: a
+    write after the walk's sync point supersedes the versions its later pages would have served (the first page's
+    total counted them), and the next walk, `_since` that sync point, serves their successors: the copy equals what
+    the token reads (README: Sync; bench/sync.py counts these as `superseded`)."""
+    operator.load_lakeland()
+    with operator.consumer(extra={"scope": "system/Location.rs?type=dispensary"}) as client:
+        mirror = Mirror(Api(in_process(client)), count=1)
+        first = client.get("/fhir/Location/_history", params={"_count": 1}).json()
+        total = first["total"]
+        assert total > 1 and len(first["entry"]) == 1
+        operator.ok("data-sources", "rename", "Lakeland MFL", "Lakeland")  # every unit: a new version
+        client.app.state.ctx.freshness.expire()
+        rest = client.get(next(link["url"] for link in first["link"] if link["relation"] == "next")).json()
+        assert rest["total"] == 0 and "entry" not in rest  # superseded after the walk's sync point: not counted
+        mirror.sync()
+        assert compare(mirror.copy, readable(mirror.api)) == {} and len(mirror.copy) == total
+        assert {version for version, _ in mirror.copy.values()} == {2}  # the successors
