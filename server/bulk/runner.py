@@ -23,6 +23,7 @@ from server.declare.instants import instant
 from server.declare.provider import ResourceProvider
 from server.engine.visibility import shown_gone, visibility
 from server.errors import StorageError
+from server.storage.backend import backend_of
 
 log = logging.getLogger("orgunit_fhir")
 HEARTBEAT_S = 1.0
@@ -105,7 +106,9 @@ class Runner:
         rtype = provider.resource_type
         files = NdjsonFiles(where, rtype, settings.bulk.file_resources)
         gone = NdjsonFiles(where, "Bundle", settings.bulk.file_resources, kind=f"deleted{rtype.lower()}")
-        with self.engine.connect() as conn:
+        # one snapshot for every read of the type: a write committed between two of them (the resources unchanged
+        # since T, then those changed since) would put a resource in both
+        with self.engine.connect() as connection, backend_of(connection).read_only(connection) as conn:
             vis = visibility(self.ctx, conn, provider, plan.caller)
             view = AsOf(plan.job.transaction_time, plan.request.since, vis.clause,
                         self.ctx.freshness.splices(conn, provider), plan.filters.get(rtype), vis.versions,

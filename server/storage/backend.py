@@ -43,8 +43,8 @@ class Backend(Protocol):
         ...
 
     def read_only(self, conn: Connection) -> AbstractContextManager[Connection]:
-        """One transaction on `conn` that refuses writes (PostgreSQL: READ ONLY, one snapshot; SQLite:
-        query_only)."""
+        """One transaction on `conn` that refuses writes and reads one snapshot (PostgreSQL: REPEATABLE READ, READ
+        ONLY; SQLite: query_only, a deferred transaction): several statements see the same commits."""
         ...
 
     def exclusive(self, conn: Connection, key: int, table: Table) -> None:
@@ -73,10 +73,17 @@ class Sqlite:
 
     @contextmanager
     def read_only(self, conn: Connection) -> Iterator[Connection]:
+        driver = conn.connection.driver_connection
+        assert isinstance(driver, sqlite3.Connection)
         conn.exec_driver_sql("PRAGMA query_only = ON")
+        began = not driver.in_transaction
+        if began:  # one snapshot: a deferred transaction, fixed by its first read (WAL: writers go on meanwhile)
+            driver.execute("BEGIN")
         try:
             yield conn
         finally:
+            if began and driver.in_transaction:
+                driver.execute("ROLLBACK")
             conn.exec_driver_sql("PRAGMA query_only = OFF")
 
     @contextmanager

@@ -132,3 +132,24 @@ def test_the_read_only_transaction_refuses_writes(database_url: str, tmp_path: P
             assert conn.execute(text("SELECT count(*) FROM kept")).scalar() == 0
     finally:
         engine.dispose()
+
+
+def test_the_read_only_transaction_reads_one_snapshot(database_url: str, tmp_path: Path) -> None:
+    """Its statements see the same commits: a write committed between two of them is seen by neither (a Bulk export
+    reads a type by several statements; on SQLite each read its own snapshot, and a resource changed meanwhile was
+    written twice)."""
+    settings = make_settings(database_url, tmp_path)
+    with writing_engine(settings) as writer:
+        with writer.begin() as conn:
+            conn.execute(text("CREATE TABLE kept (x INTEGER)"))
+        engine = create_db_engine(settings)
+        try:
+            with engine.connect() as conn, backend_of(conn).read_only(conn) as reading:
+                assert reading.execute(text("SELECT count(*) FROM kept")).scalar() == 0
+                with writer.begin() as other:
+                    other.execute(text("INSERT INTO kept VALUES (1)"))
+                assert reading.execute(text("SELECT count(*) FROM kept")).scalar() == 0
+            with engine.connect() as conn:
+                assert conn.execute(text("SELECT count(*) FROM kept")).scalar() == 1
+        finally:
+            engine.dispose()

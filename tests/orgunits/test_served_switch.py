@@ -23,7 +23,7 @@ from tests.support.operator import (
     operator,
     settings_path,
 )
-from tests.support.sync import Mirror
+from tests.support.sync import Api, Mirror, in_process
 
 __all__ = ["operator", "settings_path"]  # fixtures
 IASO_UNITS = 136
@@ -89,7 +89,7 @@ def test_an_iaso_version_with_new_ids_withdraws_the_last_and_a_switch_back_resto
                                                                                       tmp_path: Path) -> None:
     operator.ok("load", "iaso-csv", str(IASO_CSV))
     with operator.consumer() as client:
-        mirror = Mirror(lambda url: client.get(url).json(), count=100)
+        mirror = Mirror(Api(in_process(client)), count=100)
         first = synced(client, mirror)
         assert len(first) == IASO_UNITS
         said = operator.ok("load", "iaso-csv", str(iaso_copy(tmp_path)), "--version", "2")
@@ -128,7 +128,7 @@ def test_delete_missing_under_a_new_version_publishes_its_deletions(operator: Op
     operator.ok("load", "dhis2", str(DHIS2_SAMPLE))
     smaller, gone = without_two(tmp_path)
     with operator.consumer() as client:
-        mirror = Mirror(lambda url: client.get(url).json(), count=10)
+        mirror = Mirror(Api(in_process(client)), count=10)
         before = synced(client, mirror)
         since = mirror.since
         said = operator.ok("load", "dhis2", str(smaller), "--version", "2", "--delete-missing")
@@ -154,7 +154,7 @@ def test_ids_kept_by_source_reference_move_between_versions_and_back(operator: O
     operator.ok("load", "dhis2", str(DHIS2_SAMPLE))
     smaller, _ = without_two(tmp_path)
     with operator.consumer() as client:
-        mirror = Mirror(lambda url: client.get(url).json(), count=10)
+        mirror = Mirror(Api(in_process(client)), count=10)
         before = synced(client, mirror)
         said = operator.ok("load", "dhis2", str(smaller), "--version", "2")
         assert "2 withdrawn" in said and "(2 of them withdrawn: their version is not served)" in said, said
@@ -173,7 +173,7 @@ def test_a_version_not_served_is_stored_unpublished_until_served(operator: Opera
     operator.ok("load", "iaso-csv", str(IASO_CSV))
     operator.ok("versions", "set-default", "--data-source", "Iaso", "--version", "1")
     with operator.consumer() as client:
-        mirror = Mirror(lambda url: client.get(url).json(), count=100)
+        mirror = Mirror(Api(in_process(client)), count=100)
         first = synced(client, mirror)
         since = mirror.since
         said = operator.ok("load", "iaso-csv", str(iaso_copy(tmp_path)), "--version", "2")
@@ -196,7 +196,7 @@ def test_a_reload_into_the_version_served_changes_no_other_version(operator: Ope
     operator.ok("load", "iaso-csv", str(IASO_CSV))
     operator.ok("load", "iaso-csv", str(iaso_copy(tmp_path)), "--version", "2")
     with operator.consumer() as client:
-        mirror = Mirror(lambda url: client.get(url).json(), count=100)
+        mirror = Mirror(Api(in_process(client)), count=100)
         second = synced(client, mirror)
         said = operator.ok("load", "iaso-csv", str(IASO_CSV), "--version", "1")
         assert f"0 inserted, 0 updated, {IASO_UNITS} unchanged, {IASO_UNITS} missing" in said, said

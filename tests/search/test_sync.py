@@ -27,7 +27,8 @@ from tests.support.clock import held
 from tests.support.contexts import IASO_CSV, SECRET, make_settings
 from tests.support.data import UNITS, load_small_pyramid
 from tests.support.live import CLI, _env
-from tests.support.sync import ACCOUNT, Mirror, Operator, divergence, paused_load, play_round, registry
+from tests.support.sync import (ACCOUNT, Api, Mirror, Operator, compare, consumers, in_process, paused_load,
+                                play_round, readable, round_events)
 
 PYRAMID = {"data_source": "Ministère de la Santé", "account": DEFAULT_ACCOUNT, "version": 3}
 
@@ -232,10 +233,10 @@ def test_cause_6_a_till_past_the_sync_point_is_held_to_it(served: Any) -> None:
 def _torture(engine: Engine, client: TestClient, ctx: ServerContext, rounds: int, seconds: float) -> Mirror:
     operators = [Operator(engine, "north", facilities=60, seed=1, pause_s=0.05),
                  Operator(engine, "south", facilities=40, seed=2, pause_s=0.02)]
-    mirror = Mirror(lambda url: client.get(url).json(), count=10)
+    mirror = Mirror(Api(in_process(client)), count=10)
     for round_number in range(rounds):
-        play_round(operators, mirror, seconds, ctx.freshness.expire)  # a server looks again within a second
-        assert divergence(mirror, registry(engine)) == {}, f"round {round_number + 1}"
+        play_round(operators, [mirror], seconds, ctx.freshness.expire)  # a server looks again within a second
+        assert compare(mirror.copy, readable(mirror.api)) == {}, f"round {round_number + 1}"
         assert (mirror.duplicated, mirror.skipped) == (0, 0), f"round {round_number + 1}"
     assert all(operator.loads > 1 for operator in operators)
     return mirror
@@ -251,5 +252,44 @@ def test_torture_two_operators_reloading_while_a_client_follows_the_sync_point(
             client.headers["Authorization"] = f"Bearer {mint_token(settings, account=ACCOUNT)}"
             mirror = _torture(engine, client, app.state.ctx, rounds=3, seconds=2.0)
         assert mirror.walks > 3 and mirror.entries > 100
+    finally:
+        engine.dispose()
+
+
+def test_torture_every_consumer_converges_through_removals_versions_and_purges(
+        migrated_url: str, tmp_path: Path) -> None:
+    """Issue 37: history, subtree, query-scoped, second-account and two Bulk `_since` consumers follow the Sync loop
+    while the operators reload, remove an account's last data source and load it again, reload into a new version
+    with --delete-missing, pin an older version and unpin, remove then purge and reload: after each round every copy
+    holds exactly what its token reads (ids and versionIds), nothing served twice or announced and not served."""
+    settings = make_settings(migrated_url, tmp_path, auth={"secret": SECRET})
+    engine = create_db_engine(settings, writing=True)
+    source0, source1 = (Operator(engine, f"source{i}", facilities=n, seed=i, pause_s=0.02)
+                        for i, n in enumerate((40, 30)))
+    solo = Operator(engine, "solo", facilities=12, seed=9, account="solo")
+    for operator in (source0, source1, solo):
+        operator.load()
+    app = create_app(settings)
+    try:
+        with TestClient(app) as client:
+            ctx = app.state.ctx
+            clients = consumers(lambda **token: Api(in_process(client, mint_token(settings, **token))), source0,
+                                settings.auth.permission, count=10)
+            for number in range(1, 3):  # an odd round and an even one: every command and its undoing
+                said: list[str] = []
+                play_round([source0, source1, solo], clients, 1.5, ctx.freshness.expire,
+                           round_events(number, source0, source1, solo, said, ctx.freshness.expire))
+                assert len(said) == 4, said
+                ctx.freshness.expire()
+                for consumer in clients:
+                    truth = readable(consumer.api, consumer.truth)
+                    assert compare(consumer.copy, truth) == {}, f"round {number}: {consumer.name}"
+                    assert (consumer.duplicated, consumer.skipped) == (0, 0), \
+                        f"round {number}: {consumer.name} {getattr(consumer, 'doubled', '')}"
+                    assert consumer.syncs >= 2
+                if number % 2:  # the solo account's last data source removed: its copy emptied by deletions
+                    assert not readable(clients[3].api) and clients[3].copy
+            assert {c.name: bool(readable(c.api, c.truth)) for c in clients} == dict.fromkeys(
+                ("history", "subtree", "query", "solo", "bulk", "bulk-filter"), True)
     finally:
         engine.dispose()
