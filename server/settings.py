@@ -39,6 +39,7 @@ class ServerSettings:
     max_header_bytes: int = 32_768      # the header fields of a request, in all; past it 431, the connection closed
     header_timeout_seconds: int = 10    # a request's line and headers must arrive within this; else 408, closed
     max_connections: int = 1000         # open connections; past it only /healthz and /readyz are served
+    write_timeout_seconds: int = 30     # output that has not drained for this long: the connection is closed
     # costly searches (server.search.cost): their own, smaller share of the workers
     costly_search_cost: int = 20        # a search whose estimated cost reaches this is costly
     costly_searches: int = 2            # costly searches running at once (per worker)
@@ -275,7 +276,7 @@ def parse_settings(raw: Mapping[str, Any] | None, source: str | None = None) -> 
     if settings.bulk.file_resources < 1 or settings.bulk.max_running < 1 or settings.bulk.poll_seconds < 1:
         raise ConfigError("bulk: file_resources, max_running and poll_seconds must be at least 1")
     for section, key in (("server", "max_header_bytes"), ("server", "header_timeout_seconds"),
-                         ("server", "max_connections"), ("server", "costly_search_cost"), ("server", "costly_searches"),
+                         ("server", "write_timeout_seconds"), ("server", "max_connections"), ("server", "costly_search_cost"), ("server", "costly_searches"),
                          ("database", "connect_timeout_seconds")):
         if getattr(getattr(settings, section), key) < 1:
             raise ConfigError(f"{section}.{key}: must be at least 1")

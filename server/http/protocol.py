@@ -19,6 +19,7 @@ Under another server: `uvicorn --factory server.asgi:create --http server.http.p
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -28,6 +29,7 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from server.errors import operation_outcome
+from server.http.framing import Framer, Verdict
 from server.settings import Settings, load_settings
 
 _HIGH = re.compile(rb"[\x80-\xff]")
@@ -36,23 +38,26 @@ LONG_TARGET = 8192  # a target the parser refused after this many bytes is too l
 LINE_SLACK = 32  # a request line's method, spaces and version beside its target
 PROBE_ROOM = 16  # connections past server.max_connections, for the probes
 PROBES = frozenset({b"/healthz", b"/readyz"})
+READ_AHEAD = 4  # requests of a connection parsed and queued behind the one being answered
+WRITE_HIGH_WATER = 64 * 1024  # unsent output past which a connection's requests are no longer read
 FD_MARGIN = 128  # open files beside the connections: the listening socket, the database's, logs, export files
-_END = b"\r\n\r\n"
+log = logging.getLogger("orgunit_fhir.http")
 
 
 @dataclass(frozen=True)
 class EdgeLimits:
     max_line: int
-    max_head: int  # request line and headers
+    max_fields: int  # header fields, body and trailers of a request, in all
     header_timeout_s: float
     max_connections: int
+    write_timeout_s: float = 30.0
 
     @staticmethod
     def of(settings: Settings) -> EdgeLimits:
         server = settings.server
-        line = server.max_url_length + LINE_SLACK
-        return EdgeLimits(line, line + server.max_header_bytes, float(server.header_timeout_seconds),
-                          server.max_connections)
+        return EdgeLimits(server.max_url_length + LINE_SLACK, server.max_header_bytes,
+                          float(server.header_timeout_seconds), server.max_connections,
+                          float(server.write_timeout_seconds))
 
 
 def open_files_needed(settings: Settings) -> int:
@@ -90,25 +95,34 @@ def encode_request_line(data: bytes) -> tuple[bytes, bool]:
 
 
 class FhirHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with UTF-8 request targets, FHIR answers to what the parser refuses and the
-    limits at the edge."""
+    """uvicorn's httptools protocol, with UTF-8 request targets, FHIR answers to what the parser refuses, the limits
+    at the edge and flow control: the parser is handed one whole request at a time (server.http.framing)."""
 
     limits: EdgeLimits | None = None  # None: edge_limits(), the worker's settings
     idle: dict[FhirHttpToolsProtocol, None] = {}  # per worker: connections without a request in progress, oldest first
+    stalled: dict[FhirHttpToolsProtocol, None] = {}  # per worker: output above the high-water mark, longest first
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._request_line = True  # the next bytes start a request line
         self._limits = self.limits or edge_limits()
-        self._head: int | None = 0  # bytes of the current request's line and headers; None once they are complete
-        self._tail = b""  # the last bytes of the head read so far (its end may span two reads)
-        self._timer: asyncio.TimerHandle | None = None
+        self._framer = Framer(self._limits.max_line, self._limits.max_fields)
+        self._buf = bytearray()  # bytes read and not yet handed to the parser (at most one request past a read)
+        self._first = True  # no request has arrived yet: the header timeout runs from the connection
+        self._timer: asyncio.TimerHandle | None = None  # the header timeout
+        self._write_timer: asyncio.TimerHandle | None = None
+        self._unsent = 0  # output not yet sent when the write timer was armed
         self._probes_only = False
 
     # ------------------------------------------------------------------ connections
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         limits, open_now = self._limits, len(self.connections)
+        if open_now > limits.max_connections:  # a slow reader makes room before anyone is refused
+            slow = next(iter(self.stalled), None)
+            if slow is not None:
+                slow._abort("a new connection needed the room of one whose output did not drain")
+                open_now -= 1
         if open_now > limits.max_connections + PROBE_ROOM:
             oldest = next(iter(self.idle), None)
             if oldest is None:  # every connection is busy with a request: this one waits for none
@@ -122,6 +136,8 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._waiting(False)
         self._disarm()
+        self._disarm_write()
+        self._buf.clear()
         super().connection_lost(exc)
 
     def _waiting(self, idle: bool) -> None:
@@ -134,6 +150,18 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._waiting(False)
         self._disarm()
         self.transport.close()
+        self._unsent_bounded()
+
+    def _abort(self, why: str) -> None:
+        log.warning("connection from %s closed: %s", _peer(self.client), why)
+        self._waiting(False)
+        self._disarm()
+        self._disarm_write()
+        self.transport.abort()
+
+    def timeout_keep_alive_handler(self) -> None:
+        super().timeout_keep_alive_handler()
+        self._unsent_bounded()
 
     # ------------------------------------------------------------------ the header timeout
     def _arm(self) -> None:
@@ -147,46 +175,90 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
 
     def _timed_out(self) -> None:
         self._timer = None
-        if self._head is not None and not self.transport.is_closing():
-            self._refuse(408, "timeout", f"the request line and headers did not arrive within "
+        if self.transport.is_closing() or self._blocked():
+            return  # the server holds the request back, not the client
+        if self._first or self._buf:
+            self._refuse(408, "timeout", f"the request line, headers and body did not arrive within "
                                          f"{self._limits.header_timeout_s:g} s")
 
+    # ------------------------------------------------------------------ the write timeout
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self.stalled[self] = None
+        self._arm_write()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.stalled.pop(self, None)
+        self._disarm_write()
+        self._feed()
+
+    def _arm_write(self) -> None:
+        if self._write_timer is None:
+            self._unsent = self.transport.get_write_buffer_size()
+            self._write_timer = self.loop.call_later(self._limits.write_timeout_s, self._write_timed_out)
+
+    def _disarm_write(self) -> None:
+        self.stalled.pop(self, None)
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _write_timed_out(self) -> None:
+        self._write_timer = None
+        unsent = self.transport.get_write_buffer_size()
+        if not unsent:
+            self.stalled.pop(self, None)
+        elif unsent < self._unsent:  # it drains, slowly: another period
+            self._arm_write()
+        else:
+            self._abort(f"its output ({unsent:,} bytes) did not drain within {self._limits.write_timeout_s:g} s")
+
+    def _unsent_bounded(self) -> None:
+        """A closed connection whose output is unsent waits for it at most the write timeout."""
+        if self.transport.get_write_buffer_size():
+            self._arm_write()
+
     # ------------------------------------------------------------------ reading
+    def _blocked(self) -> bool:
+        """Whether no further request is handed to the parser now: enough are read ahead, or output waits."""
+        return len(self.pipeline) >= READ_AHEAD or self.flow.write_paused
+
     def data_received(self, data: bytes) -> None:
         if self.transport.is_closing():
             return  # refused: nothing more is read
-        if self._head is not None:
-            self._arm()
-            if self._over(data):
-                return
-        if self._request_line:
-            data, complete = encode_request_line(data)
-            self._request_line = not complete
-        super().data_received(data)
+        self._buf += data
+        self._feed()
 
-    def _over(self, data: bytes) -> bool:
-        """Whether this read takes the request's line or head past its limit (then answered, and closed)."""
-        assert self._head is not None
-        seen = self._tail + data
-        end = seen.find(_END)
-        taken = len(data) if end < 0 else end + len(_END) - len(self._tail)
-        head = self._head + taken
-        line_end = seen.find(b"\n") if self._request_line else 0
-        line = self._head + (len(data) if line_end < 0 else line_end - len(self._tail))
-        limits = self._limits
-        if self._request_line and line > limits.max_line:
-            self._refuse(414, "too-long", f"the request line is longer than {limits.max_line:,} bytes")
-            return True
-        if head > limits.max_head:
-            self._refuse(431, "too-long", f"the request header fields are longer than "
-                                          f"{limits.max_head - limits.max_line:,} bytes in all")
-            return True
-        self._head, self._tail = head, seen[-3:]
-        return False
+    def _feed(self) -> None:
+        """Hand the parser each whole request buffered, as long as the connection is not blocked."""
+        while self._buf and not self.transport.is_closing():
+            if self._blocked():
+                self.flow.pause_reading()
+                self._disarm()
+                return
+            frame = self._framer.frame(self._buf)
+            if frame.verdict is Verdict.MORE:
+                break
+            if frame.verdict is Verdict.LINE_TOO_LONG:
+                self._refuse(414, "too-long", f"the request line is longer than {self._limits.max_line:,} bytes")
+                return
+            if frame.verdict is Verdict.FIELDS_TOO_LONG:
+                self._refuse(431, "too-long", f"the request header fields (with any body and trailers) are longer "
+                                              f"than {self._limits.max_fields:,} bytes in all")
+                return
+            request = bytes(self._buf[:frame.end])
+            del self._buf[:frame.end]
+            self._first = False
+            self._disarm()
+            super().data_received(encode_request_line(request)[0])
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self._buf:
+            self._arm()  # from the first byte of a request the server is not holding back
 
     def on_headers_complete(self) -> None:
-        self._head, self._tail = None, b""
-        self._disarm()
         self._waiting(False)
         path = self.url.split(b"?", 1)[0]
         if self._probes_only and path not in PROBES:
@@ -200,16 +272,17 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
             super().on_body(body)
 
     def on_message_complete(self) -> None:
-        if self.transport.is_closing():
-            return  # refused
-        super().on_message_complete()
-        self._request_line = True  # a request pipelined in the same bytes was already fed: the parser answers it
-        self._head, self._tail = 0, b""
+        if not self.transport.is_closing():
+            super().on_message_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and self.cycle is not None and self.cycle.response_complete:
+        if self.transport.is_closing():
+            self._unsent_bounded()
+            return
+        if self.cycle is not None and self.cycle.response_complete:
             self._waiting(True)
+        self._feed()
 
     # ------------------------------------------------------------------ answering what is refused
     def send_400_response(self, msg: str) -> None:
@@ -221,5 +294,10 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
                                          "percent-encode the request target")
 
     def _refuse(self, status: int, code: str, diagnostics: str, extra: bytes = b"") -> None:
+        self._buf.clear()
         self.transport.write(_outcome_response(status, code, diagnostics, self.server_state.default_headers, extra))
         self._close()
+
+
+def _peer(client: tuple[str, int] | None) -> str:
+    return f"{client[0]}:{client[1]}" if client else "?"
