@@ -65,11 +65,6 @@ class Framer:
         self._data_end = 0     # CHUNK_DATA: where the chunk's data and its CRLF end
         self._seen = 0         # a partial line was searched up to here
 
-    @property
-    def started(self) -> bool:
-        """Whether bytes of a request (not only blank lines between requests) have been scanned."""
-        return self._part is not _Part.LINE or self._pos > self._start
-
     def frame(self, buf: bytes | bytearray) -> Frame:
         while True:
             part = self._part

@@ -7,12 +7,19 @@ would answer by itself.
 - Any request the parser still refuses gets an OperationOutcome (application/fhir+json), not uvicorn's plain
   text: 414 `too-long` for a target too long for it (about 64 KB), else 400 `invalid`.
 - Limits at the edge (EdgeLimits, from the settings), each answered with an OperationOutcome and the connection
-  closed, nothing read past them: a request line longer than server.max_url_length (414) or header fields longer
-  than server.max_header_bytes in all (431); a request line and headers not complete within
-  server.header_timeout_seconds of the connection or of the request's first byte (408: slowloris); past
-  server.max_connections open connections, a new one is served for the probes only (/healthz, /readyz: 503 for
-  anything else), and past that room the connection that has waited longest without a request in progress (idle,
-  or still sending its headers) is closed to make room.
+  closed once the requests read before are answered (what the client still sends is dropped): a request line longer
+  than server.max_url_length + 32 (414); header fields, with any body and chunked trailers, longer than
+  server.max_header_bytes in all (431; server.http.framing finds where each request ends before the parser sees
+  it, so a pipelined request is held to the same caps); a request not complete within
+  server.header_timeout_seconds of the connection or of its first byte (408: slowloris, trickled bodies and
+  trailers too).
+- Flow control: the parser is handed one whole request at a time; at most READ_AHEAD requests wait behind the one
+  being answered, and no request is read while the connection's unsent output is above WRITE_HIGH_WATER. Output
+  that has not drained for server.write_timeout_seconds (the client does not read) closes the connection, a
+  closed one included (its unsent output is dropped).
+- Past server.max_connections open connections, a connection whose output does not drain is closed to make room;
+  else a new one is served for the probes only (/healthz, /readyz: 503 for anything else), and past that room the
+  connection that has waited longest without a request in progress (idle, or still sending its headers) is closed.
 
 Under another server: `uvicorn --factory server.asgi:create --http server.http.protocol:FhirHttpToolsProtocol`.
 """
@@ -38,6 +45,7 @@ LONG_TARGET = 8192  # a target the parser refused after this many bytes is too l
 LINE_SLACK = 32  # a request line's method, spaces and version beside its target
 PROBE_ROOM = 16  # connections past server.max_connections, for the probes
 PROBES = frozenset({b"/healthz", b"/readyz"})
+LINGER_S = 1.0  # a refused connection's input is read and dropped this long before it is closed
 READ_AHEAD = 4  # requests of a connection parsed and queued behind the one being answered
 WRITE_HIGH_WATER = 64 * 1024  # unsent output past which a connection's requests are no longer read
 FD_MARGIN = 128  # open files beside the connections: the listening socket, the database's, logs, export files
@@ -112,6 +120,8 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._write_timer: asyncio.TimerHandle | None = None
         self._unsent = 0  # output not yet sent when the write timer was armed
         self._probes_only = False
+        self._refusal: tuple[int, str, str, bytes] | None = None  # the answer refusing the connection's next request
+        self._answered = False  # whether it was written (it waits for the requests read before to be answered)
 
     # ------------------------------------------------------------------ connections
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -149,8 +159,9 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
     def _close(self) -> None:
         self._waiting(False)
         self._disarm()
-        self.transport.close()
-        self._unsent_bounded()
+        if not self.transport.is_closing():
+            self.transport.close()
+            self._unsent_bounded()
 
     def _abort(self, why: str) -> None:
         log.warning("connection from %s closed: %s", _peer(self.client), why)
@@ -175,10 +186,10 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
 
     def _timed_out(self) -> None:
         self._timer = None
-        if self.transport.is_closing() or self._blocked():
+        if self._refused() or self._blocked():
             return  # the server holds the request back, not the client
         if self._first or self._buf:
-            self._refuse(408, "timeout", f"the request line, headers and body did not arrive within "
+            self._refuse_after(408, "timeout", f"the request line, headers and body did not arrive within "
                                          f"{self._limits.header_timeout_s:g} s")
 
     # ------------------------------------------------------------------ the write timeout
@@ -220,19 +231,22 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
             self._arm_write()
 
     # ------------------------------------------------------------------ reading
+    def _refused(self) -> bool:
+        return self._refusal is not None or self.transport.is_closing()
+
     def _blocked(self) -> bool:
         """Whether no further request is handed to the parser now: enough are read ahead, or output waits."""
         return len(self.pipeline) >= READ_AHEAD or self.flow.write_paused
 
     def data_received(self, data: bytes) -> None:
-        if self.transport.is_closing():
-            return  # refused: nothing more is read
+        if self._refused():
+            return  # refused: what more comes is dropped
         self._buf += data
         self._feed()
 
     def _feed(self) -> None:
         """Hand the parser each whole request buffered, as long as the connection is not blocked."""
-        while self._buf and not self.transport.is_closing():
+        while self._buf and not self._refused():
             if self._blocked():
                 self.flow.pause_reading()
                 self._disarm()
@@ -241,18 +255,18 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
             if frame.verdict is Verdict.MORE:
                 break
             if frame.verdict is Verdict.LINE_TOO_LONG:
-                self._refuse(414, "too-long", f"the request line is longer than {self._limits.max_line:,} bytes")
+                self._refuse_after(414, "too-long", f"the request line is longer than {self._limits.max_line:,} bytes")
                 return
             if frame.verdict is Verdict.FIELDS_TOO_LONG:
-                self._refuse(431, "too-long", f"the request header fields (with any body and trailers) are longer "
-                                              f"than {self._limits.max_fields:,} bytes in all")
+                self._refuse_after(431, "too-long", f"the request header fields (with any body and trailers) are "
+                                                    f"longer than {self._limits.max_fields:,} bytes in all")
                 return
             request = bytes(self._buf[:frame.end])
             del self._buf[:frame.end]
             self._first = False
             self._disarm()
             super().data_received(encode_request_line(request)[0])
-        if self.transport.is_closing():
+        if self._refused():
             return
         self.flow.resume_reading()
         if self._buf:
@@ -262,17 +276,17 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._waiting(False)
         path = self.url.split(b"?", 1)[0]
         if self._probes_only and path not in PROBES:
-            self._refuse(503, "transient", f"the server holds its {self._limits.max_connections:,} connections; "
-                                           "try again shortly", b"retry-after: 1\r\n")
+            self._refuse_after(503, "transient", f"the server holds its {self._limits.max_connections:,} "
+                                                 "connections; try again shortly", b"retry-after: 1\r\n")
             return
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
-        if not self.transport.is_closing():
+        if not self._refused():
             super().on_body(body)
 
     def on_message_complete(self) -> None:
-        if not self.transport.is_closing():
+        if not self._refused():
             super().on_message_complete()
 
     def on_response_complete(self) -> None:
@@ -281,6 +295,10 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
             self._unsent_bounded()
             return
         if self.cycle is not None and self.cycle.response_complete:
+            if self._refusal is not None:
+                if not self._answered:
+                    self._refuse(*self._refusal)
+                return
             self._waiting(True)
         self._feed()
 
@@ -288,15 +306,38 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
     def send_400_response(self, msg: str) -> None:
         target = len(getattr(self, "url", b""))  # what the parser had read of the target
         if target > LONG_TARGET:
-            self._refuse(414, "too-long", f"the request target is too long ({target:,} bytes)")
+            self._refuse_after(414, "too-long", f"the request target is too long ({target:,} bytes)")
         else:
-            self._refuse(400, "invalid", "the HTTP request could not be parsed (a malformed request line or header); "
-                                         "percent-encode the request target")
+            self._refuse_after(400, "invalid", "the HTTP request could not be parsed (a malformed request line or "
+                                               "header); percent-encode the request target")
+
+    def _refuse_after(self, status: int, code: str, diagnostics: str, extra: bytes = b"") -> None:
+        """Refuse once the requests read before are answered (what the client sends meanwhile is dropped)."""
+        if self._refusal is not None:
+            return  # already refused
+        if self.cycle is None or self.cycle.response_complete:
+            self._refuse(status, code, diagnostics, extra)
+            return
+        self._refusal = (status, code, diagnostics, extra)
+        self._buf.clear()
+        self._disarm()
+        self.flow.pause_reading()
 
     def _refuse(self, status: int, code: str, diagnostics: str, extra: bytes = b"") -> None:
+        """Answer and close; what the client still sends meanwhile is read and dropped for up to LINGER_S (closing
+        with unread bytes would reset the connection, and the client could lose the answer)."""
         self._buf.clear()
+        self._refusal = (status, code, diagnostics, extra)  # nothing more is handed on
+        self._answered = True
         self.transport.write(_outcome_response(status, code, diagnostics, self.server_state.default_headers, extra))
-        self._close()
+        self._waiting(False)
+        self._disarm()
+        self.flow.resume_reading()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self.loop.call_later(LINGER_S, self._close)
+        else:
+            self._close()
 
 
 def _peer(client: tuple[str, int] | None) -> str:
