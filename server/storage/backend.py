@@ -27,6 +27,10 @@ QUERY_CANCELED = "57014"  # PostgreSQL's SQLSTATE of a statement cancelled by it
 UNDEFINED = frozenset({"42P01", "42703"})  # undefined table, undefined column: a schema behind the server's
 DISK_FULL = frozenset({"53100"})  # disk_full: nothing more can be written
 LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout: another transaction held the lock
+# a bounded session (serving, and the writes a request waits on): no JIT compilation, which heeds neither
+# statement_timeout nor a cancel (a costly search compiled for 10 s past a 3 s timeout, its backend for minutes
+# past the request); a backend whose client is gone stops within a second, not when it next writes to it
+BOUNDED_SESSION = {"jit": "off", "client_connection_check_interval": "1000"}
 # a database that vanishes without closing its connections (a dropped network) is noticed in about 40 s,
 # not after the kernel's 15 minutes of retransmissions
 DEAD_PEER = {"keepalives": 1, "keepalives_idle": 15, "keepalives_interval": 5, "keepalives_count": 3,
@@ -102,7 +106,8 @@ class Postgres:
     copies_binary: ClassVar[bool] = True
 
     def connect_args(self, *, timeout_ms: int | None, connect_timeout_s: int, **options: str) -> dict[str, Any]:
-        settings = ({} if timeout_ms is None else {"statement_timeout": str(timeout_ms)}) | options
+        settings = ({} if timeout_ms is None else {"statement_timeout": str(timeout_ms)}) | (
+            BOUNDED_SESSION if timeout_ms else {}) | options
         found: dict[str, Any] = {"connect_timeout": connect_timeout_s, **DEAD_PEER}
         if settings:
             found["options"] = " ".join(f"-c {k}={v}" for k, v in settings.items())
