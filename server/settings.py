@@ -44,6 +44,7 @@ class ServerSettings:
     costly_search_cost: int = 20        # a search whose estimated cost reaches this is costly
     costly_searches: int = 2            # costly searches running at once (per worker)
     costly_search_wait_seconds: int = 10  # a costly search waits this long for its turn; then 503 with Retry-After
+    request_timeout_seconds: int = 15   # a request's database time in all (its statements together); then 503
 
 
 @dataclass(frozen=True)
@@ -276,7 +277,8 @@ def parse_settings(raw: Mapping[str, Any] | None, source: str | None = None) -> 
     if settings.bulk.file_resources < 1 or settings.bulk.max_running < 1 or settings.bulk.poll_seconds < 1:
         raise ConfigError("bulk: file_resources, max_running and poll_seconds must be at least 1")
     for section, key in (("server", "max_header_bytes"), ("server", "header_timeout_seconds"),
-                         ("server", "write_timeout_seconds"), ("server", "max_connections"), ("server", "costly_search_cost"), ("server", "costly_searches"),
+                         ("server", "write_timeout_seconds"), ("server", "request_timeout_seconds"),
+                         ("server", "max_connections"), ("server", "costly_search_cost"), ("server", "costly_searches"),
                          ("database", "connect_timeout_seconds")):
         if getattr(getattr(settings, section), key) < 1:
             raise ConfigError(f"{section}.{key}: must be at least 1")

@@ -35,6 +35,7 @@ from server.http.conditional import validators
 from server.http.negotiation import Format, negotiate
 from server.http.observe import REQUEST_ID_STATE
 from server.search.cost import CostlyGate
+from server.storage.budget import database_budget
 from server.storage.cache import Bounded
 from server.http.responses import (
     ERROR_FORMAT,
@@ -112,6 +113,7 @@ class Pipeline:
         self.ctx = ctx
         self.admission = Admission(ctx)
         self.max_url_length = ctx.settings.server.max_url_length
+        self.request_timeout_s = float(ctx.settings.server.request_timeout_seconds)
         edge = ctx.settings.server
         self.costly = CostlyGate(edge.costly_search_cost, edge.costly_searches, edge.costly_search_wait_seconds)
         # the admission runs on the event loop when a token check never waits for the network (no JWKS URL)
@@ -182,9 +184,10 @@ class Pipeline:
             if costly and admitted is None:  # a caller is admitted (401/403/429) before it takes a costly turn
                 await self._in_thread(admit)
             async with self.costly.turn() if costly else nullcontext():  # costly searches: their own share
-                # admitted in a worker thread where the token check may fetch the IdP's keys
-                caller = admitted if admitted is not None else await self._in_thread(admit)
-                body = await self._drive(lambda: steps(self.ctx, caller))
+                with database_budget(self.request_timeout_s):  # the request's database time, in all
+                    # admitted in a worker thread where the token check may fetch the IdP's keys
+                    caller = admitted if admitted is not None else await self._in_thread(admit)
+                    body = await self._drive(lambda: steps(self.ctx, caller))
             assert admitted is not None
             response = answer_response(body) if isinstance(body, Answer) else self._render(headers, admitted, body)
         except Exception as exc:  # every failure becomes an OperationOutcome in one place
