@@ -22,7 +22,8 @@ from server.engine.caller import Caller
 from server.declare.instants import instant
 from server.declare.provider import ResourceProvider
 from server.engine.visibility import shown_gone, visibility
-from server.errors import StorageError
+from server.errors import StatementTimedOut, StorageError
+from server.storage.backend import backend_of
 
 log = logging.getLogger("orgunit_fhir")
 HEARTBEAT_S = 1.0
@@ -55,6 +56,7 @@ class Runner:
         self.stopping = stopping
         self.exported = 0
         self._last = 0.0
+        self.deadline = time.monotonic() + ctx.settings.bulk.job_timeout_seconds  # its database time, in all
 
     def beat(self, text: str, force: bool = False) -> None:
         if force or time.monotonic() - self._last >= HEARTBEAT_S:
@@ -68,6 +70,13 @@ class Runner:
         job = self.plan.job
         try:
             manifest = self._export()
+        except StatementTimedOut:  # its budget: a narrower export (fewer types, a _typeFilter, _since) may finish
+            log.warning("bulk export %s stopped: longer than bulk.job_timeout_seconds (%s s)", job.id,
+                        self.ctx.settings.bulk.job_timeout_seconds)
+            remove_job(self.ctx.settings, job.id)
+            self.store.fail(job.id, f"the export took longer than the server allows "
+                                    f"({self.ctx.settings.bulk.job_timeout_seconds} s); narrow it and start it again")
+            return
         except Exception as exc:  # the job fails; the server goes on
             log.exception("bulk export %s failed", job.id)
             reason = "the server stopped while the export ran" if self.stopping.is_set() else \
@@ -105,7 +114,10 @@ class Runner:
         rtype = provider.resource_type
         files = NdjsonFiles(where, rtype, settings.bulk.file_resources)
         gone = NdjsonFiles(where, "Bundle", settings.bulk.file_resources, kind=f"deleted{rtype.lower()}")
-        with self.engine.connect() as conn:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise StatementTimedOut("the export's time budget is spent")
+        with self.engine.connect() as outer, backend_of(outer).within(outer, left) as conn:
             vis = visibility(self.ctx, conn, provider, plan.caller)
             view = AsOf(plan.job.transaction_time, plan.request.since, vis.clause,
                         self.ctx.freshness.splices(conn, provider), plan.filters.get(rtype), vis.versions,

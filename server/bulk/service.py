@@ -173,7 +173,12 @@ class BulkService:
             at = complete_through(self.ctx.freshness.snapshot(conn).synced)
         job = Job(uuid.uuid4().hex, owner, call.url, request.to_json(), at, "running", "exporting", 0, None, started,
                   started, started + timedelta(seconds=bulk.expire_seconds))
-        if not store.create(job, bulk.max_running):
+        full = store.create(job, bulk.max_running, bulk.account_slots)
+        if full == "account":
+            raise TooManyRequests(f"{bulk.account_slots} exports of this account are running (bulk.max_running_per_"
+                                  f"account); try again later",
+                                  headers={"Retry-After": "10"})
+        if full is not None:
             raise TooManyRequests(f"{bulk.max_running} exports are running; try again later",
                                   headers={"Retry-After": "10"})
         runner = Runner(self.ctx, self.engine, JobStore(self.engine), Plan(job, caller, request, filters),

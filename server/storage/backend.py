@@ -6,6 +6,7 @@ SQLAlchemy's). The SQL constructs that compile differently per dialect are in se
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from sqlalchemy.pool import QueuePool
 from server.errors import SchemaMissing, StatementTimedOut, StorageBusy, StorageError, StorageFull, StorageUnavailable
 
 DRIVERS = frozenset({"sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg"})  # URLs' schemes
+CHECK_EVERY = 20_000  # SQLite virtual-machine instructions between two looks at the clock (a job's budget)
 SQLITE_BUSY_S = 30  # how long a SQLite connection waits for another's write lock
 SQLITE_PRAGMAS = ("journal_mode=WAL", "foreign_keys=ON", "synchronous=NORMAL")
 QUERY_CANCELED = "57014"  # PostgreSQL's SQLSTATE of a statement cancelled by its statement_timeout
@@ -60,6 +62,11 @@ class Backend(Protocol):
         """The storage error a driver error means (None: not the driver's)."""
         ...
 
+    def within(self, conn: Connection, seconds: float) -> AbstractContextManager[Connection]:
+        """The statements run on `conn` inside finish within `seconds` from now, in all (an export job's budget),
+        else fail as StatementTimedOut; PostgreSQL: in one transaction, without JIT."""
+        ...
+
 
 @dataclass(frozen=True)
 class Sqlite:
@@ -82,6 +89,17 @@ class Sqlite:
         # SQLite's one write lock, taken by a write that changes nothing (the implicit BEGIN precedes it)
         column = next(iter(table.c))
         conn.execute(update(table).where(false()).values({column: column}))
+
+    @contextmanager
+    def within(self, conn: Connection, seconds: float) -> Iterator[Connection]:
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        deadline = time.monotonic() + seconds
+        raw.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, CHECK_EVERY)
+        try:
+            yield conn
+        finally:
+            raw.set_progress_handler(None, 0)
 
     def driver_error(self, exc: BaseException, *, dropped: bool = False) -> StorageError | None:
         if isinstance(exc, sqlite3.OperationalError):
@@ -122,6 +140,13 @@ class Postgres:
 
     def exclusive(self, conn: Connection, key: int, table: Table) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+    @contextmanager
+    def within(self, conn: Connection, seconds: float) -> Iterator[Connection]:
+        with conn.begin():  # SET LOCAL: until the transaction ends, never on the pooled connection's next use
+            conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
+            conn.exec_driver_sql("SET LOCAL jit = off")
+            yield conn
 
     def driver_error(self, exc: BaseException, *, dropped: bool = False) -> StorageError | None:
         if isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == QUERY_CANCELED:
