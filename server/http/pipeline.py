@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from server.declare.answer import PRIVATE, Answer
+from server.declare.rendered import Rendered
 from server.access.audit import SERVED, Served, returned
 from server.access.ratelimit import caller_key
 from server.access.tokens import Principal
@@ -49,6 +50,23 @@ from server.http.responses import (
 )
 
 MAX_QUERY_PARAMS = 100  # query parameters of any kind in one request
+RENDER_TURNS = 1  # renders off the loop at once (per worker): a long one does not take every thread
+LOOP_RENDER_ENTRIES = 20  # pretty JSON: a Bundle of more entries is rendered off the loop...
+LOOP_RENDER_BYTES = 64 * 1024  # ...and stored bytes past this (parsed and printed again)
+
+
+def heavy_render(fmt: Format, body: Any) -> bool:
+    """Whether rendering `body` in `fmt` takes long enough to keep it off the event loop: XML (fhir.resources
+    models, ~40 ms a resource) and HTML pages of any size, pretty JSON of a large Bundle. Compact JSON is the
+    stored bodies joined: on the loop."""
+    if fmt.xml or fmt.html:
+        return True
+    if not fmt.pretty:
+        return False
+    if isinstance(body, Rendered):
+        return len(body.raw) > LOOP_RENDER_BYTES
+    entries = body.get("entry") if isinstance(body, dict) else None
+    return isinstance(entries, list) and len(entries) > LOOP_RENDER_ENTRIES
 
 
 @dataclass(frozen=True)
@@ -120,6 +138,7 @@ class Pipeline:
         self.on_loop = ctx.authenticator.remote is None
         self.namespace = ctx.settings.fhir.extension_namespace  # its canonical URLs link here
         self.limiter: anyio.CapacityLimiter | None = None  # the worker threads' (the app's lifespan sets it)
+        self.render_turns = anyio.CapacityLimiter(RENDER_TURNS)  # renders too long for the loop: one at a time
         self._formats: Bounded[Format] = Bounded(256)
         self._bases: Bounded[str] = Bounded(256)
 
@@ -189,7 +208,13 @@ class Pipeline:
                     caller = admitted if admitted is not None else await self._in_thread(admit)
                     body = await self._drive(lambda: steps(self.ctx, caller))
             assert admitted is not None
-            response = answer_response(body) if isinstance(body, Answer) else self._render(headers, admitted, body)
+            if isinstance(body, Answer):
+                response = answer_response(body)
+            elif heavy_render(admitted.format, body):  # off the loop, one at a time: the probes still answer
+                response = await anyio.to_thread.run_sync(self._render, headers, admitted, body,
+                                                          limiter=self.render_turns)
+            else:
+                response = self._render(headers, admitted, body)
         except Exception as exc:  # every failure becomes an OperationOutcome in one place
             response = error_response(self.ctx, exc, interaction, fmt, scope["state"][REQUEST_ID_STATE], scope)
         applied = admitted.caller.scope if admitted is not None and admitted.caller.principal is not None else None
