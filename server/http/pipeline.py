@@ -34,6 +34,7 @@ from server.errors import FhirError, InvalidRequest, StorageUnavailable, UriTooL
 from server.declare.validators import headers_for, not_modified
 from server.http.conditional import validators
 from server.http.negotiation import Format, negotiate
+from server.http.apart import render_apart
 from server.http.observe import REQUEST_ID_STATE
 from server.search.cost import CostlyGate
 from server.storage.budget import database_budget
@@ -138,7 +139,7 @@ class Pipeline:
         self.on_loop = ctx.authenticator.remote is None
         self.namespace = ctx.settings.fhir.extension_namespace  # its canonical URLs link here
         self.limiter: anyio.CapacityLimiter | None = None  # the worker threads' (the app's lifespan sets it)
-        self.render_turns = anyio.CapacityLimiter(RENDER_TURNS)  # renders too long for the loop: one at a time
+        self.render_turns = anyio.Semaphore(RENDER_TURNS)  # renders too long for the loop: one at a time
         self._formats: Bounded[Format] = Bounded(256)
         self._bases: Bounded[str] = Bounded(256)
 
@@ -211,8 +212,9 @@ class Pipeline:
             if isinstance(body, Answer):
                 response = answer_response(body)
             elif heavy_render(admitted.format, body):  # off the loop, one at a time: the probes still answer
-                response = await anyio.to_thread.run_sync(self._render, headers, admitted, body,
-                                                          limiter=self.render_turns)
+                async with self.render_turns:
+                    content = await render_apart(body, admitted.format, admitted.base, self.namespace)
+                response = self._render(headers, admitted, body, content)
             else:
                 response = self._render(headers, admitted, body)
         except Exception as exc:  # every failure becomes an OperationOutcome in one place
@@ -242,8 +244,11 @@ class Pipeline:
                 raise
             return await anyio.to_thread.run_sync(work, limiter=self.limiter)  # once, on a new connection
 
-    def _render(self, headers: Mapping[str, str], fhir: FhirRequest, body: Resource) -> Response:
-        content = render(body, fhir.format, fhir.base, namespace=self.namespace)
+    def _render(self, headers: Mapping[str, str], fhir: FhirRequest, body: Resource,
+                content: bytes | None = None) -> Response:
+        """The answer of `body` (`content`: its bytes, rendered already)."""
+        if content is None:
+            content = render(body, fhir.format, fhir.base, namespace=self.namespace)
         etag, last_modified = validators(body, content, page=fhir.format.html)
         answer = {**headers_for(etag, last_modified), **PRIVATE}
         if not_modified(headers, etag, last_modified):
