@@ -61,8 +61,10 @@ def _connect(port: int, rcvbuf: int | None = None) -> socket.socket:
     return sock
 
 
-def _pour(port: int, until: float, attack: Attack, first: bytes, more: bytes, rcvbuf: int | None = None) -> None:
-    """Send `first`, then `more` again and again, never reading; a new connection when the server closes one."""
+def _pour(port: int, until: float, attack: Attack, first: bytes, more: bytes, rcvbuf: int | None = None,
+          pause: float = 0.0) -> None:
+    """Send `first`, then `more` again and again (`pause` s apart), never reading; a new connection when the server
+    closes one."""
     while time.monotonic() < until:
         try:
             sock = _connect(port, rcvbuf)
@@ -74,6 +76,7 @@ def _pour(port: int, until: float, attack: Attack, first: bytes, more: bytes, rc
             sock.sendall(first)
             while time.monotonic() < until:
                 sock.sendall(more)
+                time.sleep(pause)
         except (BrokenPipeError, ConnectionResetError):
             attack.count("closed by the server")
         except OSError:  # a send that could not go on for 5 s: the server no longer reads
@@ -99,10 +102,10 @@ def slow_readers(port: int, token: str, until: float, attack: Attack, ctx: dict[
                  ) -> list[threading.Thread]:
     """Item 3: 20 connections (the cap) each pipelining 30 requests for leaflet.js with a 2 KB receive buffer, never
     reading; beside them, a client asking `/fhir/metadata` every 200 ms (its statuses reported: 401 is served)."""
-    request = b"GET /static/orgunits/leaflet/leaflet.js HTTP/1.1\r\nHost: a\r\n\r\n" * 30
+    request = b"GET /static/orgunits/leaflet/leaflet.js HTTP/1.1\r\nHost: a\r\n\r\n"
 
-    def one() -> None:
-        _pour(port, until, attack, request, b"", rcvbuf=2048)
+    def one() -> None:  # and one more request every 500 ms
+        _pour(port, until, attack, request * 30, request, rcvbuf=2048, pause=0.5)
 
     def asking() -> None:
         while time.monotonic() < until:

@@ -128,17 +128,13 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         limits, open_now = self._limits, len(self.connections)
-        if open_now > limits.max_connections:  # a slow reader makes room before anyone is refused
-            slow = next(iter(self.stalled), None)
-            if slow is not None:
-                slow._abort("a new connection needed the room of one whose output did not drain")
-                open_now -= 1
         if open_now > limits.max_connections + PROBE_ROOM:
             oldest = next(iter(self.idle), None)
-            if oldest is None:  # every connection is busy with a request: this one waits for none
+            if oldest is not None:
+                oldest._close()
+            elif not self._evict_slow():  # every connection is busy with a request: this one waits for none
                 transport.close()
                 return
-            oldest._close()
         self._probes_only = open_now > limits.max_connections
         self._waiting(True)
         self._arm()
@@ -169,6 +165,15 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._disarm()
         self._disarm_write()
         self.transport.abort()
+
+    def _evict_slow(self) -> bool:
+        """Close the connection whose output has waited longest above the high-water mark (its client does not
+        read), to make room; whether there was one."""
+        slow = next(iter(self.stalled), None)
+        if slow is None:
+            return False
+        slow._abort("a request needed the room of a connection whose output did not drain")
+        return True
 
     def timeout_keep_alive_handler(self) -> None:
         super().timeout_keep_alive_handler()
@@ -275,6 +280,8 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._waiting(False)
         path = self.url.split(b"?", 1)[0]
+        if self._probes_only and path not in PROBES and self._evict_slow():
+            self._probes_only = False  # a slow reader made room
         if self._probes_only and path not in PROBES:
             self._refuse_after(503, "transient", f"the server holds its {self._limits.max_connections:,} "
                                                  "connections; try again shortly", b"retry-after: 1\r\n")
