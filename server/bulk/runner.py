@@ -38,6 +38,9 @@ class Plan:
     request: ExportRequest
     # each filtered type's condition (its `_typeFilter` searches OR-ed), compiled at the kick-off
     filters: Mapping[str, ColumnElement[bool]] = field(default_factory=dict)
+    # its database time in all: bulk.job_timeout_seconds, or a search's (server.request_timeout_seconds) when a
+    # `_typeFilter` is costly by the search's estimate (server.search.cost)
+    budget_s: float = 600.0
 
 
 def _deleted_entry(rtype: str, rid: str) -> bytes:
@@ -56,7 +59,7 @@ class Runner:
         self.stopping = stopping
         self.exported = 0
         self._last = 0.0
-        self.deadline = time.monotonic() + ctx.settings.bulk.job_timeout_seconds  # its database time, in all
+        self.deadline = time.monotonic() + plan.budget_s  # its database time, in all
 
     def beat(self, text: str, force: bool = False) -> None:
         if force or time.monotonic() - self._last >= HEARTBEAT_S:
@@ -71,11 +74,10 @@ class Runner:
         try:
             manifest = self._export()
         except StatementTimedOut:  # its budget: a narrower export (fewer types, a _typeFilter, _since) may finish
-            log.warning("bulk export %s stopped: longer than bulk.job_timeout_seconds (%s s)", job.id,
-                        self.ctx.settings.bulk.job_timeout_seconds)
+            log.warning("bulk export %s stopped: longer than its time budget (%g s)", job.id, self.plan.budget_s)
             remove_job(self.ctx.settings, job.id)
-            self.store.fail(job.id, f"the export took longer than the server allows "
-                                    f"({self.ctx.settings.bulk.job_timeout_seconds} s); narrow it and start it again")
+            self.store.fail(job.id, f"the export took longer than the server allows ({self.plan.budget_s:g} s; "
+                                    f"a costly _typeFilter has a search's time); narrow it and start it again")
             return
         except Exception as exc:  # the job fails; the server goes on
             log.exception("bulk export %s failed", job.id)

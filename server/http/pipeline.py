@@ -207,7 +207,7 @@ class Pipeline:
                 with database_budget(self.request_timeout_s):  # the request's database time, in all
                     # admitted in a worker thread where the token check may fetch the IdP's keys
                     caller = admitted if admitted is not None else await self._in_thread(admit)
-                    body = await self._drive(lambda: steps(self.ctx, caller))
+                    body = await self._drive(lambda: steps(self.ctx, caller), hot=not costly)
             assert admitted is not None
             if isinstance(body, Answer):
                 response = answer_response(body)
@@ -229,10 +229,11 @@ class Pipeline:
         scope["state"][SERVED] = Served(interaction)
         return error_response(self.ctx, error, interaction, ERROR_FORMAT, scope["state"][REQUEST_ID_STATE], scope)
 
-    async def _drive(self, interaction: Callable[[], Steps[Any]]) -> Any:
+    async def _drive(self, interaction: Callable[[], Steps[Any]], hot: bool = True) -> Any:
         """The interaction on the event loop's driver; in a worker thread where there is none (read replicas, a
-        database in memory), made anew if it is run again on a new connection (server.http.pipeline._in_thread)."""
-        if self.ctx.hot is not None:
+        database in memory) or for a costly search (`hot` False: parsing thousands of values and compiling
+        their SQL would hold the loop), made anew if it is run again on a new connection."""
+        if self.ctx.hot is not None and hot:
             return await on_loop(self.ctx, interaction(), self.limiter)
         return await self._in_thread(lambda: in_thread(self.ctx, interaction()))
 

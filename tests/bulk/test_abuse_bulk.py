@@ -53,7 +53,17 @@ def test_one_account_cannot_take_every_export_slot(ctx: ServerContext, monkeypat
         manifest(client, other, beta)
 
 
-def test_a_job_past_its_time_budget_fails_and_says_so(ctx: ServerContext, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("limits, params", [
+    pytest.param({"bulk": {"job_timeout_seconds": 1}}, {}, id="job-timeout"),
+    pytest.param({"server": {"request_timeout_seconds": 1}}, {"_typeFilter": "Location?name:contains=a"},
+                 id="costly-type-filter-has-a-search-s-time"),
+])
+def test_a_job_past_its_time_budget_fails_and_says_so(ctx: ServerContext, monkeypatch: pytest.MonkeyPatch,
+                                                      limits: dict[str, dict[str, int]], params: dict[str, str]
+                                                      ) -> None:
+    """A statement of the job still running past its budget is stopped by the database; the job fails at once,
+    its status saying why. A `_typeFilter` costly by the search's estimate (a `:contains` value: 20) has the time of
+    a search (server.request_timeout_seconds), not of a job (bulk.job_timeout_seconds, 600 s here)."""
     backend = ctx.db.dialect.name
 
     def slow(conn: Any, provider: Any, view: Any) -> Any:  # a filter no index helps, on the job's connection
@@ -61,11 +71,12 @@ def test_a_job_past_its_time_budget_fails_and_says_so(ctx: ServerContext, monkey
         yield from ()
 
     monkeypatch.setattr(bulk_runner, "resources", slow)
-    settings = replace(ctx.settings, bulk=replace(ctx.settings.bulk, job_timeout_seconds=1))
+    settings = replace(ctx.settings, **{section: replace(getattr(ctx.settings, section), **values)
+                                        for section, values in limits.items()})
     headers = bearer(settings, account="alpha")
     with TestClient(create_app(settings, context=replace(ctx, settings=settings))) as client:
         started = time.monotonic()
-        status = kick_off(client, headers=headers)
+        status = kick_off(client, headers=headers, **params)
         while (answer := client.get(status, headers=headers)).status_code == 202:
             assert time.monotonic() - started < 10, "the job ran on past its budget"
             time.sleep(0.05)
