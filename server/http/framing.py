@@ -71,6 +71,8 @@ class Framer:
             if part is _Part.LINE:
                 while buf[self._start:self._start + 2] == b"\r\n" or buf[self._start:self._start + 1] == b"\n":
                     self._start += 2 if buf[self._start:self._start + 1] == b"\r" else 1
+                    if self._start > self.max_line:  # blank lines without end count as the request line
+                        return _LINE
                 self._pos = max(self._pos, self._start)
                 nl = buf.find(b"\n", self._pos)
                 line = (len(buf) if nl < 0 else nl) - self._start

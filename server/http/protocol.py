@@ -45,7 +45,8 @@ LONG_TARGET = 8192  # a target the parser refused after this many bytes is too l
 LINE_SLACK = 32  # a request line's method, spaces and version beside its target
 PROBE_ROOM = 16  # connections past server.max_connections, for the probes
 PROBES = frozenset({b"/healthz", b"/readyz"})
-LINGER_S = 1.0  # a refused connection's input is read and dropped this long before it is closed
+LINGER_S = 1.0  # a refused connection's input is read and dropped this long before it is closed...
+LINGER_BYTES = 256 * 1024  # ...or until this much was dropped
 READ_AHEAD = 4  # requests of a connection parsed and queued behind the one being answered
 WRITE_HIGH_WATER = 64 * 1024  # unsent output past which a connection's requests are no longer read
 FD_MARGIN = 128  # open files beside the connections: the listening socket, the database's, logs, export files
@@ -121,6 +122,7 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._unsent = 0  # output not yet sent when the write timer was armed
         self._probes_only = False
         self._refusal: tuple[int, str, str, bytes] | None = None  # the answer refusing the connection's next request
+        self._dropped = 0  # bytes read and dropped since the refusal
         self._answered = False  # whether it was written (it waits for the requests read before to be answered)
 
     # ------------------------------------------------------------------ connections
@@ -244,8 +246,11 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         return len(self.pipeline) >= READ_AHEAD or self.flow.write_paused
 
     def data_received(self, data: bytes) -> None:
-        if self._refused():
-            return  # refused: what more comes is dropped
+        if self._refused():  # refused: what more comes is dropped, LINGER_BYTES at most
+            self._dropped += len(data)
+            if self._dropped > LINGER_BYTES and not self.transport.is_closing():
+                self._close()
+            return
         self._buf += data
         self._feed()
 

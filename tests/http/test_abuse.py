@@ -59,6 +59,7 @@ def _fields(size: int) -> bytes:
     pytest.param(CHUNKED_HEALTHZ + b"1;ext=", b"e" * 1024, id="endless-chunk-extension"),
     pytest.param(b"GET /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 300000000\r\n\r\n", b"b" * 1024,
                  id="content-length"),
+    pytest.param(CHUNKED_HEALTHZ, b"1\r\nb\r\n", id="one-byte-chunks"),
 ])
 def test_trailers_and_bodies_count_against_the_header_cap(abuse_server: LiveServer, first: bytes,
                                                           more: bytes) -> None:
@@ -248,3 +249,27 @@ def test_the_probes_answer_while_a_long_render_runs(abuse_server: LiveServer, qu
     if "revinclude" in query:
         assert body.count(b'<mode value="include"/>') == 100
         assert b"stopped at 100 included resources" in body
+
+
+# ------------------------------------------------------------------ shapes not in the issue
+def test_endless_blank_lines_before_a_request_count_as_its_line(abuse_server: LiveServer) -> None:
+    """Blank lines may precede a request line (RFC 9112 2.2); without end they are a request line too long."""
+    with socket.create_connection(address(abuse_server), timeout=10) as sock:
+        sent = send_until_answered(sock, b"", b"\r\n" * 512)
+        answer = read_answer(sock)
+    outcome(*answer, 414, "too-long")
+    assert sent < MAX_SENT // 2
+
+
+@pytest.mark.parametrize("request_bytes, status", [
+    pytest.param(b"GET /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"0\r\n\r\n", 400, id="length-and-chunked-smuggling"),
+    pytest.param(b"GET /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999\r\nExpect: 100-continue\r\n\r\n", 431,
+                 id="expect-continue-past-the-cap"),
+    pytest.param(b"GET /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", 400, id="negative-length"),
+])
+def test_framing_tricks_are_refused(abuse_server: LiveServer, request_bytes: bytes, status: int) -> None:
+    with socket.create_connection(address(abuse_server), timeout=10) as sock:
+        sock.sendall(request_bytes)
+        answer = read_answer(sock)
+    assert answer[0] == status, answer
