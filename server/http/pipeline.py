@@ -36,7 +36,7 @@ from server.http.conditional import validators
 from server.http.negotiation import Format, negotiate
 from server.http.apart import render_apart
 from server.http.observe import REQUEST_ID_STATE
-from server.search.cost import CostlyGate
+from server.search.cost import CostlyGate, scope_cost, search_cost
 from server.storage.budget import database_budget
 from server.storage.cache import Bounded
 from server.http.responses import (
@@ -135,6 +135,7 @@ class Pipeline:
         self.request_timeout_s = float(ctx.settings.server.request_timeout_seconds)
         edge = ctx.settings.server
         self.costly = CostlyGate(edge.costly_search_cost, edge.costly_searches, edge.costly_search_wait_seconds)
+        self.scoped_queries = ctx.settings.auth.smart_scopes  # a token's scopes may carry queries
         # the admission runs on the event loop when a token check never waits for the network (no JWKS URL)
         self.on_loop = ctx.authenticator.remote is None
         self.namespace = ctx.settings.fhir.extension_namespace  # its canonical URLs link here
@@ -200,12 +201,14 @@ class Pipeline:
 
             if self.on_loop:  # the token check never waits for the network (no JWKS URL): on the loop
                 admit()
-            costly = estimate and self.costly.costly(parsed.items)
-            if costly and admitted is None:  # a caller is admitted (401/403/429) before it takes a costly turn
-                await self._in_thread(admit)
-            async with self.costly.turn() if costly else nullcontext():  # costly searches: their own share
+            elif estimate or self.scoped_queries:  # a caller is admitted (401/403/429) before a costly turn
+                await self._in_thread(admit)  # (in a thread: the token check may fetch the IdP's keys)
+            # what it may cost: a search's query, and any request's caller's scope queries (each statement of it
+            # carries them), estimated alike
+            costly = self.costly.threshold <= (search_cost(parsed.items) if estimate else 0) + (
+                scope_cost(admitted.caller.scope.filters) if admitted is not None else 0)
+            async with self.costly.turn() if costly else nullcontext():  # costly requests: their own share
                 with database_budget(self.request_timeout_s):  # the request's database time, in all
-                    # admitted in a worker thread where the token check may fetch the IdP's keys
                     caller = admitted if admitted is not None else await self._in_thread(admit)
                     body = await self._drive(lambda: steps(self.ctx, caller), hot=not costly)
             assert admitted is not None

@@ -10,7 +10,7 @@ query per level, up to server.search.include.MAX_ITERATE_DEPTH). Result paramete
 nothing."""
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -35,6 +35,12 @@ def search_cost(items: Sequence[tuple[str, str]]) -> int:
             weight = (CONTAINS if key.endswith(":contains") else 1) + HOP * (key.count(".") + key.count("_has:"))
         cost += values * weight
     return cost
+
+
+def scope_cost(filters: Iterable[tuple[str, Iterable[Sequence[tuple[str, str]]]]]) -> int:
+    """What a caller's scope queries (SMART `system/Location.rs?...`, per type) add to every request: each is a
+    search its statements carry, estimated as one."""
+    return sum(search_cost(query) for _, queries in filters for query in queries)
 
 
 class CostlyGate:
