@@ -17,9 +17,10 @@ would answer by itself.
   being answered, and no request is read while the connection's unsent output is above WRITE_HIGH_WATER. Output
   that has not drained for server.write_timeout_seconds (the client does not read) closes the connection, a
   closed one included (its unsent output is dropped).
-- Past server.max_connections open connections, a connection whose output does not drain is closed to make room;
-  else a new one is served for the probes only (/healthz, /readyz: 503 for anything else), and past that room the
-  connection that has waited longest without a request in progress (idle, or still sending its headers) is closed.
+- Past server.max_connections open connections, a new one is served for the probes only (/healthz, /readyz); a
+  request for anything else first closes the connection whose output has waited longest above the high-water mark
+  (a slow reader) and is served, else it gets 503. Past the probes' room, the connection that has waited longest
+  without a request in progress (idle, or still sending its headers) is closed (else a slow reader).
 
 Under another server: `uvicorn --factory server.asgi:create --http server.http.protocol:FhirHttpToolsProtocol`.
 """
