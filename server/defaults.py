@@ -75,8 +75,10 @@ def translate_exception(exception: BaseException, interaction: Interaction | Non
     """The one place a storage error (server.errors; raised by server.storage for whatever the driver said) gets
     its HTTP answer: a statement timeout 503 too-costly, a database out of reach 503 transient, the rest 500."""
     if isinstance(exception, StatementTimedOut):
-        return TooCostly("the query took longer than the database statement timeout; narrow the search "
-                         "(more parameters, a smaller _count, no _total) and try again", headers={"Retry-After": "5"})
+        return TooCostly("too costly: the request's queries took longer than the server allows (timed out: "
+                         "database.statement_timeout_ms per statement, server.request_timeout_seconds in all); narrow "
+                         "the search (more parameters, a smaller _count, no _total) and try again",
+                         headers={"Retry-After": "5"})
     if isinstance(exception, StorageBusy):  # a request that writes (an $export kick-off) while a load writes
         return ServiceUnavailable("another writer holds the database (a load or an operator's command; one writer at "
                                   "a time): this request writes and did not wait for it; try again shortly",

@@ -39,10 +39,12 @@ class ServerSettings:
     max_header_bytes: int = 32_768      # the header fields of a request, in all; past it 431, the connection closed
     header_timeout_seconds: int = 10    # a request's line and headers must arrive within this; else 408, closed
     max_connections: int = 1000         # open connections; past it only /healthz and /readyz are served
+    write_timeout_seconds: int = 30     # output that has not drained for this long: the connection is closed
     # costly searches (server.search.cost): their own, smaller share of the workers
     costly_search_cost: int = 20        # a search whose estimated cost reaches this is costly
     costly_searches: int = 2            # costly searches running at once (per worker)
     costly_search_wait_seconds: int = 10  # a costly search waits this long for its turn; then 503 with Retry-After
+    request_timeout_seconds: int = 15   # a request's database time in all (its statements together); then 503
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,17 @@ class BulkSettings:
     file_resources: int = 100_000       # resources per file (a type with more gets several files)
     expire_seconds: int = 3600          # a job and its files are removed this long after it was started
     max_running: int = 2                # jobs running at once (every worker); past it a kick-off answers 429
+    max_running_per_account: int = 0    # jobs of one account at once (429); 0: max_running - 1 (at least 1),
+                                        # so no account takes every slot
+    job_timeout_seconds: int = 600      # a job's database time in all; past it the job fails (its status 500)
     poll_seconds: int = 1               # Retry-After of a status poll while the job runs
+
+    @property
+    def account_slots(self) -> int:
+        """Jobs of one account that may run at once."""
+        if self.max_running_per_account:
+            return self.max_running_per_account
+        return max(1, self.max_running - 1)
 
 
 @dataclass(frozen=True)
@@ -272,9 +284,13 @@ def parse_settings(raw: Mapping[str, Any] | None, source: str | None = None) -> 
                                     or auth.introspection_endpoint):
         raise ConfigError("auth: authorization_endpoint, revocation_endpoint and introspection_endpoint describe an "
                           "authorization server: set its auth.token_endpoint too")
-    if settings.bulk.file_resources < 1 or settings.bulk.max_running < 1 or settings.bulk.poll_seconds < 1:
-        raise ConfigError("bulk: file_resources, max_running and poll_seconds must be at least 1")
+    bulk = settings.bulk
+    if min(bulk.file_resources, bulk.max_running, bulk.max_running_per_account + 1, bulk.poll_seconds,
+           bulk.job_timeout_seconds) < 1:
+        raise ConfigError("bulk: file_resources, max_running, poll_seconds and job_timeout_seconds must be at least 1, "
+                          "max_running_per_account at least 0")
     for section, key in (("server", "max_header_bytes"), ("server", "header_timeout_seconds"),
+                         ("server", "write_timeout_seconds"), ("server", "request_timeout_seconds"),
                          ("server", "max_connections"), ("server", "costly_search_cost"), ("server", "costly_searches"),
                          ("database", "connect_timeout_seconds")):
         if getattr(getattr(settings, section), key) < 1:

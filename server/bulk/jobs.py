@@ -79,31 +79,37 @@ def _exclusive(conn: Connection) -> None:
     backend_of(conn).exclusive(conn, KICKOFF_LOCK, bulk_job)
 
 
-def _running(conn: Connection, at: datetime) -> int:
-    """Jobs running now, on any worker (those whose worker stopped are not counted)."""
-    return int(conn.execute(select(func.count()).select_from(bulk_job).where(
-        bulk_job.c.status == RUNNING, bulk_job.c.heartbeat_at > at - STALE)).scalar_one())
+def _running(conn: Connection, at: datetime, account: str | None = None) -> int:
+    """Jobs running now, on any worker (those whose worker stopped are not counted); of `account` only, if named."""
+    query = select(func.count()).select_from(bulk_job).where(bulk_job.c.status == RUNNING,
+                                                             bulk_job.c.heartbeat_at > at - STALE)
+    if account is not None:
+        query = query.where(bulk_job.c.account == account)
+    return int(conn.execute(query).scalar_one())
 
 
 class JobStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def create(self, job: Job, max_running: int) -> bool:
-        """Record the job if fewer than `max_running` jobs run (counted and inserted under one lock); False if not.
+    def create(self, job: Job, max_running: int, per_account: int | None = None) -> str | None:
+        """Record the job if fewer than `max_running` jobs run, and fewer than `per_account` of its owner's account
+        (counted and inserted under one lock); else None, or the limit it met ("account", "server").
         On SQLite the insert needs the database's one write lock: while a load holds it, the kick-off waits
         KICKOFF_WAIT_S at most, then StorageBusy (503 with Retry-After, naming the writer), never the busy timeout
         of a load (issue 37 item 7)."""
         with self.engine.connect() as conn, backend_of(conn).waiting_at_most(conn, KICKOFF_WAIT_S), conn.begin():
             _exclusive(conn)
+            if per_account is not None and _running(conn, job.created_at, job.owner.account) >= per_account:
+                return "account"
             if _running(conn, job.created_at) >= max_running:
-                return False
+                return "server"
             conn.execute(insert(bulk_job).values(
                 id=job.id, subject=job.owner.subject, account=job.owner.account, scope=job.owner.scope,
                 request=job.request, parameters=dict(job.parameters), transaction_time=job.transaction_time,
                 status=job.status, progress=job.progress, exported=job.exported, manifest=None, worker=worker_name(),
                 created_at=job.created_at, heartbeat_at=job.heartbeat_at, expires_at=job.expires_at))
-        return True
+        return None
 
     def get(self, job_id: str) -> Job | None:
         with self.engine.connect() as conn:

@@ -22,7 +22,7 @@ from server.engine.caller import Caller
 from server.declare.instants import instant
 from server.declare.provider import ResourceProvider
 from server.engine.visibility import shown_gone, visibility
-from server.errors import StorageError
+from server.errors import StatementTimedOut, StorageError
 from server.storage.backend import backend_of
 
 log = logging.getLogger("orgunit_fhir")
@@ -38,6 +38,9 @@ class Plan:
     request: ExportRequest
     # each filtered type's condition (its `_typeFilter` searches OR-ed), compiled at the kick-off
     filters: Mapping[str, ColumnElement[bool]] = field(default_factory=dict)
+    # its database time in all: bulk.job_timeout_seconds, or a search's (server.request_timeout_seconds) when a
+    # `_typeFilter` is costly by the search's estimate (server.search.cost)
+    budget_s: float = 600.0
 
 
 def _deleted_entry(rtype: str, rid: str) -> bytes:
@@ -56,6 +59,7 @@ class Runner:
         self.stopping = stopping
         self.exported = 0
         self._last = 0.0
+        self.deadline = time.monotonic() + plan.budget_s  # its database time, in all
 
     def beat(self, text: str, force: bool = False) -> None:
         if force or time.monotonic() - self._last >= HEARTBEAT_S:
@@ -69,6 +73,12 @@ class Runner:
         job = self.plan.job
         try:
             manifest = self._export()
+        except StatementTimedOut:  # its budget: a narrower export (fewer types, a _typeFilter, _since) may finish
+            log.warning("bulk export %s stopped: longer than its time budget (%g s)", job.id, self.plan.budget_s)
+            remove_job(self.ctx.settings, job.id)
+            self.store.fail(job.id, f"the export took longer than the server allows ({self.plan.budget_s:g} s; "
+                                    f"a costly _typeFilter has a search's time); narrow it and start it again")
+            return
         except Exception as exc:  # the job fails; the server goes on
             log.exception("bulk export %s failed", job.id)
             reason = "the server stopped while the export ran" if self.stopping.is_set() else \
@@ -106,9 +116,13 @@ class Runner:
         rtype = provider.resource_type
         files = NdjsonFiles(where, rtype, settings.bulk.file_resources)
         gone = NdjsonFiles(where, "Bundle", settings.bulk.file_resources, kind=f"deleted{rtype.lower()}")
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise StatementTimedOut("the export's time budget is spent")
         # one snapshot for every read of the type: a write committed between two of them (the resources unchanged
-        # since T, then those changed since) would put a resource in both
-        with self.engine.connect() as connection, backend_of(connection).read_only(connection) as conn:
+        # since T, then those changed since) would put a resource in both; all of them within the job's budget
+        with self.engine.connect() as outer, backend_of(outer).read_only(outer) as snapshot, \
+                backend_of(outer).within(snapshot, left) as conn:
             vis = visibility(self.ctx, conn, provider, plan.caller)
             view = AsOf(plan.job.transaction_time, plan.request.since, vis.clause,
                         self.ctx.freshness.splices(conn, provider), plan.filters.get(rtype), vis.versions,

@@ -9,7 +9,7 @@ import uuid
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 from sqlalchemy import ColumnElement, Engine, or_
 
 from server.bulk.files import JOB_ID, job_directory, remove_job
@@ -26,6 +26,7 @@ from server.engine.drivers import in_thread
 from server.engine.parsing import parse_selection
 from server.engine.searches import search_condition
 from server.errors import Forbidden, InternalError, ResourceNotFound, TooManyRequests
+from server.search.cost import search_cost
 from server.storage.db import create_db_engine
 from server.storage.writes import complete_through
 
@@ -114,6 +115,14 @@ class BulkService:
                 found[rtype] = or_(*compiled)
         return found
 
+    def _budget_s(self, request: ExportRequest) -> float:
+        """A job's database time: bulk.job_timeout_seconds; a search's (server.request_timeout_seconds) when one of
+        its `_typeFilter`s is costly by the search's estimate, as the same query would be as a search."""
+        server = self.settings.server
+        costly = any(search_cost(parse_qsl(f.query.partition("?")[2], keep_blank_values=True))
+                     >= server.costly_search_cost for rtype in request.types for f in request.filters_of(rtype))
+        return float(server.request_timeout_seconds if costly else self.settings.bulk.job_timeout_seconds)
+
     def enabled(self) -> None:
         if not self.settings.bulk.enabled:
             raise ResourceNotFound("Bulk Data $export is disabled on this server (bulk.enabled: false)")
@@ -173,11 +182,16 @@ class BulkService:
             at = complete_through(self.ctx.freshness.snapshot(conn).synced)
         job = Job(uuid.uuid4().hex, owner, call.url, request.to_json(), at, "running", "exporting", 0, None, started,
                   started, started + timedelta(seconds=bulk.expire_seconds))
-        if not store.create(job, bulk.max_running):
+        full = store.create(job, bulk.max_running, bulk.account_slots)
+        if full == "account":
+            raise TooManyRequests(f"{bulk.account_slots} exports of this account are running (bulk.max_running_per_"
+                                  f"account); try again later",
+                                  headers={"Retry-After": "10"})
+        if full is not None:
             raise TooManyRequests(f"{bulk.max_running} exports are running; try again later",
                                   headers={"Retry-After": "10"})
-        runner = Runner(self.ctx, self.engine, JobStore(self.engine), Plan(job, caller, request, filters),
-                        self.stopping)
+        runner = Runner(self.ctx, self.engine, JobStore(self.engine),
+                        Plan(job, caller, request, filters, self._budget_s(request)), self.stopping)
         thread = threading.Thread(target=runner.run, name=f"bulk-{job.id[:8]}", daemon=True)
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]

@@ -193,7 +193,8 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
                     for i in included.resources]
         if included.truncated:
             entries.append({"resource": operation_outcome(
-                "warning", "too-costly", f"_revinclude stopped at {MAX_INCLUDED} included resources"),
+                "warning", "too-costly", f"_include/_revinclude stopped at {MAX_INCLUDED} included resources (the most "
+                f"one page holds); narrow the search or page with a smaller _count"),
                 "search": {"mode": "outcome"}})
         if included.too_deep:
             entries.append({"resource": operation_outcome(

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from server.declare.answer import PRIVATE, Answer
+from server.declare.rendered import Rendered
 from server.access.audit import SERVED, Served, returned
 from server.access.ratelimit import caller_key
 from server.access.tokens import Principal
@@ -33,8 +34,10 @@ from server.errors import FhirError, InvalidRequest, StorageUnavailable, UriTooL
 from server.declare.validators import headers_for, not_modified
 from server.http.conditional import validators
 from server.http.negotiation import Format, negotiate
+from server.http.apart import render_apart
 from server.http.observe import REQUEST_ID_STATE
-from server.search.cost import CostlyGate
+from server.search.cost import CostlyGate, scope_cost, search_cost
+from server.storage.budget import database_budget
 from server.storage.cache import Bounded
 from server.http.responses import (
     ERROR_FORMAT,
@@ -48,6 +51,23 @@ from server.http.responses import (
 )
 
 MAX_QUERY_PARAMS = 100  # query parameters of any kind in one request
+RENDER_TURNS = 1  # renders off the loop at once (per worker): a long one does not take every thread
+LOOP_RENDER_ENTRIES = 20  # pretty JSON: a Bundle of more entries is rendered off the loop...
+LOOP_RENDER_BYTES = 64 * 1024  # ...and stored bytes past this (parsed and printed again)
+
+
+def heavy_render(fmt: Format, body: Any) -> bool:
+    """Whether rendering `body` in `fmt` takes long enough to keep it off the event loop: XML (fhir.resources
+    models, ~40 ms a resource) and HTML pages of any size, pretty JSON of a large Bundle. Compact JSON is the
+    stored bodies joined: on the loop."""
+    if fmt.xml or fmt.html:
+        return True
+    if not fmt.pretty:
+        return False
+    if isinstance(body, Rendered):
+        return len(body.raw) > LOOP_RENDER_BYTES
+    entries = body.get("entry") if isinstance(body, dict) else None
+    return isinstance(entries, list) and len(entries) > LOOP_RENDER_ENTRIES
 
 
 @dataclass(frozen=True)
@@ -112,12 +132,15 @@ class Pipeline:
         self.ctx = ctx
         self.admission = Admission(ctx)
         self.max_url_length = ctx.settings.server.max_url_length
+        self.request_timeout_s = float(ctx.settings.server.request_timeout_seconds)
         edge = ctx.settings.server
         self.costly = CostlyGate(edge.costly_search_cost, edge.costly_searches, edge.costly_search_wait_seconds)
+        self.scoped_queries = ctx.settings.auth.smart_scopes  # a token's scopes may carry queries
         # the admission runs on the event loop when a token check never waits for the network (no JWKS URL)
         self.on_loop = ctx.authenticator.remote is None
         self.namespace = ctx.settings.fhir.extension_namespace  # its canonical URLs link here
         self.limiter: anyio.CapacityLimiter | None = None  # the worker threads' (the app's lifespan sets it)
+        self.render_turns = anyio.Semaphore(RENDER_TURNS)  # renders too long for the loop: one at a time
         self._formats: Bounded[Format] = Bounded(256)
         self._bases: Bounded[str] = Bounded(256)
 
@@ -178,15 +201,25 @@ class Pipeline:
 
             if self.on_loop:  # the token check never waits for the network (no JWKS URL): on the loop
                 admit()
-            costly = estimate and self.costly.costly(parsed.items)
-            if costly and admitted is None:  # a caller is admitted (401/403/429) before it takes a costly turn
-                await self._in_thread(admit)
-            async with self.costly.turn() if costly else nullcontext():  # costly searches: their own share
-                # admitted in a worker thread where the token check may fetch the IdP's keys
-                caller = admitted if admitted is not None else await self._in_thread(admit)
-                body = await self._drive(lambda: steps(self.ctx, caller))
+            elif estimate or self.scoped_queries:  # a caller is admitted (401/403/429) before a costly turn
+                await self._in_thread(admit)  # (in a thread: the token check may fetch the IdP's keys)
+            # what it may cost: a search's query, and any request's caller's scope queries (each statement of it
+            # carries them), estimated alike
+            costly = self.costly.threshold <= (search_cost(parsed.items) if estimate else 0) + (
+                scope_cost(admitted.caller.scope.filters) if admitted is not None else 0)
+            async with self.costly.turn() if costly else nullcontext():  # costly requests: their own share
+                with database_budget(self.request_timeout_s):  # the request's database time, in all
+                    caller = admitted if admitted is not None else await self._in_thread(admit)
+                    body = await self._drive(lambda: steps(self.ctx, caller), hot=not costly)
             assert admitted is not None
-            response = answer_response(body) if isinstance(body, Answer) else self._render(headers, admitted, body)
+            if isinstance(body, Answer):
+                response = answer_response(body)
+            elif heavy_render(admitted.format, body):  # off the loop, one at a time: the probes still answer
+                async with self.render_turns:
+                    content = await render_apart(body, admitted.format, admitted.base, self.namespace)
+                response = self._render(headers, admitted, body, content)
+            else:
+                response = self._render(headers, admitted, body)
         except Exception as exc:  # every failure becomes an OperationOutcome in one place
             response = error_response(self.ctx, exc, interaction, fmt, scope["state"][REQUEST_ID_STATE], scope)
         applied = admitted.caller.scope if admitted is not None and admitted.caller.principal is not None else None
@@ -199,10 +232,11 @@ class Pipeline:
         scope["state"][SERVED] = Served(interaction)
         return error_response(self.ctx, error, interaction, ERROR_FORMAT, scope["state"][REQUEST_ID_STATE], scope)
 
-    async def _drive(self, interaction: Callable[[], Steps[Any]]) -> Any:
+    async def _drive(self, interaction: Callable[[], Steps[Any]], hot: bool = True) -> Any:
         """The interaction on the event loop's driver; in a worker thread where there is none (read replicas, a
-        database in memory), made anew if it is run again on a new connection (server.http.pipeline._in_thread)."""
-        if self.ctx.hot is not None:
+        database in memory) or for a costly search (`hot` False: parsing thousands of values and compiling
+        their SQL would hold the loop), made anew if it is run again on a new connection."""
+        if self.ctx.hot is not None and hot:
             return await on_loop(self.ctx, interaction(), self.limiter)
         return await self._in_thread(lambda: in_thread(self.ctx, interaction()))
 
@@ -214,8 +248,11 @@ class Pipeline:
                 raise
             return await anyio.to_thread.run_sync(work, limiter=self.limiter)  # once, on a new connection
 
-    def _render(self, headers: Mapping[str, str], fhir: FhirRequest, body: Resource) -> Response:
-        content = render(body, fhir.format, fhir.base, namespace=self.namespace)
+    def _render(self, headers: Mapping[str, str], fhir: FhirRequest, body: Resource,
+                content: bytes | None = None) -> Response:
+        """The answer of `body` (`content`: its bytes, rendered already)."""
+        if content is None:
+            content = render(body, fhir.format, fhir.base, namespace=self.namespace)
         etag, last_modified = validators(body, content, page=fhir.format.html)
         answer = {**headers_for(etag, last_modified), **PRIVATE}
         if not_modified(headers, etag, last_modified):

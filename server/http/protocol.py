@@ -7,18 +7,27 @@ would answer by itself.
 - Any request the parser still refuses gets an OperationOutcome (application/fhir+json), not uvicorn's plain
   text: 414 `too-long` for a target too long for it (about 64 KB), else 400 `invalid`.
 - Limits at the edge (EdgeLimits, from the settings), each answered with an OperationOutcome and the connection
-  closed, nothing read past them: a request line longer than server.max_url_length (414) or header fields longer
-  than server.max_header_bytes in all (431); a request line and headers not complete within
-  server.header_timeout_seconds of the connection or of the request's first byte (408: slowloris); past
-  server.max_connections open connections, a new one is served for the probes only (/healthz, /readyz: 503 for
-  anything else), and past that room the connection that has waited longest without a request in progress (idle,
-  or still sending its headers) is closed to make room.
+  closed once the requests read before are answered (what the client still sends is dropped): a request line longer
+  than server.max_url_length + 32 (414); header fields, with any body and chunked trailers, longer than
+  server.max_header_bytes in all (431; server.http.framing finds where each request ends before the parser sees
+  it, so a pipelined request is held to the same caps); a request not complete within
+  server.header_timeout_seconds of the connection or of its first byte (408: slowloris, trickled bodies and
+  trailers too).
+- Flow control: the parser is handed one whole request at a time; at most READ_AHEAD requests wait behind the one
+  being answered, and no request is read while the connection's unsent output is above WRITE_HIGH_WATER. Output
+  that has not drained for server.write_timeout_seconds (the client does not read) closes the connection, a
+  closed one included (its unsent output is dropped).
+- Past server.max_connections open connections, a new one is served for the probes only (/healthz, /readyz); a
+  request for anything else first closes the connection whose output has waited longest above the high-water mark
+  (a slow reader) and is served, else it gets 503. Past the probes' room, the connection that has waited longest
+  without a request in progress (idle, or still sending its headers) is closed (else a slow reader).
 
 Under another server: `uvicorn --factory server.asgi:create --http server.http.protocol:FhirHttpToolsProtocol`.
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -28,6 +37,7 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from server.errors import operation_outcome
+from server.http.framing import Framer, Verdict
 from server.settings import Settings, load_settings
 
 _HIGH = re.compile(rb"[\x80-\xff]")
@@ -36,23 +46,28 @@ LONG_TARGET = 8192  # a target the parser refused after this many bytes is too l
 LINE_SLACK = 32  # a request line's method, spaces and version beside its target
 PROBE_ROOM = 16  # connections past server.max_connections, for the probes
 PROBES = frozenset({b"/healthz", b"/readyz"})
+LINGER_S = 1.0  # a refused connection's input is read and dropped this long before it is closed...
+LINGER_BYTES = 256 * 1024  # ...or until this much was dropped
+READ_AHEAD = 4  # requests of a connection parsed and queued behind the one being answered
+WRITE_HIGH_WATER = 64 * 1024  # unsent output past which a connection's requests are no longer read
 FD_MARGIN = 128  # open files beside the connections: the listening socket, the database's, logs, export files
-_END = b"\r\n\r\n"
+log = logging.getLogger("orgunit_fhir.http")
 
 
 @dataclass(frozen=True)
 class EdgeLimits:
     max_line: int
-    max_head: int  # request line and headers
+    max_fields: int  # header fields, body and trailers of a request, in all
     header_timeout_s: float
     max_connections: int
+    write_timeout_s: float = 30.0
 
     @staticmethod
     def of(settings: Settings) -> EdgeLimits:
         server = settings.server
-        line = server.max_url_length + LINE_SLACK
-        return EdgeLimits(line, line + server.max_header_bytes, float(server.header_timeout_seconds),
-                          server.max_connections)
+        return EdgeLimits(server.max_url_length + LINE_SLACK, server.max_header_bytes,
+                          float(server.header_timeout_seconds), server.max_connections,
+                          float(server.write_timeout_seconds))
 
 
 def open_files_needed(settings: Settings) -> int:
@@ -90,31 +105,39 @@ def encode_request_line(data: bytes) -> tuple[bytes, bool]:
 
 
 class FhirHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with UTF-8 request targets, FHIR answers to what the parser refuses and the
-    limits at the edge."""
+    """uvicorn's httptools protocol, with UTF-8 request targets, FHIR answers to what the parser refuses, the limits
+    at the edge and flow control: the parser is handed one whole request at a time (server.http.framing)."""
 
     limits: EdgeLimits | None = None  # None: edge_limits(), the worker's settings
     idle: dict[FhirHttpToolsProtocol, None] = {}  # per worker: connections without a request in progress, oldest first
+    stalled: dict[FhirHttpToolsProtocol, None] = {}  # per worker: output above the high-water mark, longest first
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._request_line = True  # the next bytes start a request line
         self._limits = self.limits or edge_limits()
-        self._head: int | None = 0  # bytes of the current request's line and headers; None once they are complete
-        self._tail = b""  # the last bytes of the head read so far (its end may span two reads)
-        self._timer: asyncio.TimerHandle | None = None
+        self._framer = Framer(self._limits.max_line, self._limits.max_fields)
+        self._buf = bytearray()  # bytes read and not yet handed to the parser (at most one request past a read)
+        self._first = True  # no request has arrived yet: the header timeout runs from the connection
+        self._timer: asyncio.TimerHandle | None = None  # the header timeout
+        self._write_timer: asyncio.TimerHandle | None = None
+        self._unsent = 0  # output not yet sent when the write timer was armed
         self._probes_only = False
+        self._refusal: tuple[int, str, str, bytes] | None = None  # the answer refusing the connection's next request
+        self._dropped = 0  # bytes read and dropped since the refusal
+        self._answered = False  # whether it was written (it waits for the requests read before to be answered)
 
     # ------------------------------------------------------------------ connections
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         limits, open_now = self._limits, len(self.connections)
         if open_now > limits.max_connections + PROBE_ROOM:
             oldest = next(iter(self.idle), None)
-            if oldest is None:  # every connection is busy with a request: this one waits for none
+            if oldest is not None:
+                oldest._close()
+            elif not self._evict_slow():  # every connection is busy with a request: this one waits for none
                 transport.close()
                 return
-            oldest._close()
         self._probes_only = open_now > limits.max_connections
         self._waiting(True)
         self._arm()
@@ -122,6 +145,8 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._waiting(False)
         self._disarm()
+        self._disarm_write()
+        self._buf.clear()
         super().connection_lost(exc)
 
     def _waiting(self, idle: bool) -> None:
@@ -133,7 +158,29 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
     def _close(self) -> None:
         self._waiting(False)
         self._disarm()
-        self.transport.close()
+        if not self.transport.is_closing():
+            self.transport.close()
+            self._unsent_bounded()
+
+    def _abort(self, why: str) -> None:
+        log.warning("connection from %s closed: %s", _peer(self.client), why)
+        self._waiting(False)
+        self._disarm()
+        self._disarm_write()
+        self.transport.abort()
+
+    def _evict_slow(self) -> bool:
+        """Close the connection whose output has waited longest above the high-water mark (its client does not
+        read), to make room; whether there was one."""
+        slow = next(iter(self.stalled), None)
+        if slow is None:
+            return False
+        slow._abort("a request needed the room of a connection whose output did not drain")
+        return True
+
+    def timeout_keep_alive_handler(self) -> None:
+        super().timeout_keep_alive_handler()
+        self._unsent_bounded()
 
     # ------------------------------------------------------------------ the header timeout
     def _arm(self) -> None:
@@ -147,79 +194,164 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
 
     def _timed_out(self) -> None:
         self._timer = None
-        if self._head is not None and not self.transport.is_closing():
-            self._refuse(408, "timeout", f"the request line and headers did not arrive within "
+        if self._refused() or self._blocked():
+            return  # the server holds the request back, not the client
+        if self._first or self._buf:
+            self._refuse_after(408, "timeout", f"the request line, headers and body did not arrive within "
                                          f"{self._limits.header_timeout_s:g} s")
 
-    # ------------------------------------------------------------------ reading
-    def data_received(self, data: bytes) -> None:
-        if self.transport.is_closing():
-            return  # refused: nothing more is read
-        if self._head is not None:
-            self._arm()
-            if self._over(data):
-                return
-        if self._request_line:
-            data, complete = encode_request_line(data)
-            self._request_line = not complete
-        super().data_received(data)
+    # ------------------------------------------------------------------ the write timeout
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self.stalled[self] = None
+        self._arm_write()
 
-    def _over(self, data: bytes) -> bool:
-        """Whether this read takes the request's line or head past its limit (then answered, and closed)."""
-        assert self._head is not None
-        seen = self._tail + data
-        end = seen.find(_END)
-        taken = len(data) if end < 0 else end + len(_END) - len(self._tail)
-        head = self._head + taken
-        line_end = seen.find(b"\n") if self._request_line else 0
-        line = self._head + (len(data) if line_end < 0 else line_end - len(self._tail))
-        limits = self._limits
-        if self._request_line and line > limits.max_line:
-            self._refuse(414, "too-long", f"the request line is longer than {limits.max_line:,} bytes")
-            return True
-        if head > limits.max_head:
-            self._refuse(431, "too-long", f"the request header fields are longer than "
-                                          f"{limits.max_head - limits.max_line:,} bytes in all")
-            return True
-        self._head, self._tail = head, seen[-3:]
-        return False
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.stalled.pop(self, None)
+        self._disarm_write()
+        self._feed()
+
+    def _arm_write(self) -> None:
+        if self._write_timer is None:
+            self._unsent = self.transport.get_write_buffer_size()
+            self._write_timer = self.loop.call_later(self._limits.write_timeout_s, self._write_timed_out)
+
+    def _disarm_write(self) -> None:
+        self.stalled.pop(self, None)
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _write_timed_out(self) -> None:
+        self._write_timer = None
+        unsent = self.transport.get_write_buffer_size()
+        if not unsent:
+            self.stalled.pop(self, None)
+        elif unsent < self._unsent:  # it drains, slowly: another period
+            self._arm_write()
+        else:
+            self._abort(f"its output ({unsent:,} bytes) did not drain within {self._limits.write_timeout_s:g} s")
+
+    def _unsent_bounded(self) -> None:
+        """A closed connection whose output is unsent waits for it at most the write timeout."""
+        if self.transport.get_write_buffer_size():
+            self._arm_write()
+
+    # ------------------------------------------------------------------ reading
+    def _refused(self) -> bool:
+        return self._refusal is not None or self.transport.is_closing()
+
+    def _blocked(self) -> bool:
+        """Whether no further request is handed to the parser now: enough are read ahead, or output waits."""
+        return len(self.pipeline) >= READ_AHEAD or self.flow.write_paused
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused():  # refused: what more comes is dropped, LINGER_BYTES at most
+            self._dropped += len(data)
+            if self._dropped > LINGER_BYTES and not self.transport.is_closing():
+                self._close()
+            return
+        self._buf += data
+        self._feed()
+
+    def _feed(self) -> None:
+        """Hand the parser each whole request buffered, as long as the connection is not blocked."""
+        while self._buf and not self._refused():
+            if self._blocked():
+                self.flow.pause_reading()
+                self._disarm()
+                return
+            frame = self._framer.frame(self._buf)
+            if frame.verdict is Verdict.MORE:
+                break
+            if frame.verdict is Verdict.LINE_TOO_LONG:
+                self._refuse_after(414, "too-long", f"the request line is longer than {self._limits.max_line:,} bytes")
+                return
+            if frame.verdict is Verdict.FIELDS_TOO_LONG:
+                self._refuse_after(431, "too-long", f"the request header fields (with any body and trailers) are "
+                                                    f"longer than {self._limits.max_fields:,} bytes in all")
+                return
+            request = bytes(self._buf[:frame.end])
+            del self._buf[:frame.end]
+            self._first = False
+            self._disarm()
+            super().data_received(encode_request_line(request)[0])
+        if self._refused():
+            return
+        self.flow.resume_reading()
+        if self._buf:
+            self._arm()  # from the first byte of a request the server is not holding back
 
     def on_headers_complete(self) -> None:
-        self._head, self._tail = None, b""
-        self._disarm()
         self._waiting(False)
         path = self.url.split(b"?", 1)[0]
+        if self._probes_only and path not in PROBES and self._evict_slow():
+            self._probes_only = False  # a slow reader made room
         if self._probes_only and path not in PROBES:
-            self._refuse(503, "transient", f"the server holds its {self._limits.max_connections:,} connections; "
-                                           "try again shortly", b"retry-after: 1\r\n")
+            self._refuse_after(503, "transient", f"the server holds its {self._limits.max_connections:,} "
+                                                 "connections; try again shortly", b"retry-after: 1\r\n")
             return
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
-        if not self.transport.is_closing():
+        if not self._refused():
             super().on_body(body)
 
     def on_message_complete(self) -> None:
-        if self.transport.is_closing():
-            return  # refused
-        super().on_message_complete()
-        self._request_line = True  # a request pipelined in the same bytes was already fed: the parser answers it
-        self._head, self._tail = 0, b""
+        if not self._refused():
+            super().on_message_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and self.cycle is not None and self.cycle.response_complete:
+        if self.transport.is_closing():
+            self._unsent_bounded()
+            return
+        if self.cycle is not None and self.cycle.response_complete:
+            if self._refusal is not None:
+                if not self._answered:
+                    self._refuse(*self._refusal)
+                return
             self._waiting(True)
+        self._feed()
 
     # ------------------------------------------------------------------ answering what is refused
     def send_400_response(self, msg: str) -> None:
         target = len(getattr(self, "url", b""))  # what the parser had read of the target
         if target > LONG_TARGET:
-            self._refuse(414, "too-long", f"the request target is too long ({target:,} bytes)")
+            self._refuse_after(414, "too-long", f"the request target is too long ({target:,} bytes)")
         else:
-            self._refuse(400, "invalid", "the HTTP request could not be parsed (a malformed request line or header); "
-                                         "percent-encode the request target")
+            self._refuse_after(400, "invalid", "the HTTP request could not be parsed (a malformed request line or "
+                                               "header); percent-encode the request target")
+
+    def _refuse_after(self, status: int, code: str, diagnostics: str, extra: bytes = b"") -> None:
+        """Refuse once the requests read before are answered (what the client sends meanwhile is dropped)."""
+        if self._refusal is not None:
+            return  # already refused
+        if self.cycle is None or self.cycle.response_complete:
+            self._refuse(status, code, diagnostics, extra)
+            return
+        self._refusal = (status, code, diagnostics, extra)
+        self._buf.clear()
+        self._disarm()
+        self.flow.pause_reading()
 
     def _refuse(self, status: int, code: str, diagnostics: str, extra: bytes = b"") -> None:
+        """Answer and close; what the client still sends meanwhile is read and dropped for up to LINGER_S (closing
+        with unread bytes would reset the connection, and the client could lose the answer)."""
+        self._buf.clear()
+        self._refusal = (status, code, diagnostics, extra)  # nothing more is handed on
+        self._answered = True
         self.transport.write(_outcome_response(status, code, diagnostics, self.server_state.default_headers, extra))
-        self._close()
+        self._waiting(False)
+        self._disarm()
+        self.flow.resume_reading()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self.loop.call_later(LINGER_S, self._close)
+        else:
+            self._close()
+
+
+def _peer(client: tuple[str, int] | None) -> str:
+    return f"{client[0]}:{client[1]}" if client else "?"

@@ -19,7 +19,7 @@ from server.declare.answer import Answer, FileBody
 from server.engine.context import ServerContext
 from server.declare.interaction import Interaction
 from server.declare.rendered import Rendered, json_bytes, materialized
-from server.errors import FhirError, Forbidden, InternalError
+from server.errors import FhirError, Forbidden, InternalError, StorageError
 from server.html import HTML_HEADERS, html_page
 from server.http.negotiation import FHIR_JSON, Format
 from server.http.xml import to_xml
@@ -101,7 +101,11 @@ def error_response(ctx: ServerContext, exc: BaseException, interaction: Interact
     else:
         error = ctx.pm.hook.translate_exception(exception=exc, interaction=interaction) or InternalError(
             "internal server error")
-    if error.status >= 500:
+    if error.status >= 500 and isinstance(exc, StorageError) and not isinstance(error, InternalError):
+        # a statement timed out, a database out of reach: expected, and the traceback tells nothing
+        log.warning("request %s %s %s answered %d %s: %s", request_id, scope["method"], scope["path"], error.status,
+                    error.code, f"{exc.__class__.__name__}: {exc}".splitlines()[0])
+    elif error.status >= 500:
         log.error("request %s %s %s failed: %s", request_id, scope["method"], scope["path"], exc.__class__.__name__,
                   exc_info=exc if not isinstance(exc, FhirError) else None)
         error.diagnostics = f"{error.diagnostics} (request id {request_id})"

@@ -5,18 +5,19 @@ cheap searches never wait for them.
 
 The estimate is a sum over the search parameters of values x weight: a value costs 1; a `:contains` value
 CONTAINS (a leading wildcard: no index helps, every row is looked at); a chained value HOP per hop (`a.b.c`: two
-joins) and each `_has` HOP; an `_include`/`_revinclude` value INCLUDE (a query more). Result parameters (_count,
-_sort, _total...) cost nothing."""
+joins) and each `_has` HOP; an `_include`/`_revinclude` value INCLUDE (a query more), an `:iterate` one ITERATE (a
+query per level, up to server.search.include.MAX_ITERATE_DEPTH). Result parameters (_count, _sort, _total...) cost
+nothing."""
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
 
 from server.errors import TooCostly
 
-CONTAINS, HOP, INCLUDE = 20, 5, 2
+CONTAINS, HOP, INCLUDE, ITERATE = 20, 5, 2, 10
 FREE = frozenset({"_count", "_skip", "_after", "_sort", "_total", "_summary", "_elements", "_format", "_pretty",
                   "_contained", "_containedType"})
 RETRY_AFTER_S = 5
@@ -29,11 +30,17 @@ def search_cost(items: Sequence[tuple[str, str]]) -> int:
             continue
         values = raw.count(",") - raw.count("\\,") + 1
         if key.startswith(("_include", "_revinclude")):
-            weight = INCLUDE
+            weight = ITERATE if key.endswith(":iterate") else INCLUDE
         else:  # dots appear in chains only (a.b: one hop); each _has: is a hop back
             weight = (CONTAINS if key.endswith(":contains") else 1) + HOP * (key.count(".") + key.count("_has:"))
         cost += values * weight
     return cost
+
+
+def scope_cost(filters: Iterable[tuple[str, Iterable[Sequence[tuple[str, str]]]]]) -> int:
+    """What a caller's scope queries (SMART `system/Location.rs?...`, per type) add to every request: each is a
+    search its statements carry, estimated as one."""
+    return sum(search_cost(query) for _, queries in filters for query in queries)
 
 
 class CostlyGate:

@@ -22,7 +22,7 @@ from server.params.types.reference import ReferenceTarget, held, targets_to
 
 Row = Mapping[str, Any]  # a row by column name
 MAX_ITERATE_DEPTH = 10
-MAX_INCLUDED = 1000
+MAX_INCLUDED = 100  # resources _include and _revinclude (:iterate too) bring to one page, in all
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,7 @@ class IncludedResource:
 @dataclass(frozen=True)
 class Included:
     resources: list[IncludedResource]
-    truncated: bool = False  # _revinclude stopped at MAX_INCLUDED
+    truncated: bool = False  # _include/_revinclude stopped at MAX_INCLUDED with more to bring
     too_deep: bool = False  # _include:iterate stopped at MAX_ITERATE_DEPTH with references left to follow
 
 
@@ -144,11 +144,18 @@ def fetch_included(registry: Registry, provider: ResourceProvider, includes: Seq
                 too_deep = too_deep or (yield from _would_bring(include, near, far, rows, seen, visible))
                 continue
             room = max(0, MAX_INCLUDED - len(out))
+            if not room:  # the page's includes are all in: one more would bring something?
+                truncated = truncated or (yield from _would_bring(include, near, far, rows, seen, visible))
+                continue
             new_rows, found, cut = yield from (_referring(include, near, far, rows, seen, room, visible, splices,
                                                           _followed(iterated, far.resource_type))
                                                if include.reverse else
                                                _referred(include, near, far, rows, seen, visible, splices,
                                                          _followed(iterated, far.resource_type)))
+            if len(found) > room:  # forward includes: cut at the page's room, by id as they were fetched
+                kept = {str(i.id) for i in found[:room]}
+                found, cut = found[:room], True
+                new_rows = [r for r in new_rows if str(r[far.id_column.key]) in kept]
             out += found
             truncated |= cut
             brought.setdefault(far.resource_type, []).extend(new_rows)

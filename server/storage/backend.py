@@ -6,8 +6,9 @@ SQLAlchemy's). The SQL constructs that compile differently per dialect are in se
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -21,12 +22,17 @@ from sqlalchemy.pool import QueuePool
 from server.errors import SchemaMissing, StatementTimedOut, StorageBusy, StorageError, StorageFull, StorageUnavailable
 
 DRIVERS = frozenset({"sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg"})  # URLs' schemes
+CHECK_EVERY = 20_000  # SQLite virtual-machine instructions between two looks at the clock (a job's budget)
 SQLITE_BUSY_S = 30  # how long a SQLite connection waits for another's write lock
 SQLITE_PRAGMAS = ("journal_mode=WAL", "foreign_keys=ON", "synchronous=NORMAL")
 QUERY_CANCELED = "57014"  # PostgreSQL's SQLSTATE of a statement cancelled by its statement_timeout
 UNDEFINED = frozenset({"42P01", "42703"})  # undefined table, undefined column: a schema behind the server's
 DISK_FULL = frozenset({"53100"})  # disk_full: nothing more can be written
 LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout: another transaction held the lock
+# a bounded session (serving, and the writes a request waits on): no JIT compilation, which heeds neither
+# statement_timeout nor a cancel (a costly search compiled for 10 s past a 3 s timeout, its backend for minutes
+# past the request); a backend whose client is gone stops within a second, not when it next writes to it
+BOUNDED_SESSION = {"jit": "off", "client_connection_check_interval": "1000"}
 # a database that vanishes without closing its connections (a dropped network) is noticed in about 40 s,
 # not after the kernel's 15 minutes of retransmissions
 DEAD_PEER = {"keepalives": 1, "keepalives_idle": 15, "keepalives_interval": 5, "keepalives_count": 3,
@@ -59,6 +65,12 @@ class Backend(Protocol):
     def waiting_at_most(self, conn: Connection, seconds: float) -> AbstractContextManager[None]:
         """While in the block, `conn` waits `seconds` at most for another writer's lock (then StorageBusy);
         PostgreSQL's advisory lock is not bounded here."""
+        ...
+
+    def within(self, conn: Connection, seconds: float) -> AbstractContextManager[Connection]:
+        """The statements run on `conn` inside finish within `seconds` from now, in all (an export job's budget),
+        else fail as StatementTimedOut; PostgreSQL: in one transaction (the one open on `conn`, such as
+        read_only's, or a new one), without JIT."""
         ...
 
 
@@ -101,6 +113,17 @@ class Sqlite:
         column = next(iter(table.c))
         conn.execute(update(table).where(false()).values({column: column}))
 
+    @contextmanager
+    def within(self, conn: Connection, seconds: float) -> Iterator[Connection]:
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        deadline = time.monotonic() + seconds
+        raw.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, CHECK_EVERY)
+        try:
+            yield conn
+        finally:
+            raw.set_progress_handler(None, 0)
+
     def driver_error(self, exc: BaseException, *, dropped: bool = False) -> StorageError | None:
         if isinstance(exc, sqlite3.OperationalError):
             if "interrupted" in str(exc):  # server.storage.timeouts' progress handler
@@ -124,7 +147,8 @@ class Postgres:
     copies_binary: ClassVar[bool] = True
 
     def connect_args(self, *, timeout_ms: int | None, connect_timeout_s: int, **options: str) -> dict[str, Any]:
-        settings = ({} if timeout_ms is None else {"statement_timeout": str(timeout_ms)}) | options
+        settings = ({} if timeout_ms is None else {"statement_timeout": str(timeout_ms)}) | (
+            BOUNDED_SESSION if timeout_ms else {}) | options
         found: dict[str, Any] = {"connect_timeout": connect_timeout_s, **DEAD_PEER}
         if settings:
             found["options"] = " ".join(f"-c {k}={v}" for k, v in settings.items())
@@ -143,6 +167,14 @@ class Postgres:
     @contextmanager
     def waiting_at_most(self, conn: Connection, seconds: float) -> Iterator[None]:
         yield
+
+    @contextmanager
+    def within(self, conn: Connection, seconds: float) -> Iterator[Connection]:
+        # SET LOCAL: until the transaction ends, never on the pooled connection's next use
+        with nullcontext() if conn.in_transaction() else conn.begin():
+            conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
+            conn.exec_driver_sql("SET LOCAL jit = off")
+            yield conn
 
     def driver_error(self, exc: BaseException, *, dropped: bool = False) -> StorageError | None:
         if isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == QUERY_CANCELED:

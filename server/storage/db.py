@@ -58,7 +58,7 @@ def _engine(settings: Settings, writing: bool, bounded: bool) -> Engine:
     if writing:  # the primary, for short writes a request waits on (Bulk Data's jobs): bounded as a read is
         engine = create_engine(url, pool_size=database.pool_size, max_overflow=MAX_OVERFLOW, poolclass=BoundedPool,
                                pool_timeout=wait_bound_s(settings), hide_parameters=True, connect_args=connect_args)
-        watch(engine, answer_bound_s(settings))
+        watch(engine, answer_bound_s(settings), statement_timeout_s(settings))
         return engine
     # serving: a connection is not pinged at checkout (a round trip per request): a dropped one fails its
     # request once, which the endpoint repeats (reads are safe to repeat) on a fresh connection
@@ -69,7 +69,7 @@ def _engine(settings: Settings, writing: bool, bounded: bool) -> Engine:
     else:
         engine = create_engine(url, pool_size=database.pool_size, max_overflow=MAX_OVERFLOW, poolclass=BoundedPool,
                                pool_timeout=wait_bound_s(settings), connect_args=connect_args, hide_parameters=True)
-    watch(engine, answer_bound_s(settings))
+    watch(engine, answer_bound_s(settings), statement_timeout_s(settings))
     return engine
 
 
@@ -81,6 +81,11 @@ def answer_bound_s(settings: Settings) -> float:
     statement_timeout fires first when it hears the statement)."""
     timeout_ms = settings.database.statement_timeout_ms or 60_000  # 0: no server timeout; a silent network still ends
     return timeout_ms / 1000 + ANSWER_GRACE_S
+
+
+def statement_timeout_s(settings: Settings) -> float:
+    timeout_ms = settings.database.statement_timeout_ms
+    return timeout_ms / 1000 if timeout_ms > 0 else float("inf")
 
 
 def wait_bound_s(settings: Settings) -> float:

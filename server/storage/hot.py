@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 
 from server.errors import StorageError
 from server.settings import Settings
+from server.storage.budget import left_s
 from server.storage.backend import Postgres, Sqlite
 from server.storage.db import answer_bound_s, normalize_url, wait_bound_s
 from server.storage.watchdog import cut
@@ -63,6 +64,14 @@ def hot_database(settings: Settings, database_url: str) -> HotDatabase | None:
     return None
 
 
+async def _cancel(conn: Any) -> None:
+    """Ask PostgreSQL to cancel the connection's statement (bounded: a silent database is cut by the watchdog)."""
+    try:
+        await conn.cancel_safe(timeout=5)
+    except Exception:  # noqa: BLE001 - finished or closed meanwhile: nothing to cancel
+        return
+
+
 def _raised(exc: Exception, sql: str) -> StorageError:
     """The driver's error as the serving engine raises it (a storage error)."""
     backend = Sqlite() if isinstance(exc, sqlite3.Error) else Postgres()
@@ -93,12 +102,14 @@ class SqliteOnLoop:
     async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any], budget_s: float | None = None) -> list[Row]:
         conn = self._conn if self._conn is not None else self._connect()
         self._conn = conn
-        limit = min(t for t in (self.timeout_s, budget_s, float("inf")) if t is not None)
+        left = left_s()  # the request's budget
+        limit = min(t for t in (self.timeout_s, budget_s, left, float("inf")) if t is not None)
         self._deadline = time.monotonic() + limit
         try:
             return conn.execute(sql, params).fetchall()
         except sqlite3.OperationalError as exc:
-            if "interrupted" in str(exc) and budget_s is not None and limit == budget_s != self.timeout_s:
+            if ("interrupted" in str(exc) and budget_s is not None and limit == budget_s != self.timeout_s
+                    and limit != left):
                 raise OverBudget(sql) from exc
             raise _raised(exc, sql) from exc
         except sqlite3.Error as exc:
@@ -123,6 +134,7 @@ class PostgresOnLoop:
         # they select decides the plan, which a generic plan would not know); results in binary format (a page of
         # stored bodies comes as bytes, not hex text to decode)
         self.answer_s = answer_s  # a statement unanswered this long: the database is deemed silent
+        self.timeout_s = timeout_ms / 1000 if timeout_ms > 0 else float("inf")
         self.bound_s = bound_s  # the longest wait for a connection (behind others, then connecting)
         self.kwargs: dict[str, Any] = {"autocommit": True, **Postgres().connect_args(
             timeout_ms=timeout_ms, connect_timeout_s=connect_timeout_s, plan_cache_mode="force_custom_plan")}
@@ -185,6 +197,11 @@ class PostgresOnLoop:
             silent: list[bool] = []
             silent_after = asyncio.get_running_loop().call_later(
                 self.answer_s, lambda c=conn: silent.append(True) or cut(c, self.answer_s))
+            left = left_s()  # the request's budget, when less is left of it than the statement timeout: the
+            # database is asked to cancel the statement then (57014, as for its own timeout: StatementTimedOut)
+            cancels: list[asyncio.Task[None]] = []
+            spent = None if left is None or left >= self.timeout_s else asyncio.get_running_loop().call_later(
+                left, lambda c=conn: cancels.append(asyncio.ensure_future(_cancel(c))))
             try:
                 cursor = await conn.execute(sql, params, prepare=True, binary=True)
                 found = await cursor.fetchall()
@@ -203,6 +220,10 @@ class PostgresOnLoop:
                 raise
             finally:
                 silent_after.cancel()
+                if spent is not None:
+                    spent.cancel()
+                for task in cancels:
+                    await task
             await self._give(conn)
             return found
         raise AssertionError("unreachable")

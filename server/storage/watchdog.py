@@ -14,20 +14,32 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
+from server.storage.budget import left_s
+
 log = logging.getLogger("orgunit_fhir")
 TICK_S = 0.1
+CANCEL_WAIT_S = 3  # a cancel request's own connection
 
 
 class Watchdog:
-    def __init__(self, limit_s: float) -> None:
-        self.limit_s = limit_s
+    """Cuts a connection unanswered `limit_s` after its statement started; and, for a request whose time budget
+    (server.storage.budget) ends before its statement's own timeout (`timeout_s`), cancels the statement then (the
+    database answers 57014, StatementTimedOut, as for its own timeout)."""
+
+    def __init__(self, limit_s: float, timeout_s: float = float("inf")) -> None:
+        self.limit_s, self.timeout_s = limit_s, timeout_s
         self._due: dict[int, tuple[float, Any]] = {}  # id(dbapi connection) -> (deadline, connection)
+        self._cancel: dict[int, tuple[float, Any]] = {}  # id(dbapi connection) -> (the request's deadline, connection)
+        self._cancelling: dict[int, threading.Event] = {}  # cancels on their way
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def start(self, dbapi_connection: Any) -> None:
+    def start(self, dbapi_connection: Any, budget_s: float | None = None) -> None:
+        now = time.monotonic()
         with self._lock:
-            self._due[id(dbapi_connection)] = (time.monotonic() + self.limit_s, dbapi_connection)
+            self._due[id(dbapi_connection)] = (now + self.limit_s, dbapi_connection)
+            if budget_s is not None and budget_s < self.timeout_s:
+                self._cancel[id(dbapi_connection)] = (now + budget_s, dbapi_connection)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._watch, name="db-watchdog", daemon=True)
                 self._thread.start()
@@ -35,6 +47,10 @@ class Watchdog:
     def stop(self, dbapi_connection: Any) -> None:
         with self._lock:
             self._due.pop(id(dbapi_connection), None)
+            self._cancel.pop(id(dbapi_connection), None)
+            cancelling = self._cancelling.get(id(dbapi_connection))
+        if cancelling is not None:  # a cancel on its way must not reach the connection's next statement
+            cancelling.wait(CANCEL_WAIT_S + 1)
 
     def _watch(self) -> None:
         while True:
@@ -44,7 +60,25 @@ class Watchdog:
                 late = [conn for due, conn in self._due.values() if due < now]
                 for conn in late:
                     del self._due[id(conn)]
+                    self._cancel.pop(id(conn), None)
                     cut(conn, self.limit_s)
+                spent = [conn for due, conn in self._cancel.values() if due < now]
+                for conn in spent:
+                    del self._cancel[id(conn)]
+                    done = self._cancelling[id(conn)] = threading.Event()
+                    threading.Thread(target=self._cancel_statement, args=(conn, done), name="db-cancel",
+                                     daemon=True).start()
+
+    def _cancel_statement(self, dbapi_connection: Any, done: threading.Event) -> None:
+        """Ask PostgreSQL to cancel the connection's statement (a connection of its own, bounded)."""
+        try:
+            dbapi_connection.cancel_safe(timeout=CANCEL_WAIT_S)
+        except Exception:  # noqa: BLE001 - finished or closed meanwhile: nothing to cancel
+            pass
+        finally:
+            with self._lock:
+                self._cancelling.pop(id(dbapi_connection), None)
+            done.set()
 
 
 def cut(dbapi_connection: Any, waited_s: float) -> None:
@@ -60,13 +94,14 @@ def cut(dbapi_connection: Any, waited_s: float) -> None:
     log.warning("the database did not answer within %.1f s: its connection was dropped", waited_s)
 
 
-def watch(engine: Engine, limit_s: float) -> Watchdog:
-    """Bound the statements and the rollbacks of the engine's PostgreSQL connections."""
-    dog = Watchdog(limit_s)
+def watch(engine: Engine, limit_s: float, timeout_s: float = float("inf")) -> Watchdog:
+    """Bound the statements and the rollbacks of the engine's PostgreSQL connections (and each statement by what is
+    left of its request's budget)."""
+    dog = Watchdog(limit_s, timeout_s)
 
     @event.listens_for(engine, "before_cursor_execute")
     def _before(conn: Any, cursor: Any, statement: Any, parameters: Any, context: Any, many: bool) -> None:
-        dog.start(conn.connection.dbapi_connection)
+        dog.start(conn.connection.dbapi_connection, left_s())
 
     @event.listens_for(engine, "after_cursor_execute")
     def _after(conn: Any, cursor: Any, statement: Any, parameters: Any, context: Any, many: bool) -> None:

@@ -29,9 +29,10 @@ WORKERS, PER_WORKER, MAX_RUNNING = 4, 3, 2
 
 
 def exporting(url: str, var: Path) -> ServerContext:
-    """The two-account universe, exported in files of 4 resources, MAX_RUNNING jobs at most."""
+    """The two-account universe, exported in files of 4 resources, MAX_RUNNING jobs at most (all of one account
+    may take them: the per-account share is tests/bulk/test_abuse_bulk.py's)."""
     context = pyramid_context(url, var, load_alpha, load_beta)
-    bulk = BulkSettings(file_resources=4, max_running=MAX_RUNNING)
+    bulk = BulkSettings(file_resources=4, max_running=MAX_RUNNING, max_running_per_account=MAX_RUNNING)  # one account
     return replace(context, settings=replace(context.settings, bulk=bulk))
 
 

@@ -4,7 +4,6 @@ request's headers (slowloris: 408, closed), and a cap on open connections that k
 No database is involved past start-up: SQLite only."""
 from __future__ import annotations
 
-import json
 import resource
 import select
 import socket
@@ -12,14 +11,14 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support.live import CLI, LiveServer, _env, live_server
+from tests.support.sockets import MAX_SENT, address as _address, outcome as _outcome, read_answer as _read_answer
+from tests.support.sockets import send_until_answered as _send_until_answered
 
 LIMITS = "  max_header_bytes: 4096\n  header_timeout_seconds: 1\n  max_connections: 20\n"
-MAX_SENT = 4 << 20  # what the client is ready to send; the server must stop reading long before
 FILLER = b"X-Filler: " + b"a" * 1000 + b"\r\n"
 
 
@@ -28,49 +27,6 @@ def edge_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     tmp = tmp_path_factory.mktemp("edge")
     with live_server(tmp, f"sqlite:///{tmp / 'edge.db'}", LIMITS) as server:
         yield server
-
-
-def _address(server: LiveServer) -> tuple[str, int]:
-    host, port = server.base.removeprefix("http://").split("/")[0].split(":")
-    return host, int(port)
-
-
-def _read_answer(sock: socket.socket, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
-    """The status, headers and body of the one answer on `sock`, read until the server closes it."""
-    sock.settimeout(timeout)
-    data = b""
-    try:
-        while chunk := sock.recv(65536):
-            data += chunk
-    except ConnectionResetError:
-        pass
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = dict((k.lower(), v.strip()) for k, _, v in (line.partition(":") for line in lines[1:]))
-    return int(lines[0].split()[1]), headers, body
-
-
-def _send_until_answered(sock: socket.socket, first: bytes, more: bytes) -> int:
-    """Send `first`, then `more` again and again until the server answers (or MAX_SENT); the bytes sent."""
-    sock.sendall(first)
-    sent = len(first)
-    while sent < MAX_SENT:
-        if select.select([sock], [], [], 0)[0]:
-            break
-        try:
-            sock.sendall(more)
-        except (BrokenPipeError, ConnectionResetError):
-            break
-        sent += len(more)
-    return sent
-
-
-def _outcome(status: int, headers: dict[str, str], body: bytes, expected: int, code: str) -> dict[str, Any]:
-    assert status == expected, body
-    assert headers["content-type"] == "application/fhir+json" and headers["connection"] == "close"
-    outcome = json.loads(body)
-    assert outcome["resourceType"] == "OperationOutcome" and outcome["issue"][0]["code"] == code
-    return outcome
 
 
 @pytest.mark.parametrize("first, more, status", [

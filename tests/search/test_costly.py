@@ -17,7 +17,7 @@ from server.app import create_app
 from server.engine.context import ServerContext
 from server.engine import searches
 from server.engine.steps import Blocking
-from server.search.cost import search_cost
+from server.search.cost import CostlyGate, search_cost
 
 COSTLY = [("name:contains", ",".join(f"v{i}" for i in range(100)))] + [("name:contains", "a")] * 30
 RUN_S, WAIT_S, TURNS = 3.0, 1, 2
@@ -87,3 +87,28 @@ def test_reads_and_cheap_searches_keep_their_latency_while_8_costly_searches_run
     for status, body, retry_after in costly:
         if status == 503:
             assert body["issue"][0]["code"] == "too-costly" and retry_after == "5", body
+
+
+@pytest.mark.parametrize("scope, costly", [
+    pytest.param("system/Location.rs system/HealthcareService.rs", False, id="no-query"),
+    pytest.param("system/Location.rs?type=CSPS system/HealthcareService.rs", False, id="a-cheap-query"),
+    pytest.param("system/Location.rs?name:contains=a system/HealthcareService.rs", True, id="a-costly-query"),
+])
+def test_a_caller_s_scope_queries_count_in_every_request_s_cost(small_ctx: ServerContext,
+                                                                 monkeypatch: pytest.MonkeyPatch, scope: str,
+                                                                 costly: bool) -> None:
+    """Issue 39 item 5: a token whose scope query is costly (a `:contains` value: 20) makes every request of it
+    costly, a plain read included: its own share of turns, off the loop, within the request's time; its cost is
+    estimated as the same query's as a search."""
+    turns: list[str] = []
+    original = CostlyGate.turn
+
+    def turn(self: CostlyGate) -> Any:
+        turns.append("turn")
+        return original(self)
+
+    monkeypatch.setattr(CostlyGate, "turn", turn)
+    headers = {"Authorization": f"Bearer {mint_token(small_ctx.settings, extra={'scope': scope})}"}
+    with TestClient(create_app(small_ctx.settings, context=small_ctx)) as client:
+        assert client.get("/fhir/Location/30", headers=headers).status_code in (200, 404)
+    assert bool(turns) is costly

@@ -112,6 +112,9 @@ def test_includes_answer_the_bytes_rendered_per_request(ctx: ServerContext, clie
 
 @pytest.mark.parametrize("path, limit", [
     pytest.param("Location?_id=1,2,10&_revinclude=Location:partof", ("MAX_INCLUDED", 2), id="revinclude-cap"),
+    pytest.param("Location?_id=30&_include:iterate=Location:partof", ("MAX_INCLUDED", 1), id="include-cap"),
+    pytest.param("Location?_id=1,2&_revinclude:iterate=Location:partof", ("MAX_INCLUDED", 3),
+                 id="revinclude-iterate-cap"),
     pytest.param("Location?_id=30&_include:iterate=Location:partof", ("MAX_ITERATE_DEPTH", 2), id="iterate-depth"),
 ])
 def test_the_limits_stop_at_the_same_resources(ctx: ServerContext, clients: tuple[TestClient, TestClient],

@@ -45,6 +45,15 @@ class LiveServer:
     base: str
     token: str
     log: Path
+    pid: int = 0  # the serving process (one worker: uvicorn serves in it)
+
+    def rss_mb(self, peak: bool = False) -> float:
+        """The server's resident memory now (or its peak so far), in MB."""
+        field = "VmHWM:" if peak else "VmRSS:"
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024
+        raise AssertionError(f"no {field} for process {self.pid}")
 
 
 @contextmanager
@@ -72,7 +81,7 @@ def live_server(tmp: Path, database: str, settings_text: str = "") -> Iterator[L
                     raise AssertionError(f"server did not start:\n{log.read_text()}") from None
                 time.sleep(0.2)
         token = run_cli("token", settings=settings, database=database).strip().splitlines()[-1]
-        yield LiveServer(base, token, log)
+        yield LiveServer(base, token, log, proc.pid)
     finally:
         proc.terminate()
         try:
