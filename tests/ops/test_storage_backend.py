@@ -89,7 +89,8 @@ def test_a_database_this_server_does_not_use_has_no_backend() -> None:
 
 def test_postgresql_connect_arguments_carry_the_timeout_and_options() -> None:
     args = Postgres().connect_args(timeout_ms=500, connect_timeout_s=3, plan_cache_mode="force_custom_plan")
-    assert args["options"] == "-c statement_timeout=500 -c plan_cache_mode=force_custom_plan"
+    assert args["options"] == ("-c statement_timeout=500 -c jit=off -c client_connection_check_interval=1000 "
+                               "-c plan_cache_mode=force_custom_plan")  # bounded sessions: no JIT (issue 39)
     assert args["connect_timeout"] == 3 and args["keepalives"] == 1
     assert "options" not in Postgres().connect_args(timeout_ms=None, connect_timeout_s=3)
 
