@@ -26,6 +26,7 @@ LOCATION = Samples(
         Search("partof:below", "10", "30"),
         Search("organization", "Organization/1", "1"),
         Search("near", "11.716788|-3.339844|1|km", "30"),
+        Search("operational-status:missing", "true", "1"),  # not closed (the sample units have no closing date)
     ),
     bad_values=(("status", "closed"), ("near", "north"), ("_lastUpdated", "yesterday"), ("partof", "Patient/1")),
     versions={"1": ("1",), "30": ("1",)},
