@@ -59,7 +59,7 @@ def _canonical(resource_type: str, ids: list[str]) -> Samples:
                    tenanted=False)
 
 
-CANONICAL = (_canonical("OperationDefinition", ["Location-children", "export"]),  # export: Bulk Data's
+CANONICAL = (_canonical("OperationDefinition", ["Location-children", "Location-counts", "Location-geojson", "Location-csv", "export"]),  # export: Bulk Data's
              _canonical("StructureDefinition", sorted(EXTENSIONS)),
              _canonical("CodeSystem", ["org-unit-type"]))
 

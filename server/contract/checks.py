@@ -35,7 +35,7 @@ STRICT = {"Prefer": "handling=strict"}
 LENIENT = {"Prefer": "handling=lenient"}
 
 
-def contract_ctx_refuses(client: TestClient) -> bool:
+def _refuses_unknown(client: TestClient) -> bool:
     """Whether the server under contract refuses unknown parameters unless asked to be lenient."""
     return client.app.state.ctx.settings.fhir.unknown_parameters == "refuse"  # type: ignore[attr-defined]
 
@@ -388,7 +388,7 @@ def test_errors_are_operation_outcomes(contract_api: TestClient, samples: Sample
     for name, value in samples.bad_values:
         outcome_code(contract_api.get(f"/fhir/{rtype}", params={name: value}), 400)
     outcome_code(contract_api.get(f"/fhir/{rtype}", params={"no-such-parameter": "x"}, headers=STRICT), 400)
-    refused = contract_ctx_refuses(contract_api)  # fhir.unknown_parameters: refuse (the default)
+    refused = _refuses_unknown(contract_api)  # fhir.unknown_parameters: refuse (the default)
     plain = contract_api.get(f"/fhir/{rtype}", params={"no-such-parameter": "x"})
     assert plain.status_code == (400 if refused else 200), plain.text
     lenient = contract_api.get(f"/fhir/{rtype}", params={"no-such-parameter": "x"}, headers=LENIENT)
