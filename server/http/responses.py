@@ -23,6 +23,7 @@ from server.errors import FhirError, Forbidden, InternalError
 from server.html import HTML_HEADERS, html_page
 from server.http.negotiation import FHIR_JSON, Format
 from server.http.xml import to_xml
+from server.plugins import blame
 from server.settings import FHIR_MOUNT, Settings
 
 log = logging.getLogger("orgunit_fhir")
@@ -102,7 +103,9 @@ def error_response(ctx: ServerContext, exc: BaseException, interaction: Interact
         error = ctx.pm.hook.translate_exception(exception=exc, interaction=interaction) or InternalError(
             "internal server error")
     if error.status >= 500:
-        log.error("request %s %s %s failed: %s", request_id, scope["method"], scope["path"], exc.__class__.__name__,
+        culprit = None if isinstance(exc, FhirError) else blame(exc)  # a plugin's code: named, with its frame
+        log.error("request %s %s %s failed: %s", request_id, scope["method"], scope["path"],
+                  culprit.describe(exc) if culprit is not None else exc.__class__.__name__,
                   exc_info=exc if not isinstance(exc, FhirError) else None)
         error.diagnostics = f"{error.diagnostics} (request id {request_id})"
     headers = {**error.headers, **challenge(error)}

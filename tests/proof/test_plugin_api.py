@@ -183,3 +183,63 @@ def test_blame_finds_the_innermost_plugin_frame() -> None:
         found = blame(exc, {__name__: "this_plugin"})
         assert found is not None and found.plugin == "this_plugin" and "in plugin_code" in found.frame
         assert blame(exc, {"elsewhere": "other"}) is None
+
+
+def _site(tmp_path: Path, name: str, code: str) -> Path:
+    """A package `name` installed in a directory of its own (its entry point `name`)."""
+    site = tmp_path / f"site-{name}"
+    (site / name).mkdir(parents=True)
+    (site / name / "__init__.py").write_text(code, encoding="utf-8")
+    (site / f"{name}-0.1.dist-info").mkdir()
+    (site / f"{name}-0.1.dist-info" / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n",
+                                                             encoding="utf-8")
+    (site / f"{name}-0.1.dist-info" / "entry_points.txt").write_text(f"[orgunit_fhir]\n{name} = {name}\n",
+                                                                    encoding="utf-8")
+    return site
+
+
+@pytest.mark.parametrize("version, words", [
+    pytest.param("2.0", "plugin future_plugin was written for plugin API 2.0, this server's is 1.1: it needs a newer "
+                        "orgunit-fhir", id="newer"),
+    pytest.param("one", "plugin future_plugin states PLUGIN_API = 'one', not a version", id="malformed"),
+])
+def test_check_config_refuses_an_incompatible_plugin_naming_it(tmp_path: Path, version: str, words: str) -> None:
+    site = _site(tmp_path, "future_plugin", f'PLUGIN_API = "{version}"\n')
+    env = {**_env(), "PYTHONPATH": os.pathsep.join([_env()["PYTHONPATH"], str(site)])}
+    done = subprocess.run([*CLI, "check-config", "--database", f"sqlite:///{tmp_path / 'db.sqlite'}"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert words in done.stderr, done.stderr
+
+
+BOOM = '''PLUGIN_API = "1.1"
+from server import Operation, hookimpl
+
+
+def _handler(call):
+    return {"resourceType": "Parameters", "parameter": [{"name": "x", "valueInteger": 1 // 0}]}
+
+
+@hookimpl
+def register_operations(settings):
+    return [Operation("boom", None, "fails", "http://example.org/OperationDefinition/boom", handler=_handler,
+                      levels=frozenset({"system"}))]
+'''
+
+
+def test_a_request_failing_in_a_plugins_code_is_logged_naming_it(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    site = _site(tmp_path, "boom_plugin", BOOM)
+    with installed([site]):
+        settings = parse_settings({"server": {"data_dir": str(tmp_path / "var")},
+                                   "database": {"url": f"sqlite:///{tmp_path / 'db.sqlite'}"},
+                                   "auth": {"secret": "x" * 32}})
+        app = create_app(settings)
+        app.state.ctx.extensions.schema.upgrade(app.state.ctx.db)
+        with TestClient(app, raise_server_exceptions=False) as client:
+            answer = client.get("/fhir/$boom", headers=bearer(settings))
+    assert answer.status_code == 500
+    assert "plugin" not in answer.text  # the caller is told the request id only
+    logged = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert any("plugin boom_plugin failed: ZeroDivisionError: integer division or modulo by zero (at " in line
+               and "boom_plugin/__init__.py:6 in _handler" in line for line in logged), logged
