@@ -1,4 +1,7 @@
-"""The Organization provider: each data source (Iaso, DHIS2, a ministry's registry...) as a FHIR R4 Organization.
+"""The Organization provider: each data source (Iaso, DHIS2, a ministry's registry...) as a FHIR R4 Organization,
+and beside them the directory Organizations a data source holds (owners, networks, partners: directory.py, `load
+organizations`), one row set (a union) of ids apart (directory ones from DIRECTORY_IDS), each scoped by its data
+source's account.
 
 With it enabled, Location.managingOrganization carries `reference: Organization/<id>`, and the Location
 `organization` search parameter and `_include=Location:organization` work. Plugin settings
@@ -9,11 +12,11 @@ change (history.record_sources): created by a first load, renamed (`data-sources
 version (a load of a newer one, `versions set-default`: the source-version extension), removed (`data-sources
 remove`: a deleted version, 410 on read) or restored by a load.
 
-mCSD's Organization search parameters, and what they mean for a data source:
-  type    every data source has the one configured type: `type=govt` (or its system|code) finds them all, another
-          code none
-  partof  a data source is part of no other Organization (the pyramid is Location.partOf): `partof=[id]` finds
-          none, `partof:missing=true` every one
+mCSD's Organization search parameters, and what they mean for a data source (a directory Organization has its
+own identifier, type and partOf):
+  type    every data source has the one configured type: `type=govt` (or its system|code) finds them all
+  partof  a data source is part of no other Organization (the pyramid is Location.partOf): `partof:missing=true`
+          finds every one
 """
 from __future__ import annotations
 
