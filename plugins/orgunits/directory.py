@@ -15,15 +15,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from datetime import datetime
+
+from sqlalchemy import Connection, delete, func, insert, select, update
 
 from plugins.orgunits.organization import DIRECTORY_IDS
-from plugins.orgunits.tables import data_source, directory_organization, directory_organization_history
+from plugins.orgunits.tables import (
+    data_source,
+    directory_organization,
+    directory_organization_history,
+    orgunit_setting,
+)
 from plugins.orgunits.writer import stamp, transaction
 
 from server import LoadCall, LoadError, LoadFormat, LoadReport, normalize
 
 FIELDS = ("name", "identifier_system", "type_system", "type_code", "type_display", "part_of")
+ERASED = "directory_organization_erased"  # orgunit_setting: the highest id a purge erased (never given again)
 
 
 @dataclass(frozen=True)
@@ -106,7 +114,9 @@ def load_organizations(call: LoadCall) -> LoadReport:
         now = stamp(conn)
         current = {row["code"]: dict(row) for row in conn.execute(select(d).where(d.c.data_source_id == source))
                    .mappings()}
-        following = max(DIRECTORY_IDS - 1, conn.execute(select(func.max(d.c.id))).scalar() or 0) + 1
+        erased = conn.execute(select(orgunit_setting.c.value).where(orgunit_setting.c.name == ERASED)).scalar()
+        following = max(DIRECTORY_IDS - 1, conn.execute(select(func.max(d.c.id))).scalar() or 0,
+                        int(erased or 0)) + 1
         ids: dict[str, int] = {}
         for entry in entries:
             if entry.code in current:
@@ -133,6 +143,35 @@ def load_organizations(call: LoadCall) -> LoadReport:
                 counts["deleted"] += 1
     return LoadReport(**counts, resource_type="Organization",
                       about={"data_source": args.data_source, "account": args.account})
+
+
+def withdraw(conn: Connection, source_ids: list[int], now: datetime) -> int:
+    """The directory Organizations of removed data sources: each live one a deleted version stamped `now` (410, a
+    DELETE in `_history` for the account that saw it). Returns how many."""
+    d = directory_organization
+    live = [dict(row) for row in conn.execute(select(d).where(d.c.data_source_id.in_(source_ids),
+                                                              d.c.deleted.is_(False))).mappings()]
+    for old in live:
+        _write(conn, {**old, "version_id": old["version_id"] + 1, "updated_at": now, "deleted": True}, False)
+    return len(live)
+
+
+def erase(conn: Connection, source_ids: list[int]) -> None:
+    """The directory Organizations of purged data sources, erased with every version; their highest id is kept
+    (ERASED) so that none is given again."""
+    d = directory_organization
+    highest = conn.execute(select(func.max(d.c.id)).where(d.c.data_source_id.in_(source_ids))).scalar()
+    if highest is None:
+        return
+    kept = conn.execute(select(orgunit_setting.c.value).where(orgunit_setting.c.name == ERASED)).scalar()
+    if kept is None:
+        conn.execute(insert(orgunit_setting).values(name=ERASED, value=str(highest)))
+    elif int(kept) < highest:
+        conn.execute(update(orgunit_setting).where(orgunit_setting.c.name == ERASED).values(value=str(highest)))
+    ids = select(d.c.id).where(d.c.data_source_id.in_(source_ids))
+    conn.execute(delete(directory_organization_history).where(directory_organization_history.c.organization_id
+                                                              .in_(ids)))
+    conn.execute(delete(d).where(d.c.data_source_id.in_(source_ids)))
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from server.errors import LoadError
 from tests.support.contexts import bearer, pyramid_context
 from tests.support.data import NOW
 from tests.support.fixtures import context_fixture
+from plugins.orgunits.admin import remove_source
 from plugins.orgunits.writer import ensure_data_source
 
 GOVT = {"system": "http://terminology.hl7.org/CodeSystem/organization-type", "code": "govt", "display": "Government"}
@@ -48,6 +50,7 @@ def _load(ctx: ServerContext, path: Path, **options: Any) -> Any:
 def _partner(engine: Any) -> None:
     with engine.begin() as conn:
         ensure_data_source(conn, "Partner MoH", now=NOW, account="partner")
+        ensure_data_source(conn, "Network", now=NOW)  # a second data source of the default account, with no units
 
 
 def _build(url: str, var: Path) -> ServerContext:
@@ -78,7 +81,7 @@ def _names(bundle: dict[str, Any]) -> list[str]:
 
 
 def test_directory_organizations_are_served_with_their_own_ids(api: TestClient) -> None:
-    every = _bundle(api, "_count=50")  # the token of the default account
+    every = _bundle(api, "_count=50&identifier:not=network")  # the token of the default account
     assert _names(every) == ["CHAK North", "Christian Health Association of Kenya", "Ministry of Health",
                              "Ministère de la Santé"]
     ids = sorted(int(e["resource"]["id"]) for e in every["entry"])
@@ -91,7 +94,7 @@ def test_directory_organizations_are_served_with_their_own_ids(api: TestClient) 
                  id="identifier-system"),
     pytest.param("identifier=ministere-de-la-sante", ["Ministère de la Santé"], id="data-source-slug"),
     pytest.param("type=cg", ["Christian Health Association of Kenya"], id="own-type"),
-    pytest.param("type=govt", ["Ministry of Health", "Ministère de la Santé"], id="type-shared-with-data-source"),
+    pytest.param("type=govt", ["Ministry of Health", "Ministère de la Santé", "Network"], id="type-shared-with-data-sources"),
     pytest.param("name=chak", ["CHAK North"], id="name"),
     pytest.param("partof:missing=false", ["CHAK North"], id="part-of-something"),
     pytest.param("partof.identifier=CHAK", ["CHAK North"], id="chained-partof"),
@@ -161,3 +164,27 @@ def test_a_file_that_cannot_be_published_is_refused_naming_the_record(ctx: Serve
 def test_an_unknown_data_source_is_refused(ctx: ServerContext, tmp_path: Path) -> None:
     with pytest.raises(LoadError, match="no data source of account 'default'"):
         _load(ctx, _file(tmp_path, "ok.json", FIRST), data_source="nope")
+
+
+def test_a_removed_data_source_takes_its_directory_along_and_a_purge_erases_it(ctx: ServerContext, api: TestClient,
+                                                                               tmp_path: Path) -> None:
+    """Removed: its directory Organizations are deleted versions (410); purged: erased (404), and their ids are
+    never given again."""
+    _load(ctx, _file(tmp_path, "net.json", [{"code": "NET", "name": "Referral network"},
+                                            {"code": "NET-E", "name": "Eastern network", "partof": "NET"}]),
+          data_source="network")
+    ids = sorted(e["resource"]["id"] for e in _bundle(api, "name=referral,eastern")["entry"])
+    assert len(ids) == 2
+    with ctx.db.begin() as conn:
+        remove_source(conn, "default", "Network", force=True, now=NOW + timedelta(days=400))
+    ctx.freshness.expire()
+    assert [api.get(f"/fhir/Organization/{i}").status_code for i in ids] == [410, 410]
+    with ctx.db.begin() as conn:
+        remove_source(conn, "default", "Network", force=True, now=NOW + timedelta(days=401), purge=True)
+    ctx.freshness.expire()
+    assert [api.get(f"/fhir/Organization/{i}").status_code for i in ids] == [404, 404]
+    with ctx.db.begin() as conn:
+        ensure_data_source(conn, "Network", now=NOW + timedelta(days=402))
+    _load(ctx, _file(tmp_path, "net2.json", [{"code": "NET", "name": "Referral network again"}]), data_source="network")
+    again = _bundle(api, "name=referral network again")["entry"][0]["resource"]["id"]
+    assert int(again) > max(int(i) for i in ids)  # a purged id is never named again
