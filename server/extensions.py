@@ -14,7 +14,7 @@ from server.declare.provider import Operation
 from server.errors import ConfigError
 from server.html.web import WebAssets, WebPage
 from server.declare.declared import declared
-from server.plugins import deprecations, get_plugin_manager, plugin_compatibility, warn_once
+from server.plugins import deprecations, get_plugin_manager, plugin_compatibility, warn
 from server.settings import Settings
 from server.storage.migrate import Migrations, Schema
 
@@ -60,6 +60,8 @@ class Extensions:
             if op.handler is None or not op.levels or not op.levels <= {"system", "type"}:
                 raise ConfigError(f"operation ${name}: a server-wide operation has a handler and serves the system "
                                   "and/or the type level")
+        for notice in deprecated:  # each command and server start says it once (check-config: WARN lines)
+            warn(notice)
         return cls(Schema.of(chains), commands, formats, demos, web, operations,  # type: ignore[arg-type]
                    {f.name: p for p, f in declared_formats}, tuple(deprecated))
 
@@ -75,7 +77,6 @@ def _current_load(pm: pluggy.PluginManager, plugin: str, fmt: LoadFormat, deprec
                           f"the form of plugin API 1.0, but the plugin states {found.version}. "
                           f"Migrating: {LOAD_CALL.migrating}")
     message = found.deprecation(LOAD_CALL, f" (its load format {fmt.name!r})")
-    warn_once(message)
     deprecated.append(message)
     old = fmt.load
 

@@ -19,7 +19,6 @@ from server.errors import ConfigError
 from server.settings import Settings
 
 log = logging.getLogger("orgunit_fhir.plugins")
-_warned: set[str] = set()  # each deprecation logged once per process (the warnings module's rule)
 
 ENTRY_POINT_GROUP = hookspecs.PROJECT
 CORE_PLUGIN = "core-defaults"
@@ -70,8 +69,8 @@ def get_plugin_manager(settings: Settings, extra_plugins: Iterable[tuple[str, ob
     except pluggy.PluginValidationError as exc:
         raise ConfigError(f"plugin hook error: {exc}") from exc
     for name, plugin in pm.list_name_plugin():
-        for notice in () if plugin is None else deprecations(pm, name):
-            warn_once(notice)
+        if plugin is not None:
+            plugin_compatibility(pm, name)  # an incompatible plugin stops here, named (its deprecations: Extensions)
     return pm
 
 
@@ -92,12 +91,10 @@ def deprecations(pm: pluggy.PluginManager, name: str) -> list[str]:
     return [] if found.stated else [found.deprecation(STATED)]
 
 
-def warn_once(message: str) -> None:
-    """A DeprecationWarning (Python's filters decide whether it shows), and a log line once per process."""
+def warn(message: str) -> None:
+    """A deprecation: a DeprecationWarning (Python's filters decide whether it shows) and a log line."""
     warnings.warn(message, DeprecationWarning, stacklevel=3)
-    if message not in _warned:
-        _warned.add(message)
-        log.warning(message)
+    log.warning(message)
 
 
 @dataclass(frozen=True)
