@@ -52,9 +52,10 @@ from server.settings import Settings
 from server.storage.db import reading_engine, writing_engine
 from server.storage.migrate import Migrations
 from server.storage.writes import begin_writing
+from server.declare.api import PLUGIN_API
 
 __all__ = [
-    "AccessScope", "AmbiguousLookup", "Answer", "Command", "ConfigError", "DateTarget", "DemoData", "FhirError", "FileBody",
+    "PLUGIN_API", "AccessScope", "AmbiguousLookup", "Answer", "Command", "ConfigError", "DateTarget", "DemoData", "FhirError", "FileBody",
     "Forbidden", "Interaction",
     "InvalidRequest", "InvalidValue", "LoadCall", "LoadError", "LoadFormat", "LoadReport", "Lookup", "Migrations", "NearTarget",
     "Operation", "OperationCall", "Page", "Prerendered", "Principal", "Progress", "ReferenceTarget", "ResourceNotFound",

@@ -108,6 +108,10 @@ class FhirSettings:
     total_threshold: int = 1_000  # searches count their matches exactly up to this many (else Bundle.total is left out)
     software_name: str = "orgunit-fhir"
     publisher: str | None = None
+    # a search (history, operation) naming a parameter the server does not know: `refuse` answers 400 naming it (a
+    # client's filter never silently widened to everything), unless the request sends Prefer: handling=lenient;
+    # `ignore` answers without it, a warning OperationOutcome entry in the Bundle, unless Prefer: handling=strict
+    unknown_parameters: str = "refuse"
 
 
 FHIR_MOUNT = "/fhir"  # the path the FHIR API is served under ([base] ends with it)
@@ -265,6 +269,8 @@ def parse_settings(raw: Mapping[str, Any] | None, source: str | None = None) -> 
     )
     if settings.fhir.max_count < 1 or not 0 < settings.fhir.default_count <= settings.fhir.max_count:
         raise ConfigError("fhir: default_count must be between 1 and max_count")
+    if settings.fhir.unknown_parameters not in ("refuse", "ignore"):
+        raise ConfigError(f"fhir.unknown_parameters must be refuse or ignore, not {settings.fhir.unknown_parameters!r}")
     if settings.fhir.total_threshold < 1:
         raise ConfigError("fhir.total_threshold must be at least 1 (searches count their matches up to it)")
     if settings.fhir.extension_namespace.endswith("/") or "://" not in settings.fhir.extension_namespace:

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, func, select, true, update
 
 from plugins.orgunits import claimless
+from plugins.orgunits import directory
 from plugins.orgunits.history import delete_units, new_versions, record_history, record_sources
 from plugins.orgunits.purged import record_purge, remember
 from plugins.orgunits.tables import (
@@ -176,6 +177,7 @@ def _remove(conn: Connection, rows: list[Any], *, force: bool, now: datetime, wh
     delete_units(conn, ids, now, what=what)
     conn.execute(update(data_source).where(data_source.c.id.in_([row.id for row in rows])).values(removed_at=now))
     record_sources(conn, now, [row.id for row in rows])  # each Organization: a deleted version
+    directory.withdraw(conn, [row.id for row in rows], now)  # and each of their directory Organizations
     return len(ids)
 
 
@@ -219,6 +221,7 @@ def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str, now: da
     conn.execute(update(data_source).where(data_source.c.id.in_(source_ids)).values(default_version_id=None))
     conn.execute(delete(source_version).where(source_version.c.data_source_id.in_(source_ids)))
     conn.execute(delete(data_source_history).where(data_source_history.c.data_source_id.in_(source_ids)))
+    directory.erase(conn, source_ids)
     conn.execute(delete(data_source).where(data_source.c.id.in_(source_ids)))
     record_purge(conn, rows, len(ids), as_utc(now))
     used = select(org_unit.c.org_unit_type_id).distinct()

@@ -4,9 +4,13 @@ contract suite with this subject first (`--fhir-contract=plugins.orgunits.contra
 sample data then referring to these Locations by id."""
 from __future__ import annotations
 
+import json
+import tempfile
+from pathlib import Path
+
 from plugins.orgunits.canonical import EXTENSIONS
 from server import Settings, writing_engine
-from server.contract import Samples, Scope, Search, Subject  # the suite's declarations
+from server.contract import Samples, Scope, Search, Subject, load_files  # the suite's declarations
 from plugins.orgunits.samples import UNITS, load_small_pyramid
 
 NS = "https://orgunit-fhir.example.org/fhir"
@@ -27,6 +31,7 @@ LOCATION = Samples(
         Search("organization", "Organization/1", "1"),
         Search("near", "11.716788|-3.339844|1|km", "30"),
         Search("operational-status", "C", "31"),  # closed in 2020 (32 closes in 2999)
+        Search("operational-status:missing", "true", "1"),  # not closed
     ),
     bad_values=(("status", "closed"), ("near", "north"), ("_lastUpdated", "yesterday"), ("partof", "Patient/1")),
     versions={"1": ("1",), "30": ("1",)},
@@ -34,11 +39,18 @@ LOCATION = Samples(
             Scope(("Location/3",), frozenset({"3"}))),
 )
 
+# the data source 1, and two Organizations of its directory (`load organizations`): a network and its member
+DIRECTORY = [{"code": "CHAK", "name": "Christian Health Association",
+              "type": {"system": "http://terminology.hl7.org/CodeSystem/organization-type", "code": "cg"}},
+             {"code": "CHAK-N", "name": "CHAK North", "partof": "CHAK"}]
 ORGANIZATION = Samples(
     "Organization",
-    ids=frozenset({"1"}),
+    ids=frozenset({"1", "1000000000", "1000000001"}),
     searches=(
         Search("_id", "1", "1"),
+        Search("identifier", f"{NS}/sid/organization|CHAK", "1000000000"),
+        Search("partof", "Organization/1000000000", "1000000001"),
+        Search("type", "cg", "1000000000"),
         Search("_lastUpdated", "ge2000-01-01", "1"),
         Search("name", "minist", "1"),
         Search("identifier", f"{NS}/sid/data-source|ministere-de-la-sante", "1"),
@@ -68,6 +80,11 @@ CANONICAL = (_canonical("OperationDefinition",  # export: Bulk Data's
 def _load(settings: Settings) -> None:
     with writing_engine(settings) as engine:
         load_small_pyramid(engine)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "directory.json"
+        path.write_text(json.dumps({"organizations": DIRECTORY}), encoding="utf-8")
+        load_files(settings, "organizations", path, data_source="ministere-de-la-sante", account="default",
+                   system=None, dry_run=False)
 
 
 PLUGINS = {"orgunits": {"enabled": True}, "location": {"enabled": True}, "organization": {"enabled": True},

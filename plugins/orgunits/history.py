@@ -23,7 +23,14 @@ from sqlalchemy import (
     update,
 )
 
-from plugins.orgunits.tables import data_source, data_source_history, org_unit, org_unit_history, source_version
+from plugins.orgunits.tables import (
+    data_source,
+    data_source_history,
+    directory_organization_history,
+    org_unit,
+    org_unit_history,
+    source_version,
+)
 from plugins.orgunits.views import PUBLISHED_COLUMNS, PUBLISHED_FROM, PURGED, SOURCE_HOLDS, SOURCE_PUBLISHED, snapshot
 from server import LoadError, as_utc, path_below, path_subtree
 
@@ -34,6 +41,7 @@ _ID_CHUNK = 2000
 
 _NEWEST = union_all(select(func.max(org_unit_history.c.updated_at).label("at")),
                     select(func.max(data_source_history.c.updated_at).label("at")),
+                    select(func.max(directory_organization_history.c.updated_at).label("at")),
                     PURGED).subquery("newest")
 # the instant of the newest version stored (or erased by a purge), of either versioned type (server.begin_writing: a
 # write stamps after it)

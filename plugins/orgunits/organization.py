@@ -1,4 +1,7 @@
-"""The Organization provider: each data source (Iaso, DHIS2, a ministry's registry...) as a FHIR R4 Organization.
+"""The Organization provider: each data source (Iaso, DHIS2, a ministry's registry...) as a FHIR R4 Organization,
+and beside them the directory Organizations a data source holds (owners, networks, partners: directory.py, `load
+organizations`), one row set (a union) of ids apart (directory ones from DIRECTORY_IDS), each scoped by its data
+source's account.
 
 With it enabled, Location.managingOrganization carries `reference: Organization/<id>`, and the Location
 `organization` search parameter and `_include=Location:organization` work. Plugin settings
@@ -9,22 +12,29 @@ change (history.record_sources): created by a first load, renamed (`data-sources
 version (a load of a newer one, `versions set-default`: the source-version extension), removed (`data-sources
 remove`: a deleted version, 410 on read) or restored by a load.
 
-mCSD's Organization search parameters, and what they mean for a data source:
-  type    every data source has the one configured type: `type=govt` (or its system|code) finds them all, another
-          code none
-  partof  a data source is part of no other Organization (the pyramid is Location.partOf): `partof=[id]` finds
-          none, `partof:missing=true` every one
+mCSD's Organization search parameters, and what they mean for a data source (a directory Organization has its
+own identifier, type and partOf):
+  type    every data source has the one configured type: `type=govt` (or its system|code) finds them all
+  partof  a data source is part of no other Organization (the pyramid is Location.partOf): `partof:missing=true`
+          finds every one
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Integer, cast, func, literal, null
+from sqlalchemy import Integer, String, cast, func, literal, null, select, union_all
 from sqlalchemy.engine import RowMapping
+from sqlalchemy.sql import Subquery
 
-from plugins.orgunits.tables import MIGRATIONS, data_source, data_source_history
-from plugins.orgunits.views import FIRST_ACCOUNT, FORMER_ACCOUNTS, PURGED, SOURCE_PARTITIONS, SOURCE_PUBLISHED
+from plugins.orgunits.tables import (
+    MIGRATIONS,
+    data_source,
+    data_source_history,
+    directory_organization,
+    directory_organization_history,
+)
+from plugins.orgunits.views import CURRENT_VERSION, FIRST_ACCOUNT, FORMER_ACCOUNTS, PURGED, SOURCE_PARTITIONS
 from server import (
     ConfigError,
     Migrations,
@@ -46,7 +56,39 @@ DEFAULT_TYPE = {"system": "http://terminology.hl7.org/CodeSystem/organization-ty
                 "display": "Government"}
 
 DELETED = data_source.c.removed_at.is_not(None).label("deleted")  # removed: its Organization is deleted
-PART_OF = cast(null(), Integer).label("part_of")  # a data source is part of no other Organization
+DIRECTORY_IDS = 1_000_000_000  # the first id of a directory Organization: apart from every data source's
+
+
+def _text(value: str | None) -> Any:
+    return literal(value, String) if value is not None else cast(null(), String)
+
+
+def _rows(system: str, coding: Mapping[str, str]) -> Subquery:
+    """Every Organization as one row: the data sources (their kind `source`, of the configured type, part of none)
+    and the directory Organizations (`directory`: their own identifier, type and partOf), each with its partition
+    (its data source: the account that sees it)."""
+    sources = select(data_source.c.id.label("id"), data_source.c.id.label("partition"), _text("source").label("kind"),
+                     data_source.c.name.label("name"), data_source.c.name_norm.label("name_norm"),
+                     data_source.c.slug.label("code"), _text(system).label("identifier_system"),
+                     _text(coding["system"]).label("type_system"), _text(coding["code"]).label("type_code"),
+                     _text(coding.get("display")).label("type_display"), cast(null(), Integer).label("part_of"),
+                     CURRENT_VERSION, data_source.c.version_id.label("version_id"),
+                     data_source.c.updated_at.label("updated_at"), DELETED)
+    d = directory_organization
+    directory = select(d.c.id, d.c.data_source_id.label("partition"), _text("directory").label("kind"), d.c.name,
+                       d.c.name_norm, d.c.code, d.c.identifier_system, d.c.type_system, d.c.type_code, d.c.type_display,
+                       d.c.part_of, cast(null(), Integer).label("current_version"), d.c.version_id, d.c.updated_at,
+                       d.c.deleted)
+    return union_all(sources, directory).subquery("organization_row")
+
+
+h = directory_organization_history
+VERSIONS = union_all(
+    select(data_source_history.c.data_source_id.label("id"), data_source_history.c.version_id.label("version_id"),
+           data_source_history.c.updated_at.label("updated_at"), data_source_history.c.deleted.label("deleted"),
+           data_source_history.c.data_source_id.label("partition"), data_source_history.c.snapshot.label("snapshot")),
+    select(h.c.organization_id, h.c.version_id, h.c.updated_at, h.c.deleted, h.c.data_source_id, h.c.snapshot),
+).subquery("organization_version")  # every version of both kinds, by the partition it belonged to
 
 
 def _type(settings: Settings) -> Mapping[str, str]:
@@ -66,58 +108,71 @@ def organization_provider(settings: Settings) -> ResourceProvider:
     system = f"{ns}/fhir/sid/data-source"
 
     def to_resource(row: RowMapping) -> dict[str, Any]:
-        """A data source's current row, or a version's snapshot (the same keys: views.SOURCE_PUBLISHED, version_id,
-        updated_at)."""
+        """An Organization's current row (organization_row), or a version's snapshot: a data source's (the keys of
+        views.SOURCE_PUBLISHED, version_id, updated_at) or a directory Organization's (its row's keys)."""
         meta = {"versionId": str(row["version_id"])}
         if row["updated_at"] is not None:
             meta["lastUpdated"] = instant(row["updated_at"])
         resource: dict[str, Any] = {"resourceType": "Organization", "id": str(row["id"]), "meta": meta}
+        if "kind" in row and row["kind"] == "directory":
+            resource["identifier"] = [{"use": "official", "system": row["identifier_system"], "value": row["code"]}]
+            resource["active"] = True
+            if row["type_code"]:
+                typed = {"system": row["type_system"], "code": row["type_code"], "display": row["type_display"]}
+                resource["type"] = [{"coding": [{k: v for k, v in typed.items() if v}]}]
+            resource["name"] = row["name"]
+            if row["part_of"] is not None:
+                resource["partOf"] = {"reference": f"Organization/{row['part_of']}"}
+            return resource
         if row["current_version"] is not None:
             resource["extension"] = [{"url": f"{ns}/fhir/StructureDefinition/source-version",
                                       "valueInteger": row["current_version"]}]
-        resource["identifier"] = [{"use": "official", "system": system, "value": row["slug"]}]
+        resource["identifier"] = [{"use": "official", "system": system,
+                                   "value": row["code"] if "code" in row else row["slug"]}]
         resource["active"] = True
         resource["type"] = [{"coding": [dict(coding)]}]
         resource["name"] = row["name"]
         return resource
 
+    org = _rows(system, coding)
     kind = f"{coding['system']}|{coding['code']}"
     return ResourceProvider(
         resource_type="Organization",
-        table=data_source,
-        id_column=data_source.c.id,
-        columns=(*SOURCE_PUBLISHED, data_source.c.version_id, data_source.c.updated_at, DELETED, PART_OF),
+        table=org,
+        id_column=org.c.id,
+        columns=tuple(org.c),
         to_resource=to_resource,
-        # account only: each caller sees its account's data sources, a token limited to subtrees none
-        tenancy=Tenancy(data_source.c.id, SOURCE_PARTITIONS, first_account=FIRST_ACCOUNT,
+        # account only: each caller sees its account's data sources and their directory Organizations, a token
+        # limited to subtrees none
+        tenancy=Tenancy(org.c.partition, SOURCE_PARTITIONS, first_account=FIRST_ACCOUNT,
                         former_accounts=FORMER_ACCOUNTS,
-                        versions=VersionScope(data_source_history.c.data_source_id)),  # each version its own partition
+                        versions=VersionScope(VERSIONS.c.partition)),  # each version its own partition
         versioning=Versioning(
-            version=data_source.c.version_id, last_updated=data_source.c.updated_at, deleted=DELETED,
-            history=data_source_history, history_id=data_source_history.c.data_source_id,
-            history_version=data_source_history.c.version_id, history_updated=data_source_history.c.updated_at,
-            history_deleted=data_source_history.c.deleted, history_snapshot=data_source_history.c.snapshot,
-            high_water=PURGED,
+            version=org.c.version_id, last_updated=org.c.updated_at, deleted=org.c.deleted,
+            history=VERSIONS, history_id=VERSIONS.c.id, history_version=VERSIONS.c.version_id,
+            history_updated=VERSIONS.c.updated_at, history_deleted=VERSIONS.c.deleted,
+            history_snapshot=VERSIONS.c.snapshot, high_water=PURGED,
         ),
         search_params=(
-            SearchParam("name", "string", (StringTarget(data_source.c.name_norm, data_source.c.name),),
+            SearchParam("name", "string", (StringTarget(org.c.name_norm, org.c.name),),
                         "Name starts with the value, ignoring case and accents; :exact, :contains", HL7_SP + "name",
-                        sort=func.lower(data_source.c.name)),
-            SearchParam("identifier", "token", (TokenTarget(data_source.c.slug, system, text=data_source.c.slug),),
-                        f"The data source slug ({system}|slug)", HL7_SP + "identifier"),
+                        sort=func.lower(org.c.name)),
+            SearchParam("identifier", "token", (TokenTarget(org.c.code, org.c.identifier_system, text=org.c.code),),
+                        f"A data source's slug ({system}|slug), a directory Organization's code (its system|code)",
+                        HL7_SP + "identifier"),
             SearchParam("active", "token", (TokenTarget(literal("true"), codes={"true": ("true",), "false": ()}),),
-                        "true (every data source served is active)", HL7_SP + "active"),
-            SearchParam("type", "token", (TokenTarget(literal(coding["code"]), coding["system"],
-                                                      text=literal(coding.get("display", coding["code"]))),),
-                        f"Every data source has the type configured ({kind}, the plugin setting type): "
-                        f"type={coding['code']} or {kind} finds them all, another code none; :not, :text",
-                        HL7_SP + "type"),
-            SearchParam("partof", "reference", (ReferenceTarget(PART_OF, "Organization"),),
-                        "A data source is part of no other Organization (the pyramid is Location.partOf): "
-                        "partof=[id] finds none, partof:missing=true every one", HL7_SP + "partof"),
+                        "true (every Organization served is active)", HL7_SP + "active"),
+            SearchParam("type", "token", (TokenTarget(org.c.type_code, org.c.type_system, text=org.c.type_display),),
+                        f"A data source has the type configured ({kind}, the plugin setting type); a directory "
+                        "Organization its own; :not, :text", HL7_SP + "type"),
+            SearchParam("partof", "reference", (ReferenceTarget(org.c.part_of, "Organization"),),
+                        "The Organization it is part of: a directory Organization's parent (a data source is part of "
+                        "none: the pyramid is Location.partOf); partof:missing=true the top ones", HL7_SP + "partof"),
         ),
-        documentation="The data sources of the org-unit pyramid; each Location's managingOrganization. Versioned: "
-                      "a data source created, renamed, serving another source version or removed is a new version",
+        documentation="The data sources of the org-unit pyramid (each Location's managingOrganization) and the "
+                      "Organizations loaded beside them (`load organizations`: owners, networks, partners). "
+                      "Versioned: a data source created, renamed, serving another source version or removed, and a "
+                      "directory Organization changed or dropped by a load, is a new version",
     )
 
 

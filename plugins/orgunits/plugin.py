@@ -9,6 +9,7 @@ from typing import Any
 from plugins.orgunits.admin_commands import ACCOUNTS, DATA_SOURCES
 from plugins.orgunits.check_data import CHECK_DATA
 from plugins.orgunits.commands import DEMO, LOAD_FORMATS, VERSIONS
+from plugins.orgunits.directory import ORGANIZATIONS
 from plugins.orgunits.explorer import explorer_pages
 from plugins.orgunits.mcsd import MCSD_DIRECTORY, Served, description
 from plugins.orgunits.tables import MIGRATIONS
@@ -36,7 +37,7 @@ def register_commands(settings: Settings) -> list[Command]:
 
 @hookimpl
 def register_load_formats(settings: Settings) -> list[LoadFormat]:
-    return list(LOAD_FORMATS)
+    return [*LOAD_FORMATS, ORGANIZATIONS]
 
 
 @hookimpl

@@ -167,6 +167,42 @@ class OrgunitSetting(SQLModel, table=True):
     value: str
 
 
+class DirectoryOrganization(SQLModel, table=True):
+    """An Organization that is not a data source (a facility's owner, a network, a partner), loaded with
+    `orgunit-fhir load organizations` into a data source, whose account sees it. Its id is DIRECTORY_IDS and up: the
+    Organization provider serves data sources and these under one type, ids apart (organization.py)."""
+
+    __tablename__ = "directory_organization"
+    __table_args__ = (UniqueConstraint("data_source_id", "code", name="uq_directory_organization_code"),)
+    id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    data_source_id: int = Field(index=True)
+    code: str  # its identifier in the file, of `identifier_system`
+    identifier_system: str
+    name: str
+    name_norm: str | None = Field(default=None, sa_column=Column(NORM_TYPE))
+    type_system: str | None = None
+    type_code: str | None = None
+    type_display: str | None = None
+    part_of: int | None = None  # the id of the Organization it is part of (a directory one or a data source)
+    version_id: int = 1
+    updated_at: datetime
+    deleted: bool = False
+
+
+class DirectoryOrganizationHistory(SQLModel, table=True):
+    """Every version of a directory Organization: the row as to_resource takes it (JSON), or its deletion."""
+
+    __tablename__ = "directory_organization_history"
+    __table_args__ = (Index("ix_directory_organization_history_updated_at", "updated_at", "organization_id",
+                            "version_id"),)
+    organization_id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    version_id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    updated_at: datetime
+    deleted: bool = False
+    data_source_id: int  # the partition this version belonged to (its account)
+    snapshot: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+
+
 class OrgUnitPurged(SQLModel, table=True):
     """The last version of every unit a purge erased: its id is never given to another unit, and a unit loaded again
     with that id (a source's own, as Iaso's) continues its versions, so that (id, versionId) names one content for
@@ -200,6 +236,8 @@ org_unit_history = OrgUnitHistory.__table__
 orgunit_setting = OrgunitSetting.__table__
 org_unit_purged = OrgUnitPurged.__table__
 orgunit_purge = OrgunitPurge.__table__
+directory_organization = DirectoryOrganization.__table__
+directory_organization_history = DirectoryOrganizationHistory.__table__
 # identifier:text, a source reference or an alias starting with a value whatever its case (migration 0009)
 Index("ix_org_unit_source_ref_lower", text_index_expression(org_unit.c.source_ref))
 Index("ix_org_unit_name_text_lower", text_index_expression(org_unit_name.c.text))

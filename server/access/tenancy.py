@@ -42,6 +42,7 @@ class AccessScope:
     # the types the token's SMART scopes do not reach: the caller sees nothing of them (an _include never returns
     # them, a chain through them matches nothing). Set by the engine (server.engine.caller)
     unseen: frozenset[str] = frozenset()
+    unowned: bool = False  # a loader's `lookup.within(account)`: also the rows of no account (referring to nothing)
 
     def without_filter(self, resource_type: str) -> AccessScope:
         """The scope without its queries on `resource_type`: what a scope's query on that type is compiled for."""
@@ -389,7 +390,8 @@ class Scoper:
             else EVERY_PARTITION
         if tenancy.via is not None:
             return self._through(conn, provider, tenancy, tenancy.via, scope, parts,
-                                 scope.all_accounts or tenancy.partition is not None, snapshot.accounts == {account},
+                                 scope.all_accounts or tenancy.partition is not None,
+                                 scope.unowned or snapshot.accounts == {account},
                                  narrow, chain)
         if tenancy.subtree is None:  # account only: it cannot apply subtree roots
             return NOTHING if scope.roots is not None else _own(provider, tenancy, parts, None)

@@ -25,6 +25,7 @@ from server.errors import (
     StorageUnavailable,
 )
 from server.extensions import Extensions, load_extensions
+from server.plugins import Blame, blame
 from server.ops.checks import (
     check_database,
     database_url_problem,
@@ -144,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = next((a for a in argv if not a.startswith("-")), "orgunit-fhir")
     settings: Settings | None = None
     extensions: Extensions | None = None
+    args: argparse.Namespace | None = None
     try:
         settings = settings_of(known)
         try:
@@ -177,9 +179,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cause is not None:
             return _fail(name, _storage_failure(name, cause, settings, extensions), 1)
         shown = bool(os.environ.get(TRACEBACK_ENV))
+        culprit = _culprit(exc, args, extensions)
+        if culprit is not None:  # a plugin's code failed: named, with its frame, never as the server's bug
+            see = "" if shown else f"; set {TRACEBACK_ENV}=1 to see the traceback"
+            return _fail(name, f"{culprit.describe(exc)}{see}", 1, exc_info=shown)
         return _fail(name, f"unexpected {type(exc).__name__}: {_first_line(exc)} (a bug: please report it with "
                            f"the command line{'' if shown else f'; set {TRACEBACK_ENV}=1 to see the traceback'})",
                      1, exc_info=shown)
+
+
+def _culprit(exc: BaseException, args: argparse.Namespace | None, extensions: Extensions | None) -> Blame | None:
+    """The plugin an unexpected exception came from: the innermost frame of a plugin's code on its traceback, else
+    the plugin whose load format `load` was calling (a call that failed before entering it: a wrong signature)."""
+    found = blame(exc)
+    if found is not None or args is None or extensions is None or args.command != "load":
+        return found
+    plugin = extensions.format_plugins.get(getattr(args, "format", ""))
+    return None if plugin is None else Blame(plugin, f"the call of its load format {args.format!r}")
 
 
 WRITERS = ("load", "demo", "migrate", "versions", "accounts", "data-sources")

@@ -4,7 +4,7 @@ match once); `_include` and `_revinclude` for every reference parameter; `_histo
 when not); scoping (an id outside the caller's scope is a 404 like an unknown id, a subtree-limited token sees
 exactly its part, another account sees nothing); the CapabilityStatement entry (every parameter, operation, include
 and interaction declared); OperationOutcome errors (unknown id 404, bad value 400, unknown parameter 400 with
-`Prefer: handling=strict`).
+`Prefer: handling=strict`, and without it unless `fhir.unknown_parameters: ignore`).
 
 The plugin (server.contract.plugin) collects this module when --fhir-contract names subjects; a test module of
 one's own runs it too by `from server.contract.checks import *` and naming its FHIR_CONTRACT_SUBJECTS. The fixtures
@@ -18,19 +18,26 @@ from urllib.parse import urlencode
 import pytest
 from starlette.testclient import TestClient
 
-from server import ReferenceTarget, ResourceProvider
+from server import ReferenceTarget, ResourceProvider, StaticProvider
 from server.access.mint import mint_token
 from server.app import create_app
 from server.contract.answers import entries, every_page, outcome_code
 from server.contract.context import contract_context, scratch_database, sqlite_url
-from server.contract.options import POSTGRES_OPTION, postgres_server, subjects_of
+from server.contract.options import POSTGRES_OPTION, context_of, database_prefix, postgres_server, subjects_of
 from server.contract.samples import Samples, Scope, Search, Subject
+from server.declare.declared import declared
 from server.engine.context import ServerContext
 from server.engine.searches import lookup
 from server.storage.backend import Postgres, Sqlite
 
 UNKNOWN_IDS = ("999999999", "no-such-id")  # and each sample's hidden ids
 STRICT = {"Prefer": "handling=strict"}
+LENIENT = {"Prefer": "handling=lenient"}
+
+
+def _refuses_unknown(client: TestClient) -> bool:
+    """Whether the server under contract refuses unknown parameters unless asked to be lenient."""
+    return client.app.state.ctx.settings.fhir.unknown_parameters == "refuse"  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +56,7 @@ def contract_database(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
     server = request.getfixturevalue("contract_postgres")
     if server is None:
         pytest.skip(f"no PostgreSQL server: give {POSTGRES_OPTION}=postgresql://user@host:5432/postgres")
-    with scratch_database(server) as url:
+    with scratch_database(server, database_prefix(request.config)) as url:
         yield url
 
 
@@ -59,10 +66,18 @@ def contract_subjects(request: pytest.FixtureRequest) -> tuple[Subject, ...]:
 
 
 @pytest.fixture(scope="module")
+def contract_context_subjects(request: pytest.FixtureRequest) -> tuple[Subject, ...]:
+    """The subjects loaded as context (before the checked ones), never checked."""
+    return context_of(request.config, request.module)
+
+
+@pytest.fixture(scope="module")
 def contract_ctx(contract_database: str, contract_subjects: tuple[Subject, ...],
+                 contract_context_subjects: tuple[Subject, ...],
                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
-    """Every subject's plugins enabled and sample data loaded."""
-    with contract_context(contract_database, tmp_path_factory.mktemp("var"), contract_subjects) as ctx:
+    """Every subject's plugins enabled and sample data loaded: the context subjects' first, then the checked ones'."""
+    with contract_context(contract_database, tmp_path_factory.mktemp("var"),
+                          (*contract_context_subjects, *contract_subjects)) as ctx:
         yield ctx
 
 
@@ -124,10 +139,18 @@ def _version(entry: dict[str, Any]) -> tuple[str, str]:
     return entry["fullUrl"].rsplit("/", 1)[-1], entry["response"]["etag"].removeprefix('W/"').removesuffix('"')
 
 
-def test_every_registered_provider_has_samples(contract_ctx: ServerContext,
-                                               contract_subjects: tuple[Subject, ...]) -> None:
+def test_every_provider_of_the_subjects_has_samples(contract_ctx: ServerContext,
+                                                    contract_subjects: tuple[Subject, ...]) -> None:
+    """Each type a checked subject's plugins serve has Samples, and each sampled type is served; the providers of
+    other plugins (installed, or of the context subjects) are context: their samples are optional."""
+    plugins = {name for subject in contract_subjects for name in subject.plugins}
+    served = {p.resource_type for name, p in declared(contract_ctx.pm, "register_resource_providers",
+                                                      contract_ctx.settings, (ResourceProvider, StaticProvider))
+              if name in plugins and p.resource_type in contract_ctx.registry.providers}
     sampled = {s.resource_type for subject in contract_subjects for s in subject.samples}
-    assert set(contract_ctx.registry.providers) == sampled, "give Samples for every registered provider"
+    assert served <= sampled, f"give Samples for {', '.join(sorted(served - sampled))} (served by the subjects' plugins)"
+    assert sampled <= set(contract_ctx.registry.providers), \
+        f"Samples of types not served: {', '.join(sorted(sampled - set(contract_ctx.registry.providers)))}"
 
 
 def test_samples_cover_every_declared_search_parameter(contract_ctx: ServerContext, samples: Samples) -> None:
@@ -365,17 +388,22 @@ def test_errors_are_operation_outcomes(contract_api: TestClient, samples: Sample
     for name, value in samples.bad_values:
         outcome_code(contract_api.get(f"/fhir/{rtype}", params={name: value}), 400)
     outcome_code(contract_api.get(f"/fhir/{rtype}", params={"no-such-parameter": "x"}, headers=STRICT), 400)
-    assert contract_api.get(f"/fhir/{rtype}", params={"no-such-parameter": "x"}).status_code == 200  # lenient
+    refused = _refuses_unknown(contract_api)  # fhir.unknown_parameters: refuse (the default)
+    plain = contract_api.get(f"/fhir/{rtype}", params={"no-such-parameter": "x"})
+    assert plain.status_code == (400 if refused else 200), plain.text
+    lenient = contract_api.get(f"/fhir/{rtype}", params={"no-such-parameter": "x"}, headers=LENIENT)
+    assert lenient.status_code == 200, lenient.text
 
 
 # what `from server.contract.checks import *` brings into a test module: the checks (every one: a test says so),
 # their fixtures and their cases
 __all__ = [
-    "contract_api", "contract_ctx", "contract_database", "contract_postgres", "contract_subjects",
+    "contract_api", "contract_context_subjects", "contract_ctx", "contract_database", "contract_postgres",
+    "contract_subjects",
     "pytest_generate_tests",
     "test_a_subtree_token_sees_only_its_part", "test_another_account_sees_nothing",
     "test_capability_entry_lists_everything_declared", "test_errors_are_operation_outcomes",
-    "test_every_registered_provider_has_samples", "test_history_and_vread",
+    "test_every_provider_of_the_subjects_has_samples", "test_history_and_vread",
     "test_include_and_revinclude_every_reference_parameter", "test_paging_visits_each_match_once", "test_read",
     "test_the_look_up_finds_what_the_search_finds", "test_a_scope_with_the_search_as_its_query_sees_its_matches_only",
     "test_a_deletion_is_seen_by_whoever_saw_the_resource",

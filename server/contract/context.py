@@ -58,10 +58,11 @@ def sqlite_url(folder: Path) -> str:
 
 
 @contextmanager
-def scratch_database(server: str) -> Iterator[str]:
-    """The URL of a new empty database on the PostgreSQL server `server` reaches (a libpq URL of any database there,
-    `postgresql://user@host:5432/postgres`, whose user may CREATE DATABASE), dropped on leaving."""
-    name = f"fhir_contract_{uuid.uuid4().hex[:12]}"
+def scratch_database(server: str, prefix: str = "fhir_contract_") -> Iterator[str]:
+    """The URL of a new empty database `<prefix><12 hex digits>` on the PostgreSQL server `server` reaches (a libpq
+    URL of any database there, `postgresql://user@host:5432/postgres`, whose user may CREATE DATABASE), dropped on
+    leaving."""
+    name = f"{prefix}{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:

@@ -13,8 +13,13 @@ import pytest
 
 from server.contract.options import (
     CHECKS,
+    CONTEXT_ENV,
+    CONTEXT_OPTION,
+    DEFAULT_PREFIX,
     POSTGRES_ENV,
     POSTGRES_OPTION,
+    PREFIX_ENV,
+    PREFIX_OPTION,
     SUBJECTS_ENV,
     SUBJECTS_OPTION,
     requested,
@@ -33,6 +38,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(POSTGRES_OPTION, metavar="URL",
                     help="a PostgreSQL server (libpq URL of a database there, its user may CREATE DATABASE) to run "
                          f"the suite on too, in a scratch database; default: ${POSTGRES_ENV}, else SQLite only")
+    group.addoption(CONTEXT_OPTION, action="append", metavar="MODULE[:SUBJECT],...",
+                    help="subjects the checked ones need (their plugins enabled, their sample data loaded first), "
+                         f"not checked: their samples are optional; default: ${CONTEXT_ENV}")
+    group.addoption(PREFIX_OPTION, metavar="PREFIX",
+                    help=f"the name prefix of the scratch PostgreSQL databases (default {DEFAULT_PREFIX}; "
+                         f"${PREFIX_ENV}): for a role that may create only databases so named")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -4,7 +4,7 @@ own rules (the versions it serves, its identifier systems, its scoping). The eng
 (server.engine.lookup); a plugin receives one (LoadCall.lookup, OperationCall.lookup) and types it with this."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from sqlalchemy import ColumnElement, Connection
@@ -18,7 +18,8 @@ class Lookup(Protocol):
     sees."""
 
     def within(self, account: str) -> Lookup:
-        """The same look-up, of what `account` holds only."""
+        """The same look-up, of what `account` holds only, and of what belongs to no account yet (a row of a
+        provider scoped through references without partitions that nothing refers to): a loader of one account."""
         ...
 
     def search(self, resource_type: str, query: Query, *, limit: int | None = None,
@@ -52,4 +53,11 @@ class Lookup(Protocol):
                    connection: Connection | None = None) -> str | None:
         """The id of the resource with the identifier `value` (of `system`, else of any system: the type's
         `identifier` parameter), None when there is none; AmbiguousLookup when several hold it."""
+        ...
+
+    def identified_all(self, resource_type: str, values: Iterable[str], *, system: str | None = None,
+                       connection: Connection | None = None) -> dict[str, str | None]:
+        """`identified` for many values at once, in a few searches (100 values each): value -> id, or None when no
+        resource holds it; AmbiguousLookup naming every value that several hold. For a loader resolving
+        thousands of codes."""
         ...

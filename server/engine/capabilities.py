@@ -21,10 +21,16 @@ RESULT_PARAMETERS = (
     "Result parameters: _count (default {default}, at most {max}), _skip, _sort (comma-separated, '-' descending; "
     "ties broken by id), _total (none, estimate, accurate), _summary (true, data, count, false), _elements, "
     "_include / _revinclude (each with :iterate), _format (json, xml), _pretty. Each search parameter's "
-    "documentation lists its modifiers. Unknown parameters are ignored (listed nowhere in the self link) unless "
-    "Prefer: handling=strict. Chained parameters ([reference].[parameter]=) and reverse chaining (_has:...) are listed "
+    "documentation lists its modifiers. {unknown} Chained parameters ([reference].[parameter]=) and reverse chaining (_has:...) are listed "
     "in each reference parameter's documentation and in _has; one the server cannot follow is refused (400)."
 )
+
+UNKNOWN = {  # fhir.unknown_parameters
+    "refuse": "An unknown parameter is refused (400 naming it) unless Prefer: handling=lenient, which ignores it "
+              "(a warning OperationOutcome entry in the Bundle says so).",
+    "ignore": "Unknown parameters are ignored (a warning OperationOutcome entry in the Bundle names them; listed "
+              "nowhere in the self link) unless Prefer: handling=strict, which refuses them (400).",
+}
 
 
 SYNC = (
@@ -174,7 +180,8 @@ def build_capability_statement(registry: Registry, settings: Settings, pm: plugg
             "mode": "server",
             "documentation": "Search results are ordered by id unless _sort says otherwise; follow the next link "
                              "to page. " + RESULT_PARAMETERS.format(default=settings.api.default_count,
-                                                                   max=settings.api.max_count),
+                                                                   max=settings.api.max_count,
+                                                                   unknown=UNKNOWN[settings.fhir.unknown_parameters]),
             "security": security(settings),
         }],
     }

@@ -2,7 +2,7 @@
 process, through the same parsing, scoping and SQL as `[type]?query`, following its pages."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -18,7 +18,7 @@ from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.steps import Steps
 from server.errors import AmbiguousLookup, InvalidRequest
-from server.search.request import selection_pairs
+from server.search.request import MAX_VALUES, selection_pairs
 
 BASE = "urn:orgunit-fhir:lookup"  # the bundles' links stay in process: only their query is read
 
@@ -43,8 +43,9 @@ class EngineLookup:
     matches: MatchesSteps | None = None  # what `condition` compiles with
 
     def within(self, account: str) -> EngineLookup:
-        """The same look-up, of what `account` holds only (the served versions of its data sources)."""
-        return replace(self, caller=Caller(None, AccessScope(account=account)))
+        """The same look-up, of what `account` holds only (the served versions of its data sources), and of what
+        belongs to no account yet (a row of a provider scoped through references that nothing refers to)."""
+        return replace(self, caller=Caller(None, AccessScope(account=account, unowned=True)))
 
     @property
     def ctx(self) -> ServerContext:
@@ -81,7 +82,8 @@ class EngineLookup:
             connection: Connection | None = None) -> dict[str, Any] | None:
         found = self.search(resource_type, query, limit=2, connection=connection)
         if len(found) > 1:
-            shown = query if isinstance(query, str) else "&".join(f"{k}={v}" for k, v in query)
+            shown = query if isinstance(query, str) else "&".join(f"{k}={v}" for k, v in
+                                                                  selection_pairs(query, "a look-up"))
             raise AmbiguousLookup(f"{resource_type}?{shown} matches several resources "
                                   f"({' and '.join(r['id'] for r in found)} at least), not one")
         return found[0] if found else None
@@ -91,6 +93,56 @@ class EngineLookup:
         if not value or system == "":
             raise InvalidRequest(f"a look-up by identifier needs a value (and a system, if any), got "
                                  f"{system!r}|{value!r}")
-        token = _escaped(value) if system is None else f"{_escaped(system)}|{_escaped(value)}"
-        found = self.one(resource_type, [("identifier", token)], connection=connection)
+        found = self.one(resource_type, [("identifier", _token(value, system))], connection=connection)
         return found["id"] if found is not None else None
+
+    def identified_all(self, resource_type: str, values: Iterable[str], *, system: str | None = None,
+                       connection: Connection | None = None) -> dict[str, str | None]:
+        """Each value's `identified` answer, by searches of 100 values each (`identifier=a,b,...`): a match is the
+        value's when it shows that identifier (of `system`, if given); a chunk with a match that shows none of its
+        values (matched by another form: `urn:uuid:`...) is split until each match is placed, so the answer is
+        exactly `identified`'s. AmbiguousLookup names every value several resources hold."""
+        wanted = list(dict.fromkeys(values))
+        for value in wanted:
+            if not value or system == "":
+                raise InvalidRequest(f"a look-up by identifier needs a value (and a system, if any), got "
+                                     f"{system!r}|{value!r}")
+        held: dict[str, set[str]] = {value: set() for value in wanted}
+        for start in range(0, len(wanted), MAX_VALUES):
+            self._place(resource_type, wanted[start:start + MAX_VALUES], system, connection, held)
+        several = {value: ids for value, ids in held.items() if len(ids) > 1}
+        if several:
+            shown = "; ".join(f"{value!r}: {', '.join(sorted(ids))}" for value, ids in list(several.items())[:10])
+            raise AmbiguousLookup(f"{len(several)} identifier(s) of {resource_type} name several resources ({shown}"
+                                  f"{', ...' if len(several) > 10 else ''})")
+        return {value: next(iter(ids)) if ids else None for value, ids in held.items()}
+
+    def _place(self, resource_type: str, chunk: list[str], system: str | None, connection: Connection | None,
+               held: dict[str, set[str]]) -> None:
+        matches = self.search(resource_type, [("identifier", ",".join(_token(v, system) for v in chunk))],
+                              connection=connection)
+        if not matches:
+            return
+        if len(chunk) == 1:
+            held[chunk[0]].update(r["id"] for r in matches)
+            return
+        asked, placed = set(chunk), {value: set() for value in chunk}
+        for resource in matches:
+            shown = {i.get("value") for i in resource.get("identifier", ())
+                     if system is None or i.get("system") == system} & asked
+            if not shown:  # matched by a form it does not show: which value matched is known by asking fewer
+                half = len(chunk) // 2
+                self._place(resource_type, chunk[:half], system, connection, held)
+                self._place(resource_type, chunk[half:], system, connection, held)
+                return
+            for value in shown:
+                placed[value].add(resource["id"])
+        for value, ids in placed.items():
+            held[value].update(ids)
+        rest = [value for value in chunk if not placed[value]]
+        if rest:  # a match may show one of its values and be matched by another too (its uuid)
+            self._place(resource_type, rest, system, connection, held)
+
+
+def _token(value: str, system: str | None) -> str:
+    return _escaped(value) if system is None else f"{_escaped(system)}|{_escaped(value)}"

@@ -139,6 +139,7 @@ class Pipeline:
         # the admission runs on the event loop when a token check never waits for the network (no JWKS URL)
         self.on_loop = ctx.authenticator.remote is None
         self.namespace = ctx.settings.fhir.extension_namespace  # its canonical URLs link here
+        self.refuse_unknown = ctx.settings.fhir.unknown_parameters == "refuse"
         self.limiter: anyio.CapacityLimiter | None = None  # the worker threads' (the app's lifespan sets it)
         self.render_turns = anyio.Semaphore(RENDER_TURNS)  # renders too long for the loop: one at a time
         self._formats: Bounded[Format] = Bounded(256)
@@ -163,9 +164,17 @@ class Pipeline:
             fmt = self._formats.get(asked, lambda: negotiate(*asked))
         else:
             fmt = negotiator(*asked)
-        prefer = headers.get("prefer")
         return FhirRequest(interaction, fmt, self._base(scope, headers), scope["state"][REQUEST_ID_STATE], items,
-                           prefer is not None and "handling=strict" in prefer.replace(" ", "").lower())
+                           self._strict(headers.get("prefer")))
+
+    def _strict(self, prefer: str | None) -> bool:
+        """Whether an unknown parameter is refused: Prefer: handling=strict or lenient says, else
+        fhir.unknown_parameters (refuse by default)."""
+        handling = {part.strip().lower() for part in (prefer or "").replace(" ", "").split(";") for part in
+                    part.split(",")}
+        if "handling=strict" in handling:
+            return True
+        return self.refuse_unknown and "handling=lenient" not in handling
 
     def _base(self, scope: Scope, headers: Mapping[str, str]) -> str:
         """[base], found once per address the clients use (server.http.responses.base_url)."""

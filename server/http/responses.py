@@ -23,6 +23,7 @@ from server.errors import FhirError, Forbidden, InternalError, StorageError
 from server.html import HTML_HEADERS, html_page
 from server.http.negotiation import FHIR_JSON, Format
 from server.http.xml import to_xml
+from server.plugins import blame
 from server.settings import FHIR_MOUNT, Settings
 
 log = logging.getLogger("orgunit_fhir")
@@ -106,7 +107,9 @@ def error_response(ctx: ServerContext, exc: BaseException, interaction: Interact
         log.warning("request %s %s %s answered %d %s: %s", request_id, scope["method"], scope["path"], error.status,
                     error.code, f"{exc.__class__.__name__}: {exc}".splitlines()[0])
     elif error.status >= 500:
-        log.error("request %s %s %s failed: %s", request_id, scope["method"], scope["path"], exc.__class__.__name__,
+        culprit = None if isinstance(exc, FhirError) else blame(exc)  # a plugin's code: named, with its frame
+        log.error("request %s %s %s failed: %s", request_id, scope["method"], scope["path"],
+                  culprit.describe(exc) if culprit is not None else exc.__class__.__name__,
                   exc_info=exc if not isinstance(exc, FhirError) else None)
         error.diagnostics = f"{error.diagnostics} (request id {request_id})"
     headers = {**error.headers, **challenge(error)}

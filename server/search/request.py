@@ -313,7 +313,7 @@ def parse_search(
             for part in raw.split(","):
                 includes.append(_include(providers or {provider.resource_type: provider}, provider.resource_type,
                                          key, part.strip()))
-        elif (clause := _clause(provider, key, raw, strict)) is not None:
+        elif (clause := _clause(provider, key, raw, strict and not _result_control(key))) is not None:
             clauses.append(clause)
         elif key.partition(":")[0] not in provider.params_by_name:
             ignored.append(key)  # lenient handling: left out, and the Bundle says so
@@ -356,6 +356,19 @@ def _elements(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n.strip() for n in raw.split(",") if n.strip() and n.strip() != "resourceType"))
 
 
+# the search parameters FHIR R4 defines for every resource (the `_` names that filter): unknown to a provider, each
+# is refused when strict. Any other `_` name is a result control of some server (fhirpy's `_totalMethod=count` for
+# Aidbox), never a filter: ignored with the warning entry, strict or not (fhir.unknown_parameters, README)
+FHIR_COMMON_FILTERS = frozenset({"_content", "_filter", "_has", "_id", "_lastUpdated", "_list", "_profile", "_query",
+                                 "_security", "_source", "_tag", "_text", "_type"})
+
+
+def _result_control(key: str) -> bool:
+    """A `_` name FHIR does not define as a search parameter (and no chain: `_x.y`): another server's result
+    control, never a filter."""
+    return key.startswith("_") and key.partition(":")[0] not in FHIR_COMMON_FILTERS and "." not in key
+
+
 def _clause(provider: ResourceProvider, key: str, raw: str, strict: bool) -> Clause | None:
     name, _, modifier = key.partition(":")
     param = provider.params_by_name.get(name)
@@ -363,7 +376,8 @@ def _clause(provider: ResourceProvider, key: str, raw: str, strict: bool) -> Cla
         if strict:
             raise UnsupportedParameter(
                 f"unknown search parameter {name!r} for {provider.resource_type}; "
-                f"supported: {', '.join(sorted(provider.params_by_name))} and the result parameters")
+                f"supported: {', '.join(sorted(provider.params_by_name))} and the result parameters "
+                f"(Prefer: handling=lenient to have it ignored)")
         return None
     if modifier and modifier not in param.modifiers:
         allowed = ", ".join(f":{m}" for m in sorted(param.modifiers)) or "none"

@@ -35,6 +35,7 @@ from server.search.seen import seen
 from server.params.types.base import (
     SCOPE,
     CompileContext,
+    CompilesAll,
     LooksUp,
     Match,
     MissingValue,
@@ -67,7 +68,12 @@ def _matches(provider: ResourceProvider, clause: Clause, at: CompileContext) -> 
     """What each value matches in each target, but what can match nothing (a token's system another target's) when
     something else can: an arm `0 = 1` left in an OR keeps SQLite from reading the others by their indexes."""
     kind, targets = clause.param.kind, clause.param.targets
-    matches = [m for v in clause.values for t in targets if (m := kind.compile(t, clause.modifier, v, at)) is not None]
+    if len(clause.values) > 1 and implements(type(kind), CompilesAll):  # OR-ed values: one IN per target and system
+        many = cast(CompilesAll[Any, Any], kind)
+        matches = [m for t in targets for m in many.compile_all(t, clause.modifier, clause.values, at)]
+    else:
+        matches = [m for v in clause.values for t in targets
+                   if (m := kind.compile(t, clause.modifier, v, at)) is not None]
     return [m for m in matches if not _never(m)] or matches
 
 

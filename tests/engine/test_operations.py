@@ -70,7 +70,9 @@ def _parameters(answer: Any) -> dict[str, Any]:
 def test_type_level_call(api: TestClient) -> None:
     got = _parameters(api.get("/fhir/Basic/$echo", params={"a": "1", "_format": "json"}))
     assert (got["id"], got["stored"], got["a"], got["base"]) == ("None", "None", "1", "http://testserver/fhir")
-    assert "_format" not in got and got["strict"] is False
+    assert "_format" not in got and got["strict"] is True  # fhir.unknown_parameters: refuse (the default)
+    lenient = _parameters(api.get("/fhir/Basic/$echo", params={"a": "1"}, headers={"Prefer": "handling=lenient"}))
+    assert lenient["strict"] is False
 
 
 def test_instance_level_call(api: TestClient) -> None:

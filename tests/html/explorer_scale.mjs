@@ -87,7 +87,7 @@ try {
       return text;
     };
     found.pageTitles = { estimate: await title('type=CSPS'), accurate: await title('type=CSPS&_total=accurate'),
-      ignored: await title('nme=dine&_count=2') };
+      ignored: await title('_totalMethod=count&_count=2') };
     await title('type=CSPS&_count=5');
   });
 

@@ -168,16 +168,16 @@ def test_an_html_page_is_not_revalidated_into_the_json_of_the_same_version(clien
 
 
 def test_a_searchs_warning_is_on_top_of_its_page(client: TestClient, auth: dict[str, str]) -> None:
-    """An ignored parameter (a misspelt `nme=`): the warning under the status line, before the JSON."""
-    page = client.get("/fhir/Location?nme=dine", headers={**auth, "Accept": BROWSER}).text
+    """An ignored parameter (another server's result control, `_totalMethod`): the warning under the status line, before the JSON."""
+    page = client.get("/fhir/Location?_totalMethod=count", headers={**auth, "Accept": BROWSER}).text
     status = page.index('<p class="status ok warned">HTTP 200 OK · 1 warning</p>')
-    warning = page.index('<tr class="warning"><td>warning</td><td>not-supported</td><td>unknown search parameter nme')
+    warning = page.index('<tr class="warning"><td>warning</td><td>not-supported</td><td>unknown search parameter _totalMethod')
     assert status < warning < page.index('<table class="entries">') < page.index('<pre class="json"')
 
 
 @pytest.mark.parametrize(("url", "title"), [
     pytest.param("/fhir/Location?_id=30", "Bundle (searchset, 1 match)", id="one"),
-    pytest.param("/fhir/Location?nme=dine&_count=2", "Bundle (searchset, 9 matches)", id="a-warning-is-no-match"),
+    pytest.param("/fhir/Location?_totalMethod=count&_count=2", "Bundle (searchset, 9 matches)", id="a-warning-is-no-match"),
     pytest.param("/fhir/Location?_count=2&_total=none", "Bundle (searchset, 2 matches on this page; total not counted)",
                  id="not-counted"),
     pytest.param("/fhir/Location?_id=30&_include=Location:partof&_total=none", "Bundle (searchset, 1 match on this page)",

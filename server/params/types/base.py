@@ -193,9 +193,18 @@ class Orders(Protocol[T, V]):
         ...
 
 
+@runtime_checkable
+class CompilesAll(Protocol[T, V]):
+    """A type that compiles the OR of many values in one target at once (token: one `IN` per system, where one
+    comparison per value made a look-up of thousands of codes spend seconds building SQL)."""
+
+    def compile_all(self, target: T, modifier: str | None, values: Sequence[V],
+                    at: CompileContext) -> list[Match]: ...
+
+
 @cache
 def implements(kind: type, protocol: type) -> bool:
-    """Whether a parameter type class implements an optional protocol (LooksUp, Ranks, Orders): decided once per class
+    """Whether a parameter type class implements an optional protocol (LooksUp, Ranks, Orders, CompilesAll): decided once per class
     (a runtime protocol check costs tens of microseconds)."""
     return issubclass(kind, protocol)
 

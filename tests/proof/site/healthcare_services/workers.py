@@ -1,7 +1,7 @@
 """IHE mCSD health workers: FHIR R4 Practitioner and PractitionerRole, and `orgunit-fhir load workers-json FILE`.
 
 A role is held at one or more Locations, which the file names by their facility codes: the loader finds each
-through the engine's look-up (`call.lookup.identified("Location", code)`), as a search of Location by identifier
+through the engine's look-up (`call.lookup.identified_all("Location", codes)`), as a search of Location by identifier
 would, with the org-unit plugin's own rules (the versions it serves, its identifier systems): it reads none of that
 plugin's tables. A caller sees a role when it sees one of its Locations, each kept version by the Locations that
 version was held at, and a practitioner when it sees one of the practitioner's live roles."""
@@ -138,26 +138,30 @@ ROLE = ResourceProvider(
 )
 
 
-def _facility(call: LoadCall, code: Any, where: str) -> int:
-    """The id of the Location whose identifier is the facility code, as the Location provider serves it."""
+def _facilities(call: LoadCall, entries: list[Any]) -> dict[str, str | None]:
+    """The id of the Location whose identifier is each facility code of the file, as the Location provider serves
+    it: one batch of look-ups for every code (`identified_all`: a few searches, not one per code)."""
+    codes = {str(code) for entry in entries if isinstance(entry, dict)
+             and isinstance(entry.get("facilities"), list) for code in entry["facilities"]}
     try:
-        found = call.lookup.identified("Location", str(code))
+        return call.lookup.identified_all("Location", sorted(codes))
     except AmbiguousLookup as exc:
-        raise LoadError(f"{where}: facility code {code!r} names several Locations ({exc.diagnostics})") from exc
-    if found is None:
-        raise LoadError(f"{where}: facility code {code!r} names no Location this server serves")
-    return int(found)
+        raise LoadError(f"facility codes naming several Locations: {exc.diagnostics}") from exc
 
 
 def _roles(call: LoadCall, entries: list[Any]) -> list[dict[str, Any]]:
+    found = _facilities(call, entries)
     roles = []
     for n, entry in enumerate(entries, 1):
         try:
             rid, holder, codes = int(entry["id"]), int(entry["practitioner"]), list(entry["facilities"])
         except (KeyError, TypeError, ValueError) as exc:
             raise LoadError(f"role #{n}: {exc!r} (needs id, practitioner and facilities, a list of codes)") from exc
+        missing = [code for code in codes if found.get(str(code)) is None]
+        if missing:
+            raise LoadError(f"role #{n}: facility code {missing[0]!r} names no Location this server serves")
         roles.append({"id": rid, "practitioner_id": holder, "active": bool(entry.get("active", True)),
-                      "location_ids": sorted({_facility(call, code, f"role #{n}") for code in codes})})
+                      "location_ids": sorted({int(str(found[str(code)])) for code in codes})})
     return roles
 
 

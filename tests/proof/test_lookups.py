@@ -1,0 +1,121 @@
+"""Issue 41 item 2: look-ups are exact. A loader's look-up finds what nothing refers to yet, `within(account)` too
+(rows of no account), never another account's; every form raises AmbiguousLookup when several match (a dict query
+included: it was a ValueError); `identified_all` answers exactly what `identified` answers for each code, in a few
+searches. Over the proof's data and a second account `partner` (tests/proof/test_tenants.py), both backends."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plugins.orgunits.contract_samples import SUBJECT as ORGUNITS
+from plugins.orgunits.records import UnitRecord
+from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
+from server.contract.context import contract_context
+from server.engine.context import ServerContext
+from server.engine.lookup import EngineLookup
+from server.engine.searches import lookup
+from server.errors import AmbiguousLookup, InvalidRequest
+from tests.proof.contract_samples import SUBJECT as PROOF
+from tests.proof.test_tenants import PARTNER_UNITS
+from tests.support.data import NOW, TYPES
+
+
+# a partner unit holding the code of the default account's Location 11: a trusted look-up of it is ambiguous
+SHARED_CODE = UnitRecord(102, "Partner Copy", "CSPS", "VALID", source_ref="DD0000000011", parent_id=100)
+
+
+@pytest.fixture(scope="module")
+def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerContext]:
+    with contract_context(backend_url, tmp_path_factory.mktemp("var"), (ORGUNITS, PROOF)) as made:
+        with made.db.begin() as conn:
+            source = ensure_data_source(conn, "Partner MoH", now=NOW, account="partner")
+            ensure_types(conn, TYPES, account="partner")
+            write_units(conn, (*PARTNER_UNITS, SHARED_CODE), ensure_source_version(conn, source, 1),
+                        NOW + timedelta(days=1))
+        made.freshness.expire()
+        yield made
+
+
+@pytest.fixture
+def trusted(ctx: ServerContext) -> EngineLookup:
+    return lookup(ctx)
+
+
+# practitioner 4 holds no role and service 6 is at no Location: on a server of two accounts they belong to none
+@pytest.mark.parametrize("account", [None, "default", "partner"], ids=["trusted", "within-default", "within-partner"])
+@pytest.mark.parametrize("resource_type, rid", [("Practitioner", "4"), ("HealthcareService", "6")])
+def test_a_loaders_look_up_finds_what_nothing_refers_to_yet(trusted: EngineLookup, account: str | None,
+                                                            resource_type: str, rid: str) -> None:
+    found = trusted if account is None else trusted.within(account)
+    assert found.ids(resource_type, {"_id": rid}) == [rid]
+    assert found.one(resource_type, {"_id": rid}) is not None
+
+
+@pytest.mark.parametrize("account, found", [("default", None), ("partner", "101")])
+def test_within_an_account_never_finds_another_accounts_resource(trusted: EngineLookup, account: str,
+                                                                 found: str | None) -> None:
+    assert trusted.within(account).identified("Location", "PARTNER0101") == found
+    assert trusted.within(account).identified_all("Location", ["PARTNER0101"]) == {"PARTNER0101": found}
+
+
+@pytest.mark.parametrize("query", [
+    pytest.param("_lastUpdated=ge2000-01-01", id="string"),
+    pytest.param([("_lastUpdated", "ge2000-01-01")], id="pairs"),
+    pytest.param({"_lastUpdated": "ge2000-01-01"}, id="dict"),
+])
+def test_one_raises_ambiguous_lookup_in_every_form(trusted: EngineLookup, query: Any) -> None:
+    with pytest.raises(AmbiguousLookup, match=r"Practitioner\?_lastUpdated=ge2000-01-01 matches several"):
+        trusted.one("Practitioner", query)
+
+
+@pytest.mark.parametrize("account", ["default", "partner"])
+def test_identified_all_answers_as_identified_for_each_code(ctx: ServerContext, trusted: EngineLookup,
+                                                            account: str) -> None:
+    """Every unit's code, unknown ones, a bare uuid and a urn:uuid: one (matched by a form the resource shows
+    otherwise): the batch's answer is each code's own."""
+    with ctx.db.connect() as conn:
+        rows = conn.execute(ctx.registry.providers["Location"].table.select()).mappings().all()
+    codes = [r["source_ref"] for r in rows] + ["nope", "KvNOePwHFy", str(rows[0]["uuid"]),
+                                                f"urn:uuid:{rows[1]['uuid']}"]
+    kept = trusted.within(account)
+    each = {code: kept.identified("Location", code) for code in codes}
+    assert kept.identified_all("Location", codes) == each
+    assert sum(1 for v in each.values() if v is not None) >= 3
+    assert each["nope"] is None
+
+
+@pytest.mark.parametrize("form", ["identified", "identified_all"])
+def test_a_code_held_by_several_is_ambiguous_in_every_form(trusted: EngineLookup, form: str) -> None:
+    with pytest.raises(AmbiguousLookup, match="DD0000000011"):
+        if form == "identified":
+            trusted.identified("Location", "DD0000000011")
+        else:
+            trusted.identified_all("Location", ["KvNOePwHFyH", "DD0000000011"])
+
+
+@pytest.mark.parametrize("values, system", [([""], None), (["x"], "")], ids=["empty-value", "empty-system"])
+def test_identified_all_refuses_a_blank(trusted: EngineLookup, values: list[str], system: str | None) -> None:
+    with pytest.raises(InvalidRequest, match="needs a value"):
+        trusted.identified_all("Location", values, system=system)
+
+
+def test_identified_all_resolves_thousands_of_codes_in_a_few_searches(trusted: EngineLookup,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """3,000 codes (a few real ones among unknown ones): 30 searches of 100, not 3,000."""
+    searched: list[int] = []
+    original = EngineLookup.search
+
+    def counted(self: EngineLookup, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        searched.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(EngineLookup, "search", counted)
+    codes = [f"CODE{n:05d}" for n in range(2998)] + ["KvNOePwHFyH", "PARTNER0101"]
+    found = trusted.identified_all("Location", codes)
+    assert found["KvNOePwHFyH"] == "30" and found["PARTNER0101"] == "101"
+    assert sum(1 for v in found.values() if v is not None) == 2
+    assert len(searched) <= 35, len(searched)
