@@ -13,7 +13,7 @@ from http.client import HTTPConnection
 import pytest
 
 from tests.support.live import LiveServer, live_server
-from tests.support.sockets import MAX_SENT, address, outcome, read_answer, send_until_answered
+from tests.support.sockets import MAX_SENT, address, outcome, read_all, read_answer, send_until_answered
 
 CAP = 4096
 LIMITS = (f"  max_header_bytes: {CAP}\n  header_timeout_seconds: 1\n  max_connections: 20\n"
@@ -197,13 +197,7 @@ def test_the_cap_applies_to_a_pipelined_request(abuse_server: LiveServer, second
     """The second request sent in the same bytes as the first is held to the same caps."""
     with socket.create_connection(address(abuse_server), timeout=10) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n" + second)
-        sock.settimeout(10)
-        data = b""
-        try:
-            while chunk := sock.recv(65536):
-                data += chunk
-        except ConnectionResetError:
-            pass
+        data = read_all(sock)
     first, _, rest = data.partition(b"\r\n\r\n")
     assert first.startswith(b"HTTP/1.1 200"), data[:200]
     rest = rest[rest.index(b"HTTP/1.1"):]

@@ -16,8 +16,8 @@ def address(server: LiveServer) -> tuple[str, int]:
     return host, int(port)
 
 
-def read_answer(sock: socket.socket, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
-    """The status, headers and body of the one answer on `sock`, read until the server closes it."""
+def read_all(sock: socket.socket, timeout: float = 10) -> bytes:
+    """Every byte the server sends on `sock` until it closes it (or resets it)."""
     sock.settimeout(timeout)
     data = b""
     try:
@@ -25,7 +25,12 @@ def read_answer(sock: socket.socket, timeout: float = 10) -> tuple[int, dict[str
             data += chunk
     except ConnectionResetError:
         pass
-    head, _, body = data.partition(b"\r\n\r\n")
+    return data
+
+
+def read_answer(sock: socket.socket, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
+    """The status, headers and body of the one answer on `sock`, read until the server closes it."""
+    head, _, body = read_all(sock, timeout).partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     headers = dict((k.lower(), v.strip()) for k, _, v in (line.partition(":") for line in lines[1:]))
     return int(lines[0].split()[1]), headers, body
