@@ -193,7 +193,8 @@ SCOPED = [
 # type, query, the caller (a Caller, or a subtree root), the matches (None: not checked here), the included
 # resources (or how many)
 INCLUDES = [
-    pytest.param("Organization", "identifier=iaso&_revinclude=Location:organization", TRUSTED, {"org:iaso"}, 136,
+    # 136 Locations refer to it: a page brings MAX_INCLUDED (100) of them, with a warning (issue 39)
+    pytest.param("Organization", "identifier=iaso&_revinclude=Location:organization", TRUSTED, {"org:iaso"}, 100,
                  id="organization-revinclude-locations"),
     pytest.param("Location", "partof.identifier=CTtB0TPRvWc&_include=Location:organization", TRUSTED,
                  None, {"Organization/{org:iaso}"}, id="include-organization"),
@@ -205,7 +206,7 @@ INCLUDES = [
                  set(), id="subtree-token-includes-no-organization"),
     pytest.param("Location", "_id={CTtB0TPRvWc}&_include=Location:partof", "{CTtB0TPRvWc}", {"CTtB0TPRvWc"}, set(),
                  id="subtree-token-includes-no-parent-outside"),
-    pytest.param("Organization", "identifier=iaso&_revinclude=Location:organization", subtree(), {"org:iaso"}, 136,
+    pytest.param("Organization", "identifier=iaso&_revinclude=Location:organization", subtree(), {"org:iaso"}, 100,
                  id="account-revinclude-locations"),
     pytest.param("Organization", "identifier=iaso&_revinclude=Location:organization", "{CTtB0TPRvWc}", set(), 0,
                  id="subtree-revinclude-no-organization"),

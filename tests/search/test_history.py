@@ -185,7 +185,8 @@ def test_history_paging_and_at(client: tuple[TestClient, Engine]) -> None:
     assert [e["resource"]["name"] for e in at["entry"]] == ["CSPS Ségou 2"]
     first = http.get("/fhir/Location/30/_history?_at=2025").json()
     assert [e["resource"]["name"] for e in first["entry"]] == ["CSPS Ségou 3", "CSPS Ségou 2", "CSPS Ségou"]
-    page = http.get("/fhir/Location/_history?_since=2025-01-01T00:00:00Z&_count=2&colour=x").json()
+    page = http.get("/fhir/Location/_history?_since=2025-01-01T00:00:00Z&_count=2&colour=x",
+                    headers={"Prefer": "handling=lenient"}).json()  # the unknown parameter left out of the links
     assert parse_qsl(urlsplit(page["link"][0]["url"]).query) == [  # the page as read: up to its sync point
         ("_since", "2025-01-01T00:00:00Z"), ("_till", page["meta"]["lastUpdated"]), ("_count", "2")]
 
