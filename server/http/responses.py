@@ -111,6 +111,7 @@ def error_response(ctx: ServerContext, exc: BaseException, interaction: Interact
         log.error("request %s %s %s failed: %s", request_id, scope["method"], scope["path"],
                   culprit.describe(exc) if culprit is not None else exc.__class__.__name__,
                   exc_info=exc if not isinstance(exc, FhirError) else None)
+    if error.status >= 500:
         error.diagnostics = f"{error.diagnostics} (request id {request_id})"
     headers = {**error.headers, **challenge(error)}
     if fmt.html:
