@@ -6,9 +6,8 @@ ever. Roots by `Location/id`, bare id and identifier, on both backends (the smal
 10 > 32)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,10 +16,9 @@ from starlette.testclient import TestClient
 
 from plugins.orgunits.admin import remove_account, remove_source
 from plugins.orgunits.history import delete_units
-from server.app import create_app
 from server.engine.context import ServerContext
 from tests.support.bulk import deleted_ids, export
-from tests.support.contexts import bearer, pyramid_context
+from tests.support.contexts import bearer
 from tests.support.data import NOW, UUID_1
 
 LATER = NOW + timedelta(days=1)
@@ -28,11 +26,8 @@ SINCE = "2025-03-05T00:00:00Z"  # after the pyramid's load, before the deletion
 
 
 @pytest.fixture
-def api(migrated_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, ServerContext]]:
-    ctx = pyramid_context(migrated_url, tmp_path)
-    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as client:
-        yield client, ctx
-    ctx.db.dispose()
+def api(pyramid_api: tuple[TestClient, ServerContext]) -> tuple[TestClient, ServerContext]:
+    return pyramid_api
 
 
 def _source_removed(conn: Connection) -> None:

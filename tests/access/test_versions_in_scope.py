@@ -5,10 +5,8 @@ first one's versions. (Both were scoped by the current row: the new district rea
 the old one lost its own, and the second account read the first one's.)"""
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,20 +14,16 @@ from starlette.testclient import TestClient
 
 from plugins.orgunits.admin import remove_source
 from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
-from server.app import create_app
 from server.engine.context import ServerContext
-from tests.support.contexts import bearer, pyramid_context
+from tests.support.contexts import bearer
 from tests.support.data import NOW, TYPES, UNITS
 
 MOVED = 32  # Dispensaire Kéré: under district 10, then under district 11
 
 
 @pytest.fixture
-def api(migrated_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, ServerContext]]:
-    ctx = pyramid_context(migrated_url, tmp_path)
-    with TestClient(create_app(ctx.settings, context=ctx), base_url="http://testserver") as client:
-        yield client, ctx
-    ctx.db.dispose()
+def api(pyramid_api: tuple[TestClient, ServerContext]) -> tuple[TestClient, ServerContext]:
+    return pyramid_api
 
 
 def _versions(client: TestClient, rid: int, headers: dict[str, str]) -> list[str] | int:
