@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement, Table, and_
+from sqlalchemy import ColumnElement, Table, and_, or_
 
 from server.errors import InvalidValue
 from server.params.text import composed, normalize
@@ -60,6 +60,15 @@ class StringType:
         else:
             cond = prefix_range(target.normalized, value.normalized)
         return via(target.through, cond)
+
+    def compile_all(self, target: StringTarget, modifier: str | None, values: Sequence[StringValue],
+                    at: CompileContext) -> list[Match]:
+        """What the OR of `values` matches in `target`: one condition OR-ing each value's (on a side table, one select
+        of the ids whose rows meet any, not one select per value: 100 `:contains` values read the side table once,
+        and their statement is a hundredth of the objects to build and compile)."""
+        bare = StringTarget(target.normalized, target.exact)
+        conds = [m for v in values if isinstance(m := self.compile(bare, modifier, v, at), ColumnElement)]
+        return [via(target.through, or_(*conds))] if conds else []
 
     def index_order(self, target: StringTarget, modifier: str | None, value: StringValue) -> IndexOrder | None:
         """A prefix on a side table with an index led by its normalized column and key, and one other key column: its
