@@ -238,7 +238,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings, extensions: Extensio
         previous = signal.signal(signal.SIGTERM, lambda *_: None)
         try:
             uvicorn.run("server.asgi:create", factory=True, host=host, port=port, workers=workers,
-                        loop="uvloop", http=HTTP_PROTOCOL, log_level="info", proxy_headers=False,
+                        loop="uvloop", http=HTTP_PROTOCOL, ws="none", log_level="info", proxy_headers=False,
                         access_log=False,  # the request middleware writes the access log, with the request id
                         log_config=log_config, timeout_graceful_shutdown=settings.server.shutdown_grace_seconds)
         finally:

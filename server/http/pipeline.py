@@ -188,8 +188,8 @@ class Pipeline:
         """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome. `steps`: the
         interaction (server.engine.steps), run by the event loop's driver (or, without one, in a worker thread); it
         may answer a plain Answer (an operation's: a status, headers, JSON or a file), rendered as it says.
-        `estimate`: a search, whose cost is estimated first (server.search.cost): a costly one waits for its
-        turn."""
+        `estimate`: a search or an operation, whose cost is estimated first (server.search.cost): a costly one waits
+        for its turn."""
         admitted: FhirRequest | None = None
         principal: Principal | None = None  # known before the caller: a refused scope still names its subject
         body: Any = None

@@ -315,6 +315,12 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
             self._waiting(True)
         self._feed()
 
+    def _unsupported_upgrade_warning(self) -> None:
+        """An `Upgrade` (WebSocket, h2c): this server serves none (`serve` runs uvicorn with ws="none"), so the request
+        is answered as the plain HTTP request it also is; not a warning (uvicorn's would advise installing a WebSocket
+        library, twice per request: a log any client could flood)."""
+        log.debug("an upgrade to %r is not served: answered as plain HTTP", self._get_upgrade())
+
     # ------------------------------------------------------------------ answering what is refused
     def send_400_response(self, msg: str) -> None:
         target = len(getattr(self, "url", b""))  # what the parser had read of the target

@@ -97,7 +97,7 @@ async def _server_operation(pipeline: Pipeline, scope: Scope, rtype: str | None,
         lambda: operations.run_server_operation(ctx, r.caller, r.base, name, rtype, segments, r.items, r.strict,
                                                 headers, f"{r.base}{at}{'?' + query if query else ''}",
                                                 searches.lookup(ctx, r.caller))),
-        negotiator=negotiator)
+        negotiator=negotiator, estimate=True)  # a kick-off whose `_typeFilter` is costly takes a costly turn
 
 
 async def vread(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:

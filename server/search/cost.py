@@ -7,11 +7,14 @@ The estimate is a sum over the search parameters of values x weight: a value cos
 CONTAINS (a leading wildcard: no index helps, every row is looked at); a chained value HOP per hop (`a.b.c`: two
 joins) and each `_has` HOP; an `_include`/`_revinclude` value INCLUDE (a query more), an `:iterate` one ITERATE (a
 query per level, up to server.search.include.MAX_ITERATE_DEPTH). Result parameters (_count, _sort, _total...) cost
-nothing."""
+nothing. A value that is itself a search (`Type?query`, as Bulk Data's `_typeFilter` values) costs what that search
+costs."""
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
+from urllib.parse import parse_qsl
 
 import anyio
 
@@ -21,12 +24,18 @@ CONTAINS, HOP, INCLUDE, ITERATE = 20, 5, 2, 10
 FREE = frozenset({"_count", "_skip", "_after", "_sort", "_total", "_summary", "_elements", "_format", "_pretty",
                   "_contained", "_containedType"})
 RETRY_AFTER_S = 5
+_SEARCH = re.compile(r"[A-Z][A-Za-z]{0,63}\?")  # a value that is a search of its own: `Type?query`
+_NEXT_SEARCH = re.compile(r",(?=[A-Z][A-Za-z]{0,63}\?)")  # a comma before the next `Type?`
 
 
 def search_cost(items: Sequence[tuple[str, str]]) -> int:
     cost = 0
     for key, raw in items:
         if key in FREE or not raw:
+            continue
+        if _SEARCH.match(raw):  # values that are searches (`_typeFilter=Location?name:contains=a,Organization?...`)
+            cost += sum(search_cost(parse_qsl(query.partition("?")[2], keep_blank_values=True))
+                        for query in _NEXT_SEARCH.split(raw))
             continue
         values = raw.count(",") - raw.count("\\,") + 1
         if key.startswith(("_include", "_revinclude")):

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from server.app import create_app
 from server.bulk import runner as bulk_runner
 from server.engine.context import ServerContext
+from server.search.cost import CostlyGate
 from server.settings import BulkSettings
 from tests.support.bulk import ASYNC, held, kick_off, manifest
 from tests.support.contexts import bearer, pyramid_context
@@ -83,3 +84,26 @@ def test_a_job_past_its_time_budget_fails_and_says_so(ctx: ServerContext, monkey
         elapsed = time.monotonic() - started
     assert answer.status_code == 500 and "longer than the server allows" in answer.text, answer.text
     assert elapsed < 4, elapsed
+
+
+@pytest.mark.parametrize("params, costly", [
+    pytest.param({"_type": "Location"}, False, id="plain-kick-off"),
+    pytest.param({"_typeFilter": "Location?status=active"}, False, id="a-cheap-type-filter"),
+    pytest.param({"_typeFilter": "Location?name:contains=a"}, True, id="a-costly-type-filter"),
+])
+def test_a_kick_off_with_a_costly_type_filter_takes_a_costly_turn(ctx: ServerContext, monkeypatch: pytest.MonkeyPatch,
+                                                                   params: dict[str, str], costly: bool) -> None:
+    """The kick-off compiles each `_typeFilter` as the search it is: estimated alike (server.search.cost), a costly
+    one waits for a costly search's turn like the same query as a search would."""
+    turns: list[str] = []
+    original = CostlyGate.turn
+
+    def turn(self: CostlyGate) -> Any:
+        turns.append("turn")
+        return original(self)
+
+    monkeypatch.setattr(CostlyGate, "turn", turn)
+    headers = bearer(ctx.settings, account="alpha")
+    with TestClient(create_app(ctx.settings, context=ctx)) as client:
+        manifest(client, kick_off(client, headers=headers, **params), headers)
+    assert bool(turns) is costly

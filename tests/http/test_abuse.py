@@ -255,6 +255,23 @@ def test_endless_blank_lines_before_a_request_count_as_its_line(abuse_server: Li
     assert sent < MAX_SENT // 2
 
 
+@pytest.mark.parametrize("upgrade", [
+    pytest.param(b"Upgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n",
+                 id="websocket"),
+    pytest.param(b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n", id="h2c"),
+])
+def test_an_upgrade_is_answered_as_plain_http(abuse_server: LiveServer, upgrade: bytes) -> None:
+    """No protocol is switched to (no WebSocket endpoint, no HTTP/2): the request is served as the HTTP/1.1 request
+    it also is, a FHIR answer (not a bare 403 of the WebSocket layer), and nothing is logged as a warning."""
+    with socket.create_connection(address(abuse_server), timeout=10) as sock:
+        sock.sendall(b"GET /fhir/metadata HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, close\r\nAuthorization: Bearer "
+                     + abuse_server.token.encode() + b"\r\n" + upgrade + b"\r\n")
+        status, headers, body = read_answer(sock)
+    assert status == 200 and headers["content-type"].startswith("application/fhir+json"), (status, body[:300])
+    assert b'"CapabilityStatement"' in body
+    assert b"Unsupported upgrade" not in abuse_server.log.read_bytes()
+
+
 @pytest.mark.parametrize("request_bytes, status", [
     pytest.param(b"GET /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
                  b"0\r\n\r\n", 400, id="length-and-chunked-smuggling"),

@@ -35,6 +35,10 @@ RUN_S, WAIT_S, TURNS = 3.0, 1, 2
     pytest.param([("_count", "100"), ("_sort", "-name"), ("_total", "accurate"), ("_elements", "id,name")], 0,
                  id="result-parameters-free"),
     pytest.param(COSTLY, 100 * 20 + 30 * 20, id="issue-shape"),
+    pytest.param([("_typeFilter", "Location?name:contains=a,b&status=active")], 41, id="type-filter-is-its-search"),
+    pytest.param([("_typeFilter", "Location?name=a,Organization?name:contains=b")], 21,
+                 id="type-filters-comma-separated"),
+    pytest.param([("_typeFilter", "Location%3Fname%3Acontains%3Da")], 1, id="type-filter-still-encoded-counts-one"),
 ])
 def test_the_cost_is_estimated_from_the_query(items: list[tuple[str, str]], cost: int) -> None:
     assert search_cost(items) == cost
