@@ -23,6 +23,7 @@ from server.engine.context import ServerContext
 from server.plugins import get_plugin_manager
 from server.settings import Settings
 from server.storage.prerender import refresh
+from tests.support import bulk
 from tests.support.contexts import SECRET, make_settings
 
 T1 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -130,3 +131,10 @@ def test_snapshot_of_decodes_json_text(stored: Any, decoded: Any) -> None:
 def test_a_snapshot_text_that_is_not_json_is_named() -> None:
     with pytest.raises(ValueError, match="a version's snapshot is text that is not JSON \\('id=7'"):
         snapshot_of("id=7")
+
+
+@pytest.mark.parametrize("served", [case for case in CASES if "prerendered" not in case.id], indirect=True)
+def test_a_bulk_export_renders_the_snapshots(served: TestClient) -> None:
+    """Bulk Data reads each resource's version at its transactionTime from the history table: its snapshot."""
+    found = bulk.lines(served, bulk.export(served, "/fhir/Endpoint/$export")["output"])
+    assert [json.loads(line)["address"] for line in found["Endpoint"]] == ["https://new.example.org/fhir"]
