@@ -92,13 +92,13 @@ def _fits(value: Any, hint: Any) -> bool:
         return True  # a form this check does not know: accepted
     if issubclass(kind, SQL):
         return isinstance(value, ClauseElement)
-    if kind is tuple or (issubclass(kind, Sequence) and kind is not str):
+    if kind is tuple or (issubclass(kind, Sequence) and kind not in (str, bytes)):
         return isinstance(value, Sequence) and not isinstance(value, str | bytes)
     if kind is frozenset or issubclass(kind, Set):
         return isinstance(value, Set)
     if issubclass(kind, Mapping):
         return isinstance(value, Mapping)
-    if kind is Callable or getattr(kind, "__module__", "") == "collections.abc" and kind.__name__ == "Callable":
+    if kind is Callable:  # typing.Callable[...] and collections.abc.Callable[...] alike
         return callable(value)
     if kind is float:
         return isinstance(value, int | float) and not isinstance(value, bool)
