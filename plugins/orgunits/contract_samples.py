@@ -14,6 +14,7 @@ from server.contract import Samples, Scope, Search, Subject, load_files  # the s
 from plugins.orgunits.samples import UNITS, load_small_pyramid
 
 NS = "https://orgunit-fhir.example.org/fhir"
+SOURCE = "ministere-de-la-sante"  # the slug of the sample data source (Organization/1, account "default")
 
 LOCATION = Samples(
     "Location",
@@ -83,8 +84,7 @@ def _load(settings: Settings) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "directory.json"
         path.write_text(json.dumps({"organizations": DIRECTORY}), encoding="utf-8")
-        load_files(settings, "organizations", path, data_source="ministere-de-la-sante", account="default",
-                   system=None, dry_run=False)
+        load_files(settings, "organizations", path, data_source=SOURCE)  # the other options: the CLI's defaults
 
 
 PLUGINS = {"orgunits": {"enabled": True}, "location": {"enabled": True}, "organization": {"enabled": True},

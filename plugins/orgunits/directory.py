@@ -4,8 +4,9 @@ sources (organization.py), seen by that data source's account.
 
 The file: `{"organizations": [{"code", "name", "type": {"system", "code", "display"}, "partof": code}]}`; `code`
 is the Organization's identifier (of `--system`), `partof` the code of another Organization of the file. Each one
-changed is a new version, one the directory holds and the file leaves out a deleted version; ids are given from
-organization.DIRECTORY_IDS up and kept by code."""
+changed is a new version; one the directory holds and the file leaves out stays as it was (counted missing), or with
+`--delete-missing` becomes a deleted version, as the unit loads do: several files (packages) may feed one data
+source's directory. Ids are given from organization.DIRECTORY_IDS up and kept by code."""
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,7 @@ from plugins.orgunits.writer import stamp, transaction
 
 from server import LoadCall, LoadError, LoadFormat, LoadReport, normalize
 
+SAMPLE = 5  # left-out Organizations named in the report
 FIELDS = ("name", "identifier_system", "type_system", "type_code", "type_display", "part_of")
 ERASED = "directory_organization_erased"  # orgunit_setting: the highest id a purge erased (never given again)
 
@@ -107,7 +109,9 @@ def load_organizations(call: LoadCall) -> LoadReport:
     args = call.args
     entries = _entries(call.path)
     system = args.system or f"{call.settings.fhir.extension_namespace}/fhir/sid/organization"
-    counts = {"inserted": 0, "updated": 0, "unchanged": 0, "deleted": 0}
+    delete_missing = bool(getattr(args, "delete_missing", False))
+    counts = {"inserted": 0, "updated": 0, "unchanged": 0, "deleted": 0, "missing": 0}
+    left_out: list[dict[str, Any]] = []
     d = directory_organization
     with transaction(call.engine, dry_run=bool(getattr(args, "dry_run", False))) as conn:
         source = _data_source(conn, args.data_source, args.account)
@@ -137,11 +141,20 @@ def load_organizations(call: LoadCall) -> LoadReport:
             _write(conn, {**row, "version_id": 1 if old is None else old["version_id"] + 1}, old is None)
             counts["inserted" if old is None else "updated"] += 1
             call.progress(n)
-        for old in current.values():  # left out of the file: a deleted version
-            if not old["deleted"]:
-                _write(conn, {**old, "version_id": old["version_id"] + 1, "updated_at": now, "deleted": True}, False)
-                counts["deleted"] += 1
-    return LoadReport(**counts, resource_type="Organization",
+        left_out = sorted((old for old in current.values() if not old["deleted"]), key=lambda old: old["id"])
+        for old in left_out if delete_missing else ():  # left out of the file: a deleted version
+            _write(conn, {**old, "version_id": old["version_id"] + 1, "updated_at": now, "deleted": True}, False)
+        counts["deleted" if delete_missing else "missing"] = len(left_out)
+    ids_out = tuple(str(old["id"]) for old in left_out[:SAMPLE])
+    named_out = tuple(f"{old['code']} {old['name']!r} (id {old['id']})" for old in left_out[:SAMPLE])
+    notes = () if delete_missing or not left_out else (
+        f"{len(left_out):,} Organization{'s' if len(left_out) != 1 else ''} of the directory of {args.account}/"
+        f"{args.data_source} {'are' if len(left_out) != 1 else 'is'} not in the file (first: {', '.join(named_out)}): "
+        "kept as before (another file may publish them); load with --delete-missing to record them as deleted",)
+    return LoadReport(**counts, notes=notes, resource_type="Organization",
+                      deleted_ids=ids_out if delete_missing else (), missing_ids=() if delete_missing else ids_out,
+                      deleted_named=named_out if delete_missing else (),
+                      missing_named=() if delete_missing else named_out,
                       about={"data_source": args.data_source, "account": args.account})
 
 
@@ -180,6 +193,10 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--account", default="default", help="the data source's account (default: default)")
     parser.add_argument("--system", help="the identifier system of the codes (default: "
                                          "<fhir.extension_namespace>/fhir/sid/organization)")
+    parser.add_argument("--delete-missing", action="store_true",
+                        help="Organizations of the data source's directory absent from the file become deleted "
+                             "versions (without it they stay as they were and the report counts them as missing: "
+                             "several files, of several packages, may feed one directory)")
 
 
 ORGANIZATIONS = LoadFormat(

@@ -1,6 +1,7 @@
 """A small, hand-made pyramid whose every field a test can name: the org-unit plugin's sample data (its contract
 samples load it, and so can a provider package's tests, for Locations of known ids: Burkina Faso 1 > regions 2, 3 >
-districts 10, 11 > area 20 > facilities 30, 31, 32)."""
+districts 10, 11 > area 20 > facilities 30, 31; facility 32 directly under district 10; plugins/README.md section 5
+lists them, checked by tests/contract/test_samples_doc.py)."""
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
@@ -11,6 +12,7 @@ from plugins.orgunits.records import TypeRecord, UnitRecord
 from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
 
 NOW = datetime(2025, 3, 4, 10, 20, 30, tzinfo=timezone.utc)
+SOURCE_NAME = "Ministère de la Santé"  # the data source (Organization/1, slug ministere-de-la-sante, account default)
 TYPES = (
     TypeRecord("Country", "COUNTRY", "COUNTRY", 1),
     TypeRecord("Region", "REGION", "REGION", 2),
@@ -39,7 +41,7 @@ UNITS = (
 
 def load_small_pyramid(engine: Engine) -> None:
     with engine.begin() as conn:
-        ds = ensure_data_source(conn, "Ministère de la Santé", now=NOW)
+        ds = ensure_data_source(conn, SOURCE_NAME, now=NOW)
         version = ensure_source_version(conn, ds, 3, now=NOW)
         ensure_types(conn, TYPES)
         write_units(conn, UNITS, version, NOW)

@@ -169,7 +169,7 @@ def resources(conn: Connection, provider: ResourceProvider, view: AsOf) -> Itera
         for rows in _stream(conn, current(provider, view)):
             yield [encode(provider.to_resource(row._mapping)) for row in rows]
         return
-    to_resource = provider.to_resource
+    to_resource = provider.version_resource  # a version's snapshot (JSON text decoded)
     queries = [unchanged(provider, view), changed(provider, view)]
     if view.bodies and backend_of(conn).copies_binary:  # most bodies by COPY, in binary: no hex, no parsing
         yield from copied(conn, unchanged(provider, view, stored=True))

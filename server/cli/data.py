@@ -8,7 +8,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
@@ -298,11 +298,50 @@ def configure_load(parser: argparse.ArgumentParser, extensions: Extensions,
     formats = parser.add_subparsers(dest="format", required=True, metavar="FORMAT", title="formats",
                                     description="the format of the file (orgunit-fhir load FORMAT --help: its options)")
     for fmt in extensions.load_formats.values():
-        sub = formats.add_parser(fmt.name, help=fmt.help, description=fmt.help, parents=[common])
-        sub.add_argument("path", metavar="PATH", help="the file to load")
-        fmt.configure(sub)
-        sub.add_argument("--json", action="store_true",
-                         help="also print the report as one JSON line on stdout (counts, first ids, notes)")
-        if fmt.dry_run:
-            sub.add_argument("--dry-run", action="store_true",
-                             help="check the whole file and print the report, writing nothing")
+        add_format_arguments(formats.add_parser(fmt.name, help=fmt.help, description=fmt.help, parents=[common]), fmt)
+
+
+def add_format_arguments(parser: argparse.ArgumentParser, fmt: LoadFormat) -> None:
+    """What `orgunit-fhir load <fmt> PATH` parses: the file, the format's own options, --json and (a format that
+    honours it) --dry-run."""
+    parser.add_argument("path", metavar="PATH", help="the file to load")
+    fmt.configure(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="also print the report as one JSON line on stdout (counts, first ids, notes)")
+    if fmt.dry_run:
+        parser.add_argument("--dry-run", action="store_true",
+                            help="check the whole file and print the report, writing nothing")
+
+
+NOT_OPTIONS = frozenset({"help", "path", "settings", "database"})  # given otherwise: the call's settings and file
+
+
+def format_arguments(fmt: LoadFormat, path: str, options: Mapping[str, Any]) -> argparse.Namespace:
+    """The arguments `orgunit-fhir load <fmt> PATH [options]` would hand the format, from `options` as parsed values
+    (`data_source="x"`, `dry_run=True`): every option the format declares with its default (`dry_run` False,
+    `json` False), the given ones over them. An option the format does not declare, or a required one left out, is
+    refused (TypeError) naming the valid ones: never a Namespace the format would fail on."""
+    parser = argparse.ArgumentParser(prog=f"orgunit-fhir load {fmt.name}", add_help=False)
+    add_format_arguments(parser, fmt)
+    actions = [action for action in parser._actions
+               if action.dest not in NOT_OPTIONS and action.dest != argparse.SUPPRESS]
+    valid = sorted(action.dest for action in actions)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise TypeError(f"load format {fmt.name!r} has no option {', '.join(map(repr, unknown))}; its options: "
+                        f"{', '.join(valid)}")
+    required = sorted(action.dest for action in actions if action.required and action.dest not in options)
+    if required:
+        raise TypeError(f"load format {fmt.name!r} needs the option {', '.join(map(repr, required))} "
+                        f"(required on the command line too); its options: {', '.join(valid)}")
+    defaults = {action.dest: _default(parser, action) for action in actions}
+    return argparse.Namespace(**{**defaults, **options, "command": "load", "format": fmt.name, "path": path})
+
+
+def _default(parser: argparse.ArgumentParser, action: argparse.Action) -> Any:
+    """An option's value when the command line leaves it out, as argparse gives it (a string default goes through
+    the option's `type`)."""
+    default = action.default
+    if isinstance(default, str) and action.type is not None and callable(action.type):
+        return parser._get_value(action, default)
+    return default

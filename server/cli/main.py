@@ -107,6 +107,12 @@ def _may_create(args: argparse.Namespace) -> bool:
     return args.command in ("check-config", "token", "migrate", "demo", "load", "serve")
 
 
+def _needs_database(args: argparse.Namespace, extensions: Extensions) -> bool:
+    """Every command reads a database but a plugin's command declared `needs_database=False`."""
+    command = extensions.commands.get(args.command)
+    return command is None or command.needs_database
+
+
 def _safe_url(settings: Settings | None) -> str:
     try:
         return make_url(settings.database_url).render_as_string(hide_password=True) if settings else "?"
@@ -161,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         args = parser.parse_args(argv)
         name = args.command
-        if not _may_create(args) and embedded_database_missing(settings):
+        if not _may_create(args) and _needs_database(args, extensions) and embedded_database_missing(settings):
             raise ConfigError(missing_database(settings))
         return runs[args.command](args, settings, extensions)
     except ConfigError as exc:

@@ -22,13 +22,17 @@ class Command:
     --database to the command; a command with subcommands adds them to each with `add_common_options`); `run`
     returns the exit status. It opens its own engine: `reading_engine(settings)` to read, `writing_engine` to
     write. `renders(args)`: whether this run may have written new versions, which the engine then pre-renders
-    once it succeeds."""
+    once it succeeds. `needs_database=False`: the command reads no database (it converts a file, prints a
+    template...), so it runs where the embedded SQLite database does not exist yet; by default such a command is
+    refused (`the database ... does not exist; create it with orgunit-fhir migrate`), a typo'd path never creating
+    an empty one."""
 
     name: str
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, Settings], int]
     renders: Callable[[argparse.Namespace], bool] = lambda args: False
+    needs_database: bool = True
 
 
 @dataclass(frozen=True)

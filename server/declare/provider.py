@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+import orjson
 from sqlalchemy import ColumnElement, Connection, FromClause, Select
 from sqlalchemy.engine import RowMapping
 
@@ -92,10 +93,28 @@ class Operation:
     paged: bool = False
 
 
+def snapshot_of(stored: Any) -> Any:
+    """A version's snapshot as `to_resource` takes it: a `JSON` column's value as it comes back, JSON text (a `Text`
+    or binary column holding `json.dumps(...)`) decoded. The one place old versions are read for rendering (vread,
+    `_history`, Bulk Data, pre-rendering); a stored text that is not JSON is the provider's error, raised naming the
+    column's content."""
+    if isinstance(stored, bytes | bytearray | memoryview):
+        stored = bytes(stored).decode("utf-8")
+    if isinstance(stored, str):
+        try:
+            return orjson.loads(stored)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"a version's snapshot is text that is not JSON ({stored[:40]!r}...): write "
+                             "json.dumps(...) of what to_resource reads, or declare the column JSON") from exc
+    return stored
+
+
 @dataclass(frozen=True)
 class Versioning:
     """How the provider keeps versions: current-row columns, and a table with one row per version
-    holding what `to_resource` takes (as JSON), or a deletion."""
+    holding what `to_resource` takes (as JSON), or a deletion. `history_snapshot` is a `JSON` column (its value comes
+    back decoded), or a text or binary one holding JSON text (`json.dumps(...)`), which the engine decodes
+    (`snapshot_of`) before `to_resource` or `Prerendered.storable` sees it."""
 
     version: ColumnElement[Any]
     last_updated: ColumnElement[Any]
@@ -256,6 +275,11 @@ class ResourceProvider:
     @property
     def source(self) -> FromClause:
         return self.from_clause if self.from_clause is not None else self.table
+
+    def version_resource(self, stored: Any) -> dict[str, Any]:
+        """An old version's resource: `to_resource` of its snapshot as stored in `history_snapshot` (JSON text
+        decoded: `snapshot_of`)."""
+        return self.to_resource(snapshot_of(stored))
 
     def check(self) -> None:
         """Refuse a bad declaration at start-up rather than at the first request."""

@@ -163,7 +163,10 @@ class Registry:
         providers: dict[str, AnyProvider] = {}
         plugins: dict[str, str] = {}
         for plugin, provider in declared(pm, "register_resource_providers", settings, (ResourceProvider, StaticProvider)):
-            provider.check()
+            try:
+                provider.check()
+            except ConfigError as exc:  # the declaration's mistake, named by the plugin that made it
+                raise ConfigError(f"plugin {plugin}: {exc}") from exc
             if provider.resource_type in providers:
                 raise ConfigError(f"plugin {plugin}: resource type {provider.resource_type} is already provided")
             providers[provider.resource_type] = provider

@@ -41,7 +41,7 @@ def _bodies(provider: ResourceProvider, snapshot: Snapshot) -> Any | None:
 
 
 def _version(provider: ResourceProvider, snapshot: Any, body: bytes | None) -> Resource:
-    return Rendered(bytes(body)) if body is not None else provider.to_resource(snapshot)
+    return Rendered(bytes(body)) if body is not None else provider.version_resource(snapshot)
 
 
 def vread_steps(ctx: ServerContext, caller: Caller, resource_type: str, rid: str, vid: str,
@@ -60,7 +60,7 @@ def vread_steps(ctx: ServerContext, caller: Caller, resource_type: str, rid: str
     deleted, content, body = found[0]
     if deleted:
         raise ResourceGone(f"version {vid} of {resource_type}/{rid} is its deletion")
-    return subset_of(tagged(bytes(body)) if body is not None else provider.to_resource(content),
+    return subset_of(tagged(bytes(body)) if body is not None else provider.version_resource(content),
                      *parse_subset(items))
 
 

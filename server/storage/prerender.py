@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, and_, bindparam, delete, insert, select, tuple_, update
 
-from server.declare.provider import Prerendered, ResourceProvider
+from server.declare.provider import Prerendered, ResourceProvider, snapshot_of
 from server.declare.registry import Registry
 from server.storage.tables import render_state
 
@@ -22,6 +22,7 @@ log = logging.getLogger("orgunit_fhir")
 
 
 def render(provider: ResourceProvider, snapshot: Any) -> bytes:
+    """A version's body (its snapshot already decoded: `snapshot_of`)."""
     return orjson.dumps(provider.to_resource(snapshot))
 
 
@@ -66,8 +67,9 @@ def render_pending(conn: Connection, provider: ResourceProvider, spec: Prerender
         rows = conn.execute(query if last is None else query.where(key > tuple_(*last))).all()
         if not rows:
             return stored
+        decoded = [(rid, version, snapshot_of(snapshot)) for rid, version, snapshot in rows]
         batch = [{"b_id": rid, "b_version": version, "b_body": render(provider, snapshot)}
-                 for rid, version, snapshot in rows if snapshot is not None and spec.storable(snapshot)]
+                 for rid, version, snapshot in decoded if snapshot is not None and spec.storable(snapshot)]
         if batch:
             conn.execute(store, batch)
         stored += len(batch)

@@ -41,8 +41,7 @@ def _file(tmp: Path, name: str, organizations: list[dict[str, Any]]) -> Path:
 
 
 def _load(ctx: ServerContext, path: Path, **options: Any) -> Any:
-    [report] = load_files(ctx.settings, "organizations", path,
-                          **{"data_source": SOURCE, "account": "default", "system": None, "dry_run": False, **options})
+    [report] = load_files(ctx.settings, "organizations", path, **{"data_source": SOURCE, **options})  # defaults: the CLI's
     ctx.freshness.expire()
     return report
 
@@ -127,12 +126,13 @@ def test_another_accounts_token_sees_none(api: TestClient, ctx: ServerContext) -
     assert api.get(f"/fhir/Organization/{moh}/_history", headers=partner).status_code == 404
 
 
-def test_a_second_load_versions_changes_and_deletes_what_it_leaves_out(ctx: ServerContext, api: TestClient,
-                                                                       tmp_path: Path) -> None:
+def test_a_second_load_with_delete_missing_versions_changes_and_deletes_what_it_leaves_out(
+        ctx: ServerContext, api: TestClient, tmp_path: Path) -> None:
     chak = _bundle(api, "identifier=CHAK")["entry"][0]["resource"]
     north = _bundle(api, "identifier=CHAK-N")["entry"][0]["resource"]
-    report = _load(ctx, _file(tmp_path, "second.json", SECOND))
-    assert (report.inserted, report.updated, report.unchanged, report.deleted) == (0, 1, 1, 1)
+    report = _load(ctx, _file(tmp_path, "second.json", SECOND), delete_missing=True)
+    assert (report.inserted, report.updated, report.unchanged, report.deleted, report.missing) == (0, 1, 1, 1, 0)
+    assert (report.deleted_ids, report.deleted_named) == ((north["id"],), (f"CHAK-N 'CHAK North' (id {north['id']})",))
     renamed = api.get(f"/fhir/Organization/{chak['id']}").json()
     assert renamed["name"] == "Christian Health Assoc. of Kenya" and renamed["meta"]["versionId"] == "2"
     first = api.get(f"/fhir/Organization/{chak['id']}/_history/1").json()  # the version's snapshot
@@ -142,7 +142,39 @@ def test_a_second_load_versions_changes_and_deletes_what_it_leaves_out(ctx: Serv
     assert any(e["request"]["method"] == "DELETE" and e["request"]["url"] == f"Organization/{north['id']}"
                for e in history["entry"])
     again = _load(ctx, _file(tmp_path, "again.json", SECOND))
-    assert (again.inserted, again.updated, again.unchanged, again.deleted) == (0, 0, 2, 0)
+    assert (again.inserted, again.updated, again.unchanged, again.deleted, again.missing) == (0, 0, 2, 0, 0)
+    restored = _load(ctx, _file(tmp_path, "restored.json", FIRST))  # back as they were: CHAK-N a new version
+    assert (restored.inserted, restored.updated, restored.unchanged, restored.deleted) == (0, 2, 1, 0)
+    assert api.get(f"/fhir/Organization/{north['id']}").json()["meta"]["versionId"] == "3"
+
+
+@pytest.mark.parametrize("code, options, counts, status, named", [
+    pytest.param("AMREF", {}, (1, 0, 0, 3), 200, "missing", id="without-delete-missing-the-others-stay"),
+    pytest.param("PATH", {"dry_run": True}, (1, 0, 0, 3), 200, "missing", id="dry-run-without-delete-missing"),
+    pytest.param("MSF", {"dry_run": True, "delete_missing": True}, (1, 0, 3, 0), 200, "deleted",
+                 id="dry-run-reports-the-deletions-and-writes-none"),
+])
+def test_a_file_leaving_organizations_out_keeps_them_unless_told(ctx: ServerContext, api: TestClient, tmp_path: Path,
+                                                                 code: str, options: dict[str, Any],
+                                                                 counts: tuple[int, int, int, int], status: int,
+                                                                 named: str) -> None:
+    """Several packages feed one data source's directory: a file holding only its own Organizations leaves the
+    others as they were (counted missing, named in a note), unless `--delete-missing`; a dry run reports either and
+    writes nothing."""
+    # CHAK, CHAK-N and MOH live (and nothing else), whatever an earlier case did
+    _load(ctx, _file(tmp_path, "reset.json", FIRST), delete_missing=True)
+    live = {code: _bundle(api, f"identifier={code}")["entry"][0]["resource"] for code in ("MOH", "CHAK", "CHAK-N")}
+    # a file of another package feeding the same directory: its own Organization, none of FIRST's
+    report = _load(ctx, _file(tmp_path, "other.json", [{"code": code, "name": f"Partner {code}"}]), **options)
+    assert (report.inserted, report.updated, report.deleted, report.missing) == counts
+    listed = report.deleted_named if named == "deleted" else report.missing_named
+    assert listed == tuple(f"{code} {live[code]['name']!r} (id {live[code]['id']})"
+                           for code in sorted(live, key=lambda code: int(live[code]["id"])))
+    assert (report.deleted_ids if named == "deleted" else report.missing_ids) == \
+        tuple(sorted((r["id"] for r in live.values()), key=int))
+    assert any("load with --delete-missing" in note for note in report.notes) == (named == "missing")
+    assert [api.get(f"/fhir/Organization/{r['id']}").status_code for r in live.values()] == [status] * 3
+    assert bool(_bundle(api, f"identifier={code}").get("entry")) == (not options.get("dry_run"))
 
 
 @pytest.mark.parametrize("organizations, words", [
