@@ -323,7 +323,7 @@ def format_arguments(fmt: LoadFormat, path: str, options: Mapping[str, Any]) -> 
     refused (TypeError) naming the valid ones: never a Namespace the format would fail on."""
     parser = argparse.ArgumentParser(prog=f"orgunit-fhir load {fmt.name}", add_help=False)
     add_format_arguments(parser, fmt)
-    actions = [action for action in parser._actions
+    actions = [action for action in parser._actions  # argparse lists a parser's options nowhere public
                if action.dest not in NOT_OPTIONS and action.dest != argparse.SUPPRESS]
     valid = sorted(action.dest for action in actions)
     unknown = sorted(set(options) - set(valid))
@@ -334,14 +334,14 @@ def format_arguments(fmt: LoadFormat, path: str, options: Mapping[str, Any]) -> 
     if required:
         raise TypeError(f"load format {fmt.name!r} needs the option {', '.join(map(repr, required))} "
                         f"(required on the command line too); its options: {', '.join(valid)}")
-    defaults = {action.dest: _default(parser, action) for action in actions}
+    defaults = {action.dest: _default(action) for action in actions}
     return argparse.Namespace(**{**defaults, **options, "command": "load", "format": fmt.name, "path": path})
 
 
-def _default(parser: argparse.ArgumentParser, action: argparse.Action) -> Any:
+def _default(action: argparse.Action) -> Any:
     """An option's value when the command line leaves it out, as argparse gives it (a string default goes through
     the option's `type`)."""
     default = action.default
     if isinstance(default, str) and action.type is not None and callable(action.type):
-        return parser._get_value(action, default)
+        return action.type(default)
     return default
