@@ -117,6 +117,11 @@ class Visibility:
     restricted: bool = False
 
     @property
+    def shows_nothing(self) -> bool:
+        """The caller sees nothing of the provider (NOTHING, whatever versions it was given since)."""
+        return self.key == NOTHING_KEY
+
+    @property
     def looked_up(self) -> ColumnElement[bool] | None:
         """The rows a search's look-ups read."""
         return self.unfiltered if self.filtered else self.clause
@@ -129,7 +134,8 @@ class Visibility:
 
 
 UNRESTRICTED = Visibility(key="all")
-NOTHING = Visibility(false(), "nothing", frozenset(), (), versions=false(), restricted=True)
+NOTHING_KEY = "nothing"
+NOTHING = Visibility(false(), NOTHING_KEY, frozenset(), (), versions=false(), restricted=True)
 
 
 def _digest(*parts: Any) -> str:

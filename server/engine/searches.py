@@ -202,9 +202,28 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
                 "search": {"mode": "outcome"}})
     if request.ignored:
         entries.append({"resource": _ignored(provider, request.ignored), "search": {"mode": "outcome"}})
+    unseen = sorted({rtype for rtype, other in condition.others.items() if other.shows_nothing}
+                    | ({provider.resource_type} if vis.shows_nothing else set()))
+    if unseen:
+        entries.append({"resource": _unseen(provider, unseen), "search": {"mode": "outcome"}})
     last_id = matches[-1][0] if matches else None
     return searchset(base, path, request, entries, total, has_next and bool(count), last_id,
                      synced(snapshot, provider))
+
+
+def _unseen(provider: ResourceProvider, types: Sequence[str]) -> dict[str, Any]:
+    """The warning of a search whose caller sees nothing of a type it reads (its own, or one a chain, `_has` or
+    look-up crosses): its empty matches say what the caller may see, not what the server holds (a district token
+    chaining through the owners' Organizations, which only whole-account access sees)."""
+    others = [t for t in types if t != provider.resource_type]
+    parts = [f"no {provider.resource_type} resource"] if provider.resource_type in types else []
+    if others:
+        parts.append(f"no {', '.join(others)} resource, which this search's chained, _has or look-up parameters "
+                     "read (they match nothing for it)")
+    return operation_outcome(
+        "warning", "suppressed",
+        f"this token's access shows {' and '.join(parts)}; the results reflect that access, not what the server "
+        "holds")
 
 
 def _ignored(provider: ResourceProvider, names: Sequence[str]) -> dict[str, Any]:
