@@ -152,6 +152,36 @@ def test_no_dialect_branch_outside_the_storage_package(path: Path) -> None:
     assert not lines, f"{path.relative_to(ROOT)} names a database at lines {lines}: ask server.storage.backend"
 
 
+# The migrations that name a database: each is frozen history, the DDL an upgrade ran once; re-pointing one at a
+# helper of the public surface, which may change, would change what an old upgrade does on a database behind.
+MIGRATIONS_NAMING_A_DATABASE = {
+    "plugins/orgunits/migrations/versions/0002_org_unit_path.py": "the path column's collation (C) as created",
+    "plugins/orgunits/migrations/versions/0005_accounts_and_served_versions.py":
+        "the unique constraints' names each database gave them",
+    "plugins/orgunits/migrations/versions/0007_search_indexes.py": "PostgreSQL's column collation (ALTER TYPE)",
+    "plugins/orgunits/migrations/versions/0009_token_text_indexes.py": "the expression indexes' DDL per database",
+    "plugins/orgunits/migrations/versions/0015_types_per_data_source.py": "PostgreSQL's sequence, set past the copies",
+    "plugins/orgunits/migrations/versions/0018_directory_organizations.py": "the norm column's collation as created",
+}
+MIGRATIONS = {path: ast.parse(path.read_text(encoding="utf-8")) for root in ("server", "plugins")
+              for path in sorted((ROOT / root).rglob("migrations/**/*.py"))}
+
+
+def test_no_dialect_branch_in_a_plugin() -> None:
+    """A plugin imports the public surface `server` only; what differs per database is asked of it
+    (code_point_string, reuses_deleted_ids, refresh_statistics), never decided by a database's name."""
+    found = {f"{path.relative_to(ROOT)}:{line}" for path, tree in PLUGINS.items() for line in dialect_branches(tree)}
+    assert not found, f"plugins name a database at {sorted(found)}: ask the public surface (server.storage decides)"
+
+
+def test_no_migration_names_a_database_but_those_listed() -> None:
+    found = {str(path.relative_to(ROOT)) for path, tree in MIGRATIONS.items() if any(dialect_branches(tree))}
+    assert not found - MIGRATIONS_NAMING_A_DATABASE.keys(), \
+        f"{sorted(found - MIGRATIONS_NAMING_A_DATABASE.keys())} name a database: ask server.storage, or list the " \
+        "migration in MIGRATIONS_NAMING_A_DATABASE with the reason it must"
+    assert not MIGRATIONS_NAMING_A_DATABASE.keys() - found, "a listed migration no longer names a database"
+
+
 @pytest.mark.parametrize("path", list(SERVER), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_module_level_state(path: Path) -> None:
     found = list(module_state(SERVER[path]))
