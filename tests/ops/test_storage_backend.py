@@ -31,7 +31,7 @@ from server.storage.backend import (
     reuses_deleted_ids,
     storage_error,
 )
-from server.storage.db import create_db_engine, writing_engine
+from server.storage.db import create_db_engine, once_more_if_dropped, writing_engine
 from tests.support.contexts import make_settings
 
 SLOW = {"sqlite": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000000) "
@@ -195,3 +195,32 @@ def test_refreshed_statistics_see_the_rows_the_transaction_wrote(database_url: s
         conn.execute(insert(kept), [{"x": i} for i in range(100)])
         refresh_statistics(conn, kept)
         assert conn.execute(text(statistics)).scalar() == found
+
+
+DROPPED = StorageUnavailable("server closed the connection", repeatable=True)
+
+
+@pytest.mark.parametrize("raised, runs, answer", [
+    pytest.param([], 1, "rows", id="answered"),
+    pytest.param([DROPPED], 2, "rows", id="dropped-then-answered"),
+    pytest.param([DROPPED, DROPPED], 2, StorageUnavailable, id="dropped-twice"),
+    pytest.param([StorageUnavailable("cannot connect")], 1, StorageUnavailable, id="unreachable-not-again"),
+    pytest.param([StatementTimedOut("canceling statement")], 1, StatementTimedOut, id="timed-out-not-again"),
+])
+def test_a_read_runs_once_more_only_when_its_connection_was_dropped(raised: list[StorageError], runs: int,
+                                                                    answer: str | type[StorageError]) -> None:
+    """The one rule the serving paths share (the loop's blocking steps, a request's thread, the readiness probe)."""
+    calls: list[int] = []
+
+    def work() -> str:
+        calls.append(1)
+        if len(calls) <= len(raised):
+            raise raised[len(calls) - 1]
+        return "rows"
+
+    if isinstance(answer, str):
+        assert once_more_if_dropped(work) == answer
+    else:
+        with pytest.raises(answer):
+            once_more_if_dropped(work)
+    assert len(calls) == runs
