@@ -42,7 +42,7 @@ from server.storage.cache import Bounded
 from server.storage.db import once_more_if_dropped
 from server.http.responses import (
     ERROR_FORMAT,
-    Sent,
+    FinalResponse,
     encoded_headers,
     answer_response,
     base_url,
@@ -262,7 +262,7 @@ class Pipeline:
         etag, last_modified = validators(body, content, page=fhir.format.html)
         answer = {**headers_for(etag, last_modified), **PRIVATE}
         if not_modified(headers, etag, last_modified):
-            return Sent(304, encoded_headers(answer), b"")
+            return FinalResponse(304, encoded_headers(answer), b"")
         return fhir_response(content, fhir.format, headers=answer)
 
 
