@@ -49,7 +49,9 @@ from server.params.types.reference import ReferenceTarget
 from server.params.types.string import StringTarget
 from server.params.types.token import TokenTarget
 from server.settings import Settings
+from server.storage.backend import refresh_statistics, reuses_deleted_ids
 from server.storage.db import reading_engine, writing_engine
+from server.storage.dialects import code_point_string
 from server.storage.migrate import Migrations
 from server.storage.writes import begin_writing
 from server.declare.api import PLUGIN_API
@@ -64,5 +66,5 @@ __all__ = [
     "Through", "TokenTarget", "VersionScope", "Versioning", "Via", "WebAssets", "WebPage", "add_common_options", "as_utc",
     "begin_writing", "hookimpl", "instant",
     "composed", "normalize", "path_below", "path_of", "path_subtree", "software_version", "reading_engine", "writing_engine",
-    "text_index_expression",
+    "text_index_expression", "code_point_string", "refresh_statistics", "reuses_deleted_ids",
 ]

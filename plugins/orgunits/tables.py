@@ -5,13 +5,13 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, LargeBinary, String, UniqueConstraint, false
+from sqlalchemy import JSON, Column, Index, LargeBinary, UniqueConstraint, false
 from sqlmodel import Field, SQLModel
 
-from server import Migrations, text_index_expression
+from server import Migrations, code_point_string, text_index_expression
 
 VALIDATION_STATUSES = ("NEW", "VALID", "REJECTED")
-PATH_TYPE = String().with_variant(String(collation="C"), "postgresql")  # byte order for prefix ranges
+PATH_TYPE = code_point_string()  # byte order for prefix ranges
 NORM_TYPE = PATH_TYPE  # search-normalized text: a name prefix is a range of it (server.params.types.string)
 
 

@@ -56,7 +56,7 @@ from plugins.orgunits.tables import (
     org_unit_type,
     source_version,
 )
-from server import LoadError, as_utc, begin_writing, composed, normalize
+from server import LoadError, as_utc, begin_writing, composed, normalize, refresh_statistics, reuses_deleted_ids
 
 _ID_CHUNK = 2000
 _STAMP = "orgunits.stamp"
@@ -90,8 +90,8 @@ def ensure_data_source(conn: Connection, name: str, slug: str | None = None,
             f", which was called {name!r} before a rename (a rename keeps the slug): to load into it, give "
             f"--data-source {taken!r} (or data_source: in the mapping)" if slug == slugify(name) and
             renamed_from(conn, account, taken, name) else ""))
-    # SQLite gives a deleted row's id again (PostgreSQL's sequence never does): an id a purge erased is never reused
-    given = {"id": next_data_source_id(conn)} if conn.dialect.name == "sqlite" else {}
+    # an id a purge erased is never given again: where the database would (SQLite), the id is given here
+    given = {"id": next_data_source_id(conn)} if reuses_deleted_ids(conn) else {}
     result = conn.execute(insert(data_source).values(name=name, slug=slug, identifier_system=identifier_system,
                                                      updated_at=now, name_norm=normalize(name), account=account,
                                                      **given))
@@ -179,10 +179,10 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
         report = report + writer.write(batch)
         if progress is not None:
             progress(report.total)
-    if report.inserted >= _FRESH_STATISTICS and conn.dialect.name == "postgresql":
-        # statistics taken on a table still empty (a fresh database) make the planner walk the new rows once per
-        # row (paths, history): let it see what this transaction wrote (ANALYZE is transactional)
-        conn.exec_driver_sql("ANALYZE org_unit")
+    if report.inserted >= _FRESH_STATISTICS:
+        # statistics taken on a table still empty (a fresh database) make PostgreSQL's planner walk the new rows
+        # once per row (paths, history): let it see what this transaction wrote
+        refresh_statistics(conn, org_unit)
     _refuse_cycles(conn, writer.reparented)
     new_versions_below(conn, writer.moved, as_utc(now))  # before the paths change: each version keeps its own
     refresh_paths(conn, writer.moved)

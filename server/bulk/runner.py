@@ -125,7 +125,7 @@ class Runner:
                 backend_of(outer).within(snapshot, left) as conn:
             vis = visibility(self.ctx, conn, provider, plan.caller)
             view = AsOf(plan.job.transaction_time, plan.request.since, vis.clause,
-                        self.ctx.freshness.splices(conn, provider), plan.filters.get(rtype), vis.versions,
+                        self.ctx.freshness.snapshot(conn).splices(provider), plan.filters.get(rtype), vis.versions,
                         shown_gone(provider, vis, plan.request.since))
             for batch in resources(conn, provider, view):
                 self._check()

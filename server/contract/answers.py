@@ -1,9 +1,18 @@
-"""Reading the server's answers as the contract checks do: a searchset's entries, every page of a search, the
-issue code of an OperationOutcome."""
+"""Asking and reading the server as the contract checks do: the paths under the FHIR API's mount, a searchset's
+entries, every page of a search, the issue code of an OperationOutcome."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from server.settings import FHIR_MOUNT
+
+
+def fhir_path(*segments: object, query: str = "") -> str:
+    """The path of `segments` under the FHIR API's mount, with `query` if any: fhir_path("Location", 12,
+    "_history") is /fhir/Location/12/_history, fhir_path("Location", query="_count=2") /fhir/Location?_count=2."""
+    path = "/".join((FHIR_MOUNT, *map(str, segments)))
+    return f"{path}?{query}" if query else path
 
 
 def entries(bundle: dict[str, Any], mode: str = "match") -> list[tuple[str, str]]:

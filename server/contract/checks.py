@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from server import ReferenceTarget, ResourceProvider, StaticProvider
 from server.access.mint import mint_token
 from server.app import create_app
-from server.contract.answers import entries, every_page, outcome_code
+from server.contract.answers import entries, every_page, fhir_path, outcome_code
 from server.contract.context import contract_context, scratch_database, sqlite_url
 from server.contract.options import POSTGRES_OPTION, context_of, database_prefix, postgres_server, subjects_of
 from server.contract.samples import Samples, Scope, Search, Subject
@@ -160,14 +160,14 @@ def test_samples_cover_every_declared_search_parameter(contract_ctx: ServerConte
 
 def test_read(contract_api: TestClient, samples: Samples) -> None:
     for rid in sorted(samples.ids):
-        resource = contract_api.get(f"/fhir/{samples.resource_type}/{rid}").json()
+        resource = contract_api.get(fhir_path(samples.resource_type, rid)).json()
         assert (resource["resourceType"], resource["id"]) == (samples.resource_type, rid)
     for rid in sorted(samples.deleted):
-        assert outcome_code(contract_api.get(f"/fhir/{samples.resource_type}/{rid}"), 410) == "deleted"
+        assert outcome_code(contract_api.get(fhir_path(samples.resource_type, rid)), 410) == "deleted"
 
 
 def test_search_by_each_parameter(contract_api: TestClient, samples: Samples, search: Search) -> None:
-    bundle = contract_api.get(f"/fhir/{samples.resource_type}",
+    bundle = contract_api.get(fhir_path(samples.resource_type),
                               params={search.param: search.value, "_count": "100"}).json()
     found = {rid for _, rid in entries(bundle)}
     assert search.finds in found
@@ -179,7 +179,7 @@ def test_the_look_up_finds_what_the_search_finds(contract_api: TestClient, contr
                                                 samples: Samples, search: Search) -> None:
     """What a loader of another plugin finds (server.declare.lookup, a trusted caller's) is what a client's search
     finds, and what no token sees (`Samples.hidden`) besides."""
-    pages = every_page(contract_api, f"/fhir/{samples.resource_type}?{urlencode({search.param: search.value})}")
+    pages = every_page(contract_api, fhir_path(samples.resource_type, query=urlencode({search.param: search.value})))
     found = {rid for page in pages for _, rid in entries(page)}
     looked = set(lookup(contract_ctx).ids(samples.resource_type, [(search.param, search.value)]))
     assert found <= looked and looked - found <= samples.hidden
@@ -217,26 +217,27 @@ def test_a_scope_with_the_search_as_its_query_sees_its_matches_only(contract_api
             [o for o in others if not any(n.startswith(o + "?") for n in narrowed)]
         searching = _headers(contract_ctx, **base, extra={"scope": " ".join([f"system/{rtype}.rs", *around])})
         scoped = _headers(contract_ctx, **base, extra={"scope": " ".join([f"system/{rtype}.rs?{query}", *around])})
-        answer = contract_api.get(f"/fhir/{rtype}", headers=scoped)
+        answer = contract_api.get(fhir_path(rtype), headers=scoped)
         if _provider(contract_ctx, samples) is None:
             assert outcome_code(answer, 401) == "login"
             return
-        found = {rid for page in every_page(contract_api, f"/fhir/{rtype}?{query}", searching)
+        found = {rid for page in every_page(contract_api, fhir_path(rtype, query=query), searching)
                  for _, rid in entries(page)}
-        seen = {rid for page in every_page(contract_api, f"/fhir/{rtype}?_count=3", scoped) for _, rid in entries(page)}
+        seen = {rid for page in every_page(contract_api, fhir_path(rtype, query="_count=3"), scoped)
+                for _, rid in entries(page)}
         assert seen == found, f"{name}: the scope's query sees {sorted(seen)}, its search finds {sorted(found)}"
         for rid in sorted(samples.ids):
-            status = contract_api.get(f"/fhir/{rtype}/{rid}", headers=scoped).status_code
+            status = contract_api.get(fhir_path(rtype, rid), headers=scoped).status_code
             assert status == (200 if rid in found else 404), (name, rid)
         for rid, versions in samples.versions.items():  # a query is proven on the current row only
             if rid in found:
-                history = contract_api.get(f"/fhir/{rtype}/{rid}/_history", headers=scoped).json()
+                history = contract_api.get(fhir_path(rtype, rid, "_history"), headers=scoped).json()
                 assert [_version(e) for e in history["entry"]] == [(rid, versions[0])], (name, rid)
 
 
 @pytest.mark.parametrize("count", [1, 2])
 def test_paging_visits_each_match_once(contract_api: TestClient, samples: Samples, count: int) -> None:
-    pages = every_page(contract_api, f"/fhir/{samples.resource_type}?_count={count}")
+    pages = every_page(contract_api, fhir_path(samples.resource_type, query=f"_count={count}"))
     seen = [rid for page in pages for _, rid in entries(page)]
     assert len(seen) == len(set(seen)) and set(seen) == samples.ids
     assert all(len(entries(page)) <= count for page in pages) and pages[0]["total"] == len(samples.ids)
@@ -246,10 +247,10 @@ def test_include_and_revinclude_every_reference_parameter(contract_api: TestClie
                                                           tenanted: Samples) -> None:
     rtype = tenanted.resource_type
     for search, target, target_id in _references(contract_ctx, tenanted):
-        forward = contract_api.get(f"/fhir/{rtype}", params={"_id": search.finds,
+        forward = contract_api.get(fhir_path(rtype), params={"_id": search.finds,
                                                               "_include": f"{rtype}:{search.param}"})
         assert (target, target_id) in entries(forward.json(), "include"), search
-        back = contract_api.get(f"/fhir/{target}", params={"_id": target_id,
+        back = contract_api.get(fhir_path(target), params={"_id": target_id,
                                                             "_revinclude": f"{rtype}:{search.param}"})
         assert (rtype, search.finds) in entries(back.json(), "include"), search
 
@@ -260,21 +261,21 @@ def test_history_and_vread(contract_api: TestClient, contract_ctx: ServerContext
     assert provider is not None
     if provider.versioning is None:
         assert not samples.versions
-        assert outcome_code(contract_api.get(f"/fhir/{rtype}/{min(samples.ids)}/_history"), 404) == "not-found"
+        assert outcome_code(contract_api.get(fhir_path(rtype, min(samples.ids), "_history")), 404) == "not-found"
         return
     assert samples.versions, "a versioned provider gives the versions of a few ids"
     for rid, versions in samples.versions.items():
-        history = contract_api.get(f"/fhir/{rtype}/{rid}/_history").json()
+        history = contract_api.get(fhir_path(rtype, rid, "_history")).json()
         assert [_version(e) for e in history["entry"]] == [(rid, v) for v in versions]
         for vid in versions:
-            answer = contract_api.get(f"/fhir/{rtype}/{rid}/_history/{vid}")
+            answer = contract_api.get(fhir_path(rtype, rid, "_history", vid))
             if rid in samples.deleted and vid == versions[0]:
                 assert outcome_code(answer, 410) == "deleted"
             else:
                 assert answer.status_code == 200 and answer.json()["meta"]["versionId"] == vid
         if rid not in samples.deleted:
-            assert contract_api.get(f"/fhir/{rtype}/{rid}").json()["meta"]["versionId"] == versions[0]
-    pages = every_page(contract_api, f"/fhir/{rtype}/_history?_count=2")
+            assert contract_api.get(fhir_path(rtype, rid)).json()["meta"]["versionId"] == versions[0]
+    pages = every_page(contract_api, fhir_path(rtype, "_history", query="_count=2"))
     pairs = [_version(e) for page in pages for e in page.get("entry", ())]
     walked = [([_version(e) for e in page.get("entry", ())], [link["url"].partition("?")[2] for link in page["link"]
                                                               if link["relation"] == "next"]) for page in pages]
@@ -285,16 +286,16 @@ def test_history_and_vread(contract_api: TestClient, contract_ctx: ServerContext
 def test_a_subtree_token_sees_only_its_part(contract_api: TestClient, contract_ctx: ServerContext, samples: Samples,
                                            scope: Scope) -> None:
     rtype, headers = samples.resource_type, _headers(contract_ctx, roots=list(scope.roots))
-    pages = every_page(contract_api, f"/fhir/{rtype}?_count=2", headers)
+    pages = every_page(contract_api, fhir_path(rtype, query="_count=2"), headers)
     assert {rid for page in pages for _, rid in entries(page)} == scope.sees - samples.deleted
     for rid in sorted(samples.ids | samples.deleted):
-        answer = contract_api.get(f"/fhir/{rtype}/{rid}", headers=headers)
+        answer = contract_api.get(fhir_path(rtype, rid), headers=headers)
         expected = (410 if rid in samples.deleted else 200) if rid in scope.sees else 404
         assert answer.status_code == expected, (rid, answer.text)
     for rid, every in samples.versions.items():  # its history and versions: those it sees, the others unknown
         seen = scope.versions.get(rid, every if rid in scope.sees else ())
         left = scope.departures.get(rid, ())
-        history = contract_api.get(f"/fhir/{rtype}/{rid}/_history", headers=headers)
+        history = contract_api.get(fhir_path(rtype, rid, "_history"), headers=headers)
         if not seen:
             assert outcome_code(history, 404) == "not-found"
         else:
@@ -303,7 +304,7 @@ def test_a_subtree_token_sees_only_its_part(contract_api: TestClient, contract_c
             assert [etag for etag, _ in shown] == [f'W/"{v}"' for v in seen]
             assert [etag[3:-1] for etag, method in shown if method == "DELETE" and etag[3:-1] in left] == list(left)
         for vid in every:
-            answer = contract_api.get(f"/fhir/{rtype}/{rid}/_history/{vid}", headers=headers)
+            answer = contract_api.get(fhir_path(rtype, rid, "_history", vid), headers=headers)
             if vid not in seen:
                 assert outcome_code(answer, 404) == "not-found"
             elif vid in left:
@@ -317,22 +318,22 @@ def test_another_account_sees_nothing(contract_api: TestClient, contract_ctx: Se
     """Nothing of the account, whatever the interaction: no match, no read, no kept version (its history and each
     vread are 404 as an unknown id's), nothing in the type's history."""
     rtype, headers = tenanted.resource_type, _headers(contract_ctx, account=f"not-{tenanted.account}")
-    assert contract_api.get(f"/fhir/{rtype}", headers=headers).json()["total"] == 0
+    assert contract_api.get(fhir_path(rtype), headers=headers).json()["total"] == 0
     for rid in sorted(tenanted.ids | tenanted.deleted):
-        assert outcome_code(contract_api.get(f"/fhir/{rtype}/{rid}", headers=headers), 404) == "not-found"
+        assert outcome_code(contract_api.get(fhir_path(rtype, rid), headers=headers), 404) == "not-found"
     for rid, versions in tenanted.versions.items():
-        assert outcome_code(contract_api.get(f"/fhir/{rtype}/{rid}/_history", headers=headers), 404) == "not-found"
+        assert outcome_code(contract_api.get(fhir_path(rtype, rid, "_history"), headers=headers), 404) == "not-found"
         for vid in versions:
-            answer = contract_api.get(f"/fhir/{rtype}/{rid}/_history/{vid}", headers=headers)
+            answer = contract_api.get(fhir_path(rtype, rid, "_history", vid), headers=headers)
             assert outcome_code(answer, 404) == "not-found", (rid, vid)
     if tenanted.versions:
-        pages = every_page(contract_api, f"/fhir/{rtype}/_history?_count=50", headers)
+        pages = every_page(contract_api, fhir_path(rtype, "_history", query="_count=50"), headers)
         assert not [e for page in pages for e in page.get("entry", ())]
 
 
 def _deletions_walked(api: TestClient, rtype: str, headers: dict[str, str]) -> set[str]:
     """The ids a walk of the type's history since the epoch holds a DELETE entry for."""
-    pages = every_page(api, f"/fhir/{rtype}/_history?_since=1970-01-01T00:00:00Z&_count=2", headers)
+    pages = every_page(api, fhir_path(rtype, "_history", query="_since=1970-01-01T00:00:00Z&_count=2"), headers)
     return {e["request"]["url"].rsplit("/", 1)[-1] for page in pages for e in page.get("entry", ())
             if e["request"]["method"] == "DELETE"}
 
@@ -350,12 +351,12 @@ def test_a_deletion_is_seen_by_whoever_saw_the_resource(contract_api: TestClient
                  _headers(contract_ctx, roots=list(scope.roots))) for scope in tenanted.scopes]
     for seeing, left, headers in callers:
         for rid in sorted(tenanted.deleted):
-            answer = contract_api.get(f"/fhir/{rtype}/{rid}", headers=headers)
+            answer = contract_api.get(fhir_path(rtype, rid), headers=headers)
             if rid not in seeing:
                 assert outcome_code(answer, 404) == "not-found", rid
                 continue
             assert outcome_code(answer, 410) == "deleted", rid
-            history = contract_api.get(f"/fhir/{rtype}/{rid}/_history", headers=headers).json()
+            history = contract_api.get(fhir_path(rtype, rid, "_history"), headers=headers).json()
             assert history["entry"][0]["request"]["method"] == "DELETE", rid
         # and what left its view: a DELETE at the instant it left (issue 37: a sync copy converges)
         assert _deletions_walked(contract_api, rtype, headers) == seeing | left
@@ -363,7 +364,7 @@ def test_a_deletion_is_seen_by_whoever_saw_the_resource(contract_api: TestClient
 
 def test_capability_entry_lists_everything_declared(contract_api: TestClient, contract_ctx: ServerContext,
                                                     samples: Samples) -> None:
-    statement = contract_api.get("/fhir/metadata").json()
+    statement = contract_api.get(fhir_path("metadata")).json()
     entry = next(r for r in statement["rest"][0]["resource"] if r["type"] == samples.resource_type)
     assert _declared(contract_ctx, samples) <= {p["name"] for p in entry["searchParam"]}
     provider = _provider(contract_ctx, samples)
@@ -384,14 +385,14 @@ def test_capability_entry_lists_everything_declared(contract_api: TestClient, co
 def test_errors_are_operation_outcomes(contract_api: TestClient, samples: Samples) -> None:
     rtype = samples.resource_type
     for rid in (*UNKNOWN_IDS, *sorted(samples.hidden)):
-        assert outcome_code(contract_api.get(f"/fhir/{rtype}/{rid}"), 404) == "not-found"
+        assert outcome_code(contract_api.get(fhir_path(rtype, rid)), 404) == "not-found"
     for name, value in samples.bad_values:
-        outcome_code(contract_api.get(f"/fhir/{rtype}", params={name: value}), 400)
-    outcome_code(contract_api.get(f"/fhir/{rtype}", params={"no-such-parameter": "x"}, headers=STRICT), 400)
+        outcome_code(contract_api.get(fhir_path(rtype), params={name: value}), 400)
+    outcome_code(contract_api.get(fhir_path(rtype), params={"no-such-parameter": "x"}, headers=STRICT), 400)
     refused = _refuses_unknown(contract_api)  # fhir.unknown_parameters: refuse (the default)
-    plain = contract_api.get(f"/fhir/{rtype}", params={"no-such-parameter": "x"})
+    plain = contract_api.get(fhir_path(rtype), params={"no-such-parameter": "x"})
     assert plain.status_code == (400 if refused else 200), plain.text
-    lenient = contract_api.get(f"/fhir/{rtype}", params={"no-such-parameter": "x"}, headers=LENIENT)
+    lenient = contract_api.get(fhir_path(rtype), params={"no-such-parameter": "x"}, headers=LENIENT)
     assert lenient.status_code == 200, lenient.text
 
 

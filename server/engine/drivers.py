@@ -20,7 +20,7 @@ from sqlalchemy import Connection
 
 from server.engine.context import ServerContext
 from server.engine.steps import Blocking, Query, Steps, Threaded, Which
-from server.errors import StorageUnavailable
+from server.storage.db import once_more_if_dropped
 from server.storage.freshness import database_of
 from server.storage.hot import OverBudget
 
@@ -43,14 +43,11 @@ def _at_hand(step: Which | Blocking[Any] | Threaded[Any], name: str) -> Any:
 
 def _blocking(ctx: ServerContext, work: Callable[[Connection], T]) -> T:
     """`work` on a pooled connection; once more on a new one when the first was found dead."""
-    for attempt in (1, 2):
-        try:
-            with ctx.db.connect() as conn:
-                return work(conn)
-        except StorageUnavailable as exc:
-            if not exc.repeatable or attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+    def on_a_connection() -> T:
+        with ctx.db.connect() as conn:
+            return work(conn)
+
+    return once_more_if_dropped(on_a_connection)
 
 
 async def on_loop(ctx: ServerContext, interaction: Steps[T], limiter: anyio.CapacityLimiter | None = None) -> T:

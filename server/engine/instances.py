@@ -43,11 +43,6 @@ def resource_provider(ctx: ServerContext, resource_type: str, what: str) -> Reso
     return provider
 
 
-def splices(provider: ResourceProvider, snapshot: Snapshot) -> bool:
-    """Whether the provider's stored bodies may be spliced (all rendered for what the database holds)."""
-    return provider.prerendered is not None and provider.resource_type in snapshot.bodies
-
-
 def fetch(ctx: ServerContext, provider: ResourceProvider, rid: str, caller: Caller) -> Steps[Resource]:
     """The resource, or 404 when unknown or outside the caller's scope (the same answer), 410 when deleted."""
     stored = stored_id(provider, rid)
@@ -56,7 +51,7 @@ def fetch(ctx: ServerContext, provider: ResourceProvider, rid: str, caller: Call
     snapshot = yield from fresh(ctx)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
     clause = vis.clause
-    if splices(provider, snapshot):
+    if snapshot.splices(provider):
         prepared = (ctx.reads if clause is None else ctx.scoped_reads)[provider.resource_type]
         found_rows = yield Query(prepared.bind(id=stored))
         found = StoredVersion.of(found_rows[0]) if found_rows else None

@@ -21,7 +21,7 @@ from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.operations import call_handler
 from server.engine.lookup import EngineLookup
-from server.engine.instances import Resource, fetch, fresh, resource_provider, splices, subset_of
+from server.engine.instances import Resource, fetch, fresh, resource_provider, subset_of
 from server.engine.visibility import seen_across, seen_by, static_account
 from server.engine.static import search_static
 from server.engine.steps import Query, Steps, asked, blocking, database, rows, threaded
@@ -152,7 +152,7 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
     count, ranked = request.count, request.ranked is not None
     snapshot = yield from fresh(ctx)  # taken before the page is read: its sync point holds for the answer
     vis = yield from seen_by(ctx, provider, caller, snapshot)
-    splice = splices(provider, snapshot)
+    splice = snapshot.splices(provider)
     condition = yield from _condition(ctx, caller, provider, request, snapshot, vis)
     # a first page led by an index walk (a name prefix) is read before its count: when it is not full, its
     # entries are the total and no count is run (the walk reads the same rows, whatever the total)
@@ -184,7 +184,7 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
     if found and request.includes:
         visible = yield from _included_visibility(ctx, caller, request, snapshot)
         included = yield from asked(ctx, fetch_included(ctx.registry, provider, request.includes, page_rows, visible,
-                                                        lambda other: splices(other, snapshot)))
+                                                        snapshot.splices))
     rtype = provider.resource_type
     entries = [search_entry(base, rtype, rid, subset_of(resource, request.summary, request.elements), "match",
                             request.entry_search(measure)) for rid, resource, measure in matches]

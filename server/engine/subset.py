@@ -1,7 +1,7 @@
 """_summary and _elements: subsets of a resource, tagged SUBSETTED as the FHIR search page requires."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 SUBSETTED = {"system": "http://terminology.hl7.org/CodeSystem/v3-ObservationValue", "code": "SUBSETTED",
@@ -9,7 +9,9 @@ SUBSETTED = {"system": "http://terminology.hl7.org/CodeSystem/v3-ObservationValu
 ALWAYS = frozenset({"resourceType", "id", "meta"})
 
 
-@lru_cache(maxsize=None)
+# keyed by the type of a stored resource: at most the ~150 resource types of FHIR R4 (an unknown one raises, and is
+# not kept), so unbounded is bounded
+@cache
 def summary_elements(resource_type: str) -> frozenset[str]:
     """The elements FHIR R4 marks as in the summary (Σ), from the R4B models' metadata (read once)."""
     from fhir.resources.R4B import get_fhir_model_class

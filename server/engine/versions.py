@@ -12,7 +12,7 @@ from server.engine.caller import Caller
 from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.counts import count
-from server.engine.instances import Resource, fresh, not_found, resource_provider, splices, subset_of
+from server.engine.instances import Resource, fresh, not_found, resource_provider, subset_of
 from server.engine.visibility import seen_by, shown_gone
 from server.engine.steps import Steps, rows, scalar
 from server.errors import ResourceGone, ResourceNotFound
@@ -37,7 +37,7 @@ def _versioned(provider: ResourceProvider) -> Versioning:
 
 def _bodies(provider: ResourceProvider, snapshot: Snapshot) -> Any | None:
     """The stored-body column when the bodies may be spliced, else None."""
-    return provider.prerendered.body if splices(provider, snapshot) and provider.prerendered else None
+    return provider.prerendered.body if snapshot.splices(provider) and provider.prerendered else None
 
 
 def _version(provider: ResourceProvider, snapshot: Any, body: bytes | None) -> Resource:

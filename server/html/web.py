@@ -90,7 +90,9 @@ def html_routes(base_of: BaseOf, tile_url: str | None = None,
     page_headers = {**security_headers(tile_url), "Cache-Control": "no-cache"}
 
     def page_route(page: WebPage) -> Route:
-        @lru_cache(maxsize=64)  # by the base the browser used (a few, behind proxies)
+        # by the base the browser used (a few, behind proxies): a request's Host header, so bounded (a page each).
+        # Owned by the route; html sits below server.storage, whose Bounded it cannot import
+        @lru_cache(maxsize=64)
         def shell(base: str) -> bytes:
             return page.render(root_path(base)).encode("utf-8")
 

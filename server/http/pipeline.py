@@ -30,7 +30,7 @@ from server.engine.drivers import in_thread, on_loop
 from server.engine.steps import Steps
 from server.declare.interaction import Interaction
 from server.engine.instances import Resource
-from server.errors import FhirError, InvalidRequest, StorageUnavailable, UriTooLong
+from server.errors import FhirError, InvalidRequest, UriTooLong
 from server.declare.validators import headers_for, not_modified
 from server.http.conditional import validators
 from server.http.negotiation import Format, negotiate
@@ -39,9 +39,10 @@ from server.http.observe import REQUEST_ID_STATE
 from server.search.cost import CostlyGate, scope_cost, search_cost
 from server.storage.budget import database_budget
 from server.storage.cache import Bounded
+from server.storage.db import once_more_if_dropped
 from server.http.responses import (
     ERROR_FORMAT,
-    Sent,
+    FinalResponse,
     encoded_headers,
     answer_response,
     base_url,
@@ -250,12 +251,8 @@ class Pipeline:
         return await self._in_thread(lambda: in_thread(self.ctx, interaction()))
 
     async def _in_thread(self, work: Callable[[], Any]) -> Any:
-        try:
-            return await anyio.to_thread.run_sync(work, limiter=self.limiter)
-        except StorageUnavailable as exc:
-            if not exc.repeatable:
-                raise
-            return await anyio.to_thread.run_sync(work, limiter=self.limiter)  # once, on a new connection
+        """`work` in a worker thread; once more, on a new connection, when the database dropped the first."""
+        return await anyio.to_thread.run_sync(once_more_if_dropped, work, limiter=self.limiter)
 
     def _render(self, headers: Mapping[str, str], fhir: FhirRequest, body: Resource,
                 content: bytes | None = None) -> Response:
@@ -265,7 +262,7 @@ class Pipeline:
         etag, last_modified = validators(body, content, page=fhir.format.html)
         answer = {**headers_for(etag, last_modified), **PRIVATE}
         if not_modified(headers, etag, last_modified):
-            return Sent(304, encoded_headers(answer), b"")
+            return FinalResponse(304, encoded_headers(answer), b"")
         return fhir_response(content, fhir.format, headers=answer)
 
 

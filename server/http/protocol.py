@@ -35,6 +35,7 @@ from typing import Any
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.server import ServerState
 
 from server.errors import operation_outcome
 from server.http.framing import Framer, Verdict
@@ -75,7 +76,7 @@ def open_files_needed(settings: Settings) -> int:
     return settings.server.max_connections + PROBE_ROOM + FD_MARGIN
 
 
-@cache
+@cache  # no argument: the one value of the process, read once (the settings do not change while it serves)
 def edge_limits() -> EdgeLimits:
     """The worker's limits, from the settings `serve` hands its workers ($ORGUNIT_FHIR_SETTINGS)."""
     return EdgeLimits.of(load_settings())
@@ -104,16 +105,39 @@ def encode_request_line(data: bytes) -> tuple[bytes, bool]:
     return data, end >= 0
 
 
+class Waiting:
+    """The connections of one uvicorn server that may make room past the cap, in the order they are closed for it:
+    those without a request in progress (idle, or still sending their headers), oldest first, and those whose
+    output is above the high-water mark (slow readers), longest first. It lives beside the connection set it
+    orders, in the server's ServerState (uvicorn's per-server state every protocol instance of it shares): one per
+    worker, as the connections are, and gone with its server."""
+
+    _KEY = "orgunit_fhir_waiting"  # its attribute on the ServerState
+
+    def __init__(self) -> None:
+        self.idle: dict[FhirHttpToolsProtocol, None] = {}
+        self.stalled: dict[FhirHttpToolsProtocol, None] = {}
+
+    @classmethod
+    def of(cls, state: ServerState) -> Waiting:
+        """The server's (made by its first connection)."""
+        held = vars(state)
+        found = held.get(cls._KEY)
+        if not isinstance(found, Waiting):
+            found = held[cls._KEY] = Waiting()
+        return found
+
+
 class FhirHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, with UTF-8 request targets, FHIR answers to what the parser refuses, the limits
     at the edge and flow control: the parser is handed one whole request at a time (server.http.framing)."""
 
     limits: EdgeLimits | None = None  # None: edge_limits(), the worker's settings
-    idle: dict[FhirHttpToolsProtocol, None] = {}  # per worker: connections without a request in progress, oldest first
-    stalled: dict[FhirHttpToolsProtocol, None] = {}  # per worker: output above the high-water mark, longest first
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        waiting = Waiting.of(self.server_state)
+        self.idle, self.stalled = waiting.idle, waiting.stalled  # the server's, shared by its connections
         self._limits = self.limits or edge_limits()
         self._framer = Framer(self._limits.max_line, self._limits.max_fields)
         self._buf = bytearray()  # bytes read and not yet handed to the parser (at most one request past a read)

@@ -66,8 +66,8 @@ def render(body: dict[str, Any] | Rendered, fmt: Format, base: str = "", status:
     return json_bytes(body, fmt.pretty)
 
 
-class Sent(Response):
-    """An answer whose bytes and headers are final: Starlette's Response as it is sent, without its building
+class FinalResponse(Response):
+    """An answer whose bytes and headers are final, ready to be sent: Starlette's Response without its building
     (no header parsing, no rendering); the headers as the ASGI message carries them."""
 
     def __init__(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
@@ -82,7 +82,7 @@ def encoded_headers(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
 
 
 def fhir_response(body: dict[str, Any] | bytes, fmt: Format, status: int = 200,
-                  headers: Mapping[str, str] | None = None) -> Sent:
+                  headers: Mapping[str, str] | None = None) -> FinalResponse:
     content = body if isinstance(body, bytes) else render(body, fmt, status=status)
     raw = [(b"content-length", str(len(content)).encode("latin-1")),
            (b"content-type", fmt.content_type.encode("latin-1"))]
@@ -90,11 +90,11 @@ def fhir_response(body: dict[str, Any] | bytes, fmt: Format, status: int = 200,
         raw += encoded_headers(headers)
     if fmt.html:
         raw += HTML_RAW  # a browser's page: its security headers
-    return Sent(status, raw, content)
+    return FinalResponse(status, raw, content)
 
 
 def error_response(ctx: ServerContext, exc: BaseException, interaction: Interaction | None, fmt: Format,
-                   request_id: str, scope: Scope) -> Sent:
+                   request_id: str, scope: Scope) -> FinalResponse:
     """The OperationOutcome of a failure: a FhirError as it is, anything else as the `translate_exception` hook
     says (else 500); a 5xx is logged with its request id, which its diagnostics name."""
     if isinstance(exc, FhirError):

@@ -206,14 +206,13 @@ class FhirRoutes(BaseRoute):
 
 
 def route_path(scope: Scope) -> str:
-    """The path the routes match (without the app's root_path), as Starlette's router reads it."""
+    """The path the routes match: the request's without the app's root_path (ASGI's `path` holds the root; a path
+    outside it, from a server that leaves the root out, is matched as it is). Starlette's router reads it the same
+    way, by a helper it keeps private (starlette._utils.get_route_path), so this is ours, minimal;
+    tests/http/test_routes.py checks that both still agree."""
     path: str = scope["path"]
     root: str = scope.get("root_path", "")
-    if not root or not path.startswith(root):
-        return path
-    if path == root:
-        return ""
-    return path[len(root):] if path[len(root)] == "/" else path
+    return path[len(root):] if root and (path == root or path.startswith(root + "/")) else path
 
 
 def fhir_routes(pipeline: Pipeline) -> list[BaseRoute]:

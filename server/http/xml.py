@@ -25,7 +25,7 @@ def _subsetted(resource: dict[str, Any]) -> bool:
     return any(tag.get("code") == SUBSETTED for tag in resource.get("meta", {}).get("tag", ()))
 
 
-@functools.cache
+@functools.cache  # per model class: at most the ~150 resource types of FHIR R4B
 def _lenient(cls: type) -> type:
     """The model without its top-level mandatory elements: a SUBSETTED resource (_elements, _summary) may lack
     them, as the FHIR search page allows."""

@@ -23,6 +23,7 @@ from server.declare.instants import as_utc
 from server.errors import StorageError
 from server.telemetry.metrics import Metrics
 from server.declare.provider import ResourceProvider
+from server.storage.db import once_more_if_dropped
 from server.storage.migrate import describe
 from server.storage.replicas import PRIMARY, read_router
 
@@ -58,26 +59,23 @@ class Readiness:
         checks: dict[str, Any] = {"plugins": "ok" if len(self.ctx.registry.providers) else
                                   "no resource provider is registered"}
         problem: str | None = None
-        for attempt in (1, 2):
-            try:
-                with self.ctx.db.connect() as conn:
-                    revision = self.schema.current(conn)
-                    checks["read_from"] = conn.info.get("database", PRIMARY)
-                checks["database"] = "ok"
-                checks["schema"] = "ok" if revision == self.head else (
-                    f"at {describe(revision)}, this server needs {describe(self.head)}: run orgunit-fhir migrate")
-                break
-            except StorageError as exc:
-                if attempt == 1 and exc.repeatable:
-                    continue  # a connection the database dropped: once more, on a new one
-                cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
-                checks["database"], checks["schema"] = f"unreachable ({type(cause).__name__})", "unknown"
-                problem = str(exc).strip() or type(exc).__name__
-                break
-            except SQLAlchemyError as exc:
-                checks["database"], checks["schema"] = f"unavailable ({type(exc).__name__})", "unknown"
-                problem = str(exc).strip() or type(exc).__name__
-                break
+
+        def read() -> tuple[Any, str]:
+            with self.ctx.db.connect() as conn:
+                return self.schema.current(conn), conn.info.get("database", PRIMARY)
+
+        try:
+            revision, checks["read_from"] = once_more_if_dropped(read)
+            checks["database"] = "ok"
+            checks["schema"] = "ok" if revision == self.head else (
+                f"at {describe(revision)}, this server needs {describe(self.head)}: run orgunit-fhir migrate")
+        except StorageError as exc:
+            cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+            checks["database"], checks["schema"] = f"unreachable ({type(cause).__name__})", "unknown"
+            problem = str(exc).strip() or type(exc).__name__
+        except SQLAlchemyError as exc:
+            checks["database"], checks["schema"] = f"unavailable ({type(exc).__name__})", "unknown"
+            problem = str(exc).strip() or type(exc).__name__
         router = read_router(self.ctx.db)
         if router is not None:
             checks["replicas"] = router.status()

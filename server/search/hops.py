@@ -75,7 +75,7 @@ def _forward(conn: Connection, source: ResourceProvider, hop: Hop, target: Resou
     return or_(*arms)
 
 
-@cache
+@cache  # per table: the providers' tables, declared once per process (no request value reaches it)
 def _aliased(table: FromClause) -> Alias:
     """One alias per table (built once: its columns cost more to set up than the rest of a chain)."""
     return table.alias(f"{table.name}_referring")  # type: ignore[attr-defined]

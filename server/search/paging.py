@@ -32,14 +32,22 @@ class Paging:
         return query_string([*own, *paging, *tail, *self.carried])
 
 
+KEPT_PAIRS = 4096  # parameters kept quoted...
+KEPT_PAIR_CHARS = 256  # ...of at most this many characters: a few MB at most, whatever the requests send
+
+
 def query_string(pairs: Iterable[tuple[str, str]]) -> str:
-    return "&".join(_pair(k, v) for k, v in pairs)
+    return "&".join(_kept(k, v) if len(k) + len(v) <= KEPT_PAIR_CHARS else _pair(k, v) for k, v in pairs)
 
 
-@lru_cache(maxsize=4096)
 def _pair(key: str, value: str) -> str:
-    """One parameter as links write it (each page's links repeat the same ones: quoted once)."""
+    """One parameter as links write it."""
     return f"{quote(key, safe=':')}={quote(value, safe=':|,/')}"
+
+
+# keyed by request values, so bounded in number and in size: each page's links repeat the same parameters (quoted
+# once); a long one (up to server.max_url_length) is quoted each time rather than kept
+_kept = lru_cache(maxsize=KEPT_PAIRS)(_pair)
 
 
 def _integer(name: str, raw: str) -> int:

@@ -43,6 +43,9 @@ class Backend(Protocol):
     name: ClassVar[str]
     embedded: ClassVar[bool]  # a file the server itself creates, migrates and renders (SQLite)
     copies_binary: ClassVar[bool]  # whole columns can be read by a binary COPY (Bulk Data's bodies)
+    # an integer primary key may be given again once the row holding the highest is deleted (SQLite without
+    # AUTOINCREMENT); a sequence never gives a number twice (PostgreSQL)
+    reuses_deleted_ids: ClassVar[bool]
 
     def connect_args(self, *, timeout_ms: int | None, connect_timeout_s: int, **options: str) -> dict[str, Any]:
         """The driver's connect arguments: the statement timeout (None: the database's own; 0: none), options."""
@@ -73,12 +76,19 @@ class Backend(Protocol):
         read_only's, or a new one), without JIT."""
         ...
 
+    def refresh_statistics(self, conn: Connection, table: Table) -> None:
+        """Let the planner see what the transaction on `conn` wrote to `table`: PostgreSQL's statistics taken on a
+        table still empty (a fresh database) make it walk many new rows once per row (ANALYZE, transactional);
+        SQLite: nothing."""
+        ...
+
 
 @dataclass(frozen=True)
 class Sqlite:
     name: ClassVar[str] = "sqlite"
     embedded: ClassVar[bool] = True
     copies_binary: ClassVar[bool] = False
+    reuses_deleted_ids: ClassVar[bool] = True
 
     def connect_args(self, *, timeout_ms: int | None, connect_timeout_s: int, **options: str) -> dict[str, Any]:
         return {"check_same_thread": False, "timeout": SQLITE_BUSY_S}  # the timeout: server.storage.timeouts
@@ -124,6 +134,9 @@ class Sqlite:
         finally:
             raw.set_progress_handler(None, 0)
 
+    def refresh_statistics(self, conn: Connection, table: Table) -> None:
+        pass
+
     def driver_error(self, exc: BaseException, *, dropped: bool = False) -> StorageError | None:
         if isinstance(exc, sqlite3.OperationalError):
             if "interrupted" in str(exc):  # server.storage.timeouts' progress handler
@@ -145,6 +158,7 @@ class Postgres:
     name: ClassVar[str] = "postgresql"
     embedded: ClassVar[bool] = False
     copies_binary: ClassVar[bool] = True
+    reuses_deleted_ids: ClassVar[bool] = False
 
     def connect_args(self, *, timeout_ms: int | None, connect_timeout_s: int, **options: str) -> dict[str, Any]:
         settings = ({} if timeout_ms is None else {"statement_timeout": str(timeout_ms)}) | (
@@ -176,6 +190,9 @@ class Postgres:
             conn.exec_driver_sql("SET LOCAL jit = off")
             yield conn
 
+    def refresh_statistics(self, conn: Connection, table: Table) -> None:
+        conn.exec_driver_sql(f"ANALYZE {conn.dialect.identifier_preparer.format_table(table)}")
+
     def driver_error(self, exc: BaseException, *, dropped: bool = False) -> StorageError | None:
         if isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == QUERY_CANCELED:
             return StatementTimedOut(_first_line(exc))
@@ -205,6 +222,18 @@ def backend_of(where: Engine | Connection | Dialect | URL | str) -> Backend:
         if backend.name == name:
             return backend
     raise ValueError(f"{name} is not a database this server uses")
+
+
+def reuses_deleted_ids(conn: Connection) -> bool:
+    """Whether the database of `conn` may give a deleted row's integer id again (SQLite), where a sequence never
+    does (PostgreSQL): a writer that must never give an id twice (one a purge erased) then gives ids itself."""
+    return backend_of(conn).reuses_deleted_ids
+
+
+def refresh_statistics(conn: Connection, table: Table) -> None:
+    """After a large write to `table` in the transaction on `conn`: the planner sees the new rows in the statements
+    that follow (Backend.refresh_statistics)."""
+    backend_of(conn).refresh_statistics(conn, table)
 
 
 def is_embedded(url: str) -> bool:

@@ -1,18 +1,22 @@
 """Database engines for SQLite (embedded default) and PostgreSQL (production)."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
+from server.errors import StorageUnavailable
 from server.settings import Settings
 from server.storage.backend import SQLITE_BUSY_S, SQLITE_PRAGMAS, BoundedPool, backend_of, translate_errors
 from server.storage.replicas import MAX_OVERFLOW, PRIMARY, Target, create_read_engine, replica_targets
 from server.storage.timeouts import install_sqlite_timeout
 from server.storage.watchdog import watch
+
+T = TypeVar("T")
 
 
 def normalize_url(url: str) -> str:
@@ -86,6 +90,18 @@ def answer_bound_s(settings: Settings) -> float:
 def statement_timeout_s(settings: Settings) -> float:
     timeout_ms = settings.database.statement_timeout_ms
     return timeout_ms / 1000 if timeout_ms > 0 else float("inf")
+
+
+def once_more_if_dropped(work: Callable[[], T]) -> T:
+    """`work`, run once more when the database dropped the connection it ran on (StorageUnavailable, `repeatable`):
+    the pool has let the dead connection go, and `work`, opening its connection itself, takes a new one. A second
+    failure is raised. For reads (a write may have been committed before the connection dropped)."""
+    try:
+        return work()
+    except StorageUnavailable as exc:
+        if not exc.repeatable:
+            raise
+    return work()
 
 
 def wait_bound_s(settings: Settings) -> float:

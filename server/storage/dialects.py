@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, FunctionElement, Select
+from sqlalchemy import Boolean, ColumnElement, FunctionElement, Select, String
+from sqlalchemy.types import TypeEngine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.visitors import InternalTraversal
 
 from server.params.types.base import code_point_order
+
+
+def code_point_string() -> TypeEngine[str]:
+    """A string column compared in code-point (byte) order on every database, so that a prefix is a range of its
+    index (a path, a search-normalized name): PostgreSQL's collation "C", SQLite's default BINARY."""
+    return String().with_variant(String(collation="C"), "postgresql")
 
 
 @compiles(code_point_order, "postgresql")

@@ -43,6 +43,11 @@ class Snapshot:
         since is complete up to it, and the Bundles say so (meta.lastUpdated)."""
         return sync_point(generation[0] for generation in self.generations.values() if generation is not None)
 
+    def splices(self, provider: ResourceProvider) -> bool:
+        """Whether the provider's stored bodies may be spliced into answers (all rendered for what the database
+        holds)."""
+        return provider.prerendered is not None and provider.resource_type in self.bodies
+
 
 class Freshness:
     """One snapshot per database (the primary, each replica: `conn.info["database"]`), so that what is cached
@@ -55,11 +60,6 @@ class Freshness:
         self.clock = clock  # when to look again is measured on it (tests hold it still: tests/support/clock.py)
         self._lock = threading.Lock()
         self._snapshots: dict[str, Snapshot] = {}
-
-    def splices(self, conn: Connection, provider: ResourceProvider) -> bool:
-        if provider.prerendered is None:
-            return False
-        return provider.resource_type in self.snapshot(conn).bodies
 
     def generation(self, conn: Connection, provider: ResourceProvider) -> Any:
         return self.snapshot(conn).generations.get(provider.resource_type)

@@ -14,7 +14,7 @@ from server.engine import reads, searches, versions
 from server.engine.caller import TRUSTED
 from server.engine.context import ServerContext, create_context
 from server.declare.registry import code_of
-from server.storage.freshness import Freshness
+from server.storage.freshness import Freshness, Snapshot
 from server.http.responses import render
 from server.http.negotiation import FHIR_XML, Format
 from server.storage.prerender import refresh, usable
@@ -68,6 +68,19 @@ def test_reads_splice_the_stored_body(small_ctx: ServerContext) -> None:
     with small_ctx.db.connect() as conn:
         stored = conn.execute(select(func.count()).where(org_unit_history.c.body.is_not(None))).scalar()
     assert stored == 8
+
+
+@pytest.mark.parametrize("bodies, stores, splices", [
+    pytest.param({"Location"}, True, True, id="rendered-for-what-is-held"),
+    pytest.param(set(), True, False, id="not-rendered-for-it"),
+    pytest.param({"Location"}, False, False, id="a-provider-storing-no-body"),
+])
+def test_whether_a_snapshot_splices_a_providers_bodies(small_ctx: ServerContext, bodies: set[str], stores: bool,
+                                                       splices: bool) -> None:
+    """The one decision (server.storage.freshness.Snapshot.splices) reads, searches, versions and exports take."""
+    provider = small_ctx.registry.get("Location")
+    provider = provider if stores else replace(provider, prerendered=None)  # type: ignore[type-var]
+    assert Snapshot(bodies=frozenset(bodies)).splices(provider) is splices  # type: ignore[arg-type]
 
 
 @pytest.fixture

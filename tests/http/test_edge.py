@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from uvicorn.server import ServerState
 
+from server.http.protocol import Waiting
 from tests.support.live import CLI, LiveServer, _env, live_server
 from tests.support.sockets import MAX_SENT, address as _address, outcome as _outcome, read_answer as _read_answer
 from tests.support.sockets import send_until_answered as _send_until_answered
@@ -109,3 +111,11 @@ def test_a_connection_cap_past_the_open_file_limit_is_refused_by_check_config(tm
                                                                                         (512, 512)))
     assert done.returncode == 1 and "FAIL  server.max_connections: 1000 connections need about 1144 open files but " \
                                     "the hard limit (ulimit -Hn) is 512" in done.stdout, done.stdout
+
+
+def test_the_connections_waiting_for_room_are_the_servers_not_the_processes() -> None:
+    """Each uvicorn server orders its own connections (kept in its ServerState, beside its connection set): a second
+    server in the process (a test's, an embedding's) neither sees nor closes the first one's."""
+    first, second = ServerState(), ServerState()
+    assert Waiting.of(first) is Waiting.of(first)
+    assert Waiting.of(first) is not Waiting.of(second)

@@ -3,6 +3,7 @@ first match as the former list of Starlette patterns decided it, each path with 
 from __future__ import annotations
 
 import pytest
+from starlette._utils import get_route_path
 
 from server.http.routes import (
     base,
@@ -12,6 +13,7 @@ from server.http.routes import (
     operation,
     read,
     resolve,
+    route_path,
     search,
     smart_configuration,
     system_operation,
@@ -65,3 +67,17 @@ def test_the_endpoint_of_each_path(path: str, endpoint: object, segments: tuple[
 @pytest.mark.parametrize("path", [c[1] for c in NONE], ids=[c[0] for c in NONE])
 def test_no_endpoint(path: str) -> None:
     assert resolve(path) is None
+
+
+@pytest.mark.parametrize("path, root, matched", [
+    pytest.param("/fhir/Location", "", "/fhir/Location", id="no-root"),
+    pytest.param("/api/fhir/Location", "/api", "/fhir/Location", id="under-the-root"),
+    pytest.param("/api", "/api", "", id="the-root-itself"),
+    pytest.param("/api/", "/api", "/", id="the-root-and-a-slash"),
+    pytest.param("/apiary/fhir", "/api", "/apiary/fhir", id="a-longer-name-is-not-under-it"),
+    pytest.param("/fhir/Location", "/api", "/fhir/Location", id="a-server-leaving-the-root-out"),
+])
+def test_the_path_the_routes_match(path: str, root: str, matched: str) -> None:
+    """Without the app's root_path, as Starlette's other routes (the probes, the pages) read it."""
+    scope = {"type": "http", "path": path, "root_path": root}
+    assert route_path(scope) == matched == get_route_path(scope)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Column, Integer, MetaData, Table, insert, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -21,8 +21,17 @@ from server.errors import (
     StorageUnavailable,
     TooCostly,
 )
-from server.storage.backend import Postgres, Sqlite, backend_of, is_embedded, is_postgresql, storage_error
-from server.storage.db import create_db_engine, writing_engine
+from server.storage.backend import (
+    Postgres,
+    Sqlite,
+    backend_of,
+    is_embedded,
+    is_postgresql,
+    refresh_statistics,
+    reuses_deleted_ids,
+    storage_error,
+)
+from server.storage.db import create_db_engine, once_more_if_dropped, writing_engine
 from tests.support.contexts import make_settings
 
 SLOW = {"sqlite": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000000) "
@@ -154,3 +163,64 @@ def test_the_read_only_transaction_reads_one_snapshot(database_url: str, tmp_pat
                 assert conn.execute(text("SELECT count(*) FROM kept")).scalar() == 1
         finally:
             engine.dispose()
+
+
+def _kept() -> tuple[Table, MetaData]:
+    metadata = MetaData()
+    return Table("kept", metadata, Column("id", Integer, primary_key=True), Column("x", Integer)), metadata
+
+
+def test_whether_a_deleted_id_is_given_again_is_what_the_backend_says(database_url: str, tmp_path: Path) -> None:
+    """The row holding the highest id deleted, the next insert gets that id again on SQLite, not on PostgreSQL (a
+    writer that must never give an id twice asks reuses_deleted_ids)."""
+    kept, metadata = _kept()
+    with writing_engine(make_settings(database_url, tmp_path)) as engine, engine.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(insert(kept), [{"x": 1}, {"x": 2}])
+        conn.execute(kept.delete().where(kept.c.id == 2))
+        given = conn.execute(insert(kept).values(x=3)).inserted_primary_key[0]
+        assert (given == 2) is reuses_deleted_ids(conn)
+
+
+@pytest.mark.parametrize("database_url, statistics, found", [
+    pytest.param("sqlite", "SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_stat1'", 0, id="sqlite-none"),
+    pytest.param("postgresql", "SELECT reltuples::int FROM pg_class WHERE relname = 'kept'", 100,
+                 id="postgresql-analyzed", marks=pytest.mark.postgres),
+], indirect=["database_url"])
+def test_refreshed_statistics_see_the_rows_the_transaction_wrote(database_url: str, statistics: str, found: int,
+                                                                  tmp_path: Path) -> None:
+    kept, metadata = _kept()
+    with writing_engine(make_settings(database_url, tmp_path)) as engine, engine.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(insert(kept), [{"x": i} for i in range(100)])
+        refresh_statistics(conn, kept)
+        assert conn.execute(text(statistics)).scalar() == found
+
+
+DROPPED = StorageUnavailable("server closed the connection", repeatable=True)
+
+
+@pytest.mark.parametrize("raised, runs, answer", [
+    pytest.param([], 1, "rows", id="answered"),
+    pytest.param([DROPPED], 2, "rows", id="dropped-then-answered"),
+    pytest.param([DROPPED, DROPPED], 2, StorageUnavailable, id="dropped-twice"),
+    pytest.param([StorageUnavailable("cannot connect")], 1, StorageUnavailable, id="unreachable-not-again"),
+    pytest.param([StatementTimedOut("canceling statement")], 1, StatementTimedOut, id="timed-out-not-again"),
+])
+def test_a_read_runs_once_more_only_when_its_connection_was_dropped(raised: list[StorageError], runs: int,
+                                                                    answer: str | type[StorageError]) -> None:
+    """The one rule the serving paths share (the loop's blocking steps, a request's thread, the readiness probe)."""
+    calls: list[int] = []
+
+    def work() -> str:
+        calls.append(1)
+        if len(calls) <= len(raised):
+            raise raised[len(calls) - 1]
+        return "rows"
+
+    if isinstance(answer, str):
+        assert once_more_if_dropped(work) == answer
+    else:
+        with pytest.raises(answer):
+            once_more_if_dropped(work)
+    assert len(calls) == runs

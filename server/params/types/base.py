@@ -202,7 +202,7 @@ class CompilesAll(Protocol[T, V]):
                     at: CompileContext) -> list[Match]: ...
 
 
-@cache
+@cache  # per (class, protocol): the parameter types and the four optional protocols, a closed set
 def implements(kind: type, protocol: type) -> bool:
     """Whether a parameter type class implements an optional protocol (LooksUp, Ranks, Orders, CompilesAll): decided once per class
     (a runtime protocol check costs tens of microseconds)."""
