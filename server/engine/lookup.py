@@ -11,20 +11,28 @@ from sqlalchemy import ColumnElement, Connection
 
 from server.declare.lookup import Query
 from server.declare.provider import ResourceProvider
-from server.declare.rendered import materialized
+from server.declare.rendered import Rendered, materialized
 from server.access.tenancy import AccessScope
 from server.engine.caller import TRUSTED, Caller
 from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.steps import Steps
 from server.errors import AmbiguousLookup, InvalidRequest
-from server.search.request import MAX_VALUES, selection_pairs
+from server.search.request import selection_pairs
 
 BASE = "urn:orgunit-fhir:lookup"  # the bundles' links stay in process: only their query is read
 
 
 SearchSteps = Callable[..., Steps[dict[str, Any]]]  # server.engine.searches.search_type_steps
 MatchesSteps = Callable[..., Steps[ColumnElement[bool]]]  # server.engine.searches.matches_steps
+MatchedSteps = Callable[..., Steps[list[tuple[str, Any]]]]  # server.engine.searches.matched_steps
+
+# identified_all's batches: values a statement asks for (ten times a client's `identifier=a,b,...`: 3,998 codes are
+# 4 statements, not 40), bounded so that one value bound per target of the parameter stays under the bind limits
+# (SQLite's 32,766, PostgreSQL's 65,535); and the rows a statement reads (more: another, after the last id)
+BATCH_VALUES = 1000
+BATCH_BINDS = 30_000
+BATCH_PAGE = 2 * BATCH_VALUES
 
 
 def _escaped(text: str) -> str:
@@ -41,6 +49,7 @@ class EngineLookup:
     steps: SearchSteps
     caller: Caller = TRUSTED
     matches: MatchesSteps | None = None  # what `condition` compiles with
+    matched: MatchedSteps | None = None  # what `identified_all` reads with
 
     def within(self, account: str) -> EngineLookup:
         """The same look-up, of what `account` holds only (the served versions of its data sources), and of what
@@ -98,18 +107,21 @@ class EngineLookup:
 
     def identified_all(self, resource_type: str, values: Iterable[str], *, system: str | None = None,
                        connection: Connection | None = None) -> dict[str, str | None]:
-        """Each value's `identified` answer, by searches of 100 values each (`identifier=a,b,...`): a match is the
-        value's when it shows that identifier (of `system`, if given); a chunk with a match that shows none of its
-        values (matched by another form: `urn:uuid:`...) is split until each match is placed, so the answer is
-        exactly `identified`'s. AmbiguousLookup names every value several resources hold."""
+        """Each value's `identified` answer, by batches of up to BATCH_VALUES values (`identifier=a,b,...`, compiled
+        as that search is: the caller's scope, the live rows), each read by one statement of ids and stored bodies
+        (no Bundle, no pages of 100): a match is the value's when it shows that identifier (of `system`, if
+        given); a batch with a match that shows none of its values (matched by another form: `urn:uuid:`...) is
+        split until each match is placed, so the answer is exactly `identified`'s. AmbiguousLookup names every
+        value several resources hold."""
         wanted = list(dict.fromkeys(values))
         for value in wanted:
             if not value or system == "":
                 raise InvalidRequest(f"a look-up by identifier needs a value (and a system, if any), got "
                                      f"{system!r}|{value!r}")
         held: dict[str, set[str]] = {value: set() for value in wanted}
-        for start in range(0, len(wanted), MAX_VALUES):
-            self._place(resource_type, wanted[start:start + MAX_VALUES], system, connection, held)
+        size = self._batch(resource_type)
+        for start in range(0, len(wanted), size):
+            self._place(resource_type, wanted[start:start + size], system, connection, held)
         several = {value: ids for value, ids in held.items() if len(ids) > 1}
         if several:
             shown = "; ".join(f"{value!r}: {', '.join(sorted(ids))}" for value, ids in list(several.items())[:10])
@@ -117,10 +129,28 @@ class EngineLookup:
                                   f"{', ...' if len(several) > 10 else ''})")
         return {value: next(iter(ids)) if ids else None for value, ids in held.items()}
 
+    def _batch(self, resource_type: str) -> int:
+        """The values of one batch: BATCH_VALUES, fewer when the type's `identifier` has so many targets (each
+        binds every value) that the statement would pass BATCH_BINDS."""
+        provider = self.ctx.registry.get(resource_type)
+        param = provider.params_by_name.get("identifier") if isinstance(provider, ResourceProvider) else None
+        targets = len(param.targets) if param is not None else 1
+        return max(1, min(BATCH_VALUES, BATCH_BINDS // max(1, targets)))
+
+    def _matches(self, resource_type: str, chunk: list[str], system: str | None,
+                 connection: Connection | None) -> list[dict[str, Any]]:
+        """The resources `identifier=<chunk>` matches, as `search` finds them, in one statement (a batch's)."""
+        query = [("identifier", ",".join(_token(v, system) for v in chunk))]
+        if self.matched is None or not isinstance(self.ctx.registry.get(resource_type), ResourceProvider):
+            return self.search(resource_type, query, connection=connection)  # a static provider: its own search
+        ctx = self.ctx
+        found = in_thread(ctx, self.matched(ctx, self.caller, resource_type, query, max_values=len(chunk),
+                                            page=BATCH_PAGE), connection)
+        return [resource.resource() if isinstance(resource, Rendered) else resource for _, resource in found]
+
     def _place(self, resource_type: str, chunk: list[str], system: str | None, connection: Connection | None,
                held: dict[str, set[str]]) -> None:
-        matches = self.search(resource_type, [("identifier", ",".join(_token(v, system) for v in chunk))],
-                              connection=connection)
+        matches = self._matches(resource_type, chunk, system, connection)
         if not matches:
             return
         if len(chunk) == 1:

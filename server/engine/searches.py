@@ -5,6 +5,7 @@ is built in a thread. `search_type` and `run_operation` run one in the calling t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import ColumnElement
@@ -147,6 +148,38 @@ def matches_steps(ctx: ServerContext, caller: Caller, resource_type: str,
     return (yield from condition.where())
 
 
+def matched_steps(ctx: ServerContext, caller: Caller, resource_type: str, query: Sequence[tuple[str, str]], *,
+                  max_values: int, page: int) -> Steps[list[tuple[str, Resource]]]:
+    """Every match of `[type]?query` as the caller sees it, (id, resource) in id order, without a Bundle: what a
+    look-up's batch reads (server.engine.lookup.EngineLookup.identified_all), `max_values` OR-ed values a parameter
+    (more than a client may send), `page` rows a statement. Compiled as the search is (`_condition`: its scope,
+    its live rows) and read by its page statement (stored bodies as they are, the rows without one rendered from
+    one more statement): one statement for a chunk of values whose matches fit a page."""
+    provider = resource_provider(ctx, resource_type, "a look-up")
+    request = parse(ctx, provider, query, strict=True, max_values=max_values)
+    request = replace(request, paging=replace(request.paging, count=page, skip=0))
+    snapshot = yield from fresh(ctx)
+    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    splice = splices(provider, snapshot)
+    where = yield from (yield from _condition(ctx, caller, provider, request, snapshot, vis)).where(page=True)
+    found: list[tuple[str, Resource]] = []
+    while True:
+        resume = (yield from asked(ctx, resume_at(provider, request, vis.clause))) if request.after else None
+        statement = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where,
+                                                                resume=resume)
+        rows_ = yield from rows(ctx, statement, mappings=not splice, bounded=False)
+        more, rows_ = len(rows_) > page, rows_[:page]
+        if splice:
+            found += [(rid, resource) for rid, resource, _ in (yield from _rendered(ctx, provider,
+                                                                                  [PageEntry.of(r) for r in rows_]))]
+        else:
+            key = provider.id_column.key
+            found += [(str(r[key]), provider.to_resource(r)) for r in rows_]
+        if not more:
+            return found
+        request = replace(request, after=found[-1][0])  # keyset: the next rows by id
+
+
 def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest, base: str,
             path: str) -> Steps[dict[str, Any]]:
     count, ranked = request.count, request.ranked is not None
@@ -236,7 +269,7 @@ def search_type(ctx: ServerContext, caller: Caller, base: str, resource_type: st
 def lookup(ctx: ServerContext | Callable[[], ServerContext], caller: Caller = TRUSTED) -> EngineLookup:
     """The look-up (server.declare.lookup) that searches as `caller` (a loader's: TRUSTED; an operation's) on
     `ctx`, or on the context `ctx()` makes at the first look-up."""
-    return EngineLookup(ctx if callable(ctx) else lambda: ctx, search_type_steps, caller, matches_steps)
+    return EngineLookup(ctx if callable(ctx) else lambda: ctx, search_type_steps, caller, matches_steps, matched_steps)
 
 
 def run_operation_steps(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str | None,

@@ -1,24 +1,28 @@
 """Issue 41 item 2: look-ups are exact. A loader's look-up finds what nothing refers to yet, `within(account)` too
 (rows of no account), never another account's; every form raises AmbiguousLookup when several match (a dict query
 included: it was a ValueError); `identified_all` answers exactly what `identified` answers for each code, in a few
-searches. Over the proof's data and a second account `partner` (tests/proof/test_tenants.py), both backends."""
+statements (a batch of 1,000 values each, not one per code). Over the proof's data and a second account `partner`
+(tests/proof/test_tenants.py), both backends."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from plugins.orgunits.contract_samples import SUBJECT as ORGUNITS
 from plugins.orgunits.records import UnitRecord
 from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
 from server.contract.context import contract_context
 from server.engine.context import ServerContext
-from server.engine.lookup import EngineLookup
+from server.engine.lookup import BATCH_VALUES, EngineLookup
 from server.engine.searches import lookup
 from server.errors import AmbiguousLookup, InvalidRequest
+from server.search.request import MAX_VALUES
 from tests.proof.contract_samples import SUBJECT as PROOF
 from tests.proof.test_tenants import PARTNER_UNITS
 from tests.support.data import NOW, TYPES
@@ -103,19 +107,50 @@ def test_identified_all_refuses_a_blank(trusted: EngineLookup, values: list[str]
         trusted.identified_all("Location", values, system=system)
 
 
-def test_identified_all_resolves_thousands_of_codes_in_a_few_searches(trusted: EngineLookup,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """3,000 codes (a few real ones among unknown ones): 30 searches of 100, not 3,000."""
-    searched: list[int] = []
-    original = EngineLookup.search
+@contextmanager
+def statements(ctx: ServerContext) -> Iterator[list[str]]:
+    """The statements sent to the context's database meanwhile."""
+    sent: list[str] = []
 
-    def counted(self: EngineLookup, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        searched.append(1)
-        return original(self, *args, **kwargs)
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        sent.append(statement)
 
-    monkeypatch.setattr(EngineLookup, "search", counted)
-    codes = [f"CODE{n:05d}" for n in range(2998)] + ["KvNOePwHFyH", "PARTNER0101"]
-    found = trusted.identified_all("Location", codes)
-    assert found["KvNOePwHFyH"] == "30" and found["PARTNER0101"] == "101"
-    assert sum(1 for v in found.values() if v is not None) == 2
-    assert len(searched) <= 35, len(searched)
+    event.listen(ctx.db, "before_cursor_execute", count)
+    try:
+        yield sent
+    finally:
+        event.remove(ctx.db, "before_cursor_execute", count)
+
+
+@pytest.mark.parametrize("known", [0, 2, 9], ids=["none-known", "two-known", "nine-known"])
+def test_identified_all_resolves_thousands_of_codes_in_a_few_statements(ctx: ServerContext, trusted: EngineLookup,
+                                                                         known: int) -> None:
+    """2,500 codes, `known` of them real (spread over the batches), the others unknown: at most three statements
+    per batch of 1,000 (its matches with their stored bodies, the rows without one, the re-ask of the values no
+    match shows), and a snapshot of the data if it expired meanwhile; not one per code (2,500) nor per 100 (25)."""
+    with ctx.db.connect() as conn:
+        rows = conn.execute(ctx.registry.providers["Location"].table.select().order_by("id")).mappings().all()
+    real = {str(r["source_ref"]): str(r["id"]) for r in rows
+            if r["source_ref"] and r["source_ref"] != SHARED_CODE.source_ref}  # that one is ambiguous
+    assert len(real) >= known
+    codes = [f"CODE{n:05d}" for n in range(2500 - known)]
+    for n, code in enumerate(sorted(real)[:known]):
+        codes.insert(n * 61 % len(codes), code)
+    ctx.freshness.expire()
+    with statements(ctx) as snapshot:  # what taking a snapshot of the data costs, at most once below
+        trusted.ids("Location", {"_id": "1"})
+    with statements(ctx) as sent:
+        found = trusted.identified_all("Location", codes)
+    assert {code: found[code] for code in real if code in found} == {code: real[code] for code in codes
+                                                                     if code in real}
+    assert sum(1 for v in found.values() if v is not None) == known
+    assert len(sent) <= 3 * 3 + len(snapshot), [s[:80] for s in sent]  # 3 batches
+
+
+def test_identified_all_takes_more_values_than_a_client_may_send(trusted: EngineLookup) -> None:
+    """A client's `identifier=` holds at most MAX_VALUES values; a look-up's batch ten times that (in-process)."""
+    codes = [f"CODE{n:05d}" for n in range(BATCH_VALUES)] + ["KvNOePwHFyH"]
+    with pytest.raises(InvalidRequest, match="too many values"):
+        trusted.search("Location", [("identifier", ",".join(codes))])
+    assert trusted.identified_all("Location", codes)["KvNOePwHFyH"] == "30"
+    assert BATCH_VALUES > MAX_VALUES
