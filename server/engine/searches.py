@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import ColumnElement
+from sqlalchemy import ColumnElement, select
 
 from server.access.tenancy import Visibility
 from server.declare.provider import ResourceProvider, StaticProvider
@@ -32,7 +32,7 @@ from server.search.bodies import PageEntry, body_page_query
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_references
 from server.search.order import AFTER_VALUE, MEASURE, SORT_BELOW, resume_at
 from server.search.request import SearchRequest, bind_operation, selection_pairs
-from server.search.sql import (AFTER, WALK_ABOVE, page_query, read_query)
+from server.search.sql import (AFTER, WALK_ABOVE, page_query, page_rows, paged, read_query)
 from server.storage.freshness import Snapshot, synced
 from server.storage.prepared import driver_sql
 
@@ -149,35 +149,28 @@ def matches_steps(ctx: ServerContext, caller: Caller, resource_type: str,
 
 
 def matched_steps(ctx: ServerContext, caller: Caller, resource_type: str, query: Sequence[tuple[str, str]], *,
-                  max_values: int, page: int) -> Steps[list[tuple[str, Resource]]]:
-    """Every match of `[type]?query` as the caller sees it, (id, resource) in id order, without a Bundle: what a
-    look-up's batch reads (server.engine.lookup.EngineLookup.identified_all), `max_values` OR-ed values a parameter
-    (more than a client may send), `page` rows a statement. Compiled as the search is (`_condition`: its scope,
-    its live rows) and read by its page statement (stored bodies as they are, the rows without one rendered from
-    one more statement): one statement for a chunk of values whose matches fit a page."""
+                  columns: Sequence[ColumnElement[Any]], max_values: int, page: int) -> Steps[list[Any]]:
+    """Every match of `[type]?query` as the caller sees it, in id order, as rows of its id and `columns` (of the
+    provider's source), without rendering it: what a look-up's batch reads (server.engine.lookup.EngineLookup.
+    identified_all), `max_values` OR-ed values a parameter (more than a client may send), `page` rows a statement.
+    Compiled as the search is (`_condition`: its scope, its live rows) and paged as its pages are (keyset, by id):
+    one statement for a batch of values whose matches fit a page."""
     provider = resource_provider(ctx, resource_type, "a look-up")
     request = parse(ctx, provider, query, strict=True, max_values=max_values)
     request = replace(request, paging=replace(request.paging, count=page, skip=0))
     snapshot = yield from fresh(ctx)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
-    splice = splices(provider, snapshot)
     where = yield from (yield from _condition(ctx, caller, provider, request, snapshot, vis)).where(page=True)
-    found: list[tuple[str, Resource]] = []
+    found: list[Any] = []
     while True:
         resume = (yield from asked(ctx, resume_at(provider, request, vis.clause))) if request.after else None
-        statement = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where,
-                                                                resume=resume)
-        rows_ = yield from rows(ctx, statement, mappings=not splice, bounded=False)
-        more, rows_ = len(rows_) > page, rows_[:page]
-        if splice:
-            found += [(rid, resource) for rid, resource, _ in (yield from _rendered(ctx, provider,
-                                                                                  [PageEntry.of(r) for r in rows_]))]
-        else:
-            key = provider.id_column.key
-            found += [(str(r[key]), provider.to_resource(r)) for r in rows_]
-        if not more:
+        statement = paged(provider, request, select(provider.id_column, *columns).select_from(
+            page_rows(provider, request, provider.source)), where, extra_row=1, resume=resume)
+        matched = yield from rows(ctx, statement, bounded=False)
+        found += matched[:page]
+        if len(matched) <= page:
             return found
-        request = replace(request, after=found[-1][0])  # keyset: the next rows by id
+        request = replace(request, after=str(found[-1][0]))  # keyset: the next rows by id
 
 
 def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest, base: str,

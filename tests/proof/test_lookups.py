@@ -19,6 +19,7 @@ from plugins.orgunits.records import UnitRecord
 from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
 from server.contract.context import contract_context
 from server.engine.context import ServerContext
+from server.engine import lookup as lookup_module
 from server.engine.lookup import BATCH_VALUES, EngineLookup
 from server.engine.searches import lookup
 from server.errors import AmbiguousLookup, InvalidRequest
@@ -30,6 +31,11 @@ from tests.support.data import NOW, TYPES
 
 # a partner unit holding the code of the default account's Location 11: a trusted look-up of it is ambiguous
 SHARED_CODE = UnitRecord(102, "Partner Copy", "CSPS", "VALID", source_ref="DD0000000011", parent_id=100)
+# a unit known by aliases (a side table: a batch reads them by a statement of its own), one its own code in another
+# system, with a uuid: each of its identifiers is matched by a form it does not show too (the uuid bare)
+ALIASED = UnitRecord(103, "Partner Post", "CSPS", "VALID", uuid="5b1f0a6e-5d2c-4c43-9a57-1f0a6e5d2c4c",
+                     source_ref="PARTNER0103", identifier_system="https://partner.example.org/sid/facility",
+                     aliases=("OU_PARTNER_103", "Post Kati"), parent_id=100)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +44,7 @@ def ctx(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         with made.db.begin() as conn:
             source = ensure_data_source(conn, "Partner MoH", now=NOW, account="partner")
             ensure_types(conn, TYPES, account="partner")
-            write_units(conn, (*PARTNER_UNITS, SHARED_CODE), ensure_source_version(conn, source, 1),
+            write_units(conn, (*PARTNER_UNITS, SHARED_CODE, ALIASED), ensure_source_version(conn, source, 1),
                         NOW + timedelta(days=1))
         made.freshness.expire()
         yield made
@@ -90,6 +96,36 @@ def test_identified_all_answers_as_identified_for_each_code(ctx: ServerContext, 
     assert kept.identified_all("Location", codes) == each
     assert sum(1 for v in each.values() if v is not None) >= 3
     assert each["nope"] is None
+
+
+@pytest.mark.parametrize("account", ["default", "partner"])
+def test_identified_all_answers_as_identified_in_each_system(trusted: EngineLookup, account: str) -> None:
+    """Every identifier every Location of the account shows (its code, its urn:uuid:, its aliases), and the bare
+    uuids, asked of each system they are shown in and of none, in one batch each: the batch's answer is each
+    value's own (a side table's values, another system's codes, a form a resource does not show)."""
+    kept = trusted.within(account)
+    shown = {(i["system"], i["value"]) for r in kept.search("Location", "_lastUpdated=ge2000-01-01")
+             for i in r.get("identifier", ())}
+    bare = {v.removeprefix("urn:uuid:") for _, v in shown if v.startswith("urn:uuid:")}
+    values = sorted({v for _, v in shown} | bare | {"nope"})
+    if account == "partner":
+        assert {"OU_PARTNER_103", "Post Kati", f"urn:uuid:{ALIASED.uuid}"} <= set(values)
+    for system in [None, *sorted({s for s, _ in shown}), "https://elsewhere.example.org/sid"]:
+        each = {v: kept.identified("Location", v, system=system) for v in values}
+        assert kept.identified_all("Location", values, system=system) == each, system
+        assert any(each.values()) == (system != "https://elsewhere.example.org/sid"), system
+
+
+@pytest.mark.parametrize("page", [1, 2, 5])
+def test_a_batch_reads_its_matches_page_after_page(trusted: EngineLookup, monkeypatch: pytest.MonkeyPatch,
+                                                   page: int) -> None:
+    """A batch whose matches pass a statement's page reads the next rows after the last id, until none is left."""
+    kept = trusted.within("partner")
+    values = ["PARTNER0100", "PARTNER0101", "DD0000000011", "OU_PARTNER_103", f"urn:uuid:{ALIASED.uuid}", "nope"]
+    each = {value: kept.identified("Location", value) for value in values}
+    monkeypatch.setattr(lookup_module, "BATCH_PAGE", page)
+    assert kept.identified_all("Location", values) == each
+    assert sum(1 for v in each.values() if v is not None) == 5
 
 
 @pytest.mark.parametrize("form", ["identified", "identified_all"])
