@@ -179,13 +179,14 @@ class EngineLookup:
                 at += width
             found[str(row[0])], keys[str(row[0])] = forms & asked, row[0]
         unplaced = [keys[rid] for rid, forms in found.items() if not forms]
-        for target in beside if unplaced else ():  # side rows (aliases) of the matches that show nothing else
+        for target in beside:  # side rows (aliases) of the matches that show nothing else, a batch of ids at once
             assert target.through is not None
-            side = select(target.through.key, *shown(target)).select_from(target.through.table).where(
-                target.through.key.in_(unplaced), *([target.through.where] if target.through.where is not None
-                                                    else []))
-            for row in in_thread(ctx, steps.rows(ctx, side), connection):
-                found[str(row[0])].update(set(shows(target, row[1:], system)) & asked)
+            kept = [target.through.where] if target.through.where is not None else []
+            for start in range(0, len(unplaced), BATCH_VALUES):
+                side = select(target.through.key, *shown(target)).select_from(target.through.table).where(
+                    target.through.key.in_(unplaced[start:start + BATCH_VALUES]), *kept)
+                for row in in_thread(ctx, steps.rows(ctx, side), connection):
+                    found[str(row[0])].update(set(shows(target, row[1:], system)) & asked)
         return found
 
     def _place(self, resource_type: str, chunk: list[str], system: str | None, connection: Connection | None,
