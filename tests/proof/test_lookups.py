@@ -98,21 +98,25 @@ def test_identified_all_answers_as_identified_for_each_code(ctx: ServerContext, 
     assert each["nope"] is None
 
 
+@pytest.mark.parametrize("resource_type", ["Location", "Organization"])
 @pytest.mark.parametrize("account", ["default", "partner"])
-def test_identified_all_answers_as_identified_in_each_system(trusted: EngineLookup, account: str) -> None:
-    """Every identifier every Location of the account shows (its code, its urn:uuid:, its aliases), and the bare
-    uuids, asked of each system they are shown in and of none, in one batch each: the batch's answer is each
-    value's own (a side table's values, another system's codes, a form a resource does not show)."""
+def test_identified_all_answers_as_identified_in_each_system(trusted: EngineLookup, account: str,
+                                                             resource_type: str) -> None:
+    """Every identifier every resource of the account shows (a Location's code, its urn:uuid:, its aliases; an
+    Organization's), and the bare uuids, asked of each system they are shown in and of none, in one batch each: the
+    batch's answer is each value's own (a side table's values, another system's codes, a form a resource does not
+    show)."""
     kept = trusted.within(account)
-    shown = {(i["system"], i["value"]) for r in kept.search("Location", "_lastUpdated=ge2000-01-01")
+    shown = {(i["system"], i["value"]) for r in kept.search(resource_type, "_lastUpdated=ge2000-01-01")
              for i in r.get("identifier", ())}
     bare = {v.removeprefix("urn:uuid:") for _, v in shown if v.startswith("urn:uuid:")}
     values = sorted({v for _, v in shown} | bare | {"nope"})
-    if account == "partner":
+    if account == "partner" and resource_type == "Location":
         assert {"OU_PARTNER_103", "Post Kati", f"urn:uuid:{ALIASED.uuid}"} <= set(values)
+    assert shown, resource_type
     for system in [None, *sorted({s for s, _ in shown}), "https://elsewhere.example.org/sid"]:
-        each = {v: kept.identified("Location", v, system=system) for v in values}
-        assert kept.identified_all("Location", values, system=system) == each, system
+        each = {v: kept.identified(resource_type, v, system=system) for v in values}
+        assert kept.identified_all(resource_type, values, system=system) == each, system
         assert any(each.values()) == (system != "https://elsewhere.example.org/sid"), system
 
 
