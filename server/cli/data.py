@@ -225,8 +225,9 @@ def cmd_load(args: argparse.Namespace, settings: Settings, extensions: Extension
 def load_call(settings: Settings, engine: Engine, path: str, args: argparse.Namespace, progress: Progress) -> LoadCall:
     """What a load format is called with: its look-up searches `engine`'s database as a trusted caller (its server
     context made at the first look-up: a format that looks nothing up makes none)."""
-    made = functools.cache(lambda: create_context(settings, db=engine, serving=False))
-    registry = Registry.collect(get_plugin_manager(settings), settings)
+    pm = get_plugin_manager(settings)
+    registry = Registry.collect(pm, settings)
+    made = functools.cache(lambda: create_context(settings, db=engine, serving=False, plugins=(pm, registry)))
     return LoadCall(engine, path, args, progress, settings, registry, searches.lookup(made))
 
 

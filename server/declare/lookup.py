@@ -57,7 +57,8 @@ class Lookup(Protocol):
 
     def identified_all(self, resource_type: str, values: Iterable[str], *, system: str | None = None,
                        connection: Connection | None = None) -> dict[str, str | None]:
-        """`identified` for many values at once, in a few searches (100 values each): value -> id, or None when no
-        resource holds it; AmbiguousLookup naming every value that several hold. For a loader resolving
-        thousands of codes."""
+        """`identified` for many values at once, in a few statements (batches of up to 1,000 values, each compiled
+        as `identifier=a,b,...` is, read as the matches' ids and identifier columns: no resource is rendered):
+        value -> id, or None when no resource holds it; exactly `identified`'s answer for each; AmbiguousLookup
+        naming every value that several hold. For a loader resolving thousands of codes."""
         ...

@@ -64,11 +64,15 @@ class ServerContext:
 
 
 def create_context(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = (),
-                   db: Engine | None = None, *, serving: bool = True) -> ServerContext:
+                   db: Engine | None = None, *, serving: bool = True,
+                   plugins: tuple[pluggy.PluginManager, Registry] | None = None) -> ServerContext:
     """`serving`: for a server; False for in-process work (a load's look-ups), which verifies no token and so
-    creates no JWT secret."""
-    pm = get_plugin_manager(settings, extra_plugins)
-    registry = Registry.collect(pm, settings)
+    creates no JWT secret. `plugins`: the plugin manager of these settings and its registry, when the caller has
+    them already (a load: collecting them again is most of the time its first look-up takes)."""
+    if plugins is None:
+        pm = get_plugin_manager(settings, extra_plugins)
+        plugins = (pm, Registry.collect(pm, settings))
+    pm, registry = plugins
     extensions = Extensions.collect(pm, settings)
     db = db if db is not None else create_db_engine(settings)
     # every request's statement is a read on its own: no BEGIN/ROLLBACK round trips (the engine given keeps

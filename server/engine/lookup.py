@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from sqlalchemy import ColumnElement, Connection
+from sqlalchemy import ColumnElement, Connection, select
 
 from server.declare.lookup import Query
 from server.declare.provider import ResourceProvider
@@ -16,8 +16,11 @@ from server.access.tenancy import AccessScope
 from server.engine.caller import TRUSTED, Caller
 from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
+from server.engine import steps
 from server.engine.steps import Steps
 from server.errors import AmbiguousLookup, InvalidRequest
+from server.params.param import SearchParam
+from server.params.types.token import TokenType, shown, shows
 from server.search.request import MAX_VALUES, selection_pairs
 
 BASE = "urn:orgunit-fhir:lookup"  # the bundles' links stay in process: only their query is read
@@ -25,11 +28,22 @@ BASE = "urn:orgunit-fhir:lookup"  # the bundles' links stay in process: only the
 
 SearchSteps = Callable[..., Steps[dict[str, Any]]]  # server.engine.searches.search_type_steps
 MatchesSteps = Callable[..., Steps[ColumnElement[bool]]]  # server.engine.searches.matches_steps
+MatchedSteps = Callable[..., Steps[list[Any]]]  # server.engine.searches.matched_steps
+
+# identified_all's batches: values a statement asks for (ten times a client's `identifier=a,b,...`: 3,998 codes are
+# 4 statements, not 40), bounded so that one value bound per target of the parameter stays under the bind limits
+# (SQLite's 32,766, PostgreSQL's 65,535); and the rows a statement reads (more: another, after the last id)
+BATCH_VALUES = 1000
+BATCH_BINDS = 30_000
+BATCH_PAGE = 2 * BATCH_VALUES
+
+
+_ESCAPES = str.maketrans({c: "\\" + c for c in "\\,|$"})
 
 
 def _escaped(text: str) -> str:
     """A search value's text with FHIR's escapes (a backslash before \\ , | and $): a code holding a comma is one code."""
-    return "".join("\\" + c if c in "\\,|$" else c for c in text)
+    return text.translate(_ESCAPES)
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,7 @@ class EngineLookup:
     steps: SearchSteps
     caller: Caller = TRUSTED
     matches: MatchesSteps | None = None  # what `condition` compiles with
+    matched: MatchedSteps | None = None  # what `identified_all` reads with
 
     def within(self, account: str) -> EngineLookup:
         """The same look-up, of what `account` holds only (the served versions of its data sources), and of what
@@ -98,49 +113,102 @@ class EngineLookup:
 
     def identified_all(self, resource_type: str, values: Iterable[str], *, system: str | None = None,
                        connection: Connection | None = None) -> dict[str, str | None]:
-        """Each value's `identified` answer, by searches of 100 values each (`identifier=a,b,...`): a match is the
-        value's when it shows that identifier (of `system`, if given); a chunk with a match that shows none of its
-        values (matched by another form: `urn:uuid:`...) is split until each match is placed, so the answer is
-        exactly `identified`'s. AmbiguousLookup names every value several resources hold."""
+        """Each value's `identified` answer, by batches of up to BATCH_VALUES values (`identifier=a,b,...`, compiled
+        as that search is: the caller's scope, the live rows), each read by one statement of the matches' ids and
+        what they hold of the parameter's targets (server.params.types.token.shown; a side table's, such as
+        aliases, by one more for the matches that show none of the batch's values): no resource is rendered. A
+        match is a value's when it shows it (token.shows: the stored code as written, of `system` if given); a
+        batch with a match that shows none of its values is split until each match is placed, and the values no
+        match shows are asked again (a match may show one and be matched by another spelling too), so the answer
+        is exactly `identified`'s. AmbiguousLookup names every value several resources hold."""
         wanted = list(dict.fromkeys(values))
         for value in wanted:
             if not value or system == "":
                 raise InvalidRequest(f"a look-up by identifier needs a value (and a system, if any), got "
                                      f"{system!r}|{value!r}")
         held: dict[str, set[str]] = {value: set() for value in wanted}
-        for start in range(0, len(wanted), MAX_VALUES):
-            self._place(resource_type, wanted[start:start + MAX_VALUES], system, connection, held)
+        size = self._batch(resource_type)
+        for start in range(0, len(wanted), size):
+            self._place(resource_type, wanted[start:start + size], system, connection, held)
         several = {value: ids for value, ids in held.items() if len(ids) > 1}
         if several:
-            shown = "; ".join(f"{value!r}: {', '.join(sorted(ids))}" for value, ids in list(several.items())[:10])
-            raise AmbiguousLookup(f"{len(several)} identifier(s) of {resource_type} name several resources ({shown}"
-                                  f"{', ...' if len(several) > 10 else ''})")
+            shown_ = "; ".join(f"{value!r}: {', '.join(sorted(ids))}" for value, ids in list(several.items())[:10])
+            raise AmbiguousLookup(f"{len(several)} identifier(s) of {resource_type} name several resources "
+                                  f"({shown_}{', ...' if len(several) > 10 else ''})")
         return {value: next(iter(ids)) if ids else None for value, ids in held.items()}
+
+    def _identifier(self, resource_type: str) -> SearchParam | None:
+        """The type's `identifier` parameter, when a provider of rows serves the type (a static one: None)."""
+        provider = self.ctx.registry.get(resource_type)
+        if not isinstance(provider, ResourceProvider) or self.matched is None:
+            return None
+        return provider.params_by_name.get("identifier")
+
+    def _batch(self, resource_type: str) -> int:
+        """The values of one batch: BATCH_VALUES, fewer when the type's `identifier` has so many targets (each
+        binds every value) that the statement would pass BATCH_BINDS."""
+        param = self._identifier(resource_type)
+        if param is None:
+            return MAX_VALUES  # a search's
+        return max(1, min(BATCH_VALUES, BATCH_BINDS // max(1, len(param.targets))))
+
+    def _matches(self, resource_type: str, chunk: list[str], system: str | None,
+                 connection: Connection | None) -> dict[str, set[str]]:
+        """What `identifier=<chunk>` matches, each match's id with the values of the chunk it shows."""
+        asked = set(chunk)
+        query = [("identifier", ",".join(_token(v, system) for v in chunk))]
+        param = self._identifier(resource_type)
+        if param is None or not isinstance(param.kind, TokenType):  # a static provider: its search, rendered
+            return {r["id"]: {i.get("value") for i in r.get("identifier", ())
+                              if system is None or i.get("system") == system} & asked
+                    for r in self.search(resource_type, query, connection=connection)}
+        assert self.matched is not None
+        ctx = self.ctx
+        direct = [t for t in param.targets if t.through is None]
+        beside = [t for t in param.targets if t.through is not None]
+        rows = in_thread(ctx, self.matched(ctx, self.caller, resource_type, query, max_values=len(chunk),
+                                           page=BATCH_PAGE, columns=[c for t in direct for c in shown(t)]),
+                         connection)
+        found: dict[str, set[str]] = {}
+        keys: dict[str, Any] = {}
+        for row in rows:
+            at, forms = 1, set()
+            for target in direct:
+                width = len(shown(target))
+                forms.update(shows(target, row[at:at + width], system))
+                at += width
+            found[str(row[0])], keys[str(row[0])] = forms & asked, row[0]
+        unplaced = [keys[rid] for rid, forms in found.items() if not forms]
+        for target in beside:  # side rows (aliases) of the matches that show nothing else, a batch of ids at once
+            assert target.through is not None
+            kept = [target.through.where] if target.through.where is not None else []
+            for start in range(0, len(unplaced), BATCH_VALUES):
+                side = select(target.through.key, *shown(target)).select_from(target.through.table).where(
+                    target.through.key.in_(unplaced[start:start + BATCH_VALUES]), *kept)
+                for row in in_thread(ctx, steps.rows(ctx, side), connection):
+                    found[str(row[0])].update(set(shows(target, row[1:], system)) & asked)
+        return found
 
     def _place(self, resource_type: str, chunk: list[str], system: str | None, connection: Connection | None,
                held: dict[str, set[str]]) -> None:
-        matches = self.search(resource_type, [("identifier", ",".join(_token(v, system) for v in chunk))],
-                              connection=connection)
+        matches = self._matches(resource_type, chunk, system, connection)
         if not matches:
             return
         if len(chunk) == 1:
-            held[chunk[0]].update(r["id"] for r in matches)
+            held[chunk[0]].update(matches)
             return
-        asked, placed = set(chunk), {value: set() for value in chunk}
-        for resource in matches:
-            shown = {i.get("value") for i in resource.get("identifier", ())
-                     if system is None or i.get("system") == system} & asked
-            if not shown:  # matched by a form it does not show: which value matched is known by asking fewer
-                half = len(chunk) // 2
-                self._place(resource_type, chunk[:half], system, connection, held)
-                self._place(resource_type, chunk[half:], system, connection, held)
-                return
-            for value in shown:
-                placed[value].add(resource["id"])
-        for value, ids in placed.items():
-            held[value].update(ids)
-        rest = [value for value in chunk if not placed[value]]
-        if rest:  # a match may show one of its values and be matched by another too (its uuid)
+        if any(not forms for forms in matches.values()):  # matched by a form it does not show: ask fewer
+            half = len(chunk) // 2
+            self._place(resource_type, chunk[:half], system, connection, held)
+            self._place(resource_type, chunk[half:], system, connection, held)
+            return
+        placed: set[str] = set()
+        for rid, forms in matches.items():
+            for value in forms:
+                held[value].add(rid)
+            placed |= forms
+        rest = [value for value in chunk if value not in placed]
+        if rest:  # a match may show one of its values and be matched by another too (its uuid, bare)
             self._place(resource_type, rest, system, connection, held)
 
 

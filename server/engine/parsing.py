@@ -8,13 +8,15 @@ from server.declare.provider import ResourceProvider
 from server.engine.context import ServerContext
 from server.search.chains import parse_request
 from server.errors import InvalidRequest
-from server.search.request import SearchRequest, selection_pairs
+from server.search.request import MAX_VALUES, SearchRequest, selection_pairs
 
 
 def parse(ctx: ServerContext, provider: ResourceProvider, items: Sequence[tuple[str, str]],
-          strict: bool) -> SearchRequest:
-    """The search as this server takes it: its limits, its chains over the types it serves."""
-    return parse_request(provider, items, limits=ctx.settings.api, strict=strict, providers=ctx.registry.providers)
+          strict: bool, max_values: int = MAX_VALUES) -> SearchRequest:
+    """The search as this server takes it: its limits, its chains over the types it serves (`max_values`: the
+    OR-ed values of one parameter; more than a client's for an in-process look-up's batch)."""
+    return parse_request(provider, items, limits=ctx.settings.api, strict=strict, providers=ctx.registry.providers,
+                         max_values=max_values)
 
 
 def parse_selection(ctx: ServerContext, provider: ResourceProvider, query: str | Sequence[tuple[str, str]],

@@ -5,9 +5,10 @@ is built in a thread. `search_type` and `run_operation` run one in the calling t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import ColumnElement
+from sqlalchemy import ColumnElement, select
 
 from server.access.tenancy import Visibility
 from server.declare.provider import ResourceProvider, StaticProvider
@@ -31,7 +32,7 @@ from server.search.bodies import PageEntry, body_page_query
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_references
 from server.search.order import AFTER_VALUE, MEASURE, SORT_BELOW, resume_at
 from server.search.request import SearchRequest, bind_operation, selection_pairs
-from server.search.sql import (AFTER, WALK_ABOVE, page_query, read_query)
+from server.search.sql import (AFTER, WALK_ABOVE, page_query, page_rows, paged, read_query)
 from server.storage.freshness import Snapshot, synced
 from server.storage.prepared import driver_sql
 
@@ -147,6 +148,31 @@ def matches_steps(ctx: ServerContext, caller: Caller, resource_type: str,
     return (yield from condition.where())
 
 
+def matched_steps(ctx: ServerContext, caller: Caller, resource_type: str, query: Sequence[tuple[str, str]], *,
+                  columns: Sequence[ColumnElement[Any]], max_values: int, page: int) -> Steps[list[Any]]:
+    """Every match of `[type]?query` as the caller sees it, in id order, as rows of its id and `columns` (of the
+    provider's source), without rendering it: what a look-up's batch reads (server.engine.lookup.EngineLookup.
+    identified_all), `max_values` OR-ed values a parameter (more than a client may send), `page` rows a statement.
+    Compiled as the search is (`_condition`: its scope, its live rows) and paged as its pages are (keyset, by id):
+    one statement for a batch of values whose matches fit a page."""
+    provider = resource_provider(ctx, resource_type, "a look-up")
+    request = parse(ctx, provider, query, strict=True, max_values=max_values)
+    request = replace(request, paging=replace(request.paging, count=page, skip=0))
+    snapshot = yield from fresh(ctx)
+    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    where = yield from (yield from _condition(ctx, caller, provider, request, snapshot, vis)).where(page=True)
+    found: list[Any] = []
+    while True:
+        resume = (yield from asked(ctx, resume_at(provider, request, vis.clause))) if request.after else None
+        statement = paged(provider, request, select(provider.id_column, *columns).select_from(
+            page_rows(provider, request, provider.source)), where, extra_row=1, resume=resume)
+        matched = yield from rows(ctx, statement, bounded=False)
+        found += matched[:page]
+        if len(matched) <= page:
+            return found
+        request = replace(request, after=str(found[-1][0]))  # keyset: the next rows by id
+
+
 def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest, base: str,
             path: str) -> Steps[dict[str, Any]]:
     count, ranked = request.count, request.ranked is not None
@@ -255,7 +281,7 @@ def search_type(ctx: ServerContext, caller: Caller, base: str, resource_type: st
 def lookup(ctx: ServerContext | Callable[[], ServerContext], caller: Caller = TRUSTED) -> EngineLookup:
     """The look-up (server.declare.lookup) that searches as `caller` (a loader's: TRUSTED; an operation's) on
     `ctx`, or on the context `ctx()` makes at the first look-up."""
-    return EngineLookup(ctx if callable(ctx) else lambda: ctx, search_type_steps, caller, matches_steps)
+    return EngineLookup(ctx if callable(ctx) else lambda: ctx, search_type_steps, caller, matches_steps, matched_steps)
 
 
 def run_operation_steps(ctx: ServerContext, caller: Caller, base: str, resource_type: str, rid: str | None,

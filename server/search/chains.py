@@ -20,7 +20,7 @@ from server.declare.registry import Registry
 from server.errors import InvalidRequest, UnsupportedParameter
 from server.params.param import SearchParam
 from server.settings import FhirApi
-from server.search.request import MAX_CLAUSES, Clause, Directed, SearchRequest, _clause, parse_search
+from server.search.request import MAX_CLAUSES, MAX_VALUES, Clause, Directed, SearchRequest, _clause, parse_search
 
 MAX_HOPS = 3  # references crossed by one parameter, chained and _has together
 HAS = "_has"
@@ -126,7 +126,7 @@ def parse_chained(providers: Mapping[str, Any], resource_type: str, key: str, ra
 
 
 def parse_request(provider: ResourceProvider, items: Sequence[tuple[str, str]], *, providers: Mapping[str, Any],
-                  limits: FhirApi = FhirApi(), strict: bool = False) -> SearchRequest:
+                  limits: FhirApi = FhirApi(), strict: bool = False, max_values: int = MAX_VALUES) -> SearchRequest:
     """parse_search, with the chained and _has parameters in `joined`."""
     joined: list[Chained] = []
     plain: list[tuple[str, str]] = []
@@ -138,7 +138,7 @@ def parse_request(provider: ResourceProvider, items: Sequence[tuple[str, str]], 
         else:
             plain.append((key, raw))
     request = parse_search(provider, plain, limits=limits, strict=strict,
-                           providers=providers)
+                           providers=providers, max_values=max_values)
     if len(request.clauses) + len(joined) > MAX_CLAUSES:
         raise InvalidRequest(f"too many search parameters ({len(request.clauses) + len(joined)}); "
                              f"at most {MAX_CLAUSES}")

@@ -286,7 +286,10 @@ def parse_search(
     limits: FhirApi = FhirApi(),
     strict: bool = False,
     providers: Mapping[str, Any] | None = None,
+    max_values: int = MAX_VALUES,
 ) -> SearchRequest:
+    """`max_values`: the OR-ed values one parameter may hold (MAX_VALUES from a client; more from an in-process
+    look-up's batch, server.engine.lookup)."""
     paging, rest = parse_paging(items, limits)
     request = SearchRequest(provider.resource_type, paging=paging)
     clauses: list[Clause] = []
@@ -313,7 +316,7 @@ def parse_search(
             for part in raw.split(","):
                 includes.append(_include(providers or {provider.resource_type: provider}, provider.resource_type,
                                          key, part.strip()))
-        elif (clause := _clause(provider, key, raw, strict and not _result_control(key))) is not None:
+        elif (clause := _clause(provider, key, raw, strict and not _result_control(key), max_values)) is not None:
             clauses.append(clause)
         elif key.partition(":")[0] not in provider.params_by_name:
             ignored.append(key)  # lenient handling: left out, and the Bundle says so
@@ -369,7 +372,8 @@ def _result_control(key: str) -> bool:
     return key.startswith("_") and key.partition(":")[0] not in FHIR_COMMON_FILTERS and "." not in key
 
 
-def _clause(provider: ResourceProvider, key: str, raw: str, strict: bool) -> Clause | None:
+def _clause(provider: ResourceProvider, key: str, raw: str, strict: bool,
+            max_values: int = MAX_VALUES) -> Clause | None:
     name, _, modifier = key.partition(":")
     param = provider.params_by_name.get(name)
     if param is None:
@@ -386,8 +390,8 @@ def _clause(provider: ResourceProvider, key: str, raw: str, strict: bool) -> Cla
     if not raw:
         return None  # an empty value is ignored, as the FHIR search page says
     parts = _COMMA.split(raw) if param.kind.split and modifier != "missing" else [raw]
-    if len(parts) > MAX_VALUES:
-        raise InvalidRequest(f"{key}: too many values ({len(parts)}); at most {MAX_VALUES} per parameter")
+    if len(parts) > max_values:
+        raise InvalidRequest(f"{key}: too many values ({len(parts)}); at most {max_values} per parameter")
     if any(not part.strip() for part in parts):  # a prefix of nothing, say: it would match every resource
         raise InvalidValue(f"{key}={raw[:100]!r}: a value is blank (spaces only, or nothing between commas); "
                            "leave the parameter out to match every resource")

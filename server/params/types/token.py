@@ -93,6 +93,25 @@ class TokenType:
                   for system, codes in grouped.items()), *single]
 
 
+def shown(target: TokenTarget) -> tuple[ColumnElement[Any], ...]:
+    """What `shows` reads of a row for `target`: its stored code, and its system where a column holds it."""
+    return (target.code, target.system) if isinstance(target.system, ColumnElement) else (target.code,)
+
+
+def shows(target: TokenTarget, held: Sequence[Any], system: str | None) -> tuple[str, ...]:
+    """The token values (`value`, or `system|value` when `system` is given) that a row holding `held` (what `shown`
+    selects) matches through `target`, as they are written: its code, and with the target's prefix (urn:uuid:...);
+    the inverse of `_token` (`_system` and `_stored`) for a code. () for a closed value set (its FHIR codes are
+    not what is stored). A value matched by another spelling (a number with leading zeros) is not among them: a
+    look-up's batch (server.engine.lookup) asks for it again."""
+    if target.codes is not None or held[0] is None:
+        return ()
+    if system is not None and (held[1] if isinstance(target.system, ColumnElement) else target.system) != system:
+        return ()
+    code = str(held[0])
+    return (code, target.prefix + code) if target.prefix else (code,)
+
+
 def _system(target: TokenTarget, system: str | None) -> ColumnElement[bool]:
     if system is None:
         return true()

@@ -8,11 +8,12 @@ version was held at, and a practitioner when it sees one of the practitioner's l
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, delete, insert, select, update
 from sqlalchemy.engine import RowMapping
 
 from healthcare_services.tables import (
@@ -138,19 +139,22 @@ ROLE = ResourceProvider(
 )
 
 
-def _facilities(call: LoadCall, entries: list[Any]) -> dict[str, str | None]:
+Resolve = Callable[[LoadCall, list[str]], Mapping[str, str | None]]  # facility codes -> Location ids
+
+
+def locations_of(call: LoadCall, codes: list[str]) -> dict[str, str | None]:
     """The id of the Location whose identifier is each facility code of the file, as the Location provider serves
-    it: one batch of look-ups for every code (`identified_all`: a few searches, not one per code)."""
-    codes = {str(code) for entry in entries if isinstance(entry, dict)
-             and isinstance(entry.get("facilities"), list) for code in entry["facilities"]}
+    it: one batch of look-ups for every code (`identified_all`: a few statements, not one per code)."""
     try:
-        return call.lookup.identified_all("Location", sorted(codes))
+        return call.lookup.identified_all("Location", codes)
     except AmbiguousLookup as exc:
         raise LoadError(f"facility codes naming several Locations: {exc.diagnostics}") from exc
 
 
-def _roles(call: LoadCall, entries: list[Any]) -> list[dict[str, Any]]:
-    found = _facilities(call, entries)
+def _roles(call: LoadCall, entries: list[Any], resolve: Resolve) -> list[dict[str, Any]]:
+    codes = {str(code) for entry in entries if isinstance(entry, dict)
+             and isinstance(entry.get("facilities"), list) for code in entry["facilities"]}
+    found = resolve(call, sorted(codes))
     roles = []
     for n, entry in enumerate(entries, 1):
         try:
@@ -165,44 +169,65 @@ def _roles(call: LoadCall, entries: list[Any]) -> list[dict[str, Any]]:
     return roles
 
 
-def _write_role(conn: Connection, row: dict[str, Any], new: bool) -> None:
-    conn.execute(insert(role) if new else update(role).where(role.c.id == row["id"]), row)
-    conn.execute(delete(role_location).where(role_location.c.role_id == row["id"]))
-    if row["location_ids"]:
-        conn.execute(insert(role_location), [{"role_id": row["id"], "location_id": i} for i in row["location_ids"]])
-    snapshot = None if row["deleted"] else {**row, "updated_at": row["updated_at"].isoformat()}
-    conn.execute(insert(role_history), {"role_id": row["id"], "version_id": row["version_id"],
-                                        "updated_at": row["updated_at"], "deleted": row["deleted"],
-                                        "snapshot": snapshot})
-    if row["location_ids"]:  # a deletion keeps the Locations of the version it deletes: who saw it sees it go
-        conn.execute(insert(role_history_location), [
-            {"role_id": row["id"], "version_id": row["version_id"], "location_id": i} for i in row["location_ids"]])
+BATCH = 1000  # ids in one `IN` (under every database's bind limit)
 
 
-def _write_person(conn: Connection, row: dict[str, Any], new: bool) -> None:
-    conn.execute(insert(practitioner) if new else update(practitioner).where(practitioner.c.id == row["id"]), row)
-    snapshot = None if row["deleted"] else {**row, "updated_at": row["updated_at"].isoformat()}
-    conn.execute(insert(practitioner_history), {"practitioner_id": row["id"], "version_id": row["version_id"],
-                                                "updated_at": row["updated_at"], "deleted": row["deleted"],
-                                                "snapshot": snapshot})
+def _write_versions(conn: Connection, table: Table, history: Table, history_key: str,
+                    rows: list[tuple[dict[str, Any], bool]], locations: tuple[Table, Table] | None = None) -> None:
+    """The new versions `rows` (each: the row, whether it is new) of `table` in a few statements whatever their
+    number (the new rows inserted, the others updated, a history row each; a role's Locations replaced, each
+    version's kept): a statement per row was 20,000 round trips for 3,000 roles, most of a PostgreSQL load."""
+    if not rows:
+        return
+    fresh = [row for row, new in rows if new]
+    changed = [row for row, new in rows if not new]
+    if fresh:
+        conn.execute(insert(table), fresh)
+    if changed:  # the columns every row gives (a row read back gives them all; a record of the file, its own)
+        given = [c.key for c in table.c if c.key != "id" and all(c.key in row for row in changed)]
+        conn.execute(update(table).where(table.c.id == bindparam("b_id"))
+                     .values({k: bindparam(f"b_{k}") for k in given}),
+                     [{f"b_{k}": row[k] for k in ("id", *given)} for row in changed])
+    conn.execute(insert(history), [{history_key: row["id"], "version_id": row["version_id"],
+                                    "updated_at": row["updated_at"], "deleted": row["deleted"],
+                                    "snapshot": None if row["deleted"] else
+                                    {**row, "updated_at": row["updated_at"].isoformat()}} for row, _ in rows])
+    if locations is None:
+        return
+    current, per_version = locations
+    ids = [row["id"] for row in changed]
+    for start in range(0, len(ids), BATCH):
+        conn.execute(delete(current).where(current.c.role_id.in_(ids[start:start + BATCH])))
+    held = [row for row, _ in rows if row["location_ids"]]
+    if held:  # a deletion keeps the Locations of the version it deletes: who saw it sees it go
+        conn.execute(insert(current), [{"role_id": row["id"], "location_id": i}
+                                       for row in held for i in row["location_ids"]])
+        conn.execute(insert(per_version), [{"role_id": row["id"], "version_id": row["version_id"], "location_id": i}
+                                           for row in held for i in row["location_ids"]])
 
 
 def _write_people(conn: Connection, people: list[dict[str, Any]], now: datetime) -> None:
     """Each practitioner a new version when its name changed; one absent from the file a deleted version."""
     current = {row["id"]: row for row in conn.execute(select(practitioner)).mappings()}
+    written: list[tuple[dict[str, Any], bool]] = []
     for person in people:
         old = current.pop(person["id"], None)
         if old is not None and not old["deleted"] and old["name"] == person["name"]:
             continue
         version = 1 if old is None else old["version_id"] + 1
-        _write_person(conn, {**person, "version_id": version, "updated_at": now, "deleted": False}, old is None)
-    for old in current.values():
-        if not old["deleted"]:
-            _write_person(conn, {**old, "version_id": old["version_id"] + 1, "updated_at": now, "deleted": True},
-                          False)
+        written.append(({**person, "version_id": version, "updated_at": now, "deleted": False}, old is None))
+    written += [({**old, "version_id": old["version_id"] + 1, "updated_at": now, "deleted": True}, False)
+                for old in current.values() if not old["deleted"]]
+    _write_versions(conn, practitioner, practitioner_history, "practitioner_id", written)
 
 
 def load_workers(call: LoadCall) -> LoadReport:
+    return load_resolving(call, locations_of)
+
+
+def load_resolving(call: LoadCall, resolve: Resolve) -> LoadReport:
+    """`load workers-json`, its facility codes resolved by `resolve` (the look-up: `locations_of`; bench/lookups.py
+    times it against the SQL on the org-unit plugin's tables it replaced)."""
     try:
         data = json.loads(Path(call.path).read_text(encoding="utf-8"))
         people = [{"id": int(p["id"]), "name": str(p["name"]), "name_norm": normalize(str(p["name"]))}
@@ -210,8 +235,9 @@ def load_workers(call: LoadCall) -> LoadReport:
         entries = list(data["roles"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise LoadError(f"{call.path}: not a workers file ({exc})") from exc
-    roles = _roles(call, entries)  # every facility code resolved before anything is written
+    roles = _roles(call, entries, resolve)  # every facility code resolved before anything is written
     now, counts = datetime.now(UTC), {"inserted": 0, "updated": 0, "unchanged": 0, "deleted": 0}
+    written: list[tuple[dict[str, Any], bool]] = []
     with call.engine.begin() as conn:
         _write_people(conn, people, now)
         current = {row["id"]: row for row in conn.execute(select(role)).mappings()}
@@ -221,14 +247,15 @@ def load_workers(call: LoadCall) -> LoadReport:
                 counts["unchanged"] += 1
                 continue
             version = 1 if old is None else old["version_id"] + 1
-            _write_role(conn, {**record, "version_id": version, "updated_at": now, "deleted": False}, old is None)
+            written.append(({**record, "version_id": version, "updated_at": now, "deleted": False}, old is None))
             counts["inserted" if old is None else "updated"] += 1
             call.progress(n)
         for old in current.values():  # absent from the file: a deleted version
             if not old["deleted"]:
-                _write_role(conn, {**old, "version_id": old["version_id"] + 1, "updated_at": now, "deleted": True},
-                            False)
+                written.append(({**old, "version_id": old["version_id"] + 1, "updated_at": now, "deleted": True},
+                                False))
                 counts["deleted"] += 1
+        _write_versions(conn, role, role_history, "role_id", written, (role_location, role_history_location))
     return LoadReport(**counts)
 
 
