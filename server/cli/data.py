@@ -194,8 +194,11 @@ def report_lines(fmt: str, path: str, report: LoadReport, dry_run: bool,
     fields = report_fields(fmt, path, report, dry_run, seconds)
     if not report.other_types:
         return [(report_line(fmt, report, dry_run, seconds), fields)]
+    # each line holds its own type's counts and named resources, never the main type's: the keys of those vary
+    # (`inserted_units`, `withdrawn`, `refused`...), so the main type's are dropped, not overwritten
+    common = {key: value for key, value in fields.items() if key not in _counts(report)}
     return [(report_line(fmt, part, dry_run, seconds, of_type=True),
-             {**fields, "resource_type": part.resource_type, **_counts(part)}) for part in report.by_type]
+             {**common, "resource_type": part.resource_type, **_counts(part)}) for part in report.by_type]
 
 
 def cmd_load(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
