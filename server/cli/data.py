@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from typing import Any
 
 import orjson
@@ -221,7 +221,8 @@ def cmd_load(args: argparse.Namespace, settings: Settings, extensions: Extension
             raise
         path = Path(str(make_url(settings.database_url).database))
         for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-            leftover.unlink(missing_ok=True)
+            with suppress(OSError):  # none made (its folder could not be): the failure is the news
+                leftover.unlink(missing_ok=True)
         raise
 
 

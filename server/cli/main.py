@@ -32,6 +32,7 @@ from server.ops.checks import (
     embedded_database_missing,
     missing_database,
     serving_targets,
+    storage_problems,
 )
 from server.telemetry.logs import configure_logging
 from server.settings import Settings
@@ -167,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         args = parser.parse_args(argv)
         name = args.command
+        if name != "check-config" and _needs_database(args, extensions) and (found := storage_problems(settings)):
+            raise ConfigError("; ".join(found))  # check-config lists them among its lines
         if not _may_create(args) and _needs_database(args, extensions) and embedded_database_missing(settings):
             raise ConfigError(missing_database(settings))
         return runs[args.command](args, settings, extensions)
