@@ -114,9 +114,11 @@ MISTAKES = [
     pytest.param(Mistake(("check-config",), 1, "FAIL  auth.jwks_file {tmp}/adir: is a directory, not a file",
                          "auth: {jwks_file: {tmp}/adir, algorithms: [RS256]}"), id="jwks-file-a-directory"),
     pytest.param(Mistake(("load", "mapped", str(LAKELAND_CSV)), 1, "mapping {tmp}/adir: cannot read the file",
-                         "server: {data_dir: {tmp}/data}", options=("--mapping", "{tmp}/adir")), id="mapping-a-directory"),
+                         "server: {data_dir: {tmp}/data}", options=("--mapping", "{tmp}/adir")),
+                 id="mapping-a-directory"),
     pytest.param(Mistake(("load", "mapped", str(LAKELAND_CSV)), 1, "mapping {tmp}/binary: not UTF-8 text",
-                         "server: {data_dir: {tmp}/data}", options=("--mapping", "{tmp}/binary")), id="mapping-not-text"),
+                         "server: {data_dir: {tmp}/data}", options=("--mapping", "{tmp}/binary")),
+                 id="mapping-not-text"),
 ]
 
 
