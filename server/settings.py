@@ -307,21 +307,32 @@ def parse_settings(raw: Mapping[str, Any] | None, source: str | None = None) -> 
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, database_url: str | None = None) -> Settings:
-    """Read the settings file (argument, $ORGUNIT_FHIR_SETTINGS, ./settings.yaml, else defaults)."""
-    chosen = path or os.environ.get(SETTINGS_ENV)
-    if chosen is None and Path(DEFAULT_SETTINGS_FILE).exists():
-        chosen = DEFAULT_SETTINGS_FILE
+    """Read the settings file (argument, $ORGUNIT_FHIR_SETTINGS, ./settings.yaml, else defaults); the database URL
+    from the argument, else $ORGUNIT_FHIR_DATABASE_URL, else the file. An empty argument or variable counts as
+    unset (`ORGUNIT_FHIR_SETTINGS=` falls back to ./settings.yaml, then the defaults)."""
+    given = os.fspath(path) if path is not None else ""
+    chosen, origin = ((given, "--settings") if given else
+                      (os.environ.get(SETTINGS_ENV, ""), f"${SETTINGS_ENV}") if os.environ.get(SETTINGS_ENV) else
+                      (DEFAULT_SETTINGS_FILE, "the current folder") if Path(DEFAULT_SETTINGS_FILE).exists() else
+                      ("", ""))
     raw: Any = {}
-    if chosen is not None:
+    if chosen:
+        named = f"settings file {chosen} (from {origin})"
         try:
             raw = yaml.safe_load(Path(chosen).read_text(encoding="utf-8")) or {}
         except FileNotFoundError:
-            raise ConfigError(f"settings file {chosen} does not exist") from None
+            raise ConfigError(f"{named} does not exist") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{named} is a directory: name a YAML file") from None
+        except OSError as exc:
+            raise ConfigError(f"{named} cannot be read ({exc.strerror or exc})") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{named} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except yaml.YAMLError as exc:
-            raise ConfigError(f"settings file {chosen} is not valid YAML: {exc}") from None
+            raise ConfigError(f"{named} is not valid YAML: {exc}") from None
         if not isinstance(raw, dict):
-            raise ConfigError(f"settings file {chosen} must hold a mapping")
-    settings = parse_settings(raw, str(chosen) if chosen else None)
+            raise ConfigError(f"{named} must hold a mapping")
+    settings = parse_settings(raw, chosen or None)
     if os.environ.get(ACCESS_LOG_ENV) == "0":
         settings = settings.without_access_log()
-    return settings.with_database(database_url or os.environ.get(DATABASE_ENV))
+    return settings.with_database(database_url or os.environ.get(DATABASE_ENV) or None)

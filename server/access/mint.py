@@ -24,8 +24,16 @@ def secret_for(settings: Settings, create: bool = False) -> str | None:
     if auth.secret:
         return auth.secret
     path = Path(auth.secret_file) if auth.secret_file else settings.data_path / "jwt-secret"
+    key = "auth.secret_file" if auth.secret_file else "the HMAC secret of server.data_dir"
     if path.exists():
-        value = path.read_text(encoding="utf-8").strip()
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except IsADirectoryError:
+            raise ConfigError(f"{key} {path}: is a directory, not a file") from None
+        except OSError as exc:
+            raise ConfigError(f"{key} {path}: cannot be read ({exc.strerror or exc})") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{key} {path}: is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         if not value:
             raise ConfigError(f"auth secret file {path} is empty")
         return value
@@ -33,7 +41,11 @@ def secret_for(settings: Settings, create: bool = False) -> str | None:
         raise ConfigError(f"auth.secret_file {path} does not exist")
     if not create:
         return None
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"server.data_dir {path.parent}: cannot make the folder of the HMAC secret "
+                          f"({exc.strerror or exc})") from None
     path.write_text(secrets.token_urlsafe(48), encoding="utf-8")
     path.chmod(0o600)
     log.warning("created a new JWT secret at %s; tokens verify only where the server uses this data directory "

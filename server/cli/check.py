@@ -19,6 +19,7 @@ from server.ops.checks import (
     missing_database,
     problems,
     serving_targets,
+    storage_problems,
 )
 from server.settings import Settings
 from server.storage.backend import is_embedded
@@ -55,7 +56,7 @@ def cmd_check_config(args: argparse.Namespace, settings: Settings, extensions: E
                     results.append((True, f"auth.jwks_url {settings.auth.jwks_url}: {remote.probe()} signing keys"))
                 except JwksUnavailable as exc:
                     results.append((False, f"auth.jwks_url {settings.auth.jwks_url}: {exc}"))
-    if database_url_problem(settings.database_url) is not None:
+    if database_url_problem(settings.database_url) is not None or storage_problems(settings):
         pass  # named above: no database to look at
     elif embedded_database_missing(settings):
         results.append((False, f"database primary ({settings.database_url}): {missing_database(settings)}"))

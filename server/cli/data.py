@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from typing import Any
 
 import orjson
@@ -194,8 +194,11 @@ def report_lines(fmt: str, path: str, report: LoadReport, dry_run: bool,
     fields = report_fields(fmt, path, report, dry_run, seconds)
     if not report.other_types:
         return [(report_line(fmt, report, dry_run, seconds), fields)]
+    # each line holds its own type's counts and named resources, never the main type's: the keys of those vary
+    # (`inserted_units`, `withdrawn`, `refused`...), so the main type's are dropped, not overwritten
+    common = {key: value for key, value in fields.items() if key not in _counts(report)}
     return [(report_line(fmt, part, dry_run, seconds, of_type=True),
-             {**fields, "resource_type": part.resource_type, **_counts(part)}) for part in report.by_type]
+             {**common, "resource_type": part.resource_type, **_counts(part)}) for part in report.by_type]
 
 
 def cmd_load(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
@@ -218,7 +221,8 @@ def cmd_load(args: argparse.Namespace, settings: Settings, extensions: Extension
             raise
         path = Path(str(make_url(settings.database_url).database))
         for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-            leftover.unlink(missing_ok=True)
+            with suppress(OSError):  # none made (its folder could not be): the failure is the news
+                leftover.unlink(missing_ok=True)
         raise
 
 

@@ -8,6 +8,7 @@ import argparse
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
@@ -32,6 +33,7 @@ from server.ops.checks import (
     embedded_database_missing,
     missing_database,
     serving_targets,
+    storage_problems,
 )
 from server.telemetry.logs import configure_logging
 from server.settings import Settings
@@ -167,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         args = parser.parse_args(argv)
         name = args.command
+        if name != "check-config" and _needs_database(args, extensions) and (found := storage_problems(settings)):
+            raise ConfigError("; ".join(found))  # check-config lists them among its lines
         if not _may_create(args) and _needs_database(args, extensions) and embedded_database_missing(settings):
             raise ConfigError(missing_database(settings))
         return runs[args.command](args, settings, extensions)
@@ -200,8 +204,21 @@ def _culprit(exc: BaseException, args: argparse.Namespace | None, extensions: Ex
     found = blame(exc)
     if found is not None or args is None or extensions is None or args.command != "load":
         return found
+    if not isinstance(exc, TypeError) or _raised_in(exc) not in FORMAT_CALLERS:
+        return None  # the server's own code failed on the way (a storage step, the report): not the plugin's
     plugin = extensions.format_plugins.get(getattr(args, "format", ""))
     return None if plugin is None else Blame(plugin, f"the call of its load format {args.format!r}")
+
+
+#: the modules whose frame calls a load format's `load` (`load` itself, the shim of the plugin API 1.0 form): a
+#: TypeError raised there, in no plugin's frame, is a call that failed before entering the format
+FORMAT_CALLERS = ("server.cli.data", "server.extensions")
+
+
+def _raised_in(exc: BaseException) -> str:
+    """The module of the innermost frame of `exc`'s traceback."""
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    return str(frames[-1][0].f_globals.get("__name__", "")) if frames else ""
 
 
 WRITERS = ("load", "demo", "migrate", "versions", "accounts", "data-sources")

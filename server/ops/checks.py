@@ -17,7 +17,7 @@ from sqlalchemy.pool import NullPool
 from server.errors import ConfigError, StorageError
 from server.http.protocol import open_files_needed
 from server.telemetry.logs import LOG_FORMATS
-from server.settings import Settings
+from server.settings import DATABASE_ENV, Settings
 from server.storage.backend import backend_of, is_embedded, is_postgresql, translate_errors, unknown_driver
 from server.storage.db import normalize_url
 from server.storage.migrate import ChainState, Schema, describe
@@ -43,10 +43,52 @@ def database_url_problem(url: str, key: str = "database.url") -> str | None:
     return None
 
 
+def _folder_problem(path: Path) -> str | None:
+    """Why no folder can be at `path` (made when missing): it, or its nearest existing parent, is not a folder."""
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    return None if existing is None or existing.is_dir() else f"{existing} is not a directory"
+
+
+def storage_problems(settings: Settings) -> list[str]:
+    """Paths a command that reads or writes a database uses and that cannot be, each naming its setting:
+    server.data_dir (the embedded database, the HMAC secret, Bulk Data's files) where a file stands; an embedded
+    database (database.url, --database or $ORGUNIT_FHIR_DATABASE_URL) that names a folder, or whose folder cannot
+    be. Checked before any command opens a database: they were an "unexpected" error, "a bug"."""
+    found: list[str] = []
+    folder = _folder_problem(settings.data_path)
+    if folder is not None:
+        found.append(f"server.data_dir {settings.server.data_dir}: {folder} (the embedded database, the HMAC secret "
+                     "and Bulk Data's files live in this folder)")
+    url = settings.database.url
+    if url is None or database_url_problem(url) is not None or not is_embedded(url):
+        return found
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        return found
+    where = f"database.url (or --database, ${DATABASE_ENV}) {_safe(url)}"
+    path = Path(database)
+    if path.is_dir():
+        found.append(f"{where}: {path} is a directory, not a SQLite database file")
+    elif (folder := _folder_problem(path.parent)) is not None:
+        found.append(f"{where}: {folder}, where the database's folder should be")
+    return found
+
+
+def file_problems(settings: Settings) -> list[str]:
+    """File settings that name a folder (auth.secret_file, auth.public_key_file, auth.jwks_file; the HMAC secret
+    server.data_dir/jwt-secret made at the first start), each naming its setting."""
+    auth = settings.auth
+    named = [(f"auth.{key}", getattr(auth, key)) for key in ("secret_file", "public_key_file", "jwks_file")]
+    if not auth.secret and not auth.secret_file:
+        named.append(("server.data_dir's HMAC secret", str(settings.data_path / "jwt-secret")))
+    return [f"{key} {value}: is a directory, not a file" for key, value in named if value and Path(value).is_dir()]
+
+
 def problems(settings: Settings) -> list[str]:
     """Settings that parse but cannot work, each as a message naming the key."""
     server, database = settings.server, settings.database
     found: list[str] = [problem for problem in (database_url_problem(settings.database_url),) if problem]
+    found += storage_problems(settings) + file_problems(settings)
     if server.log_format not in LOG_FORMATS:
         found.append(f"server.log_format: expected one of {', '.join(LOG_FORMATS)}, got {server.log_format!r}")
     if server.workers < 1:

@@ -9,7 +9,7 @@ from typing import TypeVar
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
-from server.errors import StorageUnavailable
+from server.errors import ConfigError, StorageUnavailable
 from server.settings import Settings
 from server.storage.backend import SQLITE_BUSY_S, SQLITE_PRAGMAS, BoundedPool, backend_of, translate_errors
 from server.storage.replicas import MAX_OVERFLOW, PRIMARY, Target, create_read_engine, replica_targets
@@ -44,7 +44,11 @@ def _engine(settings: Settings, writing: bool, bounded: bool) -> Engine:
     if backend.embedded:
         path = make_url(url).database
         if writing and path and path != ":memory:":  # the writer creates the file (serve migrates it first)
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a file where a folder should be (the commands check it first: checks.py)
+                raise ConfigError(f"the database {path}: cannot make its folder {Path(path).parent} "
+                                  f"({exc.strerror or exc}); check database.url or server.data_dir") from None
         engine = create_engine(url, connect_args=connect_args)
 
         @event.listens_for(engine, "connect")

@@ -39,3 +39,29 @@ def test_a_report_per_type(report: LoadReport, lines: list[str], types: dict[str
 def test_several_types_each_named_once(other_types: tuple[LoadReport, ...], main: str | None) -> None:
     with pytest.raises(ConfigError, match="names each once"):
         LoadReport(resource_type=main, other_types=other_types)
+
+
+#: a main type whose report holds every key that only some reports have (`<kind>_units`, a change of its own,
+#: `refused`), and another type with resources of its own named
+RICH = LoadReport(3, 0, 0, notes=("a note",), resource_type="Location", changes=(("withdrawn", 2),),
+                  named={"inserted": ("a 'A' (id 1)",), "withdrawn": ("b 'B' (id 2)",)}, refused=("too many",),
+                  other_types=(LoadReport(inserted=1, resource_type="Organization"),
+                               LoadReport(updated=1, resource_type="Endpoint", named={"updated": ("ep-1",)})))
+
+
+@pytest.mark.parametrize("resource_type, own", [
+    pytest.param("Location", {"inserted_units": ["a 'A' (id 1)"], "withdrawn_units": ["b 'B' (id 2)"],
+                              "withdrawn": 2, "refused": ["too many"]}, id="main-type-its-own"),
+    pytest.param("Organization", {}, id="other-type-none-of-the-main-types"),
+    pytest.param("Endpoint", {"updated_units": ["ep-1"]}, id="other-type-its-own-only"),
+])
+def test_a_types_line_holds_only_its_own_resources(resource_type: str, own: dict[str, object]) -> None:
+    """A second platform-team trial of issue 41: the Organization's line of a mapped load carried the Locations'
+    `inserted_units` (keys only the main type's report has were kept from its fields)."""
+    fields = dict(next(fields for _, fields in report_lines("f", "p", RICH, False, 0.5)
+                       if fields["resource_type"] == resource_type))
+    optional = {key: fields[key] for key in fields
+                if (key.endswith("_units") and key not in ("deleted_units", "missing_units"))
+                or key in ("withdrawn", "refused")}
+    assert optional == own
+    assert fields["notes"] == ["a note"] and fields["format"] == "f"  # the load's own fields on every line

@@ -114,6 +114,8 @@ def read_mapping(path: str | Path) -> UnitMapping:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise LoadError(f"mapping {path}: cannot read the file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise LoadError(f"mapping {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
         raise LoadError(f"mapping {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     return parse_mapping(raw, path)
