@@ -306,6 +306,22 @@ def parse_settings(raw: Mapping[str, Any] | None, source: str | None = None) -> 
     return settings
 
 
+def named_text(path: Path, named: str, kind: str = "a file") -> str:
+    """The UTF-8 text of a file a setting names (`named`: how a message names it); ConfigError when it is a
+    directory, cannot be read or is not UTF-8 text. A missing file raises FileNotFoundError: the caller says what
+    that means."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError:
+        raise ConfigError(f"{named} is a directory, not {kind}") from None
+    except OSError as exc:
+        raise ConfigError(f"{named} cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{named} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
 def load_settings(path: str | os.PathLike[str] | None = None, database_url: str | None = None) -> Settings:
     """Read the settings file (argument, $ORGUNIT_FHIR_SETTINGS, ./settings.yaml, else defaults); the database URL
     from the argument, else $ORGUNIT_FHIR_DATABASE_URL, else the file. An empty argument or variable counts as
@@ -319,15 +335,9 @@ def load_settings(path: str | os.PathLike[str] | None = None, database_url: str 
     if chosen:
         named = f"settings file {chosen} (from {origin})"
         try:
-            raw = yaml.safe_load(Path(chosen).read_text(encoding="utf-8")) or {}
+            raw = yaml.safe_load(named_text(Path(chosen), named, "a YAML file")) or {}
         except FileNotFoundError:
             raise ConfigError(f"{named} does not exist") from None
-        except IsADirectoryError:
-            raise ConfigError(f"{named} is a directory: name a YAML file") from None
-        except OSError as exc:
-            raise ConfigError(f"{named} cannot be read ({exc.strerror or exc})") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{named} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"{named} is not valid YAML: {exc}") from None
         if not isinstance(raw, dict):

@@ -13,7 +13,7 @@ import jwt
 from server.access.claims import set_claim
 from server.access.keys import HMAC_ALGORITHMS
 from server.errors import ConfigError
-from server.settings import Settings
+from server.settings import Settings, named_text
 
 log = logging.getLogger("orgunit_fhir")
 
@@ -26,14 +26,7 @@ def secret_for(settings: Settings, create: bool = False) -> str | None:
     path = Path(auth.secret_file) if auth.secret_file else settings.data_path / "jwt-secret"
     key = "auth.secret_file" if auth.secret_file else "the HMAC secret of server.data_dir"
     if path.exists():
-        try:
-            value = path.read_text(encoding="utf-8").strip()
-        except IsADirectoryError:
-            raise ConfigError(f"{key} {path}: is a directory, not a file") from None
-        except OSError as exc:
-            raise ConfigError(f"{key} {path}: cannot be read ({exc.strerror or exc})") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{key} {path}: is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        value = named_text(path, f"{key} {path}:").strip()
         if not value:
             raise ConfigError(f"auth secret file {path} is empty")
         return value
