@@ -15,8 +15,8 @@ from starlette.testclient import TestClient
 from server.app import create_app
 from server.bulk import runner as bulk_runner
 from server.engine.context import ServerContext
-from server.search.cost import CostlyGate
 from server.settings import BulkSettings
+from tests.support.costly import counted_turns
 from tests.support.bulk import ASYNC, held, kick_off, manifest
 from tests.support.contexts import bearer, pyramid_context
 from tests.support.fixtures import context_fixture
@@ -95,14 +95,7 @@ def test_a_kick_off_with_a_costly_type_filter_takes_a_costly_turn(ctx: ServerCon
                                                                    params: dict[str, str], costly: bool) -> None:
     """The kick-off compiles each `_typeFilter` as the search it is: estimated alike (server.search.cost), a costly
     one waits for a costly search's turn like the same query as a search would."""
-    turns: list[str] = []
-    original = CostlyGate.turn
-
-    def turn(self: CostlyGate) -> Any:
-        turns.append("turn")
-        return original(self)
-
-    monkeypatch.setattr(CostlyGate, "turn", turn)
+    turns = counted_turns(monkeypatch)
     headers = bearer(ctx.settings, account="alpha")
     with TestClient(create_app(ctx.settings, context=ctx)) as client:
         manifest(client, kick_off(client, headers=headers, **params), headers)

@@ -17,7 +17,8 @@ from server.app import create_app
 from server.engine.context import ServerContext
 from server.engine import searches
 from server.engine.steps import Blocking
-from server.search.cost import CostlyGate, search_cost
+from server.search.cost import search_cost
+from tests.support.costly import counted_turns
 
 COSTLY = [("name:contains", ",".join(f"v{i}" for i in range(100)))] + [("name:contains", "a")] * 30
 RUN_S, WAIT_S, TURNS = 3.0, 1, 2
@@ -104,14 +105,7 @@ def test_a_caller_s_scope_queries_count_in_every_request_s_cost(small_ctx: Serve
     """Issue 39 item 5: a token whose scope query is costly (a `:contains` value: 20) makes every request of it
     costly, a plain read included: its own share of turns, off the loop, within the request's time; its cost is
     estimated as the same query's as a search."""
-    turns: list[str] = []
-    original = CostlyGate.turn
-
-    def turn(self: CostlyGate) -> Any:
-        turns.append("turn")
-        return original(self)
-
-    monkeypatch.setattr(CostlyGate, "turn", turn)
+    turns = counted_turns(monkeypatch)
     headers = {"Authorization": f"Bearer {mint_token(small_ctx.settings, extra={'scope': scope})}"}
     with TestClient(create_app(small_ctx.settings, context=small_ctx)) as client:
         assert client.get("/fhir/Location/30", headers=headers).status_code in (200, 404)
