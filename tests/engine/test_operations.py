@@ -11,9 +11,8 @@ from starlette.testclient import TestClient
 
 from plugins.orgunits.tables import data_source
 from server import ConfigError, Operation, OperationCall, ResourceProvider, hookimpl
-from server.access.mint import mint_token
-from server.app import create_app
 from server.engine.context import ServerContext
+from tests.support.clients import plugin_api
 from tests.support.contexts import SECRET, make_settings
 
 DEFINITION = "https://example.org/OperationDefinition/"
@@ -56,9 +55,7 @@ class BasicPlugin:
 @pytest.fixture(scope="module")
 def api(small_ctx: ServerContext, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     settings = make_settings(small_ctx.settings.database_url, tmp_path_factory.mktemp("var"), auth={"secret": SECRET})
-    with TestClient(create_app(settings, extra_plugins=[("basic", BasicPlugin())], db=small_ctx.db),
-                    base_url="http://testserver") as client:
-        client.headers["Authorization"] = f"Bearer {mint_token(settings)}"
+    with plugin_api(settings, small_ctx.db, "basic", BasicPlugin()) as client:
         yield client
 
 

@@ -18,6 +18,7 @@ from server.engine.context import ServerContext
 from server.extensions import Extensions
 from server.plugins import get_plugin_manager
 from server.settings import Settings
+from tests.support.clients import plugin_api
 from tests.support.contexts import SECRET, make_settings
 
 DEFINITION = "https://example.org/OperationDefinition/"
@@ -72,9 +73,7 @@ def settings(small_ctx: ServerContext, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture(scope="module")
 def api(small_ctx: ServerContext, settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings, extra_plugins=[("numbers", Numbers())], db=small_ctx.db),
-                    base_url="http://testserver") as client:
-        client.headers["Authorization"] = f"Bearer {mint_token(settings)}"
+    with plugin_api(settings, small_ctx.db, "numbers", Numbers()) as client:
         yield client
 
 

@@ -13,9 +13,8 @@ from starlette.testclient import TestClient
 
 from plugins.orgunits.tables import data_source
 from server import ResourceProvider, as_utc, hookimpl, instant
-from server.access.mint import mint_token
-from server.app import create_app
 from server.engine.context import ServerContext
+from tests.support.clients import plugin_api
 from tests.support.contexts import SECRET, make_settings
 
 
@@ -30,9 +29,7 @@ class UnversionedPlugin:
 @pytest.fixture(scope="module")
 def api(small_ctx: ServerContext, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     settings = make_settings(small_ctx.settings.database_url, tmp_path_factory.mktemp("var"), auth={"secret": SECRET})
-    with TestClient(create_app(settings, extra_plugins=[("unversioned", UnversionedPlugin())], db=small_ctx.db),
-                    base_url="http://testserver") as client:
-        client.headers["Authorization"] = f"Bearer {mint_token(settings)}"
+    with plugin_api(settings, small_ctx.db, "unversioned", UnversionedPlugin()) as client:
         yield client
 
 
