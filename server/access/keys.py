@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from server.errors import ConfigError
+from server.settings import named_text
 
 HMAC_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
 RSA_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"})
@@ -110,8 +111,8 @@ def load_public_key_file(path: str) -> VerificationKey:
 
 def load_jwks_file(path: str) -> tuple[VerificationKey, ...]:
     try:
-        keys, problems = parse_jwks(json.loads(Path(path).read_text(encoding="utf-8")))
-    except OSError as exc:
+        keys, problems = parse_jwks(json.loads(named_text(Path(path), f"auth.jwks_file {path}:")))
+    except FileNotFoundError as exc:
         raise ConfigError(f"auth.jwks_file {path}: {exc.strerror}") from None
     except ValueError as exc:
         raise ConfigError(f"auth.jwks_file {path}: {exc}") from None
