@@ -17,7 +17,7 @@ from sqlalchemy.pool import NullPool
 from server.errors import ConfigError, StorageError
 from server.http.protocol import open_files_needed
 from server.telemetry.logs import LOG_FORMATS
-from server.settings import DATABASE_ENV, Settings
+from server.settings import DATABASE_ENV, Settings, named_text
 from server.storage.backend import backend_of, is_embedded, is_postgresql, translate_errors, unknown_driver
 from server.storage.db import normalize_url
 from server.storage.migrate import ChainState, Schema, describe
@@ -75,13 +75,21 @@ def storage_problems(settings: Settings) -> list[str]:
 
 
 def file_problems(settings: Settings) -> list[str]:
-    """File settings that name a folder (auth.secret_file, auth.public_key_file, auth.jwks_file; the HMAC secret
-    server.data_dir/jwt-secret made at the first start), each naming its setting."""
+    """File settings whose file cannot be read as text (a folder, unreadable, not UTF-8: auth.secret_file,
+    auth.public_key_file, auth.jwks_file; the HMAC secret server.data_dir/jwt-secret made at the first start), each
+    naming its setting, as reading it would."""
     auth = settings.auth
     named = [(f"auth.{key}", getattr(auth, key)) for key in ("secret_file", "public_key_file", "jwks_file")]
     if not auth.secret and not auth.secret_file:
         named.append(("server.data_dir's HMAC secret", str(settings.data_path / "jwt-secret")))
-    return [f"{key} {value}: is a directory, not a file" for key, value in named if value and Path(value).is_dir()]
+    found: list[str] = []
+    for key, value in named:
+        if value and Path(value).exists():  # a missing one is its loader's to say (the secret: made at first start)
+            try:
+                named_text(Path(value), f"{key} {value}:")  # the server's own reading of it, before it serves
+            except ConfigError as exc:
+                found.append(str(exc))
+    return found
 
 
 def problems(settings: Settings) -> list[str]:

@@ -106,6 +106,8 @@ MISTAKES = [
                          "auth: {secret_file: {tmp}/adir}"), id="secret-file-a-directory-check-config"),
     pytest.param(Mistake(("token",), 2, "auth.secret_file {tmp}/binary: is not UTF-8 text",
                          "auth: {secret_file: {tmp}/binary}"), id="secret-file-not-text"),
+    pytest.param(Mistake(("check-config",), 1, "FAIL  auth.secret_file {tmp}/binary: is not UTF-8 text",
+                         "auth: {secret_file: {tmp}/binary}"), id="secret-file-not-text-check-config"),
     pytest.param(Mistake(("token",), 2, "the HMAC secret of server.data_dir {tmp}/adir/jwt-secret: is a directory",
                          "server: {data_dir: {tmp}/adir}"), id="data-dir-secret-a-directory-token"),
     pytest.param(Mistake(("check-config",), 1, "FAIL  auth.public_key_file {tmp}/adir: is a directory, not a file",
