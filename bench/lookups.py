@@ -16,9 +16,10 @@ timing, as a CLI load makes it), each way `--rounds` times, alternating, the med
 - "before the look-up API": the same loader resolving its codes with the raw SQL above (`load_resolving`, a variant
   that lives here, not in the package);
 each first (the workers' tables emptied: 3,000 roles inserted) and again (the same file: unchanged). The ratio of
-the two is the issue's "no slower than before". Then the same two ways end to end, `orgunit-fhir load workers-json`
-(a process each: start-up, schema check, planner statistics and pre-rendering included; the variant is the same
-command with the format's loader swapped: `bench/lookups_before.py load workers-json ...`).
+the two is the issue's "no slower than before". Every timing starts after a full collection of the garbage collector
+(the previous timing's garbage would fall on whichever ran next). Then the same two ways end to end, `orgunit-fhir
+load workers-json` (a process each: start-up, schema check, planner statistics and pre-rendering included; the
+variant is the same command with the format's loader swapped: `bench/lookups_before.py load workers-json ...`).
 
 Builds its databases once (bench/data/lookups-<size>.db, PostgreSQL orgunit_lookups_<size>) with `orgunit-fhir demo`;
 results go to stdout and bench/results/lookups-latest.md."""
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import argparse as _argparse
+import gc
 import json
 import os
 import platform
@@ -147,6 +149,7 @@ def run(backend: str, size: int, roles: int, seed: int, rounds: int) -> tuple[di
         timings: dict[str, list[float]] = {}
 
         def timed(what: str, work: Callable[[], Any]) -> Any:
+            gc.collect()  # each way starts from the same collector state: its own garbage decides its collections
             started = time.perf_counter()
             found = work()
             timings.setdefault(what, []).append(time.perf_counter() - started)

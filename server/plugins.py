@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import traceback
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
@@ -38,12 +38,22 @@ def available_plugins() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
+class Plugins(pluggy.PluginManager):
+    """A plugin manager that knows the entry points installed when it was made (found once: a scan reads the
+    metadata of every installed distribution, milliseconds each time)."""
+
+    def __init__(self, installed: Mapping[str, str]) -> None:
+        super().__init__(hookspecs.PROJECT)
+        self.installed = dict(installed)
+
+
 def get_plugin_manager(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = ()) -> pluggy.PluginManager:
     """A new manager for these settings; `extra_plugins` (name, module-or-object) serve tests and embedders."""
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    pm = Plugins({name: ep.value for name, ep in found.items()})
     pm.add_hookspecs(hookspecs)
     extra = dict(extra_plugins)
-    known = set(available_plugins()) | set(extra) | set(CORE_PLUGINS)
+    known = set(found) | set(extra) | set(CORE_PLUGINS)
     unknown = sorted(set(settings.plugins) - known)
     if unknown:
         raise ConfigError(
@@ -56,11 +66,13 @@ def get_plugin_manager(settings: Settings, extra_plugins: Iterable[tuple[str, ob
     for name, target in CORE_PLUGINS.items():
         if not pm.is_blocked(name):
             pm.register(_core_plugin(target), name=name)
-    for name, target in available_plugins().items():  # one at a time: a failure names its plugin
+    for name, entry in found.items():  # one at a time: a failure names its plugin
+        if pm.get_plugin(name) is not None or pm.is_blocked(name):
+            continue
         try:
-            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
+            pm.register(entry.load(), name=name)
         except Exception as exc:  # an entry point that does not import (a declaration refused at import: ConfigError)
-            raise ConfigError(f"plugin {name} ({target}) failed to load: {exc}") from exc
+            raise ConfigError(f"plugin {name} ({entry.value}) failed to load: {exc}") from exc
     for name, plugin in extra.items():
         if not pm.is_blocked(name):
             pm.register(plugin, name=name)
@@ -79,7 +91,8 @@ def plugin_compatibility(pm: pluggy.PluginManager, name: str) -> Compatibility:
     against the version it states; the server's own plugins, and an embedder's (`extra_plugins`) that state none,
     are of this version."""
     plugin = pm.get_plugin(name)
-    if name in available_plugins() or stated_version(plugin) is not None:
+    installed = pm.installed if isinstance(pm, Plugins) else available_plugins()
+    if name in installed or stated_version(plugin) is not None:
         return compatibility(name, plugin)
     return Compatibility(name, PLUGIN_API, True, ())
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -43,7 +44,9 @@ SYNC = (
 )
 
 
+@functools.cache
 def software_version() -> str:
+    """The installed distribution's version (read once: its metadata is parsed at each read)."""
     try:
         return version("orgunit-fhir")
     except PackageNotFoundError:

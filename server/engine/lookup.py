@@ -171,12 +171,14 @@ class EngineLookup:
                          connection)
         found: dict[str, set[str]] = {}
         keys: dict[str, Any] = {}
+        spans, at = [], 1  # each direct target's columns in a row, after the id
+        for target in direct:
+            spans.append((target, at, at + len(shown(target))))
+            at += len(shown(target))
         for row in rows:
-            at, forms = 1, set()
-            for target in direct:
-                width = len(shown(target))
-                forms.update(shows(target, row[at:at + width], system))
-                at += width
+            forms: set[str] = set()
+            for target, start, end in spans:
+                forms.update(shows(target, row[start:end], system))
             found[str(row[0])], keys[str(row[0])] = forms & asked, row[0]
         unplaced = [keys[rid] for rid, forms in found.items() if not forms]
         for target in beside:  # side rows (aliases) of the matches that show nothing else, a batch of ids at once

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, FunctionElement, Select, String
-from sqlalchemy.types import TypeEngine
+import json
+
+from sqlalchemy import Boolean, ColumnElement, FunctionElement, Select, String, TypeDecorator
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.types import BigInteger, TypeEngine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.visitors import InternalTraversal
 
-from server.params.types.base import code_point_order
+from server.params.types.base import bound_list, code_point_order, list_kind
 
 
 def code_point_string() -> TypeEngine[str]:
@@ -68,3 +71,42 @@ def _sorted_matches(element: sorted_matches, compiler: Any, **kw: Any) -> str:
 @compiles(sorted_matches, "sqlite")
 def _sorted_matches_sqlite(element: sorted_matches, compiler: Any, **kw: Any) -> str:
     return "+" + str(compiler.process(element.clauses, **kw))
+
+
+class _JsonList(TypeDecorator[list[Any]]):
+    """A list bound as its JSON text (what SQLite's json_each reads)."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: list[Any] | None, dialect: Any) -> str | None:
+        return None if value is None else json.dumps(value, ensure_ascii=False)
+
+    def process_literal_param(self, value: list[Any] | None, dialect: Any) -> str:
+        text = "null" if value is None else json.dumps(value, ensure_ascii=False)
+        return "'" + text.replace("'", "''") + "'"
+
+
+def _single(element: bound_list) -> Any:
+    """The list's bind as one parameter of `type_` (a clone: its key, hence its value, is the statement's)."""
+    single = element.values._clone()
+    single.expanding = False
+    return single
+
+
+@compiles(bound_list, "postgresql")
+def _bound_list_pg(element: bound_list, compiler: Any, **kw: Any) -> str:
+    """`column = ANY(:array)`: an array of the column's kind (integers or text, without the column's collation:
+    equality is the same in any)."""
+    single = _single(element)
+    single.type = ARRAY(BigInteger() if list_kind(element.column) is int else String())
+    return f"{compiler.process(element.column, **kw)} = ANY({compiler.process(single, **kw)})"
+
+
+@compiles(bound_list, "sqlite")
+def _bound_list_sqlite(element: bound_list, compiler: Any, **kw: Any) -> str:
+    """`column IN (SELECT value FROM json_each(:list))`: the list as JSON text, its integers and strings compared
+    with the column's affinity."""
+    single = _single(element)
+    single.type = _JsonList()
+    return f"{compiler.process(element.column, **kw)} IN (SELECT value FROM json_each({compiler.process(single, **kw)}))"

@@ -35,6 +35,7 @@ UNBOUNDED_CACHES = {
     "server/http/protocol.py:edge_limits": "no argument: the worker's settings, one value",
     "server/declare/registry.py:_engine_rendering": "no argument: a digest of the engine's code, one value",
     "server/cli/data.py:load_call": "no argument: the one server context of a load, made at its first look-up",
+    "server/engine/capabilities.py:software_version": "no argument: the installed distribution's version",
     "server/declare/typed.py:_hints": "a declaration's dataclass: the declaration types plugins return at start-up",
 }
 

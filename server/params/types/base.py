@@ -13,8 +13,10 @@ import sys
 from functools import cache, cached_property
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
-from sqlalchemy import ColumnElement, FromClause, Select, String, and_, func, select
+from sqlalchemy import (Boolean, ColumnElement, Enum, FromClause, Integer, Select, String, TypeDecorator, and_,
+                        bindparam, func, select)
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.sql.expression import ColumnClause, Join, ScalarSelect, SelectBase
 from sqlalchemy.sql.functions import FunctionElement
 
@@ -247,6 +249,60 @@ class code_point_order(FunctionElement[str]):
 @compiles(code_point_order)
 def _code_points(element: code_point_order, compiler: Any, **kw: Any) -> str:
     return str(compiler.process(element.clauses, **kw))
+
+
+# the values an `IN` lists one bind each; more are bound as one list (`one_of`)
+INLINE_VALUES = 32
+
+
+class bound_list(ColumnElement[bool]):
+    """`column IN (values)` with the values bound as one list, whatever their number: one statement (one compiled
+    form, one parameter) for a thousand codes as for two. Each database's rendering is server.storage.dialects'
+    (PostgreSQL: `= ANY(array)`, SQLite: the rows of `json_each`); the default is an expanding `IN`."""
+
+    inherit_cache = True
+    type = Boolean()
+    _is_implicitly_boolean = True
+    _traverse_internals = [("column", InternalTraversal.dp_clauseelement),
+                           ("values", InternalTraversal.dp_clauseelement)]
+
+    def __init__(self, column: ColumnElement[Any], values: Sequence[int | str]) -> None:
+        self.column = column
+        self.values = bindparam(None, list(values), type_=column.type, unique=True, expanding=True)
+
+
+@compiles(bound_list)
+def _bound_list(element: bound_list, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.column.in_(element.values), **kw))
+
+
+def one_of(column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
+    """`column` holds one of `values` (codes or ids as the column holds them: `coerce_id`'s): an `IN` of a bind
+    each up to INLINE_VALUES, above that a `bound_list` (a look-up's batch of a thousand codes binds one value)."""
+    if len(values) == 1:
+        return column == values[0]
+    if len(values) <= INLINE_VALUES or not _listable(column, values):
+        return column.in_(values)
+    return bound_list(column, values)
+
+
+def list_kind(column: ColumnElement[Any]) -> type[int] | type[str] | None:
+    """What a `bound_list` of `column` holds: int for a plain integer column, str for a plain string one (no type
+    of its own converting what is bound: a Uuid, an Enum, a type decorator; SQLModel's AutoString converts
+    nothing), None for any other: each database's list is compared as the column's own values."""
+    kind = column.type
+    while isinstance(kind, TypeDecorator):
+        if type(kind).process_bind_param is not TypeDecorator.process_bind_param:
+            return None
+        kind = kind.impl
+    if isinstance(kind, Enum):
+        return None
+    return int if isinstance(kind, Integer) else str if isinstance(kind, String) else None
+
+
+def _listable(column: ColumnElement[Any], values: Sequence[Any]) -> bool:
+    wanted = list_kind(column)
+    return wanted is not None and all(type(v) is wanted for v in values)
 
 
 def text_index_expression(column: ColumnElement[Any]) -> ColumnElement[str]:

@@ -9,7 +9,7 @@ from sqlalchemy import ColumnElement, and_, false, literal, true
 
 from server.errors import InvalidValue
 from server.params.ids import coerce_id
-from server.params.types.base import CompileContext, Match, Through, lower_prefix, via
+from server.params.types.base import CompileContext, Match, Through, lower_prefix, one_of, via
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,8 @@ class TokenType:
             value = TokenValue(raw, None, raw)
         if value.system == "" and value.code is None:
             raise InvalidValue(f"{name}: '|' alone is not a token")
-        closed = [t.codes for t in targets]
-        if value.code is not None and closed and all(c is not None for c in closed):
-            allowed = sorted({code for codes in closed if codes for code in codes})
+        if value.code is not None and targets and all(t.codes is not None for t in targets):
+            allowed = sorted({code for t in targets if t.codes for code in t.codes})
             if value.code not in allowed:
                 raise InvalidValue(f"{name}: {value.code!r} is not one of the allowed values {', '.join(allowed)}")
         return value
@@ -88,8 +87,7 @@ class TokenType:
                 continue  # a code the column cannot hold matches nothing here
             if (match := self.compile(target, modifier, value, at)) is not None:
                 single.append(match)
-        return [*(via(target.through, and_(_system(target, system), target.code.in_(codes)
-                                           if len(codes) > 1 else target.code == codes[0]))
+        return [*(via(target.through, and_(_system(target, system), one_of(target.code, codes)))
                   for system, codes in grouped.items()), *single]
 
 
