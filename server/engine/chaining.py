@@ -12,7 +12,7 @@ from server.access.tenancy import Visibility
 from server.declare.provider import ResourceProvider
 from server.engine.context import ServerContext
 from server.engine.counts import count
-from server.engine.steps import Steps, scalar
+from server.storage.steps import Steps, scalar
 from server.search.hops import crossed
 from server.search.request import SearchRequest
 from server.storage.freshness import Snapshot
@@ -28,7 +28,7 @@ def total(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest
     if any(p.versioning is None for p in crossing):
         if known is not None or kept_only:
             return known
-        return int((yield from scalar(ctx, (yield from query()), bounded=False)))
+        return int((yield from scalar((yield from query()), bounded=False)))
     if crossing:
         key = (key, tuple((p.resource_type, others[p.resource_type].key, snapshot.generations.get(p.resource_type))
                           for p in crossing))

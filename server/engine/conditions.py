@@ -3,8 +3,8 @@ process), Bulk Data's `_typeFilter` and a SMART scope's query all compile throug
 sees of the searched type (its look-ups read those rows) and of every other type the query crosses (its look-ups,
 chains and `_has` read those). So a query means the same wherever it is written (issue 36).
 
-Steps (server.engine.steps): the look-ups are statements; a chain's condition is kept while the data it was
-compiled against stands, else built in a thread (its look-ups run on the connection it holds)."""
+Steps (server.storage.steps): the look-ups and a chain's are statements; a chain's condition is kept while the
+data it was compiled against stands."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -15,7 +15,7 @@ from sqlalchemy import ColumnElement, Select, and_, true
 from server.access.tenancy import Visibility
 from server.declare.provider import ResourceProvider
 from server.engine.context import ServerContext
-from server.engine.steps import Steps, asked, blocking, database
+from server.storage.steps import Steps, database
 from server.params.types.reference import SCOPE_ROOTS, SCOPE_SEEN
 from server.search.chains import Chained
 from server.search.hops import chain_types, compile_chained
@@ -38,18 +38,15 @@ def joined_conditions(ctx: ServerContext, request: SearchRequest, snapshot: Snap
     for joined in request.joined:
         assert isinstance(joined, Chained)
         crossing = [providers[t] for t in chain_types(joined)]
-
-        def build(conn: Any, joined: Chained = joined) -> ColumnElement[bool]:
-            return compile_chained(conn, providers, joined, lambda p: others[p.resource_type].clause)
-
-        if any(p.versioning is None for p in crossing):
-            found[(JOINED, joined.key, joined.raw)] = yield from blocking(build)
-            continue
-        key = (name, snapshot.stamp, request.resource_type, joined.key, joined.raw,
-               tuple(others[p.resource_type].key for p in crossing))
-        found[(JOINED, joined.key, joined.raw)] = yield from blocking(
-            lambda conn, key=key, build=build: ctx.conditions.get(key, lambda: build(conn)),
-            lambda _: ctx.conditions.peek(key))
+        key = None if any(p.versioning is None for p in crossing) else (
+            name, snapshot.stamp, request.resource_type, joined.key, joined.raw,
+            tuple(others[p.resource_type].key for p in crossing))
+        kept = None if key is None else ctx.conditions.peek(key)
+        if kept is None:
+            kept = yield from compile_chained(providers, joined, lambda p: others[p.resource_type].clause)
+            if key is not None:
+                ctx.conditions.put(key, kept)
+        found[(JOINED, joined.key, joined.raw)] = kept
     return found
 
 
@@ -74,7 +71,7 @@ class Condition:
         if self.found is None:
             providers = self.ctx.registry.providers
             scopes = {rtype: seen(providers[rtype], vis.looked_up) for rtype, vis in self.others.items()}
-            looked_up = yield from asked(self.ctx, lookups(self.provider, self.request, self.vis.looked_up, scopes))
+            looked_up = yield from lookups(self.provider, self.request, self.vis.looked_up, scopes)
             crossed = {**self.others, self.provider.resource_type: self.vis}  # a chain may come back to its own type
             joined = yield from joined_conditions(self.ctx, self.request, self.snapshot, crossed)
             self.found = {**looked_up, **joined, SCOPE_ROOTS: self.vis.paths,

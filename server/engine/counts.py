@@ -9,7 +9,7 @@ from sqlalchemy import Select
 
 from server.declare.provider import ResourceProvider
 from server.engine.context import ServerContext
-from server.engine.steps import Steps, database, scalar
+from server.storage.steps import Steps, database, scalar
 from server.storage.freshness import Snapshot
 
 
@@ -20,7 +20,7 @@ def count(ctx: ServerContext, provider: ResourceProvider, snapshot: Snapshot, ke
     `kept_only`: the count kept, None when there is none (nothing counted); `known`: the count found otherwise
     (a page that holds every match), kept as if counted."""
     def counted() -> Steps[int]:
-        return int((yield from scalar(ctx, (yield from query()), bounded=False)))
+        return int((yield from scalar((yield from query()), bounded=False)))
 
     # what the caller sees of the provider depends on the types it is scoped through: their data generations too
     deciding = (provider, *ctx.registry.scoped_through(provider.resource_type))

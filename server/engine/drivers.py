@@ -1,4 +1,4 @@
-"""The drivers that run an interaction's steps (server.engine.steps): the I/O, and nothing else.
+"""The drivers that run an interaction's steps (server.storage.steps): the I/O, and nothing else.
 
 - `on_loop`: on the event loop, on the driver's own connection (server.storage.hot: sqlite3 for statements bounded
   by a key or an index range, psycopg async): a statement that is not bounded runs within a time budget on a driver
@@ -19,18 +19,25 @@ import anyio.to_thread
 from sqlalchemy import Connection
 
 from server.engine.context import ServerContext
-from server.engine.steps import Blocking, Query, Steps, Threaded, Which
 from server.storage.db import once_more_if_dropped
 from server.storage.freshness import database_of
 from server.storage.hot import OverBudget
+from server.storage.prepared import Bound, driver_sql
+from server.storage.steps import Blocking, Query, Steps, Threaded, Which
 
 T = TypeVar("T")
 LOOP_BUDGET_S = 0.02  # an unbounded statement longer than this on a driver that blocks the loop goes to a thread
 
 
-def _on(conn: Connection, step: Query) -> list[Any]:
-    found = conn.exec_driver_sql(step.bound.sql, step.bound.params).all()
-    return step.bound.results.decode(found, step.mappings)
+def _bound(ctx: ServerContext, step: Query) -> Bound:
+    """The step's statement as the driver's SQL and parameters (compiled once per shape for the server's database)."""
+    statement = step.statement
+    return statement if isinstance(statement, Bound) else driver_sql(statement, ctx.db.dialect, ctx.statements)
+
+
+def _on(conn: Connection, bound: Bound, mappings: bool) -> list[Any]:
+    found = conn.exec_driver_sql(bound.sql, bound.params).all()
+    return bound.results.decode(found, mappings)
 
 
 def _at_hand(step: Which | Blocking[Any] | Threaded[Any], name: str) -> Any:
@@ -59,13 +66,13 @@ async def on_loop(ctx: ServerContext, interaction: Steps[T], limiter: anyio.Capa
         while True:
             step = interaction.send(sent)
             if isinstance(step, Query):
-                bound = step.bound
+                bound = _bound(ctx, step)
                 try:
                     found = await hot.rows(bound.sql, bound.params, None if step.bounded else LOOP_BUDGET_S)
                     sent = bound.results.decode(found, step.mappings)
                 except OverBudget:  # too long to hold the loop: a thread runs it
-                    sent = await anyio.to_thread.run_sync(_blocking, ctx, lambda c, s=step: _on(c, s),
-                                                          limiter=limiter)
+                    sent = await anyio.to_thread.run_sync(_blocking, ctx, lambda c, b=bound, m=step.mappings:
+                                                          _on(c, b, m), limiter=limiter)
             elif (known := _at_hand(step, name)) is not None:
                 sent = known
             elif isinstance(step, Blocking):
@@ -90,7 +97,7 @@ def in_thread(ctx: ServerContext, interaction: Steps[T], conn: Connection | None
         while True:
             step = interaction.send(sent)
             if isinstance(step, Query):
-                sent = _on(conn, step)
+                sent = _on(conn, _bound(ctx, step), step.mappings)
             elif (known := _at_hand(step, name)) is not None:
                 sent = known
             elif isinstance(step, Blocking):

@@ -10,7 +10,7 @@ from server.declare.provider import ResourceProvider
 from server.declare.rendered import Rendered
 from server.engine.caller import Caller
 from server.engine.context import ServerContext
-from server.engine.steps import Query, Steps, blocking, rows
+from server.storage.steps import Query, Steps, blocking, rows
 from server.engine.subset import subset
 from server.engine.visibility import sees, seen_by
 from server.errors import ResourceGone, ResourceNotFound
@@ -64,7 +64,7 @@ def fetch(ctx: ServerContext, provider: ResourceProvider, rid: str, caller: Call
             raise gone(provider, rid, found.version)
         if found.body is not None:
             return Rendered(found.body, str(found.version), as_utc(found.updated))
-    found_rows = yield from rows(ctx, read_query(provider, [stored], visible=clause), mappings=True)
+    found_rows = yield from rows(read_query(provider, [stored], visible=clause), mappings=True)
     row = found_rows[0] if found_rows else None
     if row is None:
         raise not_found(provider.resource_type, rid)

@@ -16,8 +16,8 @@ from server.access.tenancy import AccessScope
 from server.engine.caller import TRUSTED, Caller
 from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
-from server.engine import steps
-from server.engine.steps import Steps
+from server.storage import steps
+from server.storage.steps import Steps
 from server.errors import AmbiguousLookup, InvalidRequest
 from server.params.param import SearchParam
 from server.params.types.token import TokenType, shown, shows
@@ -187,7 +187,7 @@ class EngineLookup:
             for start in range(0, len(unplaced), BATCH_VALUES):
                 side = select(target.through.key, *shown(target)).select_from(target.through.table).where(
                     target.through.key.in_(unplaced[start:start + BATCH_VALUES]), *kept)
-                for row in in_thread(ctx, steps.rows(ctx, side), connection):
+                for row in in_thread(ctx, steps.rows(side), connection):
                     found[str(row[0])].update(set(shows(target, row[1:], system)) & asked)
         return found
 

@@ -1,4 +1,4 @@
-"""The read and capabilities interactions, as steps (server.engine.steps) that either driver runs; `read` runs one
+"""The read and capabilities interactions, as steps (server.storage.steps) that either driver runs; `read` runs one
 in the calling thread (in-process callers, tests)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.instances import Resource, fetch, subset_of
 from server.engine.static import read_static
-from server.engine.steps import Steps, blocking
+from server.storage.steps import Steps, blocking
 from server.engine.visibility import static_account
 from server.search.request import parse_subset
 

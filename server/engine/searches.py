@@ -1,5 +1,5 @@
 """Searches: search-type and operations (a search bound to one instance, or an operation's own handler), as
-searchset Bundles. Each is written once, as steps (server.engine.steps) that either driver runs: the look-ups, the
+searchset Bundles. Each is written once, as steps (server.storage.steps) that either driver runs: the look-ups, the
 count (unless kept), the page and the includes are statements; a chain's condition or a visibility not built yet
 is built in a thread. `search_type` and `run_operation` run one in the calling thread (in-process callers)."""
 from __future__ import annotations
@@ -25,7 +25,7 @@ from server.engine.lookup import EngineLookup
 from server.engine.instances import Resource, fetch, fresh, resource_provider, subset_of
 from server.engine.visibility import seen_across, seen_by, static_account
 from server.engine.static import search_static
-from server.engine.steps import Query, Steps, asked, blocking, database, rows, threaded
+from server.storage.steps import Query, Steps, blocking, database, rows, threaded
 from server.errors import ResourceNotFound, operation_outcome
 from server.params.ids import coerce_id
 from server.search.bodies import PageEntry, body_page_query
@@ -49,7 +49,7 @@ def _shape(total: int | None) -> str:
 def _rendered(ctx: ServerContext, provider: ResourceProvider, entries: Sequence[PageEntry]) -> Steps[list[Match]]:
     """Stored bodies as they are; the rows without one (rendered per request) fetched in one query."""
     missing = [entry.id for entry in entries if entry.body is None]
-    found = (yield from rows(ctx, read_query(provider, missing, search=True), mappings=True)) if missing else []
+    found = (yield from rows(read_query(provider, missing, search=True), mappings=True)) if missing else []
     rendered = {row[provider.id_column.key]: provider.to_resource(row) for row in found}
     return [(str(e.id), Rendered(e.body) if e.body is not None else rendered[e.id], e.measure) for e in entries]
 
@@ -102,7 +102,7 @@ def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest
             request.after is not None, None if request.after is not None else request.skip,
             tuple(k.raw for k in request.sort), "many" if over else _shape(matched), condition.others_key)
     page = ctx.pages.peek(seen) if count else None
-    resume = (yield from asked(ctx, resume_at(provider, request, vis.clause))) if count and request.after else None
+    resume = (yield from resume_at(provider, request, vis.clause)) if count and request.after else None
     if page is not None and request.after is not None:
         page = page.replace(AFTER, coerce_id(provider.id_column, request.after))
         page = page.replace(AFTER_VALUE, resume) if resume is not None else page
@@ -163,10 +163,10 @@ def matched_steps(ctx: ServerContext, caller: Caller, resource_type: str, query:
     where = yield from (yield from _condition(ctx, caller, provider, request, snapshot, vis)).where(page=True)
     found: list[Any] = []
     while True:
-        resume = (yield from asked(ctx, resume_at(provider, request, vis.clause))) if request.after else None
+        resume = (yield from resume_at(provider, request, vis.clause)) if request.after else None
         statement = paged(provider, request, select(provider.id_column, *columns).select_from(
             page_rows(provider, request, provider.source)), where, extra_row=1, resume=resume)
-        matched = yield from rows(ctx, statement, bounded=False)
+        matched = yield from rows(statement, bounded=False)
         found += matched[:page]
         if len(matched) <= page:
             return found
@@ -201,16 +201,16 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
         page_entries = [PageEntry.of(row) for row in found]
         matches = yield from _rendered(ctx, provider, page_entries)
         if page_entries and request.includes:  # what the includes follow of the matches: a narrow statement
-            page_rows = yield from asked(ctx, page_references(provider, request.includes,
-                                                              [e.id for e in page_entries], vis.clause))
+            page_rows = yield from page_references(provider, request.includes, [e.id for e in page_entries],
+                                                   vis.clause)
     else:
         id_key = provider.id_column.key
         matches = [(str(r[id_key]), provider.to_resource(r), r[MEASURE] if ranked else None) for r in found]
     included = None
     if found and request.includes:
         visible = yield from _included_visibility(ctx, caller, request, snapshot)
-        included = yield from asked(ctx, fetch_included(ctx.registry, provider, request.includes, page_rows, visible,
-                                                        snapshot.splices))
+        included = yield from fetch_included(ctx.registry, provider, request.includes, page_rows, visible,
+                                             snapshot.splices)
     rtype = provider.resource_type
     entries = [search_entry(base, rtype, rid, subset_of(resource, request.summary, request.elements), "match",
                             request.entry_search(measure)) for rid, resource, measure in matches]

@@ -1,5 +1,5 @@
 """The interactions over a versioned provider's kept versions: vread, history-instance, history-type, as steps
-(server.engine.steps) that either driver runs; `vread` and the like run one in the calling thread."""
+(server.storage.steps) that either driver runs; `vread` and the like run one in the calling thread."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -14,7 +14,7 @@ from server.engine.drivers import in_thread
 from server.engine.counts import count
 from server.engine.instances import Resource, fresh, not_found, resource_provider, subset_of
 from server.engine.visibility import seen_by, shown_gone
-from server.engine.steps import Steps, rows, scalar
+from server.storage.steps import Steps, rows, scalar
 from server.errors import ResourceGone, ResourceNotFound
 from server.params.ids import stored_id
 from server.search.history import (
@@ -53,7 +53,7 @@ def vread_steps(ctx: ServerContext, caller: Caller, resource_type: str, rid: str
         raise ResourceNotFound(f"{resource_type}/{rid}/_history/{vid} is not known")
     snapshot = yield from fresh(ctx)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
-    found = yield from rows(ctx, version_query(versioning, stored, int(vid), _bodies(provider, snapshot), vis.versions,
+    found = yield from rows(version_query(versioning, stored, int(vid), _bodies(provider, snapshot), vis.versions,
                                                vis.departed))
     if not found:
         raise ResourceNotFound(f"{resource_type}/{rid} has no version {vid}")
@@ -81,7 +81,7 @@ def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryReq
 
     total = yield from count(ctx, provider, snapshot, (path, request.key, vis.key), counted)
     body = _bodies(provider, snapshot)
-    found = (yield from rows(ctx, history_page(versioning, request, stored, body, scoped, extra_row=1,
+    found = (yield from rows(history_page(versioning, request, stored, body, scoped, extra_row=1,
                                                departed=departed),
                              bounded=False)) if request.count else []
     has_next = len(found) > request.count
@@ -110,7 +110,7 @@ def history_instance_steps(ctx: ServerContext, caller: Caller, base: str, resour
     snapshot = yield from fresh(ctx)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
     # known when one of its versions is visible: the same query for an id out of sight and an unknown one
-    known = yield from scalar(ctx, history_count(versioning, HistoryRequest(), stored, vis.versions, vis.departed))
+    known = yield from scalar(history_count(versioning, HistoryRequest(), stored, vis.versions, vis.departed))
     if not known:
         raise not_found(resource_type, rid)
     return (yield from _history(ctx, provider, request, base, f"{resource_type}/{rid}/_history", stored, caller,

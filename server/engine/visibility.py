@@ -18,7 +18,7 @@ from server.engine.conditions import Condition
 from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.parsing import parse_selection
-from server.engine.steps import Steps, blocking, rows
+from server.storage.steps import Steps, blocking, rows
 from server.search.hops import crossed
 from server.search.request import SearchRequest
 from server.storage.freshness import Snapshot
@@ -93,7 +93,7 @@ def sees(ctx: ServerContext, provider: ResourceProvider, vis: Visibility, stored
     if row is not None and vis.by_row:
         return vis.admits(*row)
     query = select(literal(1)).select_from(provider.table).where(provider.id_column == stored, vis.clause)
-    return bool((yield from rows(ctx, query)))
+    return bool((yield from rows(query)))
 
 
 def static_account(ctx: ServerContext, conn: Connection, provider: StaticProvider, caller: Caller) -> str | None:

@@ -27,7 +27,7 @@ from server.access.tokens import Principal
 from server.engine.context import ServerContext
 from server.engine.caller import ANONYMOUS, Caller, authorize, caller_of
 from server.engine.drivers import in_thread, on_loop
-from server.engine.steps import Steps
+from server.storage.steps import Steps
 from server.declare.interaction import Interaction
 from server.engine.instances import Resource
 from server.errors import FhirError, InvalidRequest, UriTooLong
@@ -86,7 +86,7 @@ class FhirRequest:
                            caller)
 
 
-Interact = Callable[[ServerContext, FhirRequest], Steps[Any]]  # an interaction's steps (server.engine.steps)
+Interact = Callable[[ServerContext, FhirRequest], Steps[Any]]  # an interaction's steps (server.storage.steps)
 Negotiator = Callable[[str | None, str | None, str | None], Format]  # (_format, Accept, _pretty) -> format
 
 
@@ -187,7 +187,7 @@ class Pipeline:
     async def serve(self, scope: Scope, interaction: Interaction, steps: Interact,
                     negotiator: Negotiator = negotiate, estimate: bool = False) -> Response:
         """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome. `steps`: the
-        interaction (server.engine.steps), run by the event loop's driver (or, without one, in a worker thread); it
+        interaction (server.storage.steps), run by the event loop's driver (or, without one, in a worker thread); it
         may answer a plain Answer (an operation's: a status, headers, JSON or a file), rendered as it says.
         `estimate`: a search or an operation, whose cost is estimated first (server.search.cost): a costly one waits
         for its turn."""

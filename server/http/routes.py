@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Match, NoMatchFound, Route
 from starlette.types import Receive, Scope, Send
 
 from server.engine import operations, reads, searches, versions
-from server.engine.steps import threaded
+from server.storage.steps import threaded
 from server.declare.interaction import Interaction
 from server.errors import (
     FhirError,

@@ -22,7 +22,6 @@ from typing import Any
 from sqlalchemy import (
     Alias,
     ColumnElement,
-    Connection,
     FromClause,
     Select,
     and_,
@@ -39,7 +38,8 @@ from server.search.chains import Chained, Hop
 from server.search.referred import foreign_key, referred, referred_keys, tables_of
 from server.search.seen import seen
 from server.search.request import SearchRequest
-from server.search.sql import look_up, read_types, where_clause
+from server.search.sql import lookups, read_types, where_clause
+from server.storage.steps import Steps
 from server.params.types.reference import ReferenceTarget, targets_to
 
 Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller's scope on a provider's rows
@@ -56,8 +56,8 @@ def _own_column(provider: ResourceProvider, target: ReferenceTarget) -> bool:
     return getattr(target.column, "table", None) is provider.table
 
 
-def _forward(conn: Connection, source: ResourceProvider, hop: Hop, target: ResourceProvider,
-             cond: ColumnElement[bool]) -> ColumnElement[bool]:
+def _forward(source: ResourceProvider, hop: Hop, target: ResourceProvider,
+             cond: ColumnElement[bool]) -> Steps[ColumnElement[bool]]:
     """The rows of `source` whose reference points at a row of `target` meeting `cond`."""
     ids = _rows(target, cond, target.id_column)
     arms: list[ColumnElement[bool]] = []
@@ -68,7 +68,8 @@ def _forward(conn: Connection, source: ResourceProvider, hop: Hop, target: Resou
         elif _own_column(source, t):  # the rows by their ids, found by the reference's index (SQLite would
             arms.append(source.id_column.in_(_rows(source, held, source.id_column)))  # rather walk a scope's range)
         elif foreign_key(source.table, held) is not None:  # type: ignore[arg-type]
-            arms.append(referred(source.table, held, referred_keys(conn, source.table, held)))  # type: ignore[arg-type]
+            arms.append(referred(source.table, held,  # type: ignore[arg-type]
+                                 (yield from referred_keys(source.table, held))))  # type: ignore[arg-type]
         else:
             arms.append(InRows(source.id_column, select(source.id_column).select_from(source.source).where(held)
                                .correlate(None)))
@@ -111,8 +112,7 @@ def _own(provider: ResourceProvider, visible: ColumnElement[bool] | None) -> lis
     return seen(provider, visible)
 
 
-def compile_chained(conn: Connection, providers: Mapping[str, Any], chained: Chained,
-                    visible: Visible) -> ColumnElement[bool]:
+def compile_chained(providers: Mapping[str, Any], chained: Chained, visible: Visible) -> Steps[ColumnElement[bool]]:
     """The condition on the searched rows (their own scope is the search's). The last type's clause is compiled
     as the same parameter is unchained (with the look-ups its type needs, among the rows the caller sees)."""
     types = [providers[t] for t in chained.types]
@@ -120,11 +120,11 @@ def compile_chained(conn: Connection, providers: Mapping[str, Any], chained: Cha
     last = types[-1]
     sub = SearchRequest(last.resource_type, clauses=(chained.clause,))
     others = {t: seen(providers[t], visible(providers[t])) for t in read_types(sub.clauses)}  # its look-ups' types
-    cond = where_clause(last, sub, look_up(conn, last, sub, scopes[last.resource_type], others),
+    cond = where_clause(last, sub, (yield from lookups(last, sub, scopes[last.resource_type], others)),
                         scopes[last.resource_type])
     for i in reversed(range(len(chained.hops))):
         hop, near, far = chained.hops[i], types[i], types[i + 1]
-        cond = _reverse(near, hop, far, cond) if hop.reverse else _forward(conn, near, hop, far, cond)
+        cond = _reverse(near, hop, far, cond) if hop.reverse else (yield from _forward(near, hop, far, cond))
         if i:
             cond = and_(cond, *_own(near, scopes[near.resource_type]))
     return cond

@@ -13,7 +13,8 @@ from sqlalchemy import ColumnElement, Select, select
 from server.declare.provider import ResourceProvider
 from server.declare.registry import Registry
 from server.params.ids import coerce_id
-from server.search.asks import Asks
+from server.storage import steps
+from server.storage.steps import Steps
 from server.search.bodies import current_body, included_body
 from server.search.referred import keys_query, kept_keys
 from server.search.request import Include
@@ -57,7 +58,7 @@ def _columns(columns: Sequence[ColumnElement[Any]], keys: Collection[str]) -> li
 
 
 def page_references(provider: ResourceProvider, includes: Sequence[Include], ids: Sequence[Any],
-                    visible: ColumnElement[bool] | None = None) -> Asks[list[Row]]:
+                    visible: ColumnElement[bool] | None = None) -> Steps[list[Row]]:
     """A page of stored bodies as fetch_included reads its rows: their ids, and the reference columns the forward
     includes follow, in one narrow statement (none when they follow none), in the page's order."""
     key = provider.id_column.key
@@ -65,7 +66,7 @@ def page_references(provider: ResourceProvider, includes: Sequence[Include], ids
     if not columns or not ids:
         return [{key: i} for i in ids]
     query = _narrow(provider, read_query(provider, list(ids), visible=visible, live=True), provider.id_column, *columns)
-    by_id = {row[key]: row for row in (yield query, "mappings")}
+    by_id = {row[key]: row for row in (yield from steps.rows(query, mappings=True))}
     return [by_id[i] for i in ids if i in by_id]
 
 
@@ -81,46 +82,47 @@ def _narrow(provider: ResourceProvider, query: Select[Any], *columns: ColumnElem
 
 
 def _fetched(provider: ResourceProvider, query: Select[Any], stored: bool, search: bool,
-             follow: Collection[str], limit: int | None = None) -> Asks[tuple[list[Row], list[IncludedResource]]]:
+             follow: Collection[str], limit: int | None = None) -> Steps[tuple[list[Row], list[IncludedResource]]]:
     """The rows `query` selects (the provider's columns: its search columns when `search`; in id order, up to
     `limit`), and the resources they include. `stored`: the ids, the columns `follow` names and the stored bodies
     instead; then, in a second statement, the rows without a body (to render per request)."""
     key = provider.id_column.key
     if not stored:
-        rows = list((yield query, "mappings"))
+        rows = list((yield from steps.rows(query, mappings=True)))
         return rows, [IncludedResource(provider, row[key], None, row) for row in rows]
     columns = provider.search_columns or provider.columns if search else provider.columns
-    rows = list((yield _narrow(provider, query, provider.id_column, *_columns(columns, follow),
-                               current_body(provider, search), limit=limit), "mappings"))
+    rows = list((yield from steps.rows(_narrow(provider, query, provider.id_column, *_columns(columns, follow),
+                                               current_body(provider, search), limit=limit), mappings=True)))
     bodies = [included_body(row) for row in rows]
     missing = [row[key] for row, body in zip(rows, bodies) if body is None]
-    rendered = {row[key]: row for row in (yield query.where(provider.id_column.in_(missing)), "mappings")} \
+    rendered = {row[key]: row for row in (yield from steps.rows(query.where(provider.id_column.in_(missing)),
+                                                                 mappings=True))} \
         if missing else {}
     return rows, [IncludedResource(provider, row[key], body, rendered.get(row[key]))
                   for row, body in zip(rows, bodies) if body is not None or row[key] in rendered]
 
 
-def _referenced(provider: ResourceProvider, target: ReferenceTarget, rows: Sequence[Row]) -> Asks[list[Any]]:
+def _referenced(provider: ResourceProvider, target: ReferenceTarget, rows: Sequence[Row]) -> Steps[list[Any]]:
     """The ids the rows' reference `target` holds: in each row, or (through a side table) in one query."""
     if target.through is None:
         key = target.column.key
         return [row[key] for row in rows if key in row and row[key] is not None]
     ids = [row[provider.id_column.key] for row in rows]
-    return [ref for _, ref in (yield held(target, ids), "rows")] if ids else []
+    return [ref for _, ref in (yield from steps.rows(held(target, ids)))] if ids else []
 
 
-def _referring_keys(provider: ResourceProvider, target: ReferenceTarget, ids: list[Any]) -> Asks[Any]:
+def _referring_keys(provider: ResourceProvider, target: ReferenceTarget, ids: list[Any]) -> Steps[Any]:
     """For a reference held in a table the provider's rows refer to by a foreign key: the keys of that table's rows
     that point at `ids`, looked up first (constants the planners weigh with their statistics); else None."""
     if target.through is not None or getattr(target.column, "table", None) is provider.table:
         return None
     query = keys_query(provider.table, target.column.in_(ids))  # type: ignore[arg-type]
-    return None if query is None else kept_keys((yield query, "scalars"))
+    return None if query is None else kept_keys((yield from steps.scalars(query)))
 
 
 def fetch_included(registry: Registry, provider: ResourceProvider, includes: Sequence[Include],
                    page: Sequence[Row], visible: Visible = lambda provider: None,
-                   splices: Splices = lambda provider: False) -> Asks[Included]:
+                   splices: Splices = lambda provider: False) -> Steps[Included]:
     """What the page's references lead to, within the caller's scope (`visible`): a parent outside it stays a
     reference only. `page`: the matches' rows (their ids, and the reference columns the includes starting from
     their type follow: page_references); `splices`: the providers whose included resources are their stored bodies.
@@ -166,7 +168,7 @@ def fetch_included(registry: Registry, provider: ResourceProvider, includes: Seq
 
 
 def _unseen_references(include: Include, near: ResourceProvider, rows: Sequence[Row],
-                       seen: set[tuple[str, str]]) -> Asks[list[str]]:
+                       seen: set[tuple[str, str]]) -> Steps[list[str]]:
     """The ids the rows' references (of `include`) point at that are not among the resources `seen`, once each."""
     refs: dict[str, None] = {}
     for target in targets_to(include.param.targets, include.target):
@@ -176,7 +178,7 @@ def _unseen_references(include: Include, near: ResourceProvider, rows: Sequence[
 
 def _referred(include: Include, near: ResourceProvider, far: ResourceProvider, rows: Sequence[Row],
               seen: set[tuple[str, str]], visible: Visible, splices: Splices,
-              follow: Collection[str]) -> Asks[tuple[list[Row], list[IncludedResource], bool]]:
+              follow: Collection[str]) -> Steps[tuple[list[Row], list[IncludedResource], bool]]:
     """_include: the resources the rows refer to that are not `seen` yet (then they are): their rows (with the
     columns `follow` names), the resources, and False (nothing cut)."""
     wanted = [stored for ref in (yield from _unseen_references(include, near, rows, seen))
@@ -191,7 +193,7 @@ def _referred(include: Include, near: ResourceProvider, far: ResourceProvider, r
 
 def _referring(include: Include, near: ResourceProvider, far: ResourceProvider, rows: Sequence[Row],
                seen: set[tuple[str, str]], room: int, visible: Visible, splices: Splices,
-               follow: Collection[str]) -> Asks[tuple[list[Row], list[IncludedResource], bool]]:
+               follow: Collection[str]) -> Steps[tuple[list[Row], list[IncludedResource], bool]]:
     """_revinclude: the resources referring to the rows that are not `seen` yet (then they are), at most `room` of
     them: their rows, the resources, and whether there were more."""
     ids = [row[near.id_column.key] for row in rows]
@@ -216,14 +218,14 @@ def _referring(include: Include, near: ResourceProvider, far: ResourceProvider, 
 
 
 def _would_bring(include: Include, near: ResourceProvider, far: ResourceProvider, rows: Sequence[Row],
-                 seen: set[tuple[str, str]], visible: Visible) -> Asks[bool]:
+                 seen: set[tuple[str, str]], visible: Visible) -> Steps[bool]:
     """Whether `include` would bring a resource not `seen` from the rows (an :iterate one past the depth limit)."""
     if not include.reverse:
         return bool((yield from _unseen_references(include, near, rows, seen)))
     ids = [row[near.id_column.key] for row in rows]
     known = sum(1 for rtype, _ in seen if rtype == far.resource_type)
     for target in targets_to(include.param.targets, include.target):  # one more than those seen: one is new
-        found = yield referring_query(far, target, ids, known + 1, visible(far)), "mappings"
+        found = yield from steps.rows(referring_query(far, target, ids, known + 1, visible(far)), mappings=True)
         if any((far.resource_type, str(row[far.id_column.key])) not in seen for row in found):
             return True
     return False

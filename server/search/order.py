@@ -13,7 +13,7 @@ from sqlalchemy.sql.util import ClauseAdapter
 from server.declare.provider import ResourceProvider
 from server.errors import InvalidRequest
 from server.params.ids import coerce_id
-from server.search.asks import Asks
+from server.storage.steps import Steps, scalar
 from server.search.request import SearchRequest
 from server.search.seen import seen
 from server.params.types.base import Ranks
@@ -61,7 +61,7 @@ AFTER_VALUE = "_after_value"  # the bind of a walked page's position: the value 
 
 
 def resume_at(provider: ResourceProvider, request: SearchRequest,
-              visible: ColumnElement[bool] | None = None) -> Asks[Any]:
+              visible: ColumnElement[bool] | None = None) -> Steps[Any]:
     """Where a walked page resumes after `request.after` (None: the page is not walked, or not resumed): the value
     of that resource's first matching row, looked up by its id among the live rows the caller may see. An id that
     is no such match (another search's, deleted, renamed, out of scope) is refused, as a malformed one is: the
@@ -70,8 +70,9 @@ def resume_at(provider: ResourceProvider, request: SearchRequest,
     if led is None or request.after is None:
         return None
     order, after = led[1], coerce_id(provider.id_column, request.after)
-    found = yield (select(func.min(order.value)).select_from(order.table.join(provider.table, provider.id_column == order.key))
-                   .where(order.key == after, order.match, *seen(provider, visible))), "scalar"
+    found = yield from scalar(select(func.min(order.value)).select_from(
+        order.table.join(provider.table, provider.id_column == order.key)).where(
+        order.key == after, order.match, *seen(provider, visible)))
     if found is None:
         raise InvalidRequest(f"_after={request.after}: not a match of this search (continue from its next link, "
                              "or use _skip)")

@@ -14,7 +14,6 @@ from sqlalchemy import (
     BindParameter,
     ColumnClause,
     ColumnElement,
-    Connection,
     Exists,
     ForeignKey,
     ScalarSelect,
@@ -25,6 +24,8 @@ from sqlalchemy import (
     false,
     select,
 )
+
+from server.storage.steps import Steps, scalars
 
 MAX_KEYS = 50  # referred keys inlined as constants
 
@@ -78,8 +79,8 @@ def kept_keys(keys: Sequence[Any]) -> tuple[Any, ...] | None:
     return tuple(sorted(keys, key=str)) if len(keys) <= MAX_KEYS else None
 
 
-def referred_keys(conn: Connection, table: Table, cond: ColumnElement[bool]) -> tuple[Any, ...] | None:
-    """The keys `cond` selects in the table `table` refers to, looked up now; None: not such a condition, or too
-    many keys to inline."""
+def referred_keys(table: Table, cond: ColumnElement[bool]) -> Steps[tuple[Any, ...] | None]:
+    """The keys `cond` selects in the table `table` refers to, looked up now (in a thread past the loop's budget:
+    the condition may read its whole table); None: not such a condition, or too many keys to inline."""
     query = keys_query(table, cond)
-    return None if query is None else kept_keys(conn.execute(query).scalars().all())
+    return None if query is None else kept_keys((yield from scalars(query, bounded=False)))

@@ -9,7 +9,6 @@ from typing import Any, cast
 
 from sqlalchemy import (
     ColumnElement,
-    Connection,
     FromClause,
     Select,
     and_,
@@ -29,7 +28,6 @@ from sqlalchemy.sql.elements import AsBoolean, False_
 
 from server.declare.provider import ResourceProvider
 from server.params.ids import coerce_id
-from server.search.asks import Asks, run_on
 from server.search.request import Clause, SearchRequest
 from server.search.seen import seen
 from server.params.types.base import (
@@ -43,6 +41,7 @@ from server.params.types.base import (
 )
 from server.search.order import AFTER_VALUE, SORT_BELOW, index_walk, measure_column, order_of, walked_after
 from server.storage.dialects import sorted_matches
+from server.storage.steps import Steps, scalar, scalars
 from server.search.referred import keys_query, kept_keys, referred, tables_of
 from server.params.types.reference import ReferenceTarget, referring
 
@@ -147,8 +146,8 @@ def read_types(clauses: Iterable[Clause]) -> tuple[str, ...]:
 
 
 def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnElement[bool] | None = None,
-            scopes: Mapping[str, Sequence[ColumnElement[bool]]] | None = None) -> Asks[dict[Hashable, Any]]:
-    """What the search looks up before its query, one query at a time (server.search.asks): what the request's
+            scopes: Mapping[str, Sequence[ColumnElement[bool]]] | None = None) -> Steps[dict[Hashable, Any]]:
+    """What the search looks up before its query, as steps (server.storage.steps): what the request's
     LooksUp types need (the path of a :below value...), among the live rows the caller may see (`visible`; of
     another type a type `reads`, its `scopes` entry: seen(that provider, its visibility), one for each of
     read_types): what it may not see is unknown; and the keys of conditions on referred tables
@@ -164,23 +163,16 @@ def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnE
             scope = seen(provider, visible) if other is None else found[(SCOPE, other)]  # KeyError: not handed
             for value in clause.values:
                 for key, query in kind.lookups(target, clause.modifier, value, at):
-                    found[key] = yield query.where(*scope).limit(1), "scalar"
+                    found[key] = yield from scalar(query.where(*scope).limit(1))
     for clause in request.all_clauses:  # then the keys of conditions on referred tables (their rows' scope is
         if clause.modifier == "missing":  # the provider's, applied by the search itself)
             continue
         matches = found[(MATCHES, clause.key, clause.raw)] = _matches(provider, clause, _context(provider, clause, found))
         for i, match in enumerate(matches):
             query = None if isinstance(match, Select) else keys_query(provider.table, match)
-            if query is not None and (keys := kept_keys((yield query, "scalars"))) is not None:
+            if query is not None and (keys := kept_keys((yield from scalars(query)))) is not None:
                 found[(REFERRED, clause.key, clause.raw, i)] = keys
     return found
-
-
-def look_up(conn: Connection, provider: ResourceProvider, request: SearchRequest,
-            visible: ColumnElement[bool] | None = None,
-            scopes: Mapping[str, Sequence[ColumnElement[bool]]] | None = None) -> dict[Hashable, Any]:
-    """`lookups` run on a connection at hand."""
-    return run_on(conn, lookups(provider, request, visible, scopes))
 
 
 AFTER = "_after"  # the bind of a keyset page's position: a compiled page serves every position

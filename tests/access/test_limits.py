@@ -14,7 +14,7 @@ from sqlalchemy import text
 from starlette.testclient import TestClient
 
 from server.engine import searches
-from server.engine.steps import Blocking, rows
+from server.storage.steps import Blocking, rows
 from server.engine.caller import TRUSTED
 from server.app import create_app
 from server.access.mint import mint_token
@@ -76,7 +76,7 @@ def test_a_query_past_the_statement_timeout_answers_503_too_costly(timeout_ctx: 
 
     def costly(ctx: ServerContext, *args: Any, **kwargs: Any) -> Any:
         if on == "a-statement-step":
-            yield from rows(ctx, slow, bounded=False)
+            yield from rows(slow, bounded=False)
         else:
             yield Blocking(lambda conn: conn.execute(slow).all())
         raise AssertionError("the statement timeout did not interrupt the query")

@@ -283,3 +283,32 @@ def test_no_org_unit_knowledge_in_the_engines_html() -> None:
         text = path.read_text(encoding="utf-8")
         found = [word for word in ORG_UNIT_WORDS if word in text]
         assert not found, f"{path.relative_to(ROOT)} knows the org-unit domain: {found}"
+
+
+def _second_protocols(tree: ast.Module) -> list[int]:
+    """Lines yielding a (statement, shape) pair, or naming the second protocol's words: what a generator of the
+    search layer asked before it yielded the engine's steps."""
+    found = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Yield | ast.YieldFrom)
+             and isinstance(node.value, ast.Tuple) and any(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                                           for e in node.value.elts)]
+    found += [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in {"Asks", "Shape"}
+              or isinstance(node, ast.alias | ast.FunctionDef) and node.name in {"Asks", "Shape", "asked", "run_on"}]
+    return found
+
+
+def test_one_step_protocol() -> None:
+    """Issue 42: an interaction and the search layer it runs yield the same steps (server.storage.steps), where
+    the search layer yielded (statement, shape) pairs that `asked` and `run_on` adapted."""
+    offending = {name: lines for name, (_, tree) in SOURCES.items() if (lines := _second_protocols(tree))}
+    assert not offending, offending
+
+
+@pytest.mark.parametrize("source, lines", [
+    pytest.param("def f():\n    found = yield query, 'scalar'\n", [2], id="a-shaped-yield"),
+    pytest.param("from x import Asks\n", [1], id="the-old-type"),
+    pytest.param("def asked(ctx, asks):\n    pass\n", [1], id="the-adapter"),
+    pytest.param("def f():\n    found = yield from rows(query)\n", [], id="a-step"),
+    pytest.param("asked = set(chunk)\n", [], id="a-variable-named-asked"),
+])
+def test_the_second_protocol_is_recognized(source: str, lines: list[int]) -> None:
+    assert _second_protocols(ast.parse(source)) == lines

@@ -16,7 +16,7 @@ from server.access.mint import mint_token
 from server.app import create_app
 from server.engine.context import ServerContext
 from server.engine import searches
-from server.engine.steps import Blocking
+from server.storage.steps import Blocking
 from server.search.cost import search_cost
 from tests.support.costly import counted_turns
 

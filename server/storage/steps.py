@@ -1,12 +1,16 @@
-"""What an interaction asks of the database, as plain values: the sans-I/O vocabulary of the engine.
+"""What an interaction asks of the database, as plain values: the sans-I/O vocabulary of the engine and the search
+layer alike.
 
 An interaction is a generator: it yields a step, is sent what the step gives, and returns its answer; it decides
-everything else (visibility, counts, paging, 404/410, entries) without I/O. A driver (server.engine.drivers) runs
-the steps: on the event loop where the statement is bounded by a key or an index range, in a worker thread where
-something blocks. So each interaction is written once and runs on either driver, the same bytes out.
+everything else (visibility, counts, paging, 404/410, entries) without I/O. The search layer's look-ups, keyset
+positions, includes and chains are such generators too, which an interaction runs with `yield from`. A driver
+(server.engine.drivers) runs the steps: on the event loop where the statement is bounded by a key or an index range,
+in a worker thread where something blocks. So each interaction is written once and runs on either driver, the same
+bytes out.
 
-- `Query`: a statement (compiled once per shape, server.storage.prepared); sent its rows, decoded as SQLAlchemy
-  would give them (tuples, or dicts by column name);
+- `Query`: a statement and how its rows come back (tuples, or dicts by column name, decoded as SQLAlchemy would
+  give them): a `Bound` statement (compiled once: a prepared read, a kept page) as it is, any other compiled by the
+  driver once per shape for its database (server.storage.prepared.driver_sql);
 - `Blocking`: work on a SQLAlchemy connection (building a visibility, a snapshot of what the database holds, an
   operation's own handler...), which a thread runs; `at_hand(database)` answers without I/O when it can (a
   snapshot still fresh, a visibility already built);
@@ -23,16 +27,14 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.sql import ClauseElement
 
-from server.engine.context import ServerContext
-from server.search.asks import Asks, shaped
-from server.storage.prepared import Bound, driver_sql
+from server.storage.prepared import Bound
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    bound: Bound
+    statement: Bound | ClauseElement  # not Bound: compiled by the driver, once per shape
     mappings: bool = False  # dicts by column name (a provider's to_resource reads them)
     bounded: bool = True  # by a key or an index range: the loop runs it at once (else within a time budget)
 
@@ -58,16 +60,20 @@ Step = Query | Blocking[Any] | Threaded[Any] | Which
 Steps = Generator[Step, Any, T]
 
 
-def rows(ctx: ServerContext, statement: ClauseElement, *, mappings: bool = False,
-         bounded: bool = True) -> Steps[list[Any]]:
-    """The statement's rows (compiled once per shape for the server's dialect)."""
-    found: list[Any] = yield Query(driver_sql(statement, ctx.db.dialect, ctx.statements), mappings, bounded)
+def rows(statement: Bound | ClauseElement, *, mappings: bool = False, bounded: bool = True) -> Steps[list[Any]]:
+    """The statement's rows: tuples, or dicts by column name."""
+    found: list[Any] = yield Query(statement, mappings, bounded)
     return found
 
 
-def scalar(ctx: ServerContext, statement: ClauseElement, *, bounded: bool = True) -> Steps[Any]:
+def scalars(statement: Bound | ClauseElement, *, bounded: bool = True) -> Steps[list[Any]]:
+    """The first column of each row."""
+    return [row[0] for row in (yield from rows(statement, bounded=bounded))]
+
+
+def scalar(statement: Bound | ClauseElement, *, bounded: bool = True) -> Steps[Any]:
     """The first column of the first row (None without a row)."""
-    found = yield from rows(ctx, statement, bounded=bounded)
+    found = yield from rows(statement, bounded=bounded)
     return found[0][0] if found else None
 
 
@@ -84,15 +90,3 @@ def threaded(work: Callable[[], T]) -> Steps[T]:
 def database() -> Steps[str]:
     name: str = yield DATABASE
     return name
-
-
-def asked(ctx: ServerContext, asks: Asks[T], *, bounded: bool = True) -> Steps[T]:
-    """What the search layer asks (server.search.asks), as steps."""
-    sent: Any = None
-    try:
-        while True:
-            statement, shape = asks.send(sent)
-            found = yield from rows(ctx, statement, mappings=shape == "mappings", bounded=bounded)
-            sent = shaped(found, shape)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
