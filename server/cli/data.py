@@ -232,7 +232,8 @@ def load_call(settings: Settings, engine: Engine, path: str, args: argparse.Name
     pm = get_plugin_manager(settings)
     registry = Registry.collect(pm, settings)
     made = functools.cache(lambda: create_context(settings, db=engine, serving=False, plugins=(pm, registry)))
-    return LoadCall(engine, path, args, progress, settings, registry, searches.lookup(made))
+    return LoadCall(engine=engine, path=path, args=args, progress=progress, settings=settings, registry=registry,
+                    lookup=searches.lookup(made))
 
 
 def _load(args: argparse.Namespace, settings: Settings, extensions: Extensions, dry_run: bool,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 from sqlalchemy import ColumnElement, Connection, FromClause, Select
@@ -18,6 +18,10 @@ from server.params.types.date import DateTarget
 from server.params.types.reference import ReferenceTarget as ReferenceTarget  # re-exported
 from server.params.types.base import Through
 from server.params.types.token import TokenTarget
+
+if TYPE_CHECKING:  # what the engine hands an operation's handler (the engine sits above the declarations)
+    from server.engine.caller import Caller
+    from server.engine.context import ServerContext
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 RESOURCE_TYPE_RE = re.compile(r"^[A-Z][A-Za-z]+$")
@@ -46,8 +50,8 @@ class OperationCall:
     segments: Mapping[str, str] = field(default_factory=dict)  # the values of the operation's `path` segments
     headers: Mapping[str, str] = field(default_factory=dict)  # the request's headers (lower-case names)
     url: str = ""  # the request as sent: [base]/... and its query
-    caller: Any = None  # the admitted server.engine.caller.Caller
-    server: Any = None  # the server.engine.context.ServerContext
+    caller: Caller | None = None  # who asks, admitted (its principal, account and scope)
+    server: ServerContext | None = None  # the server's context (its settings, registry, database)
     permitted: Callable[[str], bool] = lambda resource_type: True  # the token grants the operation's scope on it
     denial: Callable[[str], str | None] = lambda resource_type: None  # why not (the scope it lacks)
     count: int | None = None  # a paged operation's page: _count (clamped to fhir.max_count) and _skip

@@ -5,7 +5,7 @@ a read), opens a connection that cannot write (a provider's), gives the handler 
 OperationCall and answers what it returns: a FHIR resource, a plain Answer, or a Page it makes a searchset of."""
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
@@ -57,6 +57,22 @@ def _permits(caller: Caller, op: Operation) -> tuple[Any, Any]:
         lambda rtype: None if scopes.allows(rtype, op.scope) else scopes.denial("operation", rtype, op.scope))
 
 
+def _call(ctx: ServerContext, caller: Caller, op: Operation, paging: Paging | None, *,
+          provider: ResourceProvider | None, rid: str | None, stored: Any, parameters: tuple[tuple[str, str], ...],
+          strict: bool, opened: Callable[[], Connection], visible: Any, base: str, level: OperationLevel,
+          resource_type: str | None, visible_to: Callable[[str], Any], lookup: Lookup,
+          segments: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None,
+          url: str = "") -> OperationCall:
+    """The one place an OperationCall is made: what every call shares (the caller, its permissions, the page)
+    decided here, the rest as the level's caller says."""
+    permitted, denial = _permits(caller, op)
+    return OperationCall(provider=provider, id=rid, stored_id=stored, parameters=parameters, strict=strict,
+                         opened=opened, visible=visible, base=base, level=level, resource_type=resource_type,
+                         segments=segments or {}, headers=headers or {}, url=url, caller=caller, server=ctx,
+                         permitted=permitted, denial=denial, count=paging.count if paging else None,
+                         skip=paging.skip if paging else 0, visible_to=visible_to, lookup=lookup)
+
+
 def _answer(ctx: ServerContext, op: Operation, call: OperationCall, paging: Paging | None, path: str) -> Any:
     assert op.handler is not None
     answer = op.handler(call)
@@ -94,18 +110,18 @@ def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: Resour
     if rid is not None:
         stored = stored_id(provider, rid)
     paging, parameters = _parameters(ctx, op, items)
-    permitted, denial = _permits(caller, op)
     path = f"{provider.resource_type}/{rid}/${op.name}" if rid is not None else f"{provider.resource_type}/${op.name}"
     with ExitStack() as stack:
         conn = stack.enter_context(ctx.db.connect())
         reading = stack.enter_context(backend_of(conn).read_only(conn))
-        clause = visibility(ctx, reading, provider, caller).clause
-        call = OperationCall(provider, rid, stored, parameters, strict, lambda: reading, clause, base,
-                             "instance" if rid is not None else "type", provider.resource_type,
-                             caller=caller, server=ctx, permitted=permitted, denial=denial,
-                             count=paging.count if paging else None, skip=paging.skip if paging else 0,
-                             visible_to=lambda rtype: visibility(ctx, reading, resource_provider(
-                                 ctx, rtype, f"${op.name}"), caller).clause, lookup=lookup)
+
+        def visible_to(rtype: str) -> Any:
+            return visibility(ctx, reading, resource_provider(ctx, rtype, f"${op.name}"), caller).clause
+
+        call = _call(ctx, caller, op, paging, provider=provider, rid=rid, stored=stored, parameters=parameters,
+                     strict=strict, opened=lambda: reading, visible=visibility(ctx, reading, provider, caller).clause,
+                     base=base, level="instance" if rid is not None else "type",
+                     resource_type=provider.resource_type, visible_to=visible_to, lookup=lookup)
         return _kept_open(_answer(ctx, op, call, paging, path), stack)
 
 
@@ -127,14 +143,14 @@ def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: st
     if resource_type is not None:
         ctx.registry.get(resource_type)  # 404 not-supported for an unknown type
     paging, parameters = _parameters(ctx, op, items)
-    permitted, denial = _permits(caller, op)
     with _Reading(ctx) as reading:
         def visible_to(rtype: str) -> Any:
             return visibility(ctx, reading(), resource_provider(ctx, rtype, f"${name}"), caller).clause
 
-        call = OperationCall(None, None, None, parameters, strict, reading, None, base, level, resource_type,
-                             dict(zip(op.path, segments)), headers, url, caller, ctx, permitted, denial,
-                             paging.count if paging else None, paging.skip if paging else 0, visible_to, lookup)
+        call = _call(ctx, caller, op, paging, provider=None, rid=None, stored=None, parameters=parameters,
+                     strict=strict, opened=reading, visible=None, base=base, level=level,
+                     resource_type=resource_type, visible_to=visible_to, lookup=lookup,
+                     segments=dict(zip(op.path, segments)), headers=headers, url=url)
         answer = _answer(ctx, op, call, paging, f"{resource_type}/${name}" if resource_type else f"${name}")
         return _kept_open(answer, reading.stack)
 
