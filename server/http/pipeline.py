@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -27,6 +28,7 @@ from server.access.tokens import Principal
 from server.engine.context import ServerContext
 from server.engine.caller import ANONYMOUS, Caller, authorize, caller_of
 from server.engine.drivers import in_thread, on_loop
+from server.engine.interactions import Asked, Interact
 from server.storage.steps import Steps
 from server.declare.interaction import Interaction
 from server.engine.instances import Resource
@@ -86,7 +88,6 @@ class FhirRequest:
                            caller)
 
 
-Interact = Callable[[ServerContext, FhirRequest], Steps[Any]]  # an interaction's steps (server.storage.steps)
 Negotiator = Callable[[str | None, str | None, str | None], Format]  # (_format, Accept, _pretty) -> format
 
 
@@ -185,9 +186,12 @@ class Pipeline:
         return self._bases.get(key, lambda: base_url(scope, headers, self.ctx.settings))
 
     async def serve(self, scope: Scope, interaction: Interaction, steps: Interact,
-                    negotiator: Negotiator = negotiate, estimate: bool = False) -> Response:
+                    negotiator: Negotiator = negotiate, estimate: bool = False, *, version: str | None = None,
+                    segments: tuple[str, ...] = (), operation_headers: tuple[tuple[str, str], ...] = (),
+                    query: str = "") -> Response:
         """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome. `steps`: the
-        interaction (server.storage.steps), run by the event loop's driver (or, without one, in a worker thread); it
+        interaction (server.engine.interactions, over the admitted request with what the route found: `version`,
+        `segments`, the `operation_headers` and raw `query` an operation reads), run by the event loop's driver (or, without one, in a worker thread); it
         may answer a plain Answer (an operation's: a status, headers, JSON or a file), rendered as it says.
         `estimate`: a search or an operation, whose cost is estimated first (server.search.cost): a costly one waits
         for its turn."""
@@ -220,7 +224,9 @@ class Pipeline:
             async with self.costly.turn() if costly else nullcontext():  # costly requests: their own share
                 with database_budget(self.request_timeout_s):  # the request's database time, in all
                     caller = admitted if admitted is not None else await self._in_thread(admit)
-                    body = await self._drive(lambda: steps(self.ctx, caller), hot=not costly)
+                    asked = Asked(caller.interaction, caller.caller, caller.base, caller.items, caller.strict,
+                                  version, segments, operation_headers, query)
+                    body = await self._drive(partial(steps, self.ctx, asked), hot=not costly)
             assert admitted is not None
             if isinstance(body, Answer):
                 response = answer_response(body)

@@ -15,8 +15,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, NoMatchFound, Route
 from starlette.types import Receive, Scope, Send
 
-from server.engine import operations, reads, searches, versions
-from server.storage.steps import threaded
+from server.engine import operations
+from server.engine.interactions import INTERACTIONS
 from server.declare.interaction import Interaction
 from server.errors import (
     FhirError,
@@ -49,19 +49,18 @@ async def metadata(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Res
     if rtype is not None and rtype not in pipeline.ctx.registry.providers:
         return pipeline.unserved(
             scope, ResourceTypeNotSupported(f"resource type {rtype!r} is not supported"), interaction)
-    return await pipeline.serve(scope, interaction, lambda ctx, r: reads.capabilities_steps(ctx, r.base))
+    return await pipeline.serve(scope, interaction, INTERACTIONS["capabilities"])
 
 
 async def search(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
     rtype, = at
-    return await pipeline.serve(scope, Interaction("search-type", rtype), lambda ctx, r: (
-        searches.search_type_steps(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)), estimate=True)
+    return await pipeline.serve(scope, Interaction("search-type", rtype), INTERACTIONS["search-type"],
+                                estimate=True)
 
 
 async def read(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
     rtype, rid = at
-    return await pipeline.serve(scope, Interaction("read", rtype, rid), lambda ctx, r: (
-        reads.read_steps(ctx, r.caller, rtype, rid, r.items)))
+    return await pipeline.serve(scope, Interaction("read", rtype, rid), INTERACTIONS["read"])
 
 
 async def operation(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
@@ -74,9 +73,7 @@ async def operation(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Re
     op = operations.declared(ctx, rtype, name)
     interaction = Interaction("operation", rtype, rid, name, op.scope if op is not None else None)
     negotiator: Negotiator = answering(op.media_types) if op is not None and op.media_types else negotiate
-    return await pipeline.serve(scope, interaction, lambda ctx, r: (
-        searches.run_operation_steps(ctx, r.caller, r.base, rtype, rid, name, r.items, strict=r.strict)),
-        negotiator=negotiator, estimate=True)
+    return await pipeline.serve(scope, interaction, INTERACTIONS["operation"], negotiator=negotiator, estimate=True)
 
 
 async def system_operation(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
@@ -90,32 +87,26 @@ async def _server_operation(pipeline: Pipeline, scope: Scope, rtype: str | None,
     interaction = Interaction("operation", rtype, segments[0] if segments else None, name,
                               op.scope if op is not None else None)
     negotiator: Negotiator = answering(op.media_types) if op is not None and op.media_types else negotiate
-    query = scope.get("query_string", b"").decode("latin-1")
-    at = "/" + "/".join((*([rtype] if rtype else []), f"${name}", *segments))
-    headers = {k: v for k, v in request_headers(scope).items() if k in ("prefer", "range")}
-    return await pipeline.serve(scope, interaction, lambda ctx, r: threaded(
-        lambda: operations.run_server_operation(ctx, r.caller, r.base, name, rtype, segments, r.items, r.strict,
-                                                headers, f"{r.base}{at}{'?' + query if query else ''}",
-                                                searches.lookup(ctx, r.caller))),
-        negotiator=negotiator, estimate=True)  # a kick-off whose `_typeFilter` is costly takes a costly turn
+    headers = tuple((k, v) for k, v in request_headers(scope).items() if k in ("prefer", "range"))
+    return await pipeline.serve(scope, interaction, INTERACTIONS["server-operation"], negotiator=negotiator,
+                                estimate=True,  # a kick-off whose `_typeFilter` is costly takes a costly turn
+                                segments=segments, operation_headers=headers,
+                                query=scope.get("query_string", b"").decode("latin-1"))
 
 
 async def vread(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
     rtype, rid, _, vid = at
-    return await pipeline.serve(scope, Interaction("vread", rtype, rid), lambda ctx, r: (
-        versions.vread_steps(ctx, r.caller, rtype, rid, vid, r.items)))
+    return await pipeline.serve(scope, Interaction("vread", rtype, rid), INTERACTIONS["vread"], version=vid)
 
 
 async def history_instance(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
     rtype, rid, _ = at
-    return await pipeline.serve(scope, Interaction("history-instance", rtype, rid), lambda ctx, r: (
-        versions.history_instance_steps(ctx, r.caller, r.base, rtype, rid, r.items, strict=r.strict)))
+    return await pipeline.serve(scope, Interaction("history-instance", rtype, rid), INTERACTIONS["history-instance"])
 
 
 async def history_type(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
     rtype, _ = at
-    return await pipeline.serve(scope, Interaction("history-type", rtype), lambda ctx, r: (
-        versions.history_type_steps(ctx, r.caller, r.base, rtype, r.items, strict=r.strict)))
+    return await pipeline.serve(scope, Interaction("history-type", rtype), INTERACTIONS["history-type"])
 
 
 async def base(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:

@@ -312,3 +312,17 @@ def test_one_step_protocol() -> None:
 ])
 def test_the_second_protocol_is_recognized(source: str, lines: list[int]) -> None:
     assert _second_protocols(ast.parse(source)) == lines
+
+
+def test_routes_name_their_interactions_without_lambdas() -> None:
+    """Issue 42: each route hands the pipeline a named engine function of the interactions' table
+    (server.engine.interactions.INTERACTIONS), where it handed lambdas a reader lost a parameter at."""
+    from server.engine.interactions import INTERACTIONS
+
+    for module in ("server.http.routes", "server.engine.interactions"):
+        lambdas = [node.lineno for node in ast.walk(SOURCES[module][1]) if isinstance(node, ast.Lambda)]
+        assert not lambdas, f"{module}: lambdas at lines {lambdas}"
+    named = {node.slice.value for node in ast.walk(SOURCES["server.http.routes"][1])
+             if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+             and node.value.id == "INTERACTIONS" and isinstance(node.slice, ast.Constant)}
+    assert named == set(INTERACTIONS)
