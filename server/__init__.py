@@ -7,7 +7,9 @@ does the rest (parsing, SQL, paging, bundles, errors, capabilities, access contr
 Each name is loaded from the module defining it at its first use (PEP 562): `import server`, `import server.errors`
 or a declaration module load no engine, storage or cli module until a name of theirs is asked for (the layout test
 holds the figure). `_SURFACE` is the one list of the names; the imports under TYPE_CHECKING restate it for type
-checkers, and a test holds the two equal."""
+checkers, and a test holds the two equal. A name whose SQL compiles differently per database comes from
+server.storage (`text_index_expression` through server.storage.dialects): whoever uses it gets every database's
+rendering registered, as an index declared with it must."""
 from __future__ import annotations
 
 from importlib import import_module
@@ -62,7 +64,7 @@ _SURFACE: dict[str, str] = {
     "composed": "server.params.text",
     "normalize": "server.params.text",
     "Through": "server.params.types.base",
-    "text_index_expression": "server.params.types.base",
+    "text_index_expression": "server.storage.dialects",  # (defined in params) with the databases' renderings of it
     "DateTarget": "server.params.types.date",
     "NearTarget": "server.params.types.near",
     "ReferenceTarget": "server.params.types.reference",
@@ -142,7 +144,7 @@ if TYPE_CHECKING:
     from server.params.text import composed
     from server.params.text import normalize
     from server.params.types.base import Through
-    from server.params.types.base import text_index_expression
+    from server.storage.dialects import text_index_expression
     from server.params.types.date import DateTarget
     from server.params.types.near import NearTarget
     from server.params.types.reference import ReferenceTarget

@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import import_module
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from types import TracebackType
 
 import pluggy
@@ -34,8 +34,17 @@ def _core_plugin(target: str) -> object:
     return found() if isinstance(found, type) else found
 
 
+def _installed() -> dict[str, EntryPoint]:
+    """The installed plugins' entry points by name: of two distributions naming one plugin, the first on the path
+    (as pluggy's loader took it)."""
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep)
+    return found
+
+
 def available_plugins() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {name: ep.value for name, ep in _installed().items()}
 
 
 class Plugins(pluggy.PluginManager):
@@ -49,7 +58,7 @@ class Plugins(pluggy.PluginManager):
 
 def get_plugin_manager(settings: Settings, extra_plugins: Iterable[tuple[str, object]] = ()) -> pluggy.PluginManager:
     """A new manager for these settings; `extra_plugins` (name, module-or-object) serve tests and embedders."""
-    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    found = _installed()
     pm = Plugins({name: ep.value for name, ep in found.items()})
     pm.add_hookspecs(hookspecs)
     extra = dict(extra_plugins)

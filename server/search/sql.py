@@ -170,7 +170,8 @@ def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnE
         matches = found[(MATCHES, clause.key, clause.raw)] = _matches(provider, clause, _context(provider, clause, found))
         for i, match in enumerate(matches):
             query = None if isinstance(match, Select) else keys_query(provider.table, match)
-            if query is not None and (keys := kept_keys((yield from scalars(query)))) is not None:
+            # the keys of a condition on a referred table: it may read that whole table (a thread past the budget)
+            if query is not None and (keys := kept_keys((yield from scalars(query, bounded=False)))) is not None:
                 found[(REFERRED, clause.key, clause.raw, i)] = keys
     return found
 

@@ -13,6 +13,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.visitors import InternalTraversal
 
 from server.params.types.base import bound_list, code_point_order, list_kind
+from server.params.types.base import text_index_expression as text_index_expression  # re-exported: server's
 
 
 def code_point_string() -> TypeEngine[str]:
@@ -83,8 +84,7 @@ class _JsonList(TypeDecorator[list[Any]]):
         return None if value is None else json.dumps(value, ensure_ascii=False)
 
     def process_literal_param(self, value: list[Any] | None, dialect: Any) -> str:
-        text = "null" if value is None else json.dumps(value, ensure_ascii=False)
-        return "'" + text.replace("'", "''") + "'"
+        return "null" if value is None else json.dumps(value, ensure_ascii=False)  # String's literal quotes it
 
 
 def _single(element: bound_list) -> Any:
@@ -109,4 +109,5 @@ def _bound_list_sqlite(element: bound_list, compiler: Any, **kw: Any) -> str:
     with the column's affinity."""
     single = _single(element)
     single.type = _JsonList()
-    return f"{compiler.process(element.column, **kw)} IN (SELECT value FROM json_each({compiler.process(single, **kw)}))"
+    listed = compiler.process(single, **kw)
+    return f"{compiler.process(element.column, **kw)} IN (SELECT value FROM json_each({listed}))"

@@ -326,3 +326,16 @@ def test_routes_name_their_interactions_without_lambdas() -> None:
              if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
              and node.value.id == "INTERACTIONS" and isinstance(node.slice, ast.Constant)}
     assert named == set(INTERACTIONS)
+
+
+def test_a_name_compiled_per_database_brings_its_renderings() -> None:
+    """An index a plugin declares with `text_index_expression`, compiled for PostgreSQL in a process that imported
+    nothing else of the server, is in code-point order (the renderings of server.storage.dialects registered), as
+    the searches that read it compare."""
+    code = ("from sqlalchemy import Column, Index, MetaData, String, Table; "
+            "from sqlalchemy.dialects import postgresql; from sqlalchemy.schema import CreateIndex; "
+            "from server import text_index_expression; "
+            "t = Table('t', MetaData(), Column('c', String)); "
+            "print(CreateIndex(Index('i', text_index_expression(t.c.c))).compile(dialect=postgresql.dialect()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert 'COLLATE "C"' in done.stdout, done.stdout

@@ -330,3 +330,19 @@ def test_third_party_plugin_from_another_directory(third_party: Path, small_ctx:
     assert disabled.get("/fhir/Endpoint/7").status_code == 404
     with pytest.raises(ConfigError, match="plugin acme is misconfigured: status must be"):
         create_app(settings_with(small_ctx, tmp_path, plugins={"acme": {"config": {"status": "x"}}}), db=small_ctx.db)
+
+
+def test_two_distributions_naming_one_plugin_load_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As pluggy did: the first distribution on the path that names plugin `twin` is loaded, the other skipped."""
+    for n, site in enumerate((tmp_path / "first", tmp_path / "second")):
+        (site / f"twin_{n}").mkdir(parents=True)
+        (site / f"twin_{n}" / "__init__.py").write_text(f"ORDER = {n}\n", encoding="utf-8")
+        info = site / f"twin_{n}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: twin-{n}\nVersion: 1.0\n", encoding="utf-8")
+        (info / "entry_points.txt").write_text(f"[orgunit_fhir]\ntwin = twin_{n}\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path / "second"))
+    monkeypatch.syspath_prepend(str(tmp_path / "first"))
+    pm = get_plugin_manager(make_settings("sqlite://", tmp_path))
+    assert pm.get_plugin("twin").ORDER == 0
+    assert available_plugins()["twin"] == "twin_0"

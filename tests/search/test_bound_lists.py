@@ -9,11 +9,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from sqlalchemy import Column, ColumnElement, Enum, String, TypeDecorator, Uuid, select
+from sqlalchemy import Column, ColumnElement, Enum, String, TypeDecorator, Uuid, func, select
+from sqlalchemy.dialects.postgresql import CITEXT
 
 from plugins.orgunits.tables import org_unit, org_unit_name
 from server.engine.context import ServerContext
 from server.params.types.base import INLINE_VALUES, bound_list, one_of
+from server.storage.dialects import code_point_string
 from server.storage.prepared import driver_sql
 from tests.support.contexts import bearer
 
@@ -33,6 +35,22 @@ def _values(ctx: ServerContext, column: ColumnElement[Any], count: int, typed: t
     made = held[:max(1, count // 2)]
     extra = [*ODD, *(f"none-{n}" for n in range(count))] if typed is str else [-n for n in range(1, count + 1)]
     return (made + extra)[:count]
+
+
+class _Upper(TypeDecorator[str]):
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Any) -> str | None:
+        return None if value is None else value.upper()
+
+
+class _Lowered(TypeDecorator[str]):
+    impl = String
+    cache_ok = True
+
+    def bind_expression(self, bindvalue: Any) -> Any:
+        return func.lower(bindvalue)
 
 
 COLUMNS = [
@@ -95,6 +113,12 @@ def test_a_search_of_many_values_answers_as_its_values_do(small_ctx: ServerConte
     pytest.param(org_unit.c.id, [True, *range(39)], False, id="a-boolean"),
     pytest.param(Column("u", Uuid()), [f"{n:032x}" for n in range(40)], False, id="a-uuid-column"),
     pytest.param(Column("e", Enum("a", "b", name="kind")), ["a", "b"] * 20, False, id="an-enum-column"),
+    pytest.param(Column("c", CITEXT()), [f"c{n}" for n in range(40)], False, id="a-citext-column"),
+    pytest.param(Column("v", String().with_variant(CITEXT(), "postgresql")), [f"c{n}" for n in range(40)], False,
+                 id="citext-on-postgresql-only"),
+    pytest.param(Column("p", code_point_string()), [f"c{n}" for n in range(40)], True, id="a-code-point-string"),
+    pytest.param(Column("l", _Lowered()), [f"c{n}" for n in range(40)], False, id="a-bind-expression"),
+    pytest.param(org_unit.c.source_ref, [*(f"c{n}" for n in range(39)), "a\x00b"], False, id="a-nul-character"),
 ])
 def test_only_plain_columns_and_their_own_values_are_bound_as_a_list(column: ColumnElement[Any], values: list[Any],
                                                                      bound: bool) -> None:
@@ -103,13 +127,16 @@ def test_only_plain_columns_and_their_own_values_are_bound_as_a_list(column: Col
     assert isinstance(one_of(column, values), bound_list) is bound
 
 
-class _Upper(TypeDecorator[str]):
-    impl = String
-    cache_ok = True
-
-    def process_bind_param(self, value: str | None, dialect: Any) -> str | None:
-        return None if value is None else value.upper()
-
 
 def test_a_type_converting_what_is_bound_keeps_an_in() -> None:
     assert not isinstance(one_of(Column("x", _Upper()), [f"c{n}" for n in range(40)]), bound_list)
+
+
+def test_a_list_renders_as_literal_sql(small_ctx: ServerContext) -> None:
+    """With its values written into the SQL (what a statement shown or copied holds), it runs and matches."""
+    values = [*_values(small_ctx, org_unit.c.source_ref, 40, str), "it's"]
+    statement = select(org_unit.c.id).where(bound_list(org_unit.c.source_ref, values)).order_by(org_unit.c.id)
+    sql = str(statement.compile(dialect=small_ctx.db.dialect, compile_kwargs={"literal_binds": True}))
+    with small_ctx.db.connect() as conn:
+        assert [r[0] for r in conn.exec_driver_sql(sql).all()] == _found(
+            small_ctx, org_unit.c.id, org_unit.c.source_ref.in_(values))

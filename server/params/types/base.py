@@ -13,8 +13,10 @@ import sys
 from functools import cache, cached_property
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
-from sqlalchemy import (Boolean, ColumnElement, Enum, FromClause, Integer, Select, String, TypeDecorator, and_,
-                        bindparam, func, select)
+from sqlalchemy import (BIGINT, CHAR, INTEGER, NVARCHAR, SMALLINT, TEXT, VARCHAR, BigInteger, Boolean, ColumnElement,
+                        FromClause, Integer, Select, SmallInteger, String, Text, TypeDecorator, Unicode, UnicodeText,
+                        and_, bindparam, func, select)
+from sqlalchemy.types import TypeEngine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.sql.expression import ColumnClause, Join, ScalarSelect, SelectBase
@@ -286,23 +288,36 @@ def one_of(column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[b
     return bound_list(column, values)
 
 
+# the column types whose values a list binds as they are: exactly these (a subclass may compare otherwise: CITEXT)
+_PLAIN: dict[type, type[int] | type[str]] = {
+    **dict.fromkeys((Integer, BigInteger, SmallInteger, INTEGER, BIGINT, SMALLINT), int),
+    **dict.fromkeys((String, Text, Unicode, UnicodeText, VARCHAR, TEXT, NVARCHAR, CHAR), str)}
+_CONVERTING = ("process_bind_param", "bind_processor", "bind_expression", "column_expression")
+
+
+def _plain(kind: TypeEngine[Any]) -> type[int] | type[str] | None:
+    """int or str for a type that binds a value as it is, on every database it names; else None."""
+    while isinstance(kind, TypeDecorator):  # one that converts nothing (SQLModel's AutoString): its impl
+        if any(getattr(type(kind), name) is not getattr(TypeDecorator, name) for name in _CONVERTING):
+            return None
+        kind = kind.impl_instance
+    found = _PLAIN.get(type(kind))
+    variants = [_plain(v) for v in getattr(kind, "_variant_mapping", {}).values()]
+    return found if all(v == found for v in variants) else None
+
+
 def list_kind(column: ColumnElement[Any]) -> type[int] | type[str] | None:
     """What a `bound_list` of `column` holds: int for a plain integer column, str for a plain string one (no type
-    of its own converting what is bound: a Uuid, an Enum, a type decorator; SQLModel's AutoString converts
-    nothing), None for any other: each database's list is compared as the column's own values."""
-    kind = column.type
-    while isinstance(kind, TypeDecorator):
-        if type(kind).process_bind_param is not TypeDecorator.process_bind_param:
-            return None
-        kind = kind.impl
-    if isinstance(kind, Enum):
-        return None
-    return int if isinstance(kind, Integer) else str if isinstance(kind, String) else None
+    of its own converting or comparing what is bound: a Uuid, an Enum, CITEXT, a type decorator with its own bind
+    processing; SQLModel's AutoString converts nothing), None for any other: each database's list is compared as
+    the column's own values."""
+    return _plain(column.type)
 
 
 def _listable(column: ColumnElement[Any], values: Sequence[Any]) -> bool:
+    """A list of `column`'s kind of values, none holding a NUL (SQLite's JSON functions end a string there)."""
     wanted = list_kind(column)
-    return wanted is not None and all(type(v) is wanted for v in values)
+    return wanted is not None and all(type(v) is wanted and (wanted is int or "\x00" not in v) for v in values)
 
 
 def text_index_expression(column: ColumnElement[Any]) -> ColumnElement[str]:
