@@ -16,19 +16,29 @@ from server.storage.steps import Steps, threaded
 
 
 @dataclass(frozen=True, slots=True)
+class Found:
+    """What a route found beside the interaction's kind, type and id, for the interactions that read it."""
+
+    version: str | None = None  # a vread's version id
+    segments: tuple[str, ...] = ()  # a server-wide operation's path after its name
+    headers: tuple[tuple[str, str], ...] = ()  # the request headers an operation reads (prefer, range)
+    query: str = ""  # the query as sent (a server-wide operation's url holds it)
+
+
+NOTHING_MORE = Found()
+
+
+@dataclass(frozen=True, slots=True)
 class Asked:
     """An admitted request as an interaction reads it: what the route found in the path (`interaction`: kind,
-    type, id, operation name; `version`, `segments`), who asks, and the query."""
+    type, id, operation name; `found`), who asks, and the query."""
 
     interaction: Interaction
     caller: Caller
     base: str  # [base] of the links, as the client addressed the server
     items: tuple[tuple[str, str], ...]  # the query, in order
     strict: bool  # an unknown parameter is refused (Prefer: handling=strict, or fhir.unknown_parameters)
-    version: str | None = None  # a vread's version id
-    segments: tuple[str, ...] = ()  # a server-wide operation's path after its name
-    headers: tuple[tuple[str, str], ...] = ()  # the request headers an operation reads (prefer, range)
-    query: str = ""  # the query as sent (a server-wide operation's url holds it)
+    found: Found = NOTHING_MORE
 
     @property
     def resource_type(self) -> str:
@@ -67,18 +77,18 @@ def operation(ctx: ServerContext, asked: Asked) -> Steps[Any]:
 def server_operation(ctx: ServerContext, asked: Asked) -> Steps[Any]:
     """A plugin's server-wide operation (`[base]/$name[/segments]`, `[base]/[type]/$name`): its handler in a
     worker thread, on a read-only connection of its own."""
-    name, rtype = asked.interaction.operation, asked.interaction.resource_type
+    name, rtype, found = asked.interaction.operation, asked.interaction.resource_type, asked.found
     assert name is not None
-    path = "/" + "/".join((*([rtype] if rtype else []), f"${name}", *asked.segments))
-    url = f"{asked.base}{path}{'?' + asked.query if asked.query else ''}"
+    path = "/" + "/".join((*([rtype] if rtype else []), f"${name}", *found.segments))
+    url = f"{asked.base}{path}{'?' + found.query if found.query else ''}"
     return threaded(partial(operations.run_server_operation, ctx, asked.caller, asked.base, name, rtype,
-                            asked.segments, asked.items, asked.strict, dict(asked.headers), url,
+                            found.segments, asked.items, asked.strict, dict(found.headers), url,
                             searches.lookup(ctx, asked.caller)))
 
 
 def vread(ctx: ServerContext, asked: Asked) -> Steps[Any]:
-    assert asked.version is not None
-    return versions.vread_steps(ctx, asked.caller, asked.resource_type, asked.id, asked.version, asked.items)
+    assert asked.found.version is not None
+    return versions.vread_steps(ctx, asked.caller, asked.resource_type, asked.id, asked.found.version, asked.items)
 
 
 def history_instance(ctx: ServerContext, asked: Asked) -> Steps[Any]:

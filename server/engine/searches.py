@@ -1,7 +1,7 @@
 """Searches: search-type and operations (a search bound to one instance, or an operation's own handler), as
 searchset Bundles. Each is written once, as steps (server.storage.steps) that either driver runs: the look-ups, the
-count (unless kept), the page and the includes are statements; a chain's condition or a visibility not built yet
-is built in a thread. `search_type` and `run_operation` run one in the calling thread (in-process callers)."""
+count (unless kept), the page, the includes and a chain's look-ups are statements; a visibility not built yet is
+built in a thread. `search_type` and `run_operation` run one in the calling thread (in-process callers)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence

@@ -28,7 +28,7 @@ from server.access.tokens import Principal
 from server.engine.context import ServerContext
 from server.engine.caller import ANONYMOUS, Caller, authorize, caller_of
 from server.engine.drivers import in_thread, on_loop
-from server.engine.interactions import Asked, Interact
+from server.engine.interactions import NOTHING_MORE, Asked, Found, Interact
 from server.storage.steps import Steps
 from server.declare.interaction import Interaction
 from server.engine.instances import Resource
@@ -186,12 +186,11 @@ class Pipeline:
         return self._bases.get(key, lambda: base_url(scope, headers, self.ctx.settings))
 
     async def serve(self, scope: Scope, interaction: Interaction, steps: Interact,
-                    negotiator: Negotiator = negotiate, estimate: bool = False, *, version: str | None = None,
-                    segments: tuple[str, ...] = (), operation_headers: tuple[tuple[str, str], ...] = (),
-                    query: str = "") -> Response:
+                    negotiator: Negotiator = negotiate, estimate: bool = False,
+                    found: Found = NOTHING_MORE) -> Response:
         """Parse, admit, run and render one FHIR request; every failure becomes an OperationOutcome. `steps`: the
-        interaction (server.engine.interactions, over the admitted request with what the route found: `version`,
-        `segments`, the `operation_headers` and raw `query` an operation reads), run by the event loop's driver (or, without one, in a worker thread); it
+        interaction (server.engine.interactions, over the admitted request and what the route `found` beside its
+        kind, type and id), run by the event loop's driver (or, without one, in a worker thread); it
         may answer a plain Answer (an operation's: a status, headers, JSON or a file), rendered as it says.
         `estimate`: a search or an operation, whose cost is estimated first (server.search.cost): a costly one waits
         for its turn."""
@@ -225,7 +224,7 @@ class Pipeline:
                 with database_budget(self.request_timeout_s):  # the request's database time, in all
                     caller = admitted if admitted is not None else await self._in_thread(admit)
                     asked = Asked(caller.interaction, caller.caller, caller.base, caller.items, caller.strict,
-                                  version, segments, operation_headers, query)
+                                  found)
                     body = await self._drive(partial(steps, self.ctx, asked), hot=not costly)
             assert admitted is not None
             if isinstance(body, Answer):

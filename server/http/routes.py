@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Match, NoMatchFound, Route
 from starlette.types import Receive, Scope, Send
 
 from server.engine import operations
-from server.engine.interactions import INTERACTIONS
+from server.engine.interactions import INTERACTIONS, Found
 from server.declare.interaction import Interaction
 from server.errors import (
     FhirError,
@@ -90,13 +90,14 @@ async def _server_operation(pipeline: Pipeline, scope: Scope, rtype: str | None,
     headers = tuple((k, v) for k, v in request_headers(scope).items() if k in ("prefer", "range"))
     return await pipeline.serve(scope, interaction, INTERACTIONS["server-operation"], negotiator=negotiator,
                                 estimate=True,  # a kick-off whose `_typeFilter` is costly takes a costly turn
-                                segments=segments, operation_headers=headers,
-                                query=scope.get("query_string", b"").decode("latin-1"))
+                                found=Found(segments=segments, headers=headers,
+                                            query=scope.get("query_string", b"").decode("latin-1")))
 
 
 async def vread(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:
     rtype, rid, _, vid = at
-    return await pipeline.serve(scope, Interaction("vread", rtype, rid), INTERACTIONS["vread"], version=vid)
+    return await pipeline.serve(scope, Interaction("vread", rtype, rid), INTERACTIONS["vread"],
+                                found=Found(version=vid))
 
 
 async def history_instance(pipeline: Pipeline, scope: Scope, at: tuple[str, ...]) -> Response:

@@ -2,9 +2,8 @@
 names a dialect): each has a default rendering and the one of the database that needs another."""
 from __future__ import annotations
 
-from typing import Any
-
 import json
+from typing import Any
 
 from sqlalchemy import Boolean, ColumnElement, FunctionElement, Select, String, TypeDecorator
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -88,7 +87,8 @@ class _JsonList(TypeDecorator[list[Any]]):
 
 
 def _single(element: bound_list) -> Any:
-    """The list's bind as one parameter of `type_` (a clone: its key, hence its value, is the statement's)."""
+    """The list's bind as one parameter (a clone, typed by the caller: its key, hence its value, is the one the
+    statement carries, whichever cached form compiled it)."""
     single = element.values._clone()
     single.expanding = False
     return single
