@@ -23,6 +23,7 @@ _SURFACE: dict[str, str] = {
     "Answer": "server.declare.answer",
     "FileBody": "server.declare.answer",
     "Page": "server.declare.answer",
+    "PRIVATE_NO_STORE": "server.declare.answer",
     "PLUGIN_API": "server.declare.api",
     "Command": "server.declare.extensions",
     "DemoData": "server.declare.extensions",
@@ -30,6 +31,7 @@ _SURFACE: dict[str, str] = {
     "LoadFormat": "server.declare.extensions",
     "LoadReport": "server.declare.extensions",
     "as_utc": "server.declare.instants",
+    "http_date": "server.declare.instants",
     "instant": "server.declare.instants",
     "Interaction": "server.declare.interaction",
     "Lookup": "server.declare.lookup",
@@ -49,11 +51,15 @@ _SURFACE: dict[str, str] = {
     "ConfigError": "server.errors",
     "FhirError": "server.errors",
     "Forbidden": "server.errors",
+    "InternalError": "server.errors",
     "InvalidRequest": "server.errors",
     "InvalidValue": "server.errors",
     "LoadError": "server.errors",
+    "RangeNotSatisfiable": "server.errors",
     "ResourceNotFound": "server.errors",
     "ServiceUnavailable": "server.errors",
+    "TooManyRequests": "server.errors",
+    "UnsupportedParameter": "server.errors",
     "hookimpl": "server.hookspecs",
     "WebAssets": "server.html.web",
     "WebPage": "server.html.web",
@@ -103,6 +109,7 @@ if TYPE_CHECKING:
     from server.declare.answer import Answer
     from server.declare.answer import FileBody
     from server.declare.answer import Page
+    from server.declare.answer import PRIVATE_NO_STORE
     from server.declare.api import PLUGIN_API
     from server.declare.extensions import Command
     from server.declare.extensions import DemoData
@@ -110,6 +117,7 @@ if TYPE_CHECKING:
     from server.declare.extensions import LoadFormat
     from server.declare.extensions import LoadReport
     from server.declare.instants import as_utc
+    from server.declare.instants import http_date
     from server.declare.instants import instant
     from server.declare.interaction import Interaction
     from server.declare.lookup import Lookup
@@ -129,11 +137,15 @@ if TYPE_CHECKING:
     from server.errors import ConfigError
     from server.errors import FhirError
     from server.errors import Forbidden
+    from server.errors import InternalError
     from server.errors import InvalidRequest
     from server.errors import InvalidValue
     from server.errors import LoadError
+    from server.errors import RangeNotSatisfiable
     from server.errors import ResourceNotFound
     from server.errors import ServiceUnavailable
+    from server.errors import TooManyRequests
+    from server.errors import UnsupportedParameter
     from server.hookspecs import hookimpl
     from server.html.web import WebAssets
     from server.html.web import WebPage

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.declare.registry import Registry
-from server.settings import Settings
+from server import Settings
+from server.engine.export_reader import Registry, exported_types
 
 BULK_DATA = "http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data"
 EXPORT = "http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export"
@@ -35,7 +35,7 @@ def add_bulk(statement: dict[str, Any], registry: Registry, settings: Settings) 
     instantiates = statement.setdefault("instantiates", [])
     if BULK_DATA not in instantiates:
         instantiates.append(BULK_DATA)
-    exported = {p.resource_type for p in registry.table_backed}
+    exported = set(exported_types(registry))
     for entry in statement["rest"][0].get("resource", ()):
         if entry["type"] in exported:
             entry.setdefault("operation", []).append({

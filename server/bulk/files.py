@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from server.settings import Settings
+from server import Settings
 
 JOB_ID = re.compile(r"[0-9a-f]{32}")
 BUFFER = 1 << 20

@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
-from server.declare.instants import as_utc
+from server import as_utc
 from server.bulk.tables import bulk_job
-from server.storage.backend import backend_of
+from server.engine.export_reader import exclusive
 
 RUNNING, DONE, FAILED = "running", "done", "failed"
 STALE = timedelta(seconds=120)  # a running job whose worker has not written for this long has stopped
@@ -74,11 +74,6 @@ KICKOFF_LOCK = 0x6275_6C6B  # PostgreSQL advisory lock of the kick-offs ("bulk")
 KICKOFF_WAIT_S = 2.0
 
 
-def _exclusive(conn: Connection) -> None:
-    """One kick-off at a time, across workers, until the transaction ends (the backend's writers' lock)."""
-    backend_of(conn).exclusive(conn, KICKOFF_LOCK, bulk_job)
-
-
 def _running(conn: Connection, at: datetime, account: str | None = None) -> int:
     """Jobs running now, on any worker (those whose worker stopped are not counted); of `account` only, if named."""
     query = select(func.count()).select_from(bulk_job).where(bulk_job.c.status == RUNNING,
@@ -98,8 +93,8 @@ class JobStore:
         On SQLite the insert needs the database's one write lock: while a load holds it, the kick-off waits
         KICKOFF_WAIT_S at most, then StorageBusy (503 with Retry-After, naming the writer), never the busy timeout
         of a load (issue 37 item 7)."""
-        with self.engine.connect() as conn, backend_of(conn).waiting_at_most(conn, KICKOFF_WAIT_S), conn.begin():
-            _exclusive(conn)
+        # one kick-off at a time, across workers, until the transaction ends (the backend's writers' lock)
+        with self.engine.connect() as outer, exclusive(outer, KICKOFF_LOCK, bulk_job, KICKOFF_WAIT_S) as conn:
             if per_account is not None and _running(conn, job.created_at, job.owner.account) >= per_account:
                 return "account"
             if _running(conn, job.created_at) >= max_running:

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from server.errors import InvalidRequest, UnsupportedParameter
-from server.params.dates import parse_since
-from server.search.request import SearchRequest
+from server import InvalidRequest, UnsupportedParameter
+from server.engine.export_reader import SearchRequest, parse_since
 
 NDJSON = "application/fhir+ndjson"
 OUTPUT_FORMATS = frozenset({NDJSON, "application/ndjson", "ndjson"})
@@ -31,7 +30,7 @@ KNOWN = frozenset({"_type", "_since", "_outputFormat", TYPE_FILTER, *UNSUPPORTED
 MAX_FILTERS = 40  # `_typeFilter` queries in one kick-off (each is a search, compiled at the kick-off)
 _FILTER = re.compile(r"(?P<type>[A-Z][A-Za-z]{0,63})\?(?P<query>.*)", re.DOTALL)
 _NEXT_FILTER = re.compile(r",(?=[A-Z][A-Za-z]{0,63}\?)")  # a comma before `Type?`; one within a query's values stays
-# `Type`, its query -> its search, a selection parsed as `[type]?query` is (server.engine.parsing.parse_selection)
+# `Type`, its query -> its search, a selection parsed as `[type]?query` is (ExportReader.type_filter)
 FilterParser = Callable[[str, str], SearchRequest]
 
 

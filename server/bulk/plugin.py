@@ -1,26 +1,21 @@
 """Bulk Data as a core plugin (server.plugins loads it by name, `bulk`; settings.yaml `plugins: {bulk: false}`
-blocks it): on the engine's public hooks only. Its operations: the kick-off `[base]/$export` and
-`[base]/[type]/$export` (the SMART read scope, `r`, checked by the pipeline), the job's status
-`[base]/$export-status/[job]` and its files `[base]/$export-file/[job]/[name]`; its table and migration chain; its
-part of the CapabilityStatement; and its worker's jobs, stopped when the worker stops. GET and HEAD only: a job is
-not cancelled by DELETE (405, as every other method on this read-only server); it ends, and its files go, when it
-expires (`bulk.expire_seconds`)."""
+blocks it): on the engine's public hooks only, reading through the engine's reader protocol
+(server.engine.export_reader). Its operations: the kick-off `[base]/$export` and `[base]/[type]/$export` (the SMART
+read scope, `r`, checked by the pipeline), the job's status `[base]/$export-status/[job]` and its files
+`[base]/$export-file/[job]/[name]`; its table and migration chain; its part of the CapabilityStatement; and its
+worker's jobs, stopped when the worker stops. GET and HEAD only: a job is not cancelled by DELETE (405, as every
+other method on this read-only server); it ends, and its files go, when it expires (`bulk.expire_seconds`)."""
 from __future__ import annotations
 
 import threading
 from typing import Any
 
+from server import Answer, Migrations, Operation, OperationCall, Settings, hookimpl
 from server.bulk.capability import EXPORT, add_bulk, documentation
 from server.bulk.parameters import OUTPUT_FORMATS
 from server.bulk.service import FILE_PATH, STATUS_PATH, BulkService
 from server.bulk.tables import MIGRATIONS
-from server.declare.answer import Answer
-from server.declare.provider import Operation, OperationCall
-from server.declare.registry import Registry
-from server.engine.context import ServerContext
-from server.hookspecs import hookimpl
-from server.settings import Settings
-from server.storage.migrate import Migrations
+from server.engine.export_reader import ExportReader, Registry, ServerContext
 
 NDJSON_ACCEPTED = frozenset({*OUTPUT_FORMATS, "application/x-ndjson"})  # a file is NDJSON, a manifest JSON
 
@@ -36,7 +31,7 @@ class BulkData:
         with self._lock:
             known = self._services.get(id(server))
             if known is None or known[0] is not server:
-                known = self._services[id(server)] = (server, BulkService(server))
+                known = self._services[id(server)] = (server, BulkService(ExportReader(server)))
             return known[1]
 
     def _kickoff(self, call: OperationCall) -> Answer:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from server.errors import InvalidRequest, RangeNotSatisfiable
+from server import InvalidRequest, RangeNotSatisfiable
 
 MAX_RANGES = 16
 _SPEC = re.compile(r"(\d*)-(\d*)")

@@ -13,17 +13,11 @@ from typing import Any
 import orjson
 from sqlalchemy import ColumnElement, Engine
 
+from server import ResourceProvider, instant
 from server.bulk.files import NdjsonFiles, Written, job_directory, remove_job
 from server.bulk.jobs import Job, JobStore
 from server.bulk.parameters import ExportRequest
-from server.bulk.snapshot import AsOf, deletions, resources
-from server.engine.context import ServerContext
-from server.engine.caller import Caller
-from server.declare.instants import instant
-from server.declare.provider import ResourceProvider
-from server.engine.visibility import shown_gone, visibility
-from server.errors import StatementTimedOut, StorageError
-from server.storage.backend import backend_of
+from server.engine.export_reader import Caller, ExportReader, StatementTimedOut, StorageError, deletions, resources
 
 log = logging.getLogger("orgunit_fhir")
 HEARTBEAT_S = 1.0
@@ -39,7 +33,7 @@ class Plan:
     # each filtered type's condition (its `_typeFilter` searches OR-ed), compiled at the kick-off
     filters: Mapping[str, ColumnElement[bool]] = field(default_factory=dict)
     # its database time in all: bulk.job_timeout_seconds, or a search's (server.request_timeout_seconds) when a
-    # `_typeFilter` is costly by the search's estimate (server.search.cost)
+    # `_typeFilter` is costly by the search's estimate (ExportReader.cost)
     budget_s: float = 600.0
 
 
@@ -50,9 +44,9 @@ def _deleted_entry(rtype: str, rid: str) -> bytes:
 
 
 class Runner:
-    def __init__(self, ctx: ServerContext, engine: Engine, store: JobStore, plan: Plan,
+    def __init__(self, reader: ExportReader, engine: Engine, store: JobStore, plan: Plan,
                  stopping: threading.Event) -> None:
-        self.ctx = ctx
+        self.reader = reader
         self.engine = engine
         self.store = store
         self.plan = plan
@@ -75,7 +69,7 @@ class Runner:
             manifest = self._export()
         except StatementTimedOut:  # its budget: a narrower export (fewer types, a _typeFilter, _since) may finish
             log.warning("bulk export %s stopped: longer than its time budget (%g s)", job.id, self.plan.budget_s)
-            remove_job(self.ctx.settings, job.id)
+            remove_job(self.reader.settings, job.id)
             self.store.fail(job.id, f"the export took longer than the server allows ({self.plan.budget_s:g} s; "
                                     f"a costly _typeFilter has a search's time); narrow it and start it again")
             return
@@ -83,7 +77,7 @@ class Runner:
             log.exception("bulk export %s failed", job.id)
             reason = "the server stopped while the export ran" if self.stopping.is_set() else \
                 f"the export failed ({type(exc).__name__})"
-            remove_job(self.ctx.settings, job.id)  # a partial file serves no one and may fill the disk
+            remove_job(self.reader.settings, job.id)  # a partial file serves no one and may fill the disk
             self.store.fail(job.id, reason)
             return
         self.store.finish(job.id, manifest, self.exported)
@@ -93,15 +87,13 @@ class Runner:
             raise RuntimeError("the server is stopping")
 
     def _export(self) -> dict[str, Any]:
-        plan, settings = self.plan, self.ctx.settings
+        plan, settings = self.plan, self.reader.settings
         where = job_directory(settings, plan.job.id)
         errors = NdjsonFiles(where, "OperationOutcome", settings.bulk.file_resources)
         output: list[Written] = []
         deleted: list[Written] = []
         for rtype in plan.request.types:
-            provider = self.ctx.registry.providers[rtype]
-            assert isinstance(provider, ResourceProvider)
-            out, gone = self._export_type(provider, where)
+            out, gone = self._export_type(self.reader.provider(rtype), where)
             output += out
             deleted += gone
         return {"output": [self._entry(w) for w in output], "deleted": [self._entry(w) for w in deleted],
@@ -112,7 +104,7 @@ class Runner:
         return {"type": written.type, "file": written.name, "count": written.count}
 
     def _export_type(self, provider: ResourceProvider, where: Any) -> tuple[list[Written], list[Written]]:
-        plan, settings = self.plan, self.ctx.settings
+        plan, settings = self.plan, self.reader.settings
         rtype = provider.resource_type
         files = NdjsonFiles(where, rtype, settings.bulk.file_resources)
         gone = NdjsonFiles(where, "Bundle", settings.bulk.file_resources, kind=f"deleted{rtype.lower()}")
@@ -121,12 +113,9 @@ class Runner:
             raise StatementTimedOut("the export's time budget is spent")
         # one snapshot for every read of the type: a write committed between two of them (the resources unchanged
         # since T, then those changed since) would put a resource in both; all of them within the job's budget
-        with self.engine.connect() as outer, backend_of(outer).read_only(outer) as snapshot, \
-                backend_of(outer).within(snapshot, left) as conn:
-            vis = visibility(self.ctx, conn, provider, plan.caller)
-            view = AsOf(plan.job.transaction_time, plan.request.since, vis.clause,
-                        self.ctx.freshness.snapshot(conn).splices(provider), plan.filters.get(rtype), vis.versions,
-                        shown_gone(provider, vis, plan.request.since))
+        with self.reader.snapshot(self.engine, left) as conn:
+            view = self.reader.as_of(conn, provider, plan.caller, plan.job.transaction_time, plan.request.since,
+                                     plan.filters.get(rtype))
             for batch in resources(conn, provider, view):
                 self._check()
                 files.write(batch)

@@ -9,35 +9,21 @@ import uuid
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import quote
 from sqlalchemy import ColumnElement, Engine, or_
 
+from server import (PRIVATE_NO_STORE, Answer, FileBody, Forbidden, InternalError, OperationCall, ResourceNotFound,
+                    TooManyRequests, http_date)
 from server.bulk.files import JOB_ID, job_directory, remove_job
 from server.bulk.jobs import DONE, FAILED, Job, JobStore, Owner, now
 from server.bulk.parameters import NDJSON, ExportRequest, naming, parse_export
 from server.bulk.ranges import byte_ranges
 from server.bulk.runner import Plan, Runner, manifest
-from server.declare.answer import PRIVATE_NO_STORE, Answer, FileBody
-from server.declare.instants import http_date
-from server.declare.provider import OperationCall, ResourceProvider
-from server.engine.caller import Caller
-from server.engine.context import ServerContext
-from server.engine.drivers import in_thread
-from server.engine.parsing import parse_selection
-from server.engine.searches import search_condition
-from server.errors import Forbidden, InternalError, ResourceNotFound, TooManyRequests
-from server.search.cost import search_cost
-from server.storage.db import create_db_engine
-from server.storage.writes import complete_through
+from server.engine.export_reader import Caller, ExportReader
 
 log = logging.getLogger("orgunit_fhir")
 STATUS_PATH = "$export-status"
 FILE_PATH = "$export-file"
-
-
-def exportable(ctx: ServerContext) -> list[str]:
-    """Every table-backed type, in the registry's order (static canonical resources are not exported)."""
-    return [p.resource_type for p in ctx.registry.table_backed]
 
 
 class BulkService:
@@ -45,9 +31,9 @@ class BulkService:
     an export reads for long) and the requests' (kick-off, status, files: every wait bounded as a read's is, so a
     silent database answers 503), and the threads of the jobs this worker runs."""
 
-    def __init__(self, ctx: ServerContext) -> None:
-        self.ctx = ctx
-        self.settings = ctx.settings
+    def __init__(self, reader: ExportReader) -> None:
+        self.reader = reader
+        self.settings = reader.settings
         self._engine: Engine | None = None
         self._requests_engine: Engine | None = None
         self._lock = threading.Lock()
@@ -58,14 +44,14 @@ class BulkService:
     def engine(self) -> Engine:
         with self._lock:
             if self._engine is None:
-                self._engine = create_db_engine(self.settings, writing=True)
+                self._engine = self.reader.engine()
             return self._engine
 
     @property
     def requests_engine(self) -> Engine:
         with self._lock:
             if self._requests_engine is None:
-                self._requests_engine = create_db_engine(self.settings, writing=True, bounded=True)
+                self._requests_engine = self.reader.engine(bounded=True)
             return self._requests_engine
 
     @property
@@ -89,28 +75,18 @@ class BulkService:
 
     # ------------------------------------------------------------------ who asks
     def owner(self, caller: Caller) -> Owner:
-        with self.ctx.db.connect() as conn:
-            account = self.ctx.scoper.account(conn, caller.scope)  # 403 as for any interaction
-        principal = caller.principal
-        smart = tuple(sorted(principal.scopes.names())) if principal and principal.scopes is not None else None
-        return Owner.of(principal.subject if principal else None, account, caller.scope.roots,
-                        caller.scope.all_accounts, smart)
-
-    def _provider(self, resource_type: str) -> ResourceProvider:
-        provider = self.ctx.registry.providers[resource_type]
-        assert isinstance(provider, ResourceProvider)  # exported: table-backed
-        return provider
+        exporter = self.reader.exporter(caller)  # 403 as for any interaction
+        return Owner.of(exporter.subject, exporter.account, *exporter.scope)
 
     def _conditions(self, caller: Caller, request: ExportRequest) -> dict[str, ColumnElement[bool]]:
         """Each filtered type's condition: its `_typeFilter` searches OR-ed, each compiled as `[type]?query` is
-        for the caller (server.engine.searches.search_condition)."""
+        for the caller (ExportReader.condition)."""
         found: dict[str, ColumnElement[bool]] = {}
         for rtype in request.types:
             compiled: list[ColumnElement[bool]] = []
             for type_filter in request.filters_of(rtype):
                 with naming(type_filter.query):
-                    compiled.append(in_thread(self.ctx, search_condition(self.ctx, caller, self._provider(rtype),
-                                                                         type_filter.search)))
+                    compiled.append(self.reader.condition(caller, type_filter.search))
             if compiled:
                 found[rtype] = or_(*compiled)
         return found
@@ -119,8 +95,8 @@ class BulkService:
         """A job's database time: bulk.job_timeout_seconds; a search's (server.request_timeout_seconds) when one of
         its `_typeFilter`s is costly by the search's estimate, as the same query would be as a search."""
         server = self.settings.server
-        costly = any(search_cost(parse_qsl(f.query.partition("?")[2], keep_blank_values=True))
-                     >= server.costly_search_cost for rtype in request.types for f in request.filters_of(rtype))
+        costly = any(self.reader.cost(f.query.partition("?")[2]) >= server.costly_search_cost
+                     for rtype in request.types for f in request.filters_of(rtype))
         return float(server.request_timeout_seconds if costly else self.settings.bulk.job_timeout_seconds)
 
     def enabled(self) -> None:
@@ -155,11 +131,10 @@ class BulkService:
         for this caller: one the server cannot apply is a 400 naming it."""
         self.enabled()
         caller, items, level_type = call.caller, call.parameters, call.resource_type
-        if level_type is not None and level_type not in exportable(self.ctx):
+        exportable = self.reader.types
+        if level_type is not None and level_type not in exportable:
             raise ResourceNotFound(f"{level_type} is not exported (canonical resources are read and searched)")
-        request = parse_export(items, call.headers.get("prefer", ""), exportable(self.ctx), level_type,
-                               lambda rtype, query: parse_selection(self.ctx, self._provider(rtype), query,
-                                                                    "the filter"))
+        request = parse_export(items, call.headers.get("prefer", ""), exportable, level_type, self.reader.type_filter)
         denied = [t for t in request.types if not call.permitted(t)]
         named = any(k == "_type" for k, _ in items)
         refused = next((t for t in denied if named or request.filters_of(t)), None)
@@ -174,12 +149,10 @@ class BulkService:
         started = now()
         store = self.store
         bulk = self.settings.bulk
-        # transactionTime: the sync point of the snapshot whose partitions the job reads (the one that bounds
-        # _history), never a fresher instant: a data source loaded since that snapshot is after it, in the next
-        # export's _since, not lost between two exports (every version before it is committed, any write still
-        # open stamps later: server.storage.writes)
+        # transactionTime (ExportReader.transaction_time): a data source loaded since the snapshot whose partitions
+        # the job reads is after it, in the next export's _since, not lost between two exports
         with self.requests_engine.connect() as conn:
-            at = complete_through(self.ctx.freshness.snapshot(conn).synced)
+            at = self.reader.transaction_time(conn)
         job = Job(uuid.uuid4().hex, owner, call.url, request.to_json(), at, "running", "exporting", 0, None, started,
                   started, started + timedelta(seconds=bulk.expire_seconds))
         full = store.create(job, bulk.max_running, bulk.account_slots)
@@ -190,7 +163,7 @@ class BulkService:
         if full is not None:
             raise TooManyRequests(f"{bulk.max_running} exports are running; try again later",
                                   headers={"Retry-After": "10"})
-        runner = Runner(self.ctx, self.engine, JobStore(self.engine),
+        runner = Runner(self.reader, self.engine, JobStore(self.engine),
                         Plan(job, caller, request, filters, self._budget_s(request)), self.stopping)
         thread = threading.Thread(target=runner.run, name=f"bulk-{job.id[:8]}", daemon=True)
         with self._lock:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from sqlalchemy import JSON, Column, DateTime, Index, Integer, MetaData, String, Table, Text
 
-from server.storage.migrate import Migrations
+from server import Migrations
 
 metadata = MetaData()
 

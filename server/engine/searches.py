@@ -127,7 +127,7 @@ def search_condition(ctx: ServerContext, caller: Caller, provider: ResourceProvi
                      request: SearchRequest) -> Steps[ColumnElement[bool]]:
     """What the search matches, compiled as `[type]?query` is (its look-ups, chains and _has among what the caller
     sees), without the rows the caller may see, which whoever uses it applies: Bulk Data's `_typeFilter`, on the
-    versions an export reads (server.bulk.snapshot)."""
+    versions an export reads (server.search.as_of, through server.engine.export_reader)."""
     snapshot = yield from fresh(ctx)
     vis = yield from seen_by(ctx, provider, caller, snapshot)
     condition = yield from _condition(ctx, caller, provider, request, snapshot, vis)

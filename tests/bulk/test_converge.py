@@ -17,7 +17,7 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from server.bulk import snapshot
+from server.engine import export_reader
 
 from tests.support.bulk import export, lines
 from tests.support.clock import hold
@@ -109,7 +109,7 @@ def test_a_write_committed_between_an_exports_reads_names_no_resource_twice(
     current after T to the second query while the first had read it as unchanged: written twice in the files (the
     sync torture, bench/sync.py, saw 75 duplicates in one export on PostgreSQL, and on SQLite)."""
     operator.load_lakeland()
-    real, renamed = snapshot._stream, threading.Event()
+    real, renamed = export_reader._stream, threading.Event()
 
     def stream(conn: Any, query: Any) -> Any:
         if "at_t" in str(query) and not renamed.is_set():  # the resources changed since T: a write commits first
@@ -117,7 +117,7 @@ def test_a_write_committed_between_an_exports_reads_names_no_resource_twice(
             operator.ok("data-sources", "rename", "Lakeland MFL", "Lakeland")
         return real(conn, query)
 
-    monkeypatch.setattr(snapshot, "_stream", stream)
+    monkeypatch.setattr(export_reader, "_stream", stream)
     with operator.consumer() as client:
         found = export(client)
         assert renamed.is_set()

@@ -1,5 +1,6 @@
 """The layout shows the architecture: modules of one concern each, no import cycle, no import hidden in a function, an engine
-that knows no org-unit table, and plugins that import only the public surface `server`."""
+that knows no org-unit table, plugins that import only the public surface `server`, and Bulk Data that imports only
+that and the engine's reader protocol."""
 from __future__ import annotations
 
 import ast
@@ -127,7 +128,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(f"server.{n}" for n in laye
     "hookspecs defaults plugins extensions",  # the plugin manager and the core defaults
     "engine",                               # interactions, the server context
     "http",                                 # the request pipeline, routes, responses
-    "bulk",                                 # Bulk Data: a core plugin on the engine's public hooks
+    "bulk",                                 # Bulk Data: a core plugin on the public hooks and the reader protocol
     "ops",                                  # health, readiness, start-up checks
     "app asgi",                             # the assembly
     "cli",                                  # the command line
@@ -231,6 +232,58 @@ def test_plugins_import_only_the_public_surface(name: str) -> None:
                 f"{path}:{node.lineno} imports {node.module}; plugins use `from server import`"
         if isinstance(node, ast.Import):
             assert not any(a.name.startswith("server.") for a in node.names), f"{path}:{node.lineno}"
+
+
+# Bulk Data, a core plugin, imports the public surface and the engine's reader protocol only, besides its own modules
+# (issue 42: it imported the engine's searches, visibility and drivers, search.seen and storage.backend)
+BULK = "server.bulk"
+BULK_READS_THROUGH = frozenset({"server", "server.engine.export_reader"})
+
+
+def _imported(name: str, tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """Every module the module `name` imports, anywhere in it (for type checkers too), relative imports resolved."""
+    package = name if SOURCES.get(name, (Path("__init__.py"),))[0].name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            yield node.lineno, ".".join(p for p in (base, node.module) if p)
+
+
+def _beyond_bulks_protocol(name: str, tree: ast.Module) -> list[str]:
+    """What a module of `server.bulk` imports of the server besides `server`, its package and the reader protocol."""
+    return [f"{line}: {module}" for line, module in _imported(name, tree)
+            if module.split(".")[0] == "server" and module not in BULK_READS_THROUGH
+            and module != BULK and not module.startswith(BULK + ".")]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in SOURCES if n == BULK or n.startswith(BULK + ".")))
+def test_bulk_imports_only_the_surface_and_the_reader_protocol(name: str) -> None:
+    path, tree = SOURCES[name]
+    beyond = _beyond_bulks_protocol(name, tree)
+    assert not beyond, f"{path} imports {beyond}; Bulk Data reads through `server` and server.engine.export_reader"
+
+
+@pytest.mark.parametrize("source, beyond", [
+    pytest.param("from server import Answer, hookimpl\n", [], id="the-public-surface"),
+    pytest.param("from server.engine.export_reader import ExportReader\n", [], id="the-reader-protocol"),
+    pytest.param("from server.bulk.jobs import Job\nimport server.bulk.files\n", [], id="its-own-modules"),
+    pytest.param("from .jobs import Job\n", [], id="its-own-module-relative"),
+    pytest.param("import orjson\nfrom sqlalchemy import select\n", [], id="third-party"),
+    pytest.param("from server.engine.visibility import visibility\n", ["1: server.engine.visibility"],
+                 id="an-engine-module"),
+    pytest.param("from server.engine import visibility\n", ["1: server.engine"], id="an-engine-module-by-package"),
+    pytest.param("import server.storage.backend\n", ["1: server.storage.backend"], id="a-plain-import"),
+    pytest.param("from ..search import seen\n", ["1: server.search"], id="a-relative-import-out-of-bulk"),
+    pytest.param("from server.errors import StorageError\n", ["1: server.errors"], id="below-the-surface"),
+    pytest.param("from server.bulkier import x\n", ["1: server.bulkier"], id="a-package-named-alike"),
+    pytest.param("if TYPE_CHECKING:\n    from server.engine.context import ServerContext\n",
+                 ["2: server.engine.context"], id="for-type-checkers-too"),
+    pytest.param("def f():\n    from server.search.seen import seen\n", ["2: server.search.seen"], id="in-a-function"),
+])
+def test_what_bulk_may_import(source: str, beyond: list[str]) -> None:
+    assert _beyond_bulks_protocol("server.bulk.runner", ast.parse(source)) == beyond
 
 
 def test_the_public_surface_exports_what_it_lists() -> None:

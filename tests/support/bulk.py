@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from server.bulk import snapshot
+from server.engine import export_reader
 
 ASYNC = {"Prefer": "respond-async", "Accept": "application/fhir+json"}
 NDJSON = {"Accept": "application/fhir+ndjson"}
@@ -78,6 +78,6 @@ def held(release: Any, then: Any = None) -> Any:
         release.wait(20)
         if then is not None:
             then()
-        yield from snapshot.resources(conn, provider, view)
+        yield from export_reader.resources(conn, provider, view)
 
     return resources

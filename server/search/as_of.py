@@ -1,5 +1,5 @@
-"""Each provider's resources as they were at transactionTime T, streamed (never held), and the ones deleted since
-`_since`.
+"""The queries of each provider's resources as they were at transactionTime T, and of the ones deleted since
+`_since` (Bulk Data's export; the engine streams them: server.engine.export_reader).
 
 A versioned provider is read from its versions: a resource is in the export when the newest of its versions stamped
 at or before T is not a deletion (and, with `_since`, was stamped after it). Most resources have not changed since T:
@@ -17,26 +17,16 @@ condition, as `[type]?query` compiles it) applies to the current rows: a resourc
 it is now, and a deletion listed with `_since` by what it was when deleted."""
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Select, and_, case, func, not_, null, or_, select, true, type_coerce
+from sqlalchemy import ColumnElement, Select, and_, case, func, not_, null, or_, select, true, type_coerce
 from sqlalchemy.sql.util import ClauseAdapter
 
 from server.declare.provider import ResourceProvider, Versioning
-from server.declare.rendered import json_bytes
 from server.search.referred import tables_of
 from server.search.seen import seen, seen_versions
-from server.storage.backend import backend_of
-
-BATCH = 2000  # rows fetched at a time
-
-
-def encode(resource: dict[str, Any]) -> bytes:
-    """A resource's bytes exactly as a read answers them in JSON."""
-    return json_bytes(resource)
 
 
 @dataclass(frozen=True)
@@ -153,61 +143,3 @@ def current(provider: ResourceProvider, view: AsOf) -> Select[Any]:
     return (select(*provider.columns).select_from(provider.source)
             .where(true(), *since, *seen(provider, view.visible), *_filtered(provider, view))
             .order_by(provider.id_column))
-
-
-def _stream(conn: Connection, query: Select[Any]) -> Iterator[list[Any]]:
-    result = conn.execution_options(stream_results=True, yield_per=BATCH).execute(query)
-    try:
-        yield from result.partitions()
-    finally:
-        result.close()
-
-
-def resources(conn: Connection, provider: ResourceProvider, view: AsOf) -> Iterator[list[bytes]]:
-    """Batches of the resources' bytes, one resource each."""
-    if provider.versioning is None:
-        for rows in _stream(conn, current(provider, view)):
-            yield [encode(provider.to_resource(row._mapping)) for row in rows]
-        return
-    to_resource = provider.version_resource  # a version's snapshot (JSON text decoded)
-    queries = [unchanged(provider, view), changed(provider, view)]
-    if view.bodies and backend_of(conn).copies_binary:  # most bodies by COPY, in binary: no hex, no parsing
-        yield from copied(conn, unchanged(provider, view, stored=True))
-        queries[0] = unchanged(provider, view, stored=False)
-    for query in queries:
-        for rows in _stream(conn, query):
-            yield [bytes(body) if body is not None else encode(to_resource(snapshot)) for body, snapshot in rows]
-
-
-HEADER = 19  # PGCOPY signature, flags, header extension length
-FIELD = 6  # a row's field count (int16) and its one field's length (int32)
-
-
-def copied(conn: Connection, query: Select[Any]) -> Iterator[list[bytes]]:
-    """The one bytea column of `query`, read by PostgreSQL's binary COPY (each message one row), in batches."""
-    sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
-    driver = conn.connection.driver_connection
-    assert driver is not None
-    batch: list[bytes] = []
-    with driver.cursor() as cursor, cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT binary)") as copy:
-        first = True
-        for message in copy:
-            row = memoryview(message)
-            if first:
-                row, first = row[HEADER:], False
-            if len(row) > FIELD:  # the trailer (-1) is 2 bytes
-                batch.append(bytes(row[FIELD:]))
-                if len(batch) >= BATCH:
-                    yield batch
-                    batch = []
-    if batch:
-        yield batch
-
-
-def deletions(conn: Connection, provider: ResourceProvider, view: AsOf) -> Iterator[list[str]]:
-    """Batches of the ids of the resources deleted after `_since` and at or before T (versioned providers only)."""
-    if provider.versioning is None or view.since is None:
-        return
-    for query in (unchanged(provider, view, deleted=True), changed(provider, view, deleted=True)):
-        for rows in _stream(conn, query):
-            yield [str(row[0]) for row in rows]
