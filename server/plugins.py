@@ -145,10 +145,10 @@ def blame(exc: BaseException, packages: dict[str, str] | None = None) -> Blame |
     """The installed plugin whose code raised `exc` (its innermost frame in a plugin's package, through the
     exception's causes), or None when no plugin code is on its traceback."""
     packages = plugin_packages() if packages is None else packages
-    seen: set[int] = set()
+    visited: set[int] = set()
     current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    while current is not None and id(current) not in visited:
+        visited.add(id(current))
         found = _innermost(current.__traceback__, packages)
         if found is not None:
             return found

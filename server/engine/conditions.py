@@ -8,6 +8,7 @@ data it was compiled against stands."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, true
@@ -16,7 +17,7 @@ from server.access.tenancy import Visibility
 from server.declare.provider import ResourceProvider
 from server.engine.context import ServerContext
 from server.storage.steps import Steps, database
-from server.params.types.reference import SCOPE_ROOTS, SCOPE_SEEN
+from server.params.types.base import Sight
 from server.search.chains import Chained
 from server.search.hops import chain_types, compile_chained
 from server.search.request import SearchRequest
@@ -67,28 +68,34 @@ class Condition:
         """What the condition depends on of the other types' scopes (a kept page's key holds it)."""
         return tuple((rtype, vis.key) for rtype, vis in self.others.items())
 
+    @cached_property
+    def sight(self) -> Sight:
+        """What the caller sees, as the query's clauses are compiled: the live rows of each other type crossed, its
+        subtree roots, and to a caller narrowed by a scope's query what it sees of this type."""
+        providers = self.ctx.registry.providers
+        return Sight({rtype: tuple(seen(providers[rtype], vis.looked_up)) for rtype, vis in self.others.items()},
+                     self.vis.paths, self.vis.clause if self.vis.filtered else None)
+
     def _found(self) -> Steps[dict[Any, Any]]:
         if self.found is None:
             providers = self.ctx.registry.providers
-            scopes = {rtype: seen(providers[rtype], vis.looked_up) for rtype, vis in self.others.items()}
-            looked_up = yield from lookups(self.provider, self.request, self.vis.looked_up, scopes)
+            looked_up = yield from lookups(self.provider, self.request, self.vis.looked_up, self.sight)
             crossed = {**self.others, self.provider.resource_type: self.vis}  # a chain may come back to its own type
             joined = yield from joined_conditions(self.ctx, self.request, self.snapshot, crossed)
-            self.found = {**looked_up, **joined, SCOPE_ROOTS: self.vis.paths,
-                          SCOPE_SEEN: self.vis.clause if self.vis.filtered else None}
+            self.found = {**looked_up, **joined}
         return self.found
 
     def where(self, walk: bool = False, page: bool = False) -> Steps[ColumnElement[bool]]:
         """The query's matches among the live rows the caller sees (a search's page and count)."""
         found = yield from self._found()
         return where_clause(self.provider, self.request, {**found, WALK: True} if walk else found, self.vis.clause,
-                            page)
+                            page, self.sight)
 
     def selects(self) -> Steps[ColumnElement[bool]]:
         """The query's own condition, without the rows the caller may see, which whoever uses it applies: on the
         versions an export reads (`_typeFilter`), on every row of a scope's type, deleted ones included (a scope's
         query: a deletion stays seen where its resource was)."""
-        return and_(true(), *matching(self.provider, self.request, (yield from self._found())))
+        return and_(true(), *matching(self.provider, self.request, (yield from self._found()), sight=self.sight))
 
     def count(self, up_to: int | None) -> Steps[Select[Any]]:
         """A bounded count of a search led by an index walks it, as its page does (server.search.sql.count_query)."""

@@ -12,7 +12,7 @@ from server.engine.caller import Caller
 from server.engine.context import ServerContext
 from server.storage.steps import Query, Steps, blocking, rows
 from server.engine.subset import subset
-from server.engine.visibility import sees, seen_by
+from server.engine.visibility import sees, visibility_of
 from server.errors import ResourceGone, ResourceNotFound
 from server.params.ids import stored_id
 from server.search.bodies import StoredVersion
@@ -49,7 +49,7 @@ def fetch(ctx: ServerContext, provider: ResourceProvider, rid: str, caller: Call
     if stored is None:
         raise not_found(provider.resource_type, rid)
     snapshot = yield from fresh(ctx)
-    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    vis = yield from visibility_of(ctx, provider, caller, snapshot)
     clause = vis.clause
     if snapshot.splices(provider):
         prepared = (ctx.reads if clause is None else ctx.scoped_reads)[provider.resource_type]

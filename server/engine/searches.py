@@ -23,7 +23,7 @@ from server.engine.drivers import in_thread
 from server.engine.operations import call_handler
 from server.engine.lookup import EngineLookup
 from server.engine.instances import Resource, fetch, fresh, resource_provider, subset_of
-from server.engine.visibility import seen_across, seen_by, static_account
+from server.engine.visibility import visibilities_crossed, visibility_of, static_account
 from server.engine.static import search_static
 from server.storage.steps import Query, Steps, blocking, database, rows, threaded
 from server.errors import ResourceNotFound, operation_outcome
@@ -64,12 +64,12 @@ def _included_resource(included: IncludedResource) -> Resource:
 
 def _included_visibility(ctx: ServerContext, caller: Caller, request: SearchRequest,
                          snapshot: Snapshot) -> Steps[Callable[[ResourceProvider], ColumnElement[bool] | None]]:
-    seen: dict[str, ColumnElement[bool] | None] = {}
+    clauses: dict[str, ColumnElement[bool] | None] = {}
     for include in request.includes:
         other = ctx.registry.providers.get(include.source if include.reverse else include.target)
-        if isinstance(other, ResourceProvider) and other.resource_type not in seen:
-            seen[other.resource_type] = (yield from seen_by(ctx, other, caller, snapshot)).clause
-    return lambda p: seen[p.resource_type]
+        if isinstance(other, ResourceProvider) and other.resource_type not in clauses:
+            clauses[other.resource_type] = (yield from visibility_of(ctx, other, caller, snapshot)).clause
+    return lambda p: clauses[p.resource_type]
 
 
 def _total(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest,
@@ -97,11 +97,11 @@ def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest
     """The page's rows, one past `_count` (is there a next page?); its statement depends on what is known of the
     total (server.search.sql: few matches sorted, many walked)."""
     count, ranked, total = request.count, request.ranked is not None, None if over else matched
-    # the page of the same search seen before (another position, another _elements or format): its SQL as sent
-    seen = (path, request.key, vis.key, (yield from database()), snapshot.stamp, splice, count,
+    # the page of the same search asked before (another position, another _elements or format): its SQL as sent
+    page_key = (path, request.key, vis.key, (yield from database()), snapshot.stamp, splice, count,
             request.after is not None, None if request.after is not None else request.skip,
             tuple(k.raw for k in request.sort), "many" if over else _shape(matched), condition.others_key)
-    page = ctx.pages.peek(seen) if count else None
+    page = ctx.pages.peek(page_key) if count else None
     resume = (yield from resume_at(provider, request, vis.clause)) if count and request.after else None
     if page is not None and request.after is not None:
         page = page.replace(AFTER, coerce_id(provider.id_column, request.after))
@@ -112,14 +112,14 @@ def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest
         query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where, total=total,
                                                             resume=resume)
         page = driver_sql(query, ctx.db.dialect, ctx.statements)
-        ctx.pages.put(seen, page)
+        ctx.pages.put(page_key, page)
     found: Sequence[Any] = (yield Query(page, mappings=not splice, bounded=False)) if page is not None else []
     return found
 
 
 def _condition(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest,
                snapshot: Snapshot, vis: Visibility) -> Steps[Condition]:
-    others = yield from seen_across(ctx, caller, request, snapshot)
+    others = yield from visibilities_crossed(ctx, caller, request, snapshot)
     return Condition(ctx, provider, request, snapshot, vis, others)
 
 
@@ -129,7 +129,7 @@ def search_condition(ctx: ServerContext, caller: Caller, provider: ResourceProvi
     sees), without the rows the caller may see, which whoever uses it applies: Bulk Data's `_typeFilter`, on the
     versions an export reads (server.search.as_of, through server.engine.export_reader)."""
     snapshot = yield from fresh(ctx)
-    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    vis = yield from visibility_of(ctx, provider, caller, snapshot)
     condition = yield from _condition(ctx, caller, provider, request, snapshot, vis)
     return (yield from condition.selects())
 
@@ -143,7 +143,7 @@ def matches_steps(ctx: ServerContext, caller: Caller, resource_type: str,
     provider = resource_provider(ctx, resource_type, "a look-up's condition")
     request = parse(ctx, provider, selection_pairs(query, "a look-up's condition"), strict=True)
     snapshot = yield from fresh(ctx)
-    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    vis = yield from visibility_of(ctx, provider, caller, snapshot)
     condition = yield from _condition(ctx, caller, provider, request, snapshot, vis)
     return (yield from condition.where())
 
@@ -159,7 +159,7 @@ def matched_steps(ctx: ServerContext, caller: Caller, resource_type: str, query:
     request = parse(ctx, provider, query, strict=True, max_values=max_values)
     request = replace(request, paging=replace(request.paging, count=page, skip=0))
     snapshot = yield from fresh(ctx)
-    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    vis = yield from visibility_of(ctx, provider, caller, snapshot)
     where = yield from (yield from _condition(ctx, caller, provider, request, snapshot, vis)).where(page=True)
     found: list[Any] = []
     while True:
@@ -177,7 +177,7 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
             path: str) -> Steps[dict[str, Any]]:
     count, ranked = request.count, request.ranked is not None
     snapshot = yield from fresh(ctx)  # taken before the page is read: its sync point holds for the answer
-    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    vis = yield from visibility_of(ctx, provider, caller, snapshot)
     splice = snapshot.splices(provider)
     condition = yield from _condition(ctx, caller, provider, request, snapshot, vis)
     # a first page led by an index walk (a name prefix) is read before its count: when it is not full, its

@@ -13,7 +13,7 @@ from server.engine.context import ServerContext
 from server.engine.drivers import in_thread
 from server.engine.counts import count
 from server.engine.instances import Resource, fresh, not_found, resource_provider, subset_of
-from server.engine.visibility import seen_by, shown_gone
+from server.engine.visibility import visibility_of, shown_gone
 from server.storage.steps import Steps, rows, scalar
 from server.errors import ResourceGone, ResourceNotFound
 from server.params.ids import stored_id
@@ -52,7 +52,7 @@ def vread_steps(ctx: ServerContext, caller: Caller, resource_type: str, rid: str
     if stored is None or not vid.isdigit() or len(vid) > 9:
         raise ResourceNotFound(f"{resource_type}/{rid}/_history/{vid} is not known")
     snapshot = yield from fresh(ctx)
-    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    vis = yield from visibility_of(ctx, provider, caller, snapshot)
     found = yield from rows(version_query(versioning, stored, int(vid), _bodies(provider, snapshot), vis.versions,
                                                vis.departed))
     if not found:
@@ -67,7 +67,7 @@ def vread_steps(ctx: ServerContext, caller: Caller, resource_type: str, rid: str
 def _history(ctx: ServerContext, provider: ResourceProvider, request: HistoryRequest, base: str, path: str,
              stored: Any | None, caller: Caller, snapshot: Snapshot) -> Steps[dict[str, Any]]:
     versioning = _versioned(provider)
-    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    vis = yield from visibility_of(ctx, provider, caller, snapshot)
     scoped = vis.versions  # the versions the caller sees (None: every one)
     synced = snapshot.synced  # every version before it is committed: a fixed set
     request = request.bounded(synced)
@@ -108,7 +108,7 @@ def history_instance_steps(ctx: ServerContext, caller: Caller, base: str, resour
     if stored is None:
         raise not_found(resource_type, rid)
     snapshot = yield from fresh(ctx)
-    vis = yield from seen_by(ctx, provider, caller, snapshot)
+    vis = yield from visibility_of(ctx, provider, caller, snapshot)
     # known when one of its versions is visible: the same query for an id out of sight and an unknown one
     known = yield from scalar(history_count(versioning, HistoryRequest(), stored, vis.versions, vis.departed))
     if not known:

@@ -23,7 +23,8 @@ from server.search.hops import crossed
 from server.search.request import SearchRequest
 from server.storage.freshness import Snapshot
 
-__all__ = ["known_visibility", "seen_across", "seen_by", "sees", "shown_gone", "static_account", "visibility"]
+__all__ = ["known_visibility", "sees", "shown_gone", "static_account", "visibilities_crossed", "visibility",
+           "visibility_of"]
 
 
 def _beyond_smart_scopes(provider: ResourceProvider, caller: Caller) -> bool:
@@ -51,7 +52,7 @@ def _narrowed(ctx: ServerContext, conn: Connection, provider: ResourceProvider, 
 
     def selects(query: Query) -> Steps[tuple[ColumnElement[bool], Hashable]]:
         request = parse_selection(ctx, provider, query, "a scope's query")
-        others = yield from seen_across(ctx, caller, request, snapshot)
+        others = yield from visibilities_crossed(ctx, caller, request, snapshot)
         condition = Condition(ctx, provider, request, snapshot, vis, others)
         return (yield from condition.selects()), condition.others_key
 
@@ -67,20 +68,21 @@ def known_visibility(ctx: ServerContext, provider: ResourceProvider, caller: Cal
     return ctx.scoper.peek(provider, caller.scope, snapshot, database_name)
 
 
-def seen_by(ctx: ServerContext, provider: ResourceProvider, caller: Caller, snapshot: Snapshot) -> Steps[Visibility]:
+def visibility_of(ctx: ServerContext, provider: ResourceProvider, caller: Caller,
+                  snapshot: Snapshot) -> Steps[Visibility]:
     """The caller's visibility of the provider: at hand once built for this snapshot, else built in a thread."""
     return (yield from blocking(lambda conn: visibility(ctx, conn, provider, caller),
                                 lambda name: known_visibility(ctx, provider, caller, snapshot, name)))
 
 
-def seen_across(ctx: ServerContext, caller: Caller, request: SearchRequest,
-                snapshot: Snapshot) -> Steps[dict[str, Visibility]]:
+def visibilities_crossed(ctx: ServerContext, caller: Caller, request: SearchRequest,
+                         snapshot: Snapshot) -> Steps[dict[str, Visibility]]:
     """What the caller sees of each other type the query's look-ups, chains and _has read: each decides its matches
     (and so which kept page serves it: a provider open to all, chained to a scoped one, is not the same page to
     all)."""
     others: dict[str, Visibility] = {}
     for other in crossed(ctx.registry.providers, request):
-        others[other.resource_type] = yield from seen_by(ctx, other, caller, snapshot)
+        others[other.resource_type] = yield from visibility_of(ctx, other, caller, snapshot)
     return others
 
 

@@ -40,6 +40,7 @@ from server.search.seen import seen
 from server.search.request import SearchRequest
 from server.search.sql import lookups, read_types, where_clause
 from server.storage.steps import Steps
+from server.params.types.base import Sight
 from server.params.types.reference import ReferenceTarget, targets_to
 
 Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller's scope on a provider's rows
@@ -119,9 +120,9 @@ def compile_chained(providers: Mapping[str, Any], chained: Chained, visible: Vis
     scopes = {p.resource_type: visible(p) for p in types[1:]}
     last = types[-1]
     sub = SearchRequest(last.resource_type, clauses=(chained.clause,))
-    others = {t: seen(providers[t], visible(providers[t])) for t in read_types(sub.clauses)}  # its look-ups' types
-    cond = where_clause(last, sub, (yield from lookups(last, sub, scopes[last.resource_type], others)),
-                        scopes[last.resource_type])
+    sight = Sight({t: tuple(seen(providers[t], visible(providers[t]))) for t in read_types(sub.clauses)})
+    cond = where_clause(last, sub, (yield from lookups(last, sub, scopes[last.resource_type], sight)),
+                        scopes[last.resource_type], sight=sight)
     for i in reversed(range(len(chained.hops))):
         hop, near, far = chained.hops[i], types[i], types[i + 1]
         cond = _reverse(near, hop, far, cond) if hop.reverse else (yield from _forward(near, hop, far, cond))

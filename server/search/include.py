@@ -130,7 +130,7 @@ def fetch_included(registry: Registry, provider: ResourceProvider, includes: Seq
     Level by level, each resource once: the first applies every include to the matches; each next one applies the
     :iterate includes to what the one before brought of their types (matches or included: any type), for at most
     MAX_ITERATE_DEPTH levels (then `too_deep` when one more would bring something)."""
-    seen = {(provider.resource_type, str(row[provider.id_column.key])) for row in page}
+    listed = {(provider.resource_type, str(row[provider.id_column.key])) for row in page}
     out: list[IncludedResource] = []
     truncated = too_deep = False
     iterated = [include for include in includes if include.iterate]
@@ -143,16 +143,16 @@ def fetch_included(registry: Registry, provider: ResourceProvider, includes: Seq
             if not rows or not isinstance(near, ResourceProvider) or not isinstance(far, ResourceProvider):
                 continue
             if depth == MAX_ITERATE_DEPTH and include.iterate:
-                too_deep = too_deep or (yield from _would_bring(include, near, far, rows, seen, visible))
+                too_deep = too_deep or (yield from _would_bring(include, near, far, rows, listed, visible))
                 continue
             room = max(0, MAX_INCLUDED - len(out))
             if not room:  # the page's includes are all in: one more would bring something?
-                truncated = truncated or (yield from _would_bring(include, near, far, rows, seen, visible))
+                truncated = truncated or (yield from _would_bring(include, near, far, rows, listed, visible))
                 continue
-            new_rows, found, cut = yield from (_referring(include, near, far, rows, seen, room, visible, splices,
+            new_rows, found, cut = yield from (_referring(include, near, far, rows, listed, room, visible, splices,
                                                           _followed(iterated, far.resource_type))
                                                if include.reverse else
-                                               _referred(include, near, far, rows, seen, visible, splices,
+                                               _referred(include, near, far, rows, listed, visible, splices,
                                                          _followed(iterated, far.resource_type)))
             if len(found) > room:  # forward includes: cut at the page's room, by id as they were fetched
                 kept = {str(i.id) for i in found[:room]}
@@ -167,23 +167,23 @@ def fetch_included(registry: Registry, provider: ResourceProvider, includes: Seq
     return Included(out, truncated, too_deep)
 
 
-def _unseen_references(include: Include, near: ResourceProvider, rows: Sequence[Row],
-                       seen: set[tuple[str, str]]) -> Steps[list[str]]:
-    """The ids the rows' references (of `include`) point at that are not among the resources `seen`, once each."""
+def _unlisted_references(include: Include, near: ResourceProvider, rows: Sequence[Row],
+                         listed: set[tuple[str, str]]) -> Steps[list[str]]:
+    """The ids the rows' references (of `include`) point at that are not among the resources `listed`, once each."""
     refs: dict[str, None] = {}
     for target in targets_to(include.param.targets, include.target):
         refs.update((str(ref), None) for ref in (yield from _referenced(near, target, rows)))
-    return [ref for ref in refs if (include.far, ref) not in seen]
+    return [ref for ref in refs if (include.far, ref) not in listed]
 
 
 def _referred(include: Include, near: ResourceProvider, far: ResourceProvider, rows: Sequence[Row],
-              seen: set[tuple[str, str]], visible: Visible, splices: Splices,
+              listed: set[tuple[str, str]], visible: Visible, splices: Splices,
               follow: Collection[str]) -> Steps[tuple[list[Row], list[IncludedResource], bool]]:
-    """_include: the resources the rows refer to that are not `seen` yet (then they are): their rows (with the
+    """_include: the resources the rows refer to that are not `listed` yet (then they are): their rows (with the
     columns `follow` names), the resources, and False (nothing cut)."""
-    wanted = [stored for ref in (yield from _unseen_references(include, near, rows, seen))
+    wanted = [stored for ref in (yield from _unlisted_references(include, near, rows, listed))
               if (stored := coerce_id(far.id_column, ref)) is not None]
-    seen.update((far.resource_type, str(stored)) for stored in wanted)
+    listed.update((far.resource_type, str(stored)) for stored in wanted)
     if not wanted:
         return [], [], False
     query = read_query(far, wanted, visible=visible(far), live=True).order_by(far.id_column)
@@ -192,9 +192,9 @@ def _referred(include: Include, near: ResourceProvider, far: ResourceProvider, r
 
 
 def _referring(include: Include, near: ResourceProvider, far: ResourceProvider, rows: Sequence[Row],
-               seen: set[tuple[str, str]], room: int, visible: Visible, splices: Splices,
+               listed: set[tuple[str, str]], room: int, visible: Visible, splices: Splices,
                follow: Collection[str]) -> Steps[tuple[list[Row], list[IncludedResource], bool]]:
-    """_revinclude: the resources referring to the rows that are not `seen` yet (then they are), at most `room` of
+    """_revinclude: the resources referring to the rows that are not `listed` yet (then they are), at most `room` of
     them: their rows, the resources, and whether there were more."""
     ids = [row[near.id_column.key] for row in rows]
     key = far.id_column.key
@@ -209,8 +209,8 @@ def _referring(include: Include, near: ResourceProvider, far: ResourceProvider, 
         cut |= len(fetched) >= limit
         new = set()
         for resource in found[:limit - 1]:
-            if (far.resource_type, str(resource.id)) not in seen:
-                seen.add((far.resource_type, str(resource.id)))
+            if (far.resource_type, str(resource.id)) not in listed:
+                listed.add((far.resource_type, str(resource.id)))
                 out.append(resource)
                 new.add(resource.id)
         new_rows += [row for row in fetched if row[key] in new]
@@ -218,14 +218,14 @@ def _referring(include: Include, near: ResourceProvider, far: ResourceProvider, 
 
 
 def _would_bring(include: Include, near: ResourceProvider, far: ResourceProvider, rows: Sequence[Row],
-                 seen: set[tuple[str, str]], visible: Visible) -> Steps[bool]:
-    """Whether `include` would bring a resource not `seen` from the rows (an :iterate one past the depth limit)."""
+                 listed: set[tuple[str, str]], visible: Visible) -> Steps[bool]:
+    """Whether `include` would bring a resource not `listed` from the rows (an :iterate one past the depth limit)."""
     if not include.reverse:
-        return bool((yield from _unseen_references(include, near, rows, seen)))
+        return bool((yield from _unlisted_references(include, near, rows, listed)))
     ids = [row[near.id_column.key] for row in rows]
-    known = sum(1 for rtype, _ in seen if rtype == far.resource_type)
-    for target in targets_to(include.param.targets, include.target):  # one more than those seen: one is new
+    known = sum(1 for rtype, _ in listed if rtype == far.resource_type)
+    for target in targets_to(include.param.targets, include.target):  # one more than those listed: one is new
         found = yield from steps.rows(referring_query(far, target, ids, known + 1, visible(far)), mappings=True)
-        if any((far.resource_type, str(row[far.id_column.key])) not in seen for row in found):
+        if any((far.resource_type, str(row[far.id_column.key])) not in listed for row in found):
             return True
     return False

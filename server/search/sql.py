@@ -31,12 +31,13 @@ from server.params.ids import coerce_id
 from server.search.request import Clause, SearchRequest
 from server.search.seen import seen
 from server.params.types.base import (
-    SCOPE,
+    EVERY_ROW,
     CompileContext,
     CompilesAll,
     LooksUp,
     Match,
     MissingValue,
+    Sight,
     implements,
 )
 from server.search.order import AFTER_VALUE, SORT_BELOW, index_walk, measure_column, order_of, walked_after
@@ -48,8 +49,8 @@ from server.params.types.reference import ReferenceTarget, referring
 Found = Mapping[Hashable, Any]  # what LooksUp types looked up before the search, by their own keys
 
 
-def _context(provider: ResourceProvider, clause: Clause, found: Found) -> CompileContext:
-    return CompileContext(provider.id_column, provider.source, clause.param.name, found)
+def _context(provider: ResourceProvider, clause: Clause, found: Found, sight: Sight) -> CompileContext:
+    return CompileContext(provider.id_column, provider.source, clause.param.name, found, sight)
 
 
 def _condition(provider: ResourceProvider, match: Match) -> ColumnElement[bool]:
@@ -99,8 +100,8 @@ def _any(provider: ResourceProvider, clause: Clause, matches: list[Match], found
     return provider.id_column.in_(arms[0] if len(arms) == 1 else union(*arms))
 
 
-def _clause(provider: ResourceProvider, clause: Clause, found: Found) -> ColumnElement[bool]:
-    kind, targets, at = clause.param.kind, clause.param.targets, _context(provider, clause, found)
+def _clause(provider: ResourceProvider, clause: Clause, found: Found, sight: Sight) -> ColumnElement[bool]:
+    kind, targets, at = clause.param.kind, clause.param.targets, _context(provider, clause, found, sight)
     if clause.modifier == "missing":
         value = clause.values[0]
         assert isinstance(value, MissingValue)
@@ -114,28 +115,30 @@ def _clause(provider: ResourceProvider, clause: Clause, found: Found) -> ColumnE
 
 
 def where_clause(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-                 visible: ColumnElement[bool] | None = None, page: bool = False) -> ColumnElement[bool]:
+                 visible: ColumnElement[bool] | None = None, page: bool = False,
+                 sight: Sight = EVERY_ROW) -> ColumnElement[bool]:
     """`found`: look_up's result (and the conditions of the request's chained parameters, compiled before);
     `visible`: the caller's scope (server.access.tenancy.Visibility.clause); `page`: the condition of a page,
-    without the clause whose index the page walks, when it walks one (server.search.order.index_walk)."""
-    return and_(true(), *seen(provider, visible), *matching(provider, request, found, page))
+    without the clause whose index the page walks, when it walks one (server.search.order.index_walk); `sight`:
+    what the caller sees, as the clauses are compiled (the one `lookups` was given)."""
+    return and_(true(), *seen(provider, visible), *matching(provider, request, found, page, sight))
 
 
 def matching(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-             page: bool = False) -> list[ColumnElement[bool]]:
+             page: bool = False, sight: Sight = EVERY_ROW) -> list[ColumnElement[bool]]:
     """The request's own conditions, to be AND-ed: its clauses and its chained and _has parameters (`found`,
-    `page`: as where_clause's), without the rows the caller may see (`seen`), which whoever uses them applies
-    (Bulk Data's `_typeFilter`: on the versions it reads)."""
+    `page`, `sight`: as where_clause's), without the rows the caller may see (`seen`), which whoever uses them
+    applies (Bulk Data's `_typeFilter`: on the versions it reads)."""
     joined = [(found or {})[(JOINED, j.key, j.raw)] for j in request.joined]  # KeyError: not compiled
     led = request.led[0] if page and request.led is not None else None
-    return [*(_clause(provider, c, found or {}) for c in request.all_clauses if c is not led), *joined]
+    return [*(_clause(provider, c, found or {}, sight) for c in request.all_clauses if c is not led), *joined]
 
 
 
 
 def read_types(clauses: Iterable[Clause]) -> tuple[str, ...]:
     """The other types whose rows the clauses' look-ups and matches read (LooksUp.reads: a :below on a reference to
-    another type's tree), in order: what the caller sees of each is handed to `lookups` as `scopes`."""
+    another type's tree), in order: what the caller sees of each is handed to `lookups` in its `sight`."""
     found: dict[str, None] = {}
     for clause in clauses:
         if implements(type(clause.param.kind), LooksUp):
@@ -146,28 +149,28 @@ def read_types(clauses: Iterable[Clause]) -> tuple[str, ...]:
 
 
 def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnElement[bool] | None = None,
-            scopes: Mapping[str, Sequence[ColumnElement[bool]]] | None = None) -> Steps[dict[Hashable, Any]]:
+            sight: Sight = EVERY_ROW) -> Steps[dict[Hashable, Any]]:
     """What the search looks up before its query, as steps (server.storage.steps): what the request's
     LooksUp types need (the path of a :below value...), among the live rows the caller may see (`visible`; of
-    another type a type `reads`, its `scopes` entry: seen(that provider, its visibility), one for each of
+    another type a type `reads`, `sight.of(type)`: seen(that provider, its visibility), one for each of
     read_types): what it may not see is unknown; and the keys of conditions on referred tables
-    (server.search.referred). The scopes are kept in the result as found[(SCOPE, type)]."""
-    found: dict[Hashable, Any] = {(SCOPE, rtype): tuple(conds) for rtype, conds in (scopes or {}).items()}
+    (server.search.referred)."""
+    found: dict[Hashable, Any] = {}
     for clause in request.all_clauses:
         if not implements(type(clause.param.kind), LooksUp):
             continue
         kind = cast(LooksUp[Any, Any], clause.param.kind)
-        at = _context(provider, clause, found)
+        at = _context(provider, clause, found, sight)
         for target in clause.param.targets:
             other = kind.reads(target, clause.modifier)
-            scope = seen(provider, visible) if other is None else found[(SCOPE, other)]  # KeyError: not handed
+            scope = seen(provider, visible) if other is None else sight.of(other)
             for value in clause.values:
                 for key, query in kind.lookups(target, clause.modifier, value, at):
                     found[key] = yield from scalar(query.where(*scope).limit(1))
     for clause in request.all_clauses:  # then the keys of conditions on referred tables (their rows' scope is
         if clause.modifier == "missing":  # the provider's, applied by the search itself)
             continue
-        matches = found[(MATCHES, clause.key, clause.raw)] = _matches(provider, clause, _context(provider, clause, found))
+        matches = found[(MATCHES, clause.key, clause.raw)] = _matches(provider, clause, _context(provider, clause, found, sight))
         for i, match in enumerate(matches):
             query = None if isinstance(match, Select) else keys_query(provider.table, match)
             # the keys of a condition on a referred table: it may read that whole table (a thread past the budget)

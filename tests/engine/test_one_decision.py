@@ -39,6 +39,17 @@ def test_only_seen_tests_whether_a_row_is_deleted() -> None:
     assert not tested, f"a deletion condition built outside server/search/seen.py: {tested}"
 
 
+def test_only_tenancy_constructs_a_visibility() -> None:
+    """A caller's Visibility is made in server.access.tenancy only (built from its access scope, narrowed there by
+    its SMART scopes' queries): a Visibility made anywhere else could show rows its scope does not."""
+    made = [f"{_name(path)}:{call.lineno}" for path in SERVER if _name(path) != "server/access/tenancy.py"
+            for call in _calls(path)
+            if (isinstance(call.func, ast.Name) and call.func.id == "Visibility")
+            or (isinstance(call.func, ast.Name) and call.func.id == "replace" and call.args
+                and isinstance(call.args[0], ast.Name) and call.args[0].id in ("vis", "visibility"))]
+    assert not made, f"a Visibility made outside server/access/tenancy.py: {made}"
+
+
 def test_only_the_engine_asks_the_scoper_for_a_callers_visibility() -> None:
     asked = [f"{_name(path)}:{call.lineno}" for path in SERVER if _name(path) != "server/engine/visibility.py"
              for call in _calls(path)

@@ -90,14 +90,37 @@ def via(through: Through | None, cond: ColumnElement[bool]) -> Match:
 
 
 @dataclass(frozen=True)
+class Sight:
+    """What the caller sees, as compilation needs it: built by the engine from the caller's visibility of each type
+    (server.access.tenancy.Visibility), handed to every clause in `CompileContext.sight`; a type reads it, never
+    builds it."""
+
+    # the conditions (AND-ed) keeping the live rows the caller sees of each other type a `LooksUp` type `reads`
+    others: Mapping[str, tuple[ColumnElement[bool], ...]] = field(default_factory=dict)
+    # the paths of the subtree roots of a caller limited to subtrees (Visibility.paths; None: not so limited)
+    roots: tuple[str, ...] | None = None
+    # the rows of the searched type the caller sees when a SMART scope's query narrows its view (None: not narrowed)
+    narrowed: ColumnElement[bool] | None = None
+
+    def of(self, resource_type: str) -> tuple[ColumnElement[bool], ...]:
+        """The live rows the caller sees of another type; KeyError when the engine did not hand it (it hands each
+        type `reads` names)."""
+        return self.others[resource_type]
+
+
+EVERY_ROW = Sight()  # a caller that sees every row (no other type read)
+
+
+@dataclass(frozen=True)
 class CompileContext:
-    """Where a clause is compiled: the provider's id column and rows, the parameter, and what `LooksUp` types
-    found before the search."""
+    """Where a clause is compiled: the provider's id column and rows, the parameter, what `LooksUp` types found
+    before the search, and what the caller sees (`sight`)."""
 
     id_column: ColumnElement[Any]
     source: FromClause
     param: str
     found: Mapping[Hashable, Any] = field(default_factory=dict)
+    sight: Sight = EVERY_ROW
 
 
 @dataclass(frozen=True)
@@ -131,11 +154,6 @@ class ParamType(Protocol[T, V]):
         ...
 
 
-# found[(SCOPE, resource_type)]: the conditions (AND-ed) keeping the live rows of another type the caller sees, handed
-# by the engine for each type a LooksUp type `reads`
-SCOPE = "scope"
-
-
 @runtime_checkable
 class LooksUp(Protocol[T, V]):
     """A type that needs values looked up before the search is compiled (reference :below: the path of the
@@ -148,7 +166,7 @@ class LooksUp(Protocol[T, V]):
     def reads(self, target: T, modifier: str | None) -> str | None:
         """The other resource type whose rows the look-ups (and then the match) read, None: the provider's own.
         The engine limits those look-ups to that type's live rows the caller sees, and hands the same conditions
-        to `compile` as at.found[(SCOPE, type)]."""
+        to `compile` as at.sight.of(type)."""
         ...
 
 

@@ -10,7 +10,7 @@ materialized path) selects resources of the tree itself: `partof:below=X` the re
 resource, as FHIR's :below/:above on a reference to a hierarchical resource do: `location:below=X` the resources
 referring to X itself or to a resource inside X's subtree, `location:above=X` to X or one of its ancestors. Those
 read the other type's rows, limited to the live ones the caller sees (`reads`: the engine hands their conditions
-as found[(SCOPE, type)]): a value the caller cannot see matches nothing."""
+as at.sight.of(type)): a value the caller cannot see matches nothing."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
@@ -22,17 +22,9 @@ from sqlalchemy import ColumnElement, FromClause, Select, false, select, true
 from server.errors import ConfigError, InvalidValue
 from server.params.ids import FHIR_ID, coerce_id
 from server.params.paths import ancestors, subtree
-from server.params.types.base import SCOPE, CompileContext, Match, Through, via
+from server.params.types.base import CompileContext, Match, Through, via
 
 HIERARCHY = ("below", "above")
-# found[SCOPE_ROOTS]: the paths of the subtree roots of a caller limited to subtrees (Visibility.paths), set by the
-# search: to such a caller a root's parent is hidden, so `:missing=true` on a hierarchical reference (one with a
-# path) gives its roots, as it gives the whole tree's roots to the others
-SCOPE_ROOTS = "scope-roots"
-# found[SCOPE_SEEN]: the condition of the rows a caller whose visibility a SMART scope's query narrows sees (None:
-# not narrowed): to it a parent it cannot see is as missing, so `:missing=true` on a hierarchical reference gives the
-# top of what it sees (the explorer's roots)
-SCOPE_SEEN = "scope-seen"
 
 
 @dataclass(frozen=True)
@@ -147,10 +139,12 @@ class ReferenceType:
         return false() if stored is None else via(target.through, target.column == stored)
 
     def present(self, target: ReferenceTarget, at: CompileContext) -> Match:
-        narrowed = at.found.get(SCOPE_SEEN)
+        """On a hierarchical reference (one with a path), a parent the caller cannot see is as missing: to a caller
+        narrowed by a SMART scope's query, `:missing=true` gives the top of what it sees (the explorer's roots); to
+        one limited to subtrees, its roots; to the others, the whole tree's roots."""
+        narrowed, roots = at.sight.narrowed, at.sight.roots
         if narrowed is not None and target.path is not None:  # the parent is one the caller sees
             return target.column.in_(select(at.id_column).select_from(at.source).where(narrowed).correlate(None))
-        roots = at.found.get(SCOPE_ROOTS)
         if roots is not None and target.path is not None:  # a caller limited to subtrees: below its roots
             return target.path.not_in(roots) if roots else true()
         return via(target.through, target.column.is_not(None))
@@ -159,11 +153,11 @@ class ReferenceType:
 def _by_tree(target: ReferenceTarget, tree: Hierarchy, modifier: str | None, value: ReferenceValue,
              at: CompileContext) -> Match:
     """The references to the resource named or to one inside its subtree (:below) or above it (:above), among the
-    live rows of the referenced type the caller sees (found[(SCOPE, type)], handed by the engine)."""
+    live rows of the referenced type the caller sees (at.sight.of(type), handed by the engine)."""
     path = at.found.get((at.param, tree.resource_type, value.id))
     if path is None:  # unknown, or out of the caller's sight
         return false()
-    scope = at.found[(SCOPE, tree.resource_type)]
+    scope = at.sight.of(tree.resource_type)
     if modifier == "below":
         inside = subtree(tree.path, path)
     else:
