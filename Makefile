@@ -64,8 +64,11 @@ chromium:
 	@grep -qs '"version": "$(lastword $(subst @, ,$(AXE)))"' .cache/node/node_modules/axe-core/package.json || \
 	  npm install --prefix .cache/node --no-audit --no-fund --silent $(AXE)
 
+# the suite on every core (pytest-xdist): each test file runs whole on one worker (--dist loadfile), so a module's
+# fixtures are built once; JOBS=1 runs it in one process
+JOBS ?= auto
 test: $(STAMP) postgres nginx authserver chromium
-	$(BIN)/pytest -q $(ARGS)
+	$(BIN)/pytest -q -n $(JOBS) --dist loadfile $(ARGS)
 
 bench: $(STAMP) postgres
 	$(BIN)/python bench/run.py

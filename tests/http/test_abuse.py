@@ -114,7 +114,10 @@ def test_a_pipelining_client_that_never_reads_is_bounded_and_closed(abuse_server
         sock.setblocking(False)
         sent, started, slowest, most = 0, time.monotonic(), 0.0, before
         closed = None
-        while closed is None and time.monotonic() - started < 20:
+        # it is closed once the kernel's buffers hold ~4 MB of answers the client does not read and the write timeout
+        # (1 s) passes: 3 s on an idle machine, longer as the machine is loaded (the answers are written at the
+        # server's pace); what is held is that it closes and stays flat meanwhile, not how fast a loaded machine fills
+        while closed is None and time.monotonic() - started < 120:
             try:
                 sent += sock.send(flood[sent:sent + 65536] if sent < len(flood) else request)
             except BlockingIOError:
@@ -127,9 +130,9 @@ def test_a_pipelining_client_that_never_reads_is_bounded_and_closed(abuse_server
             time.sleep(0.05)
     finally:
         sock.close()
-    assert slowest < 500, slowest  # generous for a shared machine: the issue saw probes time out for seconds
+    assert slowest < 2_000, slowest  # the issue saw probes time out (10 s): they are answered, on a loaded machine too
     assert most - before < 40, (before, most)  # the issue: +146 MB for 2 MiB
-    assert closed is not None, f"still open after 20 s ({sent:,} bytes sent)"
+    assert closed is not None, f"still open after 120 s ({sent:,} bytes sent)"
 
 
 # ------------------------------------------------------------------ 3. slow readers at the connection cap

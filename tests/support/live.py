@@ -1,6 +1,7 @@
 """A real `orgunit-fhir serve` process on a free port, for tests that need a live server."""
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -15,10 +16,28 @@ from pathlib import Path
 CLI = [sys.executable, "-m", "server.cli"]
 
 
+# Each test process picks ports from its own block, below the kernel's ephemeral range (32768-60999 by default, where
+# bind(0) and outgoing connections take theirs): under pytest-xdist two workers never pick the same port, so a server
+# one starts cannot be taken for another's (a readiness probe answered by the wrong server), and a port chosen to be
+# closed is not opened meanwhile by another worker.
+PORTS_FROM, PORTS_PER_PROCESS, BLOCKS = 20_000, 400, 30
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+_block = PORTS_FROM + (int(_worker) if _worker.isdigit() else 0) % BLOCKS * PORTS_PER_PROCESS
+_next = itertools.count()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nothing listens on now, from this process's block, each one in turn (a port just released is not
+    chosen again until the block comes round)."""
+    for _ in range(PORTS_PER_PROCESS):
+        port = _block + next(_next) % PORTS_PER_PROCESS
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # listened on, or still closing
+            return port
+    raise RuntimeError(f"no free port in {_block}-{_block + PORTS_PER_PROCESS - 1}")
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
