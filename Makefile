@@ -65,7 +65,7 @@ chromium:
 	  npm install --prefix .cache/node --no-audit --no-fund --silent $(AXE)
 
 # the suite on every core (pytest-xdist): each test file runs whole on one worker (--dist loadfile), so a module's
-# fixtures are built once; JOBS=1 runs it in one process
+# fixtures are built once; JOBS=0 runs it in one process, without workers
 JOBS ?= auto
 test: $(STAMP) postgres nginx authserver chromium
 	$(BIN)/pytest -q -n $(JOBS) --dist loadfile $(ARGS)
