@@ -15,7 +15,9 @@ from sqlalchemy import text
 from bench.datasets import Dataset
 from server.engine.context import create_context
 from server.search.request import parse_search
+from server.params.types.base import EVERY_ROW
 from server.search.bodies import body_page_query
+from server.search.sql import where_clause
 from server.settings import load_settings
 
 
@@ -28,7 +30,8 @@ def floor(dataset: Dataset, settings: Path, samples: int = 1000) -> dict[str, fl
 
     def compiled(items: list[tuple[str, str]]) -> str:
         request = parse_search(provider, items)  # type: ignore[arg-type]
-        statement = body_page_query(provider, request, {}, extra_row=1).compile(  # type: ignore[arg-type]
+        where = where_clause(provider, request, page=True, sight=EVERY_ROW)  # type: ignore[arg-type]
+        statement = body_page_query(provider, request, where=where, extra_row=1).compile(  # type: ignore[arg-type]
             dialect=ctx.db.dialect, compile_kwargs={"literal_binds": True})
         return str(statement)
 

@@ -18,6 +18,7 @@ from server.declare.provider import (
 )
 from server.errors import FhirError, Forbidden
 from server.params.ids import FHIR_ID, stored_id
+from server.params.types.base import EVERY_ROW
 from server.search.request import Clause, SearchRequest
 from server.search.seen import by_deletion
 from server.search.sql import matching
@@ -82,7 +83,8 @@ def _matches(provider: ResourceProvider, subtree: Subtree, roots: Sequence[Root]
             except FhirError:
                 continue  # not a value of that parameter: matches nothing
             # the identifier's rows, deleted ones too (root_paths says which the caller's roots may name)
-            matches.append(and_(true(), *matching(provider, SearchRequest(provider.resource_type, clauses=(clause,)))))
+            identified = SearchRequest(provider.resource_type, clauses=(clause,))
+            matches.append(and_(true(), *matching(provider, identified, sight=EVERY_ROW)))  # no caller yet
         elif (root.resource_type or bare_type) == provider.resource_type:
             stored = stored_id(provider, root.id)
             if stored is not None:

@@ -26,6 +26,13 @@ from server.search.sql import JOINED, WALK, count_query, lookups, matching, wher
 from server.storage.freshness import Snapshot
 
 
+def own_sight(vis: Visibility, others: Mapping[str, tuple[ColumnElement[bool], ...]] | None = None) -> Sight:
+    """What a clause on a type compiles with of the caller's visibility of that type: its subtree roots, and what it
+    sees when a scope's query narrows it (to it a parent it cannot see is as missing); `others`: the rows it sees
+    of each other type the clause reads."""
+    return Sight(others or {}, vis.paths, vis.clause if vis.filtered else None)
+
+
 def joined_conditions(ctx: ServerContext, request: SearchRequest, snapshot: Snapshot,
                       others: Mapping[str, Visibility]) -> Steps[dict[Any, Any]]:
     """The conditions of the request's chained and _has parameters, for where_clause's `found`, each hop applying
@@ -44,7 +51,8 @@ def joined_conditions(ctx: ServerContext, request: SearchRequest, snapshot: Snap
             tuple(others[p.resource_type].key for p in crossing))
         kept = None if key is None else ctx.conditions.peek(key)
         if kept is None:
-            kept = yield from compile_chained(providers, joined, lambda p: others[p.resource_type].clause)
+            kept = yield from compile_chained(providers, joined, lambda p: others[p.resource_type].clause,
+                                              lambda p: own_sight(others[p.resource_type]))
             if key is not None:
                 ctx.conditions.put(key, kept)
         found[(JOINED, joined.key, joined.raw)] = kept
@@ -73,13 +81,13 @@ class Condition:
         """What the caller sees, as the query's clauses are compiled: the live rows of each other type crossed, its
         subtree roots, and to a caller narrowed by a scope's query what it sees of this type."""
         providers = self.ctx.registry.providers
-        return Sight({rtype: tuple(seen(providers[rtype], vis.looked_up)) for rtype, vis in self.others.items()},
-                     self.vis.paths, self.vis.clause if self.vis.filtered else None)
+        return own_sight(self.vis, {rtype: tuple(seen(providers[rtype], vis.looked_up))
+                                    for rtype, vis in self.others.items()})
 
     def _found(self) -> Steps[dict[Any, Any]]:
         if self.found is None:
             providers = self.ctx.registry.providers
-            looked_up = yield from lookups(self.provider, self.request, self.vis.looked_up, self.sight)
+            looked_up = yield from lookups(self.provider, self.request, self.vis.looked_up, sight=self.sight)
             crossed = {**self.others, self.provider.resource_type: self.vis}  # a chain may come back to its own type
             joined = yield from joined_conditions(self.ctx, self.request, self.snapshot, crossed)
             self.found = {**looked_up, **joined}
@@ -89,7 +97,7 @@ class Condition:
         """The query's matches among the live rows the caller sees (a search's page and count)."""
         found = yield from self._found()
         return where_clause(self.provider, self.request, {**found, WALK: True} if walk else found, self.vis.clause,
-                            page, self.sight)
+                            page, sight=self.sight)
 
     def selects(self) -> Steps[ColumnElement[bool]]:
         """The query's own condition, without the rows the caller may see, which whoever uses it applies: on the

@@ -15,7 +15,7 @@ from sqlalchemy import ColumnElement, Select, bindparam, case, literal_column, n
 from server.declare.provider import ResourceProvider
 from server.search.order import MEASURE, index_walk, measure_column, ordered, sort_keys
 from server.search.request import SearchRequest
-from server.search.sql import Found, page_rows, paged, table_for, where_clause
+from server.search.sql import page_rows, paged, table_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +71,13 @@ class PageEntry:
 PAGE = "page"  # the page's subquery, whose columns the bodies' query names
 
 
-def body_page_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-                    extra_row: int = 0, where: ColumnElement[bool] | None = None,
-                    total: int | None = None, resume: Any = None) -> Select[Any]:
+def body_page_query(provider: ResourceProvider, request: SearchRequest, *, where: ColumnElement[bool],
+                    extra_row: int = 0, total: int | None = None, resume: Any = None) -> Select[Any]:
     """Ids and stored bodies (NULL where the body cannot serve this page) instead of the columns (rows:
     PageEntry). The page is chosen first (its ids, versions and sort keys: what the condition's indexes and rows
     give), then the bodies of its rows only are looked up: a sort of many matches never carries their bodies."""
     v, spec = provider.versioning, provider.prerendered
     assert v is not None and spec is not None
-    where = where if where is not None else where_clause(provider, request, found, page=True)
     keys = sort_keys(provider, request)
     flags = [spec.in_search.label("_in_search")] if spec.in_search is not None else []
     sorting = [e.label(f"_key{i}") for i, (e, _) in enumerate(keys[:-1])]

@@ -16,6 +16,7 @@ that table (it stops at the first match)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -113,15 +114,18 @@ def _own(provider: ResourceProvider, visible: ColumnElement[bool] | None) -> lis
     return seen(provider, visible)
 
 
-def compile_chained(providers: Mapping[str, Any], chained: Chained, visible: Visible) -> Steps[ColumnElement[bool]]:
+def compile_chained(providers: Mapping[str, Any], chained: Chained, visible: Visible,
+                    own: Callable[[ResourceProvider], Sight]) -> Steps[ColumnElement[bool]]:
     """The condition on the searched rows (their own scope is the search's). The last type's clause is compiled
-    as the same parameter is unchained (with the look-ups its type needs, among the rows the caller sees)."""
+    as the same parameter is unchained (with the look-ups its type needs, among the rows the caller sees, and what
+    the caller sees of that type itself, `own`: to it a parent it cannot see is as missing there too)."""
     types = [providers[t] for t in chained.types]
     scopes = {p.resource_type: visible(p) for p in types[1:]}
     last = types[-1]
     sub = SearchRequest(last.resource_type, clauses=(chained.clause,))
-    sight = Sight({t: tuple(seen(providers[t], visible(providers[t]))) for t in read_types(sub.clauses)})
-    cond = where_clause(last, sub, (yield from lookups(last, sub, scopes[last.resource_type], sight)),
+    sight = replace(own(last), others={t: tuple(seen(providers[t], visible(providers[t])))
+                                       for t in read_types(sub.clauses)})
+    cond = where_clause(last, sub, (yield from lookups(last, sub, scopes[last.resource_type], sight=sight)),
                         scopes[last.resource_type], sight=sight)
     for i in reversed(range(len(chained.hops))):
         hop, near, far = chained.hops[i], types[i], types[i + 1]

@@ -31,7 +31,6 @@ from server.params.ids import coerce_id
 from server.search.request import Clause, SearchRequest
 from server.search.seen import seen
 from server.params.types.base import (
-    EVERY_ROW,
     CompileContext,
     CompilesAll,
     LooksUp,
@@ -115,17 +114,18 @@ def _clause(provider: ResourceProvider, clause: Clause, found: Found, sight: Sig
 
 
 def where_clause(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-                 visible: ColumnElement[bool] | None = None, page: bool = False,
-                 sight: Sight = EVERY_ROW) -> ColumnElement[bool]:
+                 visible: ColumnElement[bool] | None = None, page: bool = False, *,
+                 sight: Sight) -> ColumnElement[bool]:
     """`found`: look_up's result (and the conditions of the request's chained parameters, compiled before);
     `visible`: the caller's scope (server.access.tenancy.Visibility.clause); `page`: the condition of a page,
     without the clause whose index the page walks, when it walks one (server.search.order.index_walk); `sight`:
-    what the caller sees, as the clauses are compiled (the one `lookups` was given)."""
-    return and_(true(), *seen(provider, visible), *matching(provider, request, found, page, sight))
+    what the caller sees, as the clauses are compiled (the one `lookups` was given; EVERY_ROW for no caller: a
+    root's own query)."""
+    return and_(true(), *seen(provider, visible), *matching(provider, request, found, page, sight=sight))
 
 
 def matching(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-             page: bool = False, sight: Sight = EVERY_ROW) -> list[ColumnElement[bool]]:
+             page: bool = False, *, sight: Sight) -> list[ColumnElement[bool]]:
     """The request's own conditions, to be AND-ed: its clauses and its chained and _has parameters (`found`,
     `page`, `sight`: as where_clause's), without the rows the caller may see (`seen`), which whoever uses them
     applies (Bulk Data's `_typeFilter`: on the versions it reads)."""
@@ -148,8 +148,8 @@ def read_types(clauses: Iterable[Clause]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnElement[bool] | None = None,
-            sight: Sight = EVERY_ROW) -> Steps[dict[Hashable, Any]]:
+def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnElement[bool] | None = None, *,
+            sight: Sight) -> Steps[dict[Hashable, Any]]:
     """What the search looks up before its query, as steps (server.storage.steps): what the request's
     LooksUp types need (the path of a :below value...), among the live rows the caller may see (`visible`; of
     another type a type `reads`, `sight.of(type)`: seen(that provider, its visibility), one for each of
@@ -209,13 +209,11 @@ def paged(provider: ResourceProvider, request: SearchRequest, query: Select[Any]
     return query.limit(literal(request.count + extra_row, literal_execute=True))
 
 
-def page_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-               extra_row: int = 0, where: ColumnElement[bool] | None = None, total: int | None = None,
-               resume: Any = None) -> Select[Any]:
-    """`where`: the request's where_clause for a page, when the caller has it already; `total`: its count, when
-    known; `resume`: see `paged`."""
+def page_query(provider: ResourceProvider, request: SearchRequest, *, where: ColumnElement[bool], extra_row: int = 0,
+               total: int | None = None, resume: Any = None) -> Select[Any]:
+    """`where`: the request's where_clause for a page (page=True); `total`: its count, when known; `resume`: see
+    `paged`."""
     columns = [*(provider.search_columns or provider.columns), *measure_column(request)]
-    where = where if where is not None else where_clause(provider, request, found, page=True)
     query = select(*columns).select_from(page_rows(provider, request, provider.source))
     return paged(provider, request, query, where, extra_row, total, resume)
 
@@ -230,14 +228,13 @@ def within(provider: ResourceProvider, key: ColumnElement[Any], visible: ColumnE
     return exists().where(provider.id_column == key, visible)
 
 
-def count_query(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-                where: ColumnElement[bool] | None = None, up_to: int | None = None) -> Select[Any]:
+def count_query(provider: ResourceProvider, request: SearchRequest, *, where: ColumnElement[bool],
+                up_to: int | None = None) -> Select[Any]:
     """The number of matches; `up_to`: counted up to one past it (what a page's index range reads, at most),
     whatever the number of matches. A bounded count of a search whose page walks an index (a name prefix) walks
     it too, `where` then the condition of its page (where_clause(page=True)): it reads at most `up_to` + 1 index
     rows, where a semi-join would first gather every row of the index range (hundreds of thousands at 1M)."""
     walk = index_walk(request) if up_to is not None else None
-    where = where if where is not None else where_clause(provider, request, found, page=walk is not None)
     if up_to is None:
         return select(func.count()).select_from(table_for(provider, where)).where(where)
     rows = table_for(provider, where) if walk is None else walk.source(provider, table_for(provider, where))

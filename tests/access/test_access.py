@@ -128,6 +128,10 @@ def test_history_of_the_type_holds_only_visible_units(app_client: TestClient, ct
     pytest.param("alpha-two-roots-nested", "partof:missing=true&name=Bo", set(), id="roots-and-other-params"),
     pytest.param("alpha-no-roots", "partof:missing=true", set(), id="roots-of-empty-scope"),
     pytest.param("beta", "partof:missing=true", {201}, id="roots-other-account"),
+    # a chain means what the parameter means unchained: its parent is one of the caller's roots
+    pytest.param("alpha", "partof.partof:missing=true", {2, 3}, id="chained-roots-unscoped"),
+    pytest.param("alpha-subtree-10", "partof.partof:missing=true", {20, 32}, id="chained-roots-of-subtree"),
+    pytest.param("alpha-two-roots-nested", "partof.partof:missing=true", {20, 32}, id="chained-roots-nested"),
 ])
 def test_search_features_stay_in_scope(app_client: TestClient, ctx: ServerContext, caller: str, query: str,
                                        expected: set[int]) -> None:

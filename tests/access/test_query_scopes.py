@@ -215,6 +215,9 @@ SAME_MEANING = [
     pytest.param(None, "partof.name=Boucle du Mouhoun", {"10", "11"}, id="whole-a-chain"),
     pytest.param(None, "partof:missing=true", {"1"}, id="whole-missing-true"),
     pytest.param(None, "_has:HealthcareService:location:active=false", {"3"}, id="whole-has"),
+    # a chain ends as its parameter unchained: a parent the caller cannot see is as missing at its far end too
+    pytest.param(["Location/10"], "partof.partof:missing=true", {"20", "32"}, id="roots-chained-missing-true"),
+    pytest.param(None, "partof.partof:missing=true", {"2", "3"}, id="whole-chained-missing-true"),
 ]
 
 

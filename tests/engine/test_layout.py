@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+import server
 from plugins.orgunits.tables import metadata as orgunit_tables
+from server.engine import export_reader
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_CODE_LINES = 500  # beyond a whole concern: a module this long has grown a second one (tables of cases apart)
@@ -232,30 +234,53 @@ def test_plugins_import_only_the_public_surface(name: str) -> None:
                 f"{path}:{node.lineno} imports {node.module}; plugins use `from server import`"
         if isinstance(node, ast.Import):
             assert not any(a.name.startswith("server.") for a in node.names), f"{path}:{node.lineno}"
+    off = _off_the_surface(tree, _imported(name, tree))
+    assert not off, f"{path} takes {off} from `server`, which its public surface does not list"
 
 
 # Bulk Data, a core plugin, imports the public surface and the engine's reader protocol only, besides its own modules
 # (issue 42: it imported the engine's searches, visibility and drivers, search.seen and storage.backend)
 BULK = "server.bulk"
-BULK_READS_THROUGH = frozenset({"server", "server.engine.export_reader"})
+READER = "server.engine.export_reader"
+BULK_READS_THROUGH = frozenset({"server", READER})
 
 
-def _imported(name: str, tree: ast.Module) -> Iterator[tuple[int, str]]:
-    """Every module the module `name` imports, anywhere in it (for type checkers too), relative imports resolved."""
+def _imported(name: str, tree: ast.Module) -> Iterator[tuple[int, str, tuple[str, ...]]]:
+    """Every module the module `name` imports, anywhere in it (for type checkers too), relative imports resolved,
+    with the names taken from it (none for `import m`)."""
     package = name if SOURCES.get(name, (Path("__init__.py"),))[0].name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            yield from ((node.lineno, alias.name) for alias in node.names)
+            yield from ((node.lineno, alias.name, ()) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = package.rsplit(".", node.level - 1)[0] if node.level else ""
-            yield node.lineno, ".".join(p for p in (base, node.module) if p)
+            yield node.lineno, ".".join(p for p in (base, node.module) if p), tuple(a.name for a in node.names)
+
+
+def _off_the_surface(tree: ast.Module, imported: Iterator[tuple[int, str, tuple[str, ...]]]) -> list[str]:
+    """What is taken from `server` that its public surface does not list: `from server import engine` (a from-import
+    falls back to the submodule), or `server.engine` after `import server`."""
+    surface, imported = set(server._SURFACE), list(imported)
+    taken = [f"{line}: server.{n}" for line, module, names in imported if module == "server"
+             for n in names if n not in surface]
+    if not any(module == "server" and not names for _, module, names in imported):  # `server` is no module here
+        return taken
+    return taken + [f"{node.lineno}: server.{node.attr}" for node in ast.walk(tree)
+                    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "server" and node.attr not in surface and not node.attr.startswith("__")]
 
 
 def _beyond_bulks_protocol(name: str, tree: ast.Module) -> list[str]:
-    """What a module of `server.bulk` imports of the server besides `server`, its package and the reader protocol."""
-    return [f"{line}: {module}" for line, module in _imported(name, tree)
-            if module.split(".")[0] == "server" and module not in BULK_READS_THROUGH
-            and module != BULK and not module.startswith(BULK + ".")]
+    """What a module of `server.bulk` imports of the server besides `server`'s surface, its package and the names of
+    the reader protocol."""
+    imported = list(_imported(name, tree))
+    protocol = set(export_reader.__all__)
+    beyond = [f"{line}: {module}" for line, module, _ in imported
+              if module.split(".")[0] == "server" and module not in BULK_READS_THROUGH
+              and module != BULK and not module.startswith(BULK + ".")]
+    beyond += [f"{line}: {module}.{n}" for line, module, names in imported if module == READER
+               for n in names if n not in protocol]
+    return beyond + _off_the_surface(tree, iter(imported))
 
 
 @pytest.mark.parametrize("name", sorted(n for n in SOURCES if n == BULK or n.startswith(BULK + ".")))
@@ -281,6 +306,13 @@ def test_bulk_imports_only_the_surface_and_the_reader_protocol(name: str) -> Non
     pytest.param("if TYPE_CHECKING:\n    from server.engine.context import ServerContext\n",
                  ["2: server.engine.context"], id="for-type-checkers-too"),
     pytest.param("def f():\n    from server.search.seen import seen\n", ["2: server.search.seen"], id="in-a-function"),
+    pytest.param("from server import engine\n", ["1: server.engine"], id="a-package-through-the-surface"),
+    pytest.param("from .. import storage\n", ["1: server.storage"], id="a-package-through-the-surface-relative"),
+    pytest.param("import server\nserver.engine.visibility.visibility\n", ["2: server.engine"],
+                 id="a-package-by-attribute"),
+    pytest.param("import server\nserver.hookimpl\n", [], id="a-surface-name-by-attribute"),
+    pytest.param("from server.engine.export_reader import visibility\n",
+                 ["1: server.engine.export_reader.visibility"], id="beyond-the-protocols-names"),
 ])
 def test_what_bulk_may_import(source: str, beyond: list[str]) -> None:
     assert _beyond_bulks_protocol("server.bulk.runner", ast.parse(source)) == beyond

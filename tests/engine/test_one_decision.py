@@ -12,7 +12,9 @@ import pytest
 from server.declare.provider import ResourceProvider
 from server.declare.registry import Registry
 from server.plugins import get_plugin_manager
+from server.params.types.base import EVERY_ROW
 from server.search.bodies import PageEntry, StoredVersion, body_page_query, body_query
+from server.search.sql import where_clause
 from server.search.request import SearchRequest, parse_search
 from server.settings import parse_settings
 
@@ -39,15 +41,54 @@ def test_only_seen_tests_whether_a_row_is_deleted() -> None:
     assert not tested, f"a deletion condition built outside server/search/seen.py: {tested}"
 
 
+COPIES = {"replace", "copy", "deepcopy"}  # dataclasses.replace, copy.copy, copy.deepcopy, called by any path
+
+
+def _made_visibilities(path: Path) -> list[int]:
+    """Lines of `path` that make a Visibility: calling the class by any path to it, or copying a value annotated as
+    one (or named `vis...`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    held = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg) and a.annotation is not None
+            and "Visibility" in ast.unparse(a.annotation)}
+    held |= {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+             and "Visibility" in ast.unparse(n.annotation)}
+
+    def called(call: ast.Call) -> str | None:
+        func = call.func
+        if isinstance(func, ast.Attribute):  # a module's function (dataclasses.replace), not a method of a value
+            return func.attr if isinstance(func.value, ast.Name) and func.value.id in ("dataclasses", "copy") \
+                or func.attr == "Visibility" else None
+        return func.id if isinstance(func, ast.Name) else None
+
+    def a_visibility(node: ast.expr) -> bool:
+        return isinstance(node, ast.Name) and (node.id in held or node.id.lower().startswith("vis"))
+
+    return [call.lineno for call in ast.walk(tree) if isinstance(call, ast.Call)
+            and (called(call) == "Visibility"
+                 or (called(call) in COPIES and bool(call.args) and a_visibility(call.args[0])))]
+
+
 def test_only_tenancy_constructs_a_visibility() -> None:
     """A caller's Visibility is made in server.access.tenancy only (built from its access scope, narrowed there by
     its SMART scopes' queries): a Visibility made anywhere else could show rows its scope does not."""
-    made = [f"{_name(path)}:{call.lineno}" for path in SERVER if _name(path) != "server/access/tenancy.py"
-            for call in _calls(path)
-            if (isinstance(call.func, ast.Name) and call.func.id == "Visibility")
-            or (isinstance(call.func, ast.Name) and call.func.id == "replace" and call.args
-                and isinstance(call.args[0], ast.Name) and call.args[0].id in ("vis", "visibility"))]
+    made = [f"{_name(path)}:{line}" for path in SERVER if _name(path) != "server/access/tenancy.py"
+            for line in _made_visibilities(path)]
     assert not made, f"a Visibility made outside server/access/tenancy.py: {made}"
+
+
+@pytest.mark.parametrize("source, lines", [
+    pytest.param("from server.access.tenancy import Visibility\nv = Visibility(None)\n", [2], id="the-class"),
+    pytest.param("from server.access import tenancy\nv = tenancy.Visibility(None)\n", [2], id="by-its-module"),
+    pytest.param("import dataclasses\nfrom server.access.tenancy import Visibility\n"
+                 "def f(x: Visibility):\n    return dataclasses.replace(x, clause=None)\n", [4], id="a-copy"),
+    pytest.param("from dataclasses import replace\ndef f(x):\n    return replace(x, a=1)\n", [], id="another-copy"),
+    pytest.param("from dataclasses import replace\ndef f(vis):\n    return replace(vis, a=1)\n", [3], id="a-vis"),
+    pytest.param("def f(page):\n    return page.replace('a', 1)\n", [], id="a-method-named-alike"),
+    pytest.param("def f(vis):\n    return vis.clause\n", [], id="a-use"),
+])
+def test_the_visibility_guard_itself(tmp_path: Path, source: str, lines: list[int]) -> None:
+    (tmp_path / "m.py").write_text(source, encoding="utf-8")
+    assert _made_visibilities(tmp_path / "m.py") == lines
 
 
 def test_only_the_engine_asks_the_scoper_for_a_callers_visibility() -> None:
@@ -88,7 +129,8 @@ def test_a_page_of_stored_bodies_selects_what_its_decoder_names(location: Resour
                                                                 items: tuple[tuple[str, str], ...],
                                                                 names: list[str]) -> None:
     request: SearchRequest = parse_search(location, items)
-    selected = [c.name for c in body_page_query(location, request).selected_columns]
+    where = where_clause(location, request, page=True, sight=EVERY_ROW)
+    selected = [c.name for c in body_page_query(location, request, where=where).selected_columns]
     assert selected == names == _fields(PageEntry)[:len(names)]
 
 

@@ -10,13 +10,14 @@ import pytest
 
 from server.engine.context import ServerContext
 from server.engine.parsing import parse
+from server.params.types.base import EVERY_ROW
 from server.search.sql import lookups
 from server.storage.steps import Query
 
 
 def _steps(ctx: ServerContext, query: list[tuple[str, str]]) -> list[Any]:
     provider = ctx.registry.providers["Location"]
-    asked, sent = lookups(provider, parse(ctx, provider, query, True)), None
+    asked, sent = lookups(provider, parse(ctx, provider, query, True), sight=EVERY_ROW), None
     steps = []
     try:
         while True:

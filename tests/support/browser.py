@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import shutil
 import subprocess
@@ -35,14 +36,17 @@ def require_browser() -> None:
 
 
 def ensure_playwright() -> Path:
-    """.cache/node with playwright-core and axe-core at the pinned versions (npm install once)."""
-    for pinned in (PLAYWRIGHT, AXE):
-        name, _, wanted = pinned.rpartition("@")
-        package = NODE_DIR / "node_modules" / name / "package.json"
-        if not package.exists() or json.loads(package.read_text())["version"] != wanted:
-            NODE_DIR.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["npm", "install", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund", "--silent",
-                            pinned], check=True, capture_output=True, timeout=600)
+    """.cache/node with playwright-core and axe-core at the pinned versions (npm install once; one process at a
+    time: the test workers share the folder)."""
+    NODE_DIR.mkdir(parents=True, exist_ok=True)
+    with (NODE_DIR.parent / "node.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for pinned in (PLAYWRIGHT, AXE):
+            name, _, wanted = pinned.rpartition("@")
+            package = NODE_DIR / "node_modules" / name / "package.json"
+            if not package.exists() or json.loads(package.read_text())["version"] != wanted:
+                subprocess.run(["npm", "install", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund", "--silent",
+                                pinned], check=True, capture_output=True, timeout=600)
     return NODE_DIR / "node_modules"
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.live import CLI, _env, free_port
+from tests.support.live import CLI, _env, free_port, own
 
 PUBLIC_HOST = "registry.example.org"
 
@@ -62,6 +62,7 @@ def serve(tmp: Path, database: str, settings_text: str, workers: int = 2) -> Ite
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"server did not become ready:\n{log.read_text()}")
             time.sleep(0.2)
+        own(proc, log, port)
         yield served
     finally:
         if proc.poll() is None:

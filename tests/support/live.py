@@ -1,6 +1,7 @@
 """A real `orgunit-fhir serve` process on a free port, for tests that need a live server."""
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import socket
@@ -17,12 +18,15 @@ CLI = [sys.executable, "-m", "server.cli"]
 
 
 # Each test process picks ports from its own block, below the kernel's ephemeral range (32768-60999 by default, where
-# bind(0) and outgoing connections take theirs): under pytest-xdist two workers never pick the same port, so a server
-# one starts cannot be taken for another's (a readiness probe answered by the wrong server), and a port chosen to be
-# closed is not opened meanwhile by another worker.
-PORTS_FROM, PORTS_PER_PROCESS, BLOCKS = 20_000, 400, 30
+# bind(0) and outgoing connections take theirs): the workers of one pytest-xdist run take consecutive blocks from one
+# drawn for the run (PYTEST_XDIST_TESTRUNUID), so two of its workers never pick the same port and two runs on one
+# machine seldom share a block; a run without workers draws by its process id. A server started on a port is then
+# checked to be the one that answers (`_own`): a port taken by another run's server in the meantime fails the start
+# instead of serving another's answers.
+PORTS_FROM, PORTS_PER_PROCESS, BLOCKS = 20_000, 200, 60
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-_block = PORTS_FROM + (int(_worker) if _worker.isdigit() else 0) % BLOCKS * PORTS_PER_PROCESS
+_run = int(hashlib.sha256(os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid())).encode()).hexdigest(), 16)
+_block = PORTS_FROM + (_run + (int(_worker) if _worker.isdigit() else 0)) % BLOCKS * PORTS_PER_PROCESS
 _next = itertools.count()
 
 
@@ -75,6 +79,19 @@ class LiveServer:
         raise AssertionError(f"no {field} for process {self.pid}")
 
 
+def own(proc: subprocess.Popen[bytes], log: Path, port: int, within: float = 30) -> None:
+    """The server that answered on `port` is `proc`: it runs and its banner names the port (`serve` prints it once
+    the port is its own: a port another process holds is refused before)."""
+    banner = f"FHIR base: http://127.0.0.1:{port}/"
+    deadline = time.time() + within
+    while banner not in log.read_text(errors="replace"):
+        if proc.poll() is not None or time.time() > deadline:
+            raise AssertionError(f"another process answered on port {port}:\n{log.read_text(errors='replace')}")
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        raise AssertionError(f"the server on port {port} stopped:\n{log.read_text(errors='replace')}")
+
+
 @contextmanager
 def live_server(tmp: Path, database: str, settings_text: str = "") -> Iterator[LiveServer]:
     """`serve` on `database`; a SQLite one is created with the demo when it does not exist (`serve --demo`)."""
@@ -99,6 +116,7 @@ def live_server(tmp: Path, database: str, settings_text: str = "") -> Iterator[L
                 if proc.poll() is not None or time.time() > deadline:
                     raise AssertionError(f"server did not start:\n{log.read_text()}") from None
                 time.sleep(0.2)
+        own(proc, log, port)
         token = run_cli("token", settings=settings, database=database).strip().splitlines()[-1]
         yield LiveServer(base, token, log, proc.pid)
     finally:
