@@ -68,27 +68,27 @@ class ExportReader:
     """What Bulk Data reads of one server (its context, as `OperationCall.server` and the `stop_worker` hook give
     it)."""
 
-    server: ServerContext
+    _server: ServerContext  # the engine behind the protocol: Bulk asks the methods, never the context
 
     @property
     def settings(self) -> Settings:
-        return self.server.settings
+        return self._server.settings
 
     @property
     def types(self) -> list[str]:
-        return exported_types(self.server.registry)
+        return exported_types(self._server.registry)
 
     def provider(self, resource_type: str) -> ResourceProvider:
         """An exported type's provider (KeyError for a type not served)."""
-        provider = self.server.registry.providers[resource_type]
+        provider = self._server.registry.providers[resource_type]
         assert isinstance(provider, ResourceProvider)  # exported: table-backed
         return provider
 
     def exporter(self, caller: Caller) -> Exporter:
         """Who may export: the account the caller's scope sees, checked as for any interaction (Forbidden, 403, for
         an account it may not see), with what else decides what it reads."""
-        with self.server.db.connect() as conn:
-            account = self.server.scoper.account(conn, caller.scope)
+        with self._server.db.connect() as conn:
+            account = self._server.scoper.account(conn, caller.scope)
         principal = caller.principal
         smart = tuple(sorted(principal.scopes.names())) if principal and principal.scopes is not None else None
         return Exporter(principal.subject if principal else None, account,
@@ -97,13 +97,13 @@ class ExportReader:
     def type_filter(self, resource_type: str, query: str) -> SearchRequest:
         """A `_typeFilter`'s `query` parsed strictly as `[type]?query` is (InvalidRequest, 400: an unknown
         parameter, a bad value, a result parameter, or no criterion at all)."""
-        return parse_selection(self.server, self.provider(resource_type), query, "the filter")
+        return parse_selection(self._server, self.provider(resource_type), query, "the filter")
 
     def condition(self, caller: Caller, search: SearchRequest) -> ColumnElement[bool]:
         """What a `_typeFilter`'s search matches on its type's rows, compiled as `[type]?query` is for `caller`
         (its look-ups, chains and `_has` among what the caller sees; InvalidRequest for one the server cannot
         apply), without the caller's scope on the rows, which `as_of` adds on the versions an export reads."""
-        return in_thread(self.server, search_condition(self.server, caller, self.provider(search.resource_type),
+        return in_thread(self._server, search_condition(self._server, caller, self.provider(search.resource_type),
                                                        search))
 
     @staticmethod
@@ -117,7 +117,7 @@ class ExportReader:
         reads (the one that bounds _history), never a fresher instant, as the last instant it is complete through
         (every version stamped at or before it is committed; a write still open stamps later:
         server.storage.writes)."""
-        return complete_through(self.server.freshness.snapshot(conn).synced)
+        return complete_through(self._server.freshness.snapshot(conn).synced)
 
     def engine(self, *, bounded: bool = False) -> Engine:
         """A new engine on the primary database (the jobs are written there), whose owner disposes of it: without a
@@ -139,8 +139,8 @@ class ExportReader:
         """What `caller` reads of `provider` at `at` (T) on the snapshot `conn`: its visibility (SMART scopes, then
         its access scope), the versions it sees and is shown as gone since `since`, whether the stored bodies may
         be spliced, and `matching` (`condition`'s, OR-ed: the type's `_typeFilter`)."""
-        vis = visibility(self.server, conn, provider, caller)
-        return AsOf(at, since, vis.clause, self.server.freshness.snapshot(conn).splices(provider), matching,
+        vis = visibility(self._server, conn, provider, caller)
+        return AsOf(at, since, vis.clause, self._server.freshness.snapshot(conn).splices(provider), matching,
                     vis.versions, shown_gone(provider, vis, since))
 
 
