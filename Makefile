@@ -65,8 +65,9 @@ chromium:
 	  npm install --prefix .cache/node --no-audit --no-fund --silent $(AXE)
 
 # the suite on every core (pytest-xdist): each test file runs whole on one worker (--dist loadfile), so a module's
-# fixtures are built once; JOBS=0 runs it in one process, without workers
-JOBS ?= auto
+# fixtures are built once. Two workers per core, at most 8: a test spends much of its time waiting on the servers,
+# PostgreSQL and browsers it drives, and a second worker fills that time. JOBS=0 runs it in one process
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); j=$$((n * 2)); [ $$j -gt 8 ] && j=8; echo $$j)
 test: $(STAMP) postgres nginx authserver chromium
 	$(BIN)/pytest -q -n $(JOBS) --dist loadfile $(ARGS)
 
