@@ -64,10 +64,10 @@ chromium:
 	@grep -qs '"version": "$(lastword $(subst @, ,$(AXE)))"' .cache/node/node_modules/axe-core/package.json || \
 	  npm install --prefix .cache/node --no-audit --no-fund --silent $(AXE)
 
-# the suite on every core (pytest-xdist): each test file runs whole on one worker (--dist loadfile), so a module's
-# fixtures are built once. Two workers per core, at most 8: a test spends much of its time waiting on the servers,
-# PostgreSQL and browsers it drives, and a second worker fills that time. JOBS=0 runs it in one process
-JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); j=$$((n * 2)); [ $$j -gt 8 ] && j=8; echo $$j)
+# JOBS=N runs the suite on N workers (pytest-xdist), each test file whole on one worker (--dist loadfile), so a
+# module's fixtures are built once: JOBS=4 on two cores takes 15.7 minutes where one process takes 22. One process
+# by default until the pipelining-flood test's open connection under parallel load is understood (issue 42's note)
+JOBS ?= 0
 test: $(STAMP) postgres nginx authserver chromium
 	$(BIN)/pytest -q -n $(JOBS) --dist loadfile $(ARGS)
 
