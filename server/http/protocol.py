@@ -234,6 +234,9 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         super().resume_writing()
         self.stalled.pop(self, None)
         self._disarm_write()
+        if self.transport.is_closing():  # closed with output unsent: it still waits the write timeout at most (the
+            self._unsent_bounded()       # transport resumes below its low-water mark, not once it is empty)
+            return
         self._feed()
 
     def _arm_write(self) -> None:
