@@ -65,7 +65,7 @@ chromium:
 	  npm install --prefix .cache/node --no-audit --no-fund --silent $(AXE)
 
 # JOBS=N runs the suite on N workers (pytest-xdist), each test file whole on one worker (--dist loadfile), so a
-# module's fixtures are built once: JOBS=4 on two cores takes 15.7 minutes where one process takes 22. One process
+# module's fixtures are built once: JOBS=4 on two cores takes 14.7-15.7 minutes where one process takes 22-29. One process
 # by default until the pipelining-flood test's open connection under parallel load is understood (issue 42's note)
 JOBS ?= 0
 test: $(STAMP) postgres nginx authserver chromium
