@@ -21,16 +21,9 @@ from server.params.types.base import Sight
 from server.search.chains import Chained
 from server.search.hops import chain_types, compile_chained
 from server.search.request import SearchRequest
-from server.search.seen import seen
+from server.search.seen import sight_of
 from server.search.sql import JOINED, WALK, count_query, lookups, matching, where_clause
 from server.storage.freshness import Snapshot
-
-
-def own_sight(vis: Visibility, others: Mapping[str, tuple[ColumnElement[bool], ...]] | None = None) -> Sight:
-    """What a clause on a type compiles with of the caller's visibility of that type: its subtree roots, and what it
-    sees when a scope's query narrows it (to it a parent it cannot see is as missing); `others`: the rows it sees
-    of each other type the clause reads."""
-    return Sight(others or {}, vis.paths, vis.clause if vis.filtered else None)
 
 
 def joined_conditions(ctx: ServerContext, request: SearchRequest, snapshot: Snapshot,
@@ -51,8 +44,7 @@ def joined_conditions(ctx: ServerContext, request: SearchRequest, snapshot: Snap
             tuple(others[p.resource_type].key for p in crossing))
         kept = None if key is None else ctx.conditions.peek(key)
         if kept is None:
-            kept = yield from compile_chained(providers, joined, lambda p: others[p.resource_type].clause,
-                                              lambda p: own_sight(others[p.resource_type]))
+            kept = yield from compile_chained(providers, joined, others)
             if key is not None:
                 ctx.conditions.put(key, kept)
         found[(JOINED, joined.key, joined.raw)] = kept
@@ -80,9 +72,7 @@ class Condition:
     def sight(self) -> Sight:
         """What the caller sees, as the query's clauses are compiled: the live rows of each other type crossed, its
         subtree roots, and to a caller narrowed by a scope's query what it sees of this type."""
-        providers = self.ctx.registry.providers
-        return own_sight(self.vis, {rtype: tuple(seen(providers[rtype], vis.looked_up))
-                                    for rtype, vis in self.others.items()})
+        return sight_of(self.ctx.registry.providers, self.vis, self.others, self.others)
 
     def _found(self) -> Steps[dict[Any, Any]]:
         if self.found is None:

@@ -15,8 +15,7 @@ unchained parameter does: forward its keys looked up first (server.search.referr
 that table (it stops at the first match)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -37,15 +36,11 @@ from server.declare.provider import ResourceProvider
 from server.storage.dialects import InRows
 from server.search.chains import Chained, Hop
 from server.search.referred import foreign_key, referred, referred_keys, tables_of
-from server.search.seen import seen
+from server.search.seen import Seeing, seen, sight_of
 from server.search.request import SearchRequest
 from server.search.sql import lookups, read_types, where_clause
 from server.storage.steps import Steps
-from server.params.types.base import Sight
 from server.params.types.reference import ReferenceTarget, targets_to
-
-Visible = Callable[[ResourceProvider], ColumnElement[bool] | None]  # the caller's scope on a provider's rows
-
 
 def _rows(provider: ResourceProvider, cond: ColumnElement[bool], column: ColumnElement[Any]) -> Select[Any]:
     """`column` of the provider's rows meeting `cond`, from its table alone when that is all they use. Never
@@ -114,24 +109,23 @@ def _own(provider: ResourceProvider, visible: ColumnElement[bool] | None) -> lis
     return seen(provider, visible)
 
 
-def compile_chained(providers: Mapping[str, Any], chained: Chained, visible: Visible,
-                    own: Callable[[ResourceProvider], Sight]) -> Steps[ColumnElement[bool]]:
-    """The condition on the searched rows (their own scope is the search's). The last type's clause is compiled
-    as the same parameter is unchained (with the look-ups its type needs, among the rows the caller sees, and what
-    the caller sees of that type itself, `own`: to it a parent it cannot see is as missing there too)."""
+def compile_chained(providers: Mapping[str, Any], chained: Chained,
+                    seeing: Mapping[str, Seeing]) -> Steps[ColumnElement[bool]]:
+    """The condition on the searched rows (their own scope is the search's); `seeing`: the caller's visibility of
+    each type the chain crosses. The last type's clause is compiled as the same parameter is unchained: its
+    look-ups read the rows a search's look-ups read, it keeps to the rows the caller sees, with what the caller sees
+    of that type itself (to it a parent it cannot see is as missing there too)."""
     types = [providers[t] for t in chained.types]
-    scopes = {p.resource_type: visible(p) for p in types[1:]}
     last = types[-1]
+    far = seeing[last.resource_type]
     sub = SearchRequest(last.resource_type, clauses=(chained.clause,))
-    sight = replace(own(last), others={t: tuple(seen(providers[t], visible(providers[t])))
-                                       for t in read_types(sub.clauses)})
-    cond = where_clause(last, sub, (yield from lookups(last, sub, scopes[last.resource_type], sight=sight)),
-                        scopes[last.resource_type], sight=sight)
+    at = sight_of(providers, far, seeing, read_types(sub.clauses))
+    cond = where_clause(last, sub, (yield from lookups(last, sub, far.looked_up, sight=at)), far.clause, sight=at)
     for i in reversed(range(len(chained.hops))):
-        hop, near, far = chained.hops[i], types[i], types[i + 1]
-        cond = _reverse(near, hop, far, cond) if hop.reverse else (yield from _forward(near, hop, far, cond))
+        hop, near, beyond = chained.hops[i], types[i], types[i + 1]
+        cond = _reverse(near, hop, beyond, cond) if hop.reverse else (yield from _forward(near, hop, beyond, cond))
         if i:
-            cond = and_(cond, *_own(near, scopes[near.resource_type]))
+            cond = and_(cond, *_own(near, seeing[near.resource_type].clause))
     return cond
 
 

@@ -5,11 +5,29 @@ Bulk Data) takes its conditions from `seen`: a query that built its own could le
 tenant's."""
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from sqlalchemy import ColumnElement, and_, or_
 
 from server.declare.provider import ResourceProvider
+from server.params.types.base import Sight
+
+
+class Seeing(Protocol):
+    """What compilation reads of the caller's visibility of one type (server.access.tenancy.Visibility)."""
+
+    @property
+    def clause(self) -> ColumnElement[bool] | None: ...  # the rows it sees (a scope's query applied)
+
+    @property
+    def looked_up(self) -> ColumnElement[bool] | None: ...  # the rows its look-ups read (before a query narrows)
+
+    @property
+    def paths(self) -> tuple[str, ...] | None: ...  # its subtree roots' paths (None: not limited to subtrees)
+
+    @property
+    def filtered(self) -> bool: ...  # narrowed by a scope's query
 
 
 def seen(provider: ResourceProvider, visible: ColumnElement[bool] | None, *, live: bool = True,
@@ -40,3 +58,13 @@ def by_deletion(provider: ResourceProvider, live: ColumnElement[bool],
     if versioning is None:
         return live
     return or_(and_(versioning.deleted.is_(False), live), and_(versioning.deleted.is_(True), deleted))
+
+
+def sight_of(providers: Mapping[str, ResourceProvider], own: Seeing, others: Mapping[str, Seeing],
+          reads: Iterable[str]) -> Sight:
+    """What a clause on a type compiles with, made here only, for a search's own clauses and a chain's far ones
+    alike: of each other type it `reads`, the rows its look-ups read (`looked_up`: a path a :below names is found
+    though a scope's query leaves that unit out); of its own type (`own`), the subtree roots, and to a caller a
+    scope's query narrows, what it sees (a parent it cannot see is as missing)."""
+    return Sight({t: tuple(seen(providers[t], others[t].looked_up)) for t in reads}, own.paths,
+                 own.clause if own.filtered else None)

@@ -44,36 +44,44 @@ def test_only_seen_tests_whether_a_row_is_deleted() -> None:
 COPIES = {"replace", "copy", "deepcopy"}  # dataclasses.replace, copy.copy, copy.deepcopy, called by any path
 
 
-def _made_visibilities(path: Path) -> list[int]:
-    """Lines of `path` that make a Visibility: calling the class by any path to it, or copying a value annotated as
-    one (or named `vis...`)."""
+def _made(path: Path, cls: str = "Visibility", named: str = "vis") -> list[int]:
+    """Lines of `path` that make a `cls`: calling the class by any path to it, or copying a value annotated as
+    one (or whose name starts with `named`)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     held = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg) and a.annotation is not None
-            and "Visibility" in ast.unparse(a.annotation)}
+            and cls in ast.unparse(a.annotation)}
     held |= {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-             and "Visibility" in ast.unparse(n.annotation)}
+             and cls in ast.unparse(n.annotation)}
 
     def called(call: ast.Call) -> str | None:
         func = call.func
         if isinstance(func, ast.Attribute):  # a module's function (dataclasses.replace), not a method of a value
             return func.attr if isinstance(func.value, ast.Name) and func.value.id in ("dataclasses", "copy") \
-                or func.attr == "Visibility" else None
+                or func.attr == cls else None
         return func.id if isinstance(func, ast.Name) else None
 
-    def a_visibility(node: ast.expr) -> bool:
-        return isinstance(node, ast.Name) and (node.id in held or node.id.lower().startswith("vis"))
+    def a_copied(node: ast.expr) -> bool:
+        return isinstance(node, ast.Name) and (node.id in held or node.id.lower().startswith(named))
 
     return [call.lineno for call in ast.walk(tree) if isinstance(call, ast.Call)
-            and (called(call) == "Visibility"
-                 or (called(call) in COPIES and bool(call.args) and a_visibility(call.args[0])))]
+            and (called(call) == cls or (called(call) in COPIES and bool(call.args) and a_copied(call.args[0])))]
 
 
-def test_only_tenancy_constructs_a_visibility() -> None:
+# (the class, the one module that makes it, what a value of it is named)
+MADE_IN_ONE_PLACE = [
+    pytest.param("Visibility", "server/access/tenancy.py", "vis", id="visibility"),  # from its scope, its queries
+    pytest.param("Sight", "server/search/seen.py", "sight", id="sight"),  # from a visibility (EVERY_ROW: none)
+]
+
+
+@pytest.mark.parametrize("cls, home, named", MADE_IN_ONE_PLACE)
+def test_what_the_caller_sees_is_made_in_one_place(cls: str, home: str, named: str) -> None:
     """A caller's Visibility is made in server.access.tenancy only (built from its access scope, narrowed there by
-    its SMART scopes' queries): a Visibility made anywhere else could show rows its scope does not."""
-    made = [f"{_name(path)}:{line}" for path in SERVER if _name(path) != "server/access/tenancy.py"
-            for line in _made_visibilities(path)]
-    assert not made, f"a Visibility made outside server/access/tenancy.py: {made}"
+    its SMART scopes' queries), and what a clause compiles with of it (`Sight`) in server.search.seen only: made
+    anywhere else, either could show rows its scope does not, or mean one thing searched and another chained."""
+    made = [f"{_name(path)}:{line}" for path in SERVER if _name(path) != home for line in _made(path, cls, named)
+            if not (cls == "Sight" and _name(path) == "server/params/types/base.py")]  # the class and EVERY_ROW
+    assert not made, f"a {cls} made outside {home}: {made}"
 
 
 @pytest.mark.parametrize("source, lines", [
@@ -88,7 +96,21 @@ def test_only_tenancy_constructs_a_visibility() -> None:
 ])
 def test_the_visibility_guard_itself(tmp_path: Path, source: str, lines: list[int]) -> None:
     (tmp_path / "m.py").write_text(source, encoding="utf-8")
-    assert _made_visibilities(tmp_path / "m.py") == lines
+    assert _made(tmp_path / "m.py") == lines
+
+
+@pytest.mark.parametrize("source, lines", [
+    pytest.param("from server.params.types.base import Sight\ns = Sight({}, None)\n", [2], id="the-class"),
+    pytest.param("from server.params.types import base\ns = base.Sight()\n", [2], id="by-its-module"),
+    pytest.param("from dataclasses import replace\ndef f(at: Sight):\n    return replace(at, roots=())\n", [3],
+                 id="a-copy"),
+    pytest.param("from dataclasses import replace\ndef f(sight):\n    return replace(sight, roots=())\n", [3],
+                 id="a-sight"),
+    pytest.param("def f(ctx):\n    return ctx.sight.of('Location')\n", [], id="a-use"),
+])
+def test_the_sight_guard_itself(tmp_path: Path, source: str, lines: list[int]) -> None:
+    (tmp_path / "m.py").write_text(source, encoding="utf-8")
+    assert _made(tmp_path / "m.py", "Sight", "sight") == lines
 
 
 def test_only_the_engine_asks_the_scoper_for_a_callers_visibility() -> None:

@@ -91,9 +91,9 @@ def via(through: Through | None, cond: ColumnElement[bool]) -> Match:
 
 @dataclass(frozen=True)
 class Sight:
-    """What the caller sees, as compilation needs it: built by the engine from the caller's visibility of each type
-    (server.access.tenancy.Visibility), handed to every clause in `CompileContext.sight`; a type reads it, never
-    builds it."""
+    """What the caller sees, as compilation needs it: made from the caller's visibility of each type
+    (server.access.tenancy.Visibility) by server.search.seen.sight_of only, handed to every clause in
+    `CompileContext.sight`; a type reads it, never builds it."""
 
     # the conditions (AND-ed) keeping the live rows the caller sees of each other type a `LooksUp` type `reads`
     others: Mapping[str, tuple[ColumnElement[bool], ...]] = field(default_factory=dict)
