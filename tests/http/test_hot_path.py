@@ -15,6 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from server.app import create_app
+from server.engine import drivers
 from server.engine.context import ServerContext
 from server.storage.hot import OverBudget, SqliteOnLoop
 from tests.support.clock import held
@@ -68,9 +69,11 @@ def _sql(statements: list[Statement]) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def still(small_ctx: ServerContext) -> Iterator[None]:
+def still(small_ctx: ServerContext, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The once-a-second re-read of what the database holds happens at a test's first request, never in the middle
-    of what it captures, however slow the machine."""
+    of what it captures; and no statement leaves the loop for being slow (past the loop's budget, which a loaded
+    machine can reach on any statement: that move is tested apart, below), however slow the machine."""
+    monkeypatch.setattr(drivers, "LOOP_BUDGET_S", None)
     with held(small_ctx.freshness):
         yield
 
@@ -132,6 +135,30 @@ def test_a_long_statement_leaves_the_loop_of_a_blocking_driver(tmp_path: Path) -
         asyncio.run(database.rows(slow, (), budget_s=0.001))
     assert asyncio.run(database.rows(slow, ())) == [(3_000_000,)]
     asyncio.run(database.close())
+
+
+def test_past_the_loops_budget_a_statement_runs_in_a_thread_and_answers_the_same(
+        small_ctx: ServerContext, hot: TestClient, threaded: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A statement the loop's driver gives up past its budget (OverBudget: SQLite's, tested above) runs in a worker
+    thread, through SQLAlchemy, and the answer is the same; one with no budget (a bounded statement) stays."""
+    path = "/fhir/Location?status=active"
+    expected = threaded.get(path)
+    hot.get(path)
+    rows = small_ctx.hot.rows  # type: ignore[union-attr]
+    budgets: list[float | None] = []
+
+    async def over(sql: str, params: Any, budget_s: float | None = None) -> Any:
+        budgets.append(budget_s)
+        if budget_s is not None:
+            raise OverBudget(sql)
+        return await rows(sql, params, budget_s)
+
+    monkeypatch.setattr(drivers, "LOOP_BUDGET_S", 0.02)
+    monkeypatch.setattr(small_ctx.hot, "rows", over)
+    with captured(small_ctx.db) as statements:
+        answer = hot.get(path)
+    assert (answer.status_code, answer.content) == (expected.status_code, expected.content)
+    assert 0.02 in budgets and len(_sql(statements)) == budgets.count(0.02), (budgets, _sql(statements))
 
 
 @pytest.mark.parametrize("path", ["/fhir/Location?partof:below=20&_summary=count", "/fhir/Location?type=CSPS&_count=0"])
