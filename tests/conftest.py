@@ -16,12 +16,7 @@ from server.settings import Settings, parse_settings
 from server.storage.db import create_db_engine
 from tests.support import pg
 from tests.support.contexts import make_settings, migrate, pyramid_context
-from tests.support.schedule import LONGEST_FIRST
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,6 @@ from server.storage.db import create_db_engine
 from plugins.orgunits.tables import org_unit
 from tests.support.contexts import IASO_CSV
 from tests.support.live import cli, live_server, run_cli
-from tests.support.schedule import LONGEST_FIRST
 
 ROOT = Path(__file__).resolve().parents[2]
 DHIS2_SAMPLE = ROOT / "tests" / "fixtures" / "dhis2_sierra_leone_sample.json"
@@ -202,12 +201,6 @@ def test_make_test_passes_its_arguments() -> None:
         workers = subprocess.run(["make", "-n", "test", f"JOBS={jobs}", "ARGS=-x tests/ops"], capture_output=True,
                                  text=True, cwd=ROOT, timeout=60, env=env)
         assert workers.returncode == 0 and f"pytest -q -n {jobs} --dist loadfile -x tests/ops" in workers.stdout
-
-
-def test_the_longest_files_run_first_and_each_is_there() -> None:
-    """A renamed or removed file would silently leave the list (and run wherever it falls)."""
-    missing = [name for name in LONGEST_FIRST if not (ROOT / name).is_file()]
-    assert not missing and len(set(LONGEST_FIRST)) == len(LONGEST_FIRST), missing
 
 
 def test_every_setting_is_listed_in_settings_yaml_and_readme() -> None:
