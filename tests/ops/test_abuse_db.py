@@ -108,9 +108,9 @@ def _too_costly_and_gone(server: LiveServer, database: str, other_s: float) -> N
         assert active == (0,)
 
 
-LONG = {"sqlite": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) "
+LONG = {"sqlite": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000000000) "
                   "SELECT count(*) FROM n",
-        "postgresql": "SELECT pg_sleep(5)"}
+        "postgresql": "SELECT pg_sleep(60)"}  # uncut, each runs its 30 s statement timeout
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -130,7 +130,7 @@ def test_the_budget_cuts_a_statement_on_a_worker_thread_s_connection(backend: st
                 assert conn.execute(text("SELECT 1")).scalar() == 1
         finally:
             engine.dispose()
-    assert elapsed < 1.5, elapsed
+    assert elapsed < 10, elapsed  # uncut, 30 s
 
 
 @contextmanager

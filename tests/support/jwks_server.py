@@ -14,7 +14,8 @@ class JwksServer:
         self.status = 200
         self.requests = 0
         self._count = threading.Lock()
-        self.stalled = threading.Event()   # set: requests wait for `released` before answering
+        self.stalled = threading.Event()   # set: requests wait for `released` before answering (stall_s at most)
+        self.stall_s = 10.0
         self.released = threading.Event()
         server = self
 
@@ -23,7 +24,7 @@ class JwksServer:
                 with server._count:
                     server.requests += 1
                 if server.stalled.is_set():
-                    server.released.wait(10)
+                    server.released.wait(server.stall_s)
                 body = server.document if isinstance(server.document, bytes) else json.dumps(server.document).encode()
                 try:
                     self.send_response(server.status)

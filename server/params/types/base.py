@@ -95,7 +95,9 @@ class Sight:
     (server.access.tenancy.Visibility) by server.search.seen.sight_of only, handed to every clause in
     `CompileContext.sight`; a type reads it, never builds it."""
 
-    # the conditions (AND-ed) keeping the live rows the caller sees of each other type a `LooksUp` type `reads`
+    # of each other type a `LooksUp` type `reads`, the conditions (AND-ed) keeping the live rows the caller's
+    # look-ups read: those its account and subtree roots hold, before a SMART scope's query narrows them (a :below
+    # names a unit the query leaves out; server.search.seen.sight_of)
     others: Mapping[str, tuple[ColumnElement[bool], ...]] = field(default_factory=dict)
     # the paths of the subtree roots of a caller limited to subtrees (Visibility.paths; None: not so limited)
     roots: tuple[str, ...] | None = None

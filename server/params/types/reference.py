@@ -153,7 +153,8 @@ class ReferenceType:
 def _by_tree(target: ReferenceTarget, tree: Hierarchy, modifier: str | None, value: ReferenceValue,
              at: CompileContext) -> Match:
     """The references to the resource named or to one inside its subtree (:below) or above it (:above), among the
-    live rows of the referenced type the caller sees (at.sight.of(type), handed by the engine)."""
+    live rows of the referenced type the caller's look-ups read (at.sight.of(type): its account's and subtree
+    roots', a scope's query not applied)."""
     path = at.found.get((at.param, tree.resource_type, value.id))
     if path is None:  # unknown, or out of the caller's sight
         return false()
