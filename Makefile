@@ -66,7 +66,8 @@ chromium:
 
 # the suite runs on JOBS pytest-xdist workers (3 by default), each test file whole on one worker (--dist loadfile), so a
 # module's fixtures are built once: on two cores 15-20 minutes where one process (JOBS=0) takes 22-29. Every test
-# passes with the machine so loaded: none asserts how fast something ran, each process serves on its own ports
+# passes with the machine so loaded: a time bound in a test proves a behaviour against what the wrong one would
+# take, never how fast this machine is; each process serves on its own ports
 JOBS ?= 3
 test: $(STAMP) postgres nginx authserver chromium
 	$(BIN)/pytest -q -n $(JOBS) --dist loadfile $(ARGS)
