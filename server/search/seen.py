@@ -63,8 +63,11 @@ def by_deletion(provider: ResourceProvider, live: ColumnElement[bool],
 def sight_of(providers: Mapping[str, ResourceProvider], own: Seeing, others: Mapping[str, Seeing],
           reads: Iterable[str]) -> Sight:
     """What a clause on a type compiles with, made here only, for a search's own clauses and a chain's far ones
-    alike: of each other type it `reads`, the rows its look-ups read (`looked_up`: a path a :below names is found
-    though a scope's query leaves that unit out); of its own type (`own`), the subtree roots, and to a caller a
-    scope's query narrows, what it sees (a parent it cannot see is as missing)."""
-    return Sight({t: tuple(seen(providers[t], others[t].looked_up)) for t in reads}, own.paths,
-                 own.clause if own.filtered else None)
+    alike: of each other type it `reads`, the rows the caller sees (a value matches through those only) and the
+    rows its look-ups read (`looked_up`: a path a :below names is found though a scope's query leaves that unit
+    out), as on its own type; of its own type (`own`), the subtree roots, and to a caller a scope's query narrows,
+    what it sees (a parent it cannot see is as missing)."""
+    reads = tuple(reads)
+    return Sight(others={t: tuple(seen(providers[t], others[t].clause)) for t in reads},
+                 looked_up={t: tuple(seen(providers[t], others[t].looked_up)) for t in reads},
+                 roots=own.paths, narrowed=own.clause if own.filtered else None)

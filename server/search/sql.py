@@ -151,9 +151,9 @@ def read_types(clauses: Iterable[Clause]) -> tuple[str, ...]:
 def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnElement[bool] | None = None, *,
             sight: Sight) -> Steps[dict[Hashable, Any]]:
     """What the search looks up before its query, as steps (server.storage.steps): what the request's
-    LooksUp types need (the path of a :below value...), among the live rows the caller may see (`visible`; of
-    another type a type `reads`, `sight.of(type)`: seen(that provider, its visibility), one for each of
-    read_types): what it may not see is unknown; and the keys of conditions on referred tables
+    LooksUp types need (the path of a :below value...), among the live rows the caller's look-ups read (`visible`;
+    of another type a type `reads`, `sight.looked_up_of(type)`, one for each of read_types): what they may not
+    read is unknown; and the keys of conditions on referred tables
     (server.search.referred)."""
     found: dict[Hashable, Any] = {}
     for clause in request.all_clauses:
@@ -163,7 +163,7 @@ def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnE
         at = _context(provider, clause, found, sight)
         for target in clause.param.targets:
             other = kind.reads(target, clause.modifier)
-            scope = seen(provider, visible) if other is None else sight.of(other)
+            scope = seen(provider, visible) if other is None else sight.looked_up_of(other)
             for value in clause.values:
                 for key, query in kind.lookups(target, clause.modifier, value, at):
                     found[key] = yield from scalar(query.where(*scope).limit(1))

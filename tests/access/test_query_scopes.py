@@ -182,6 +182,28 @@ def test_below_a_unit_the_scope_leaves_out_and_the_top_of_what_it_sees(api: Test
     assert _ids(api, "/fhir/Location?partof:missing=false", headers) == below - tops
 
 
+# (a search through another type's tree, the token's own searches of that type whose units it matches through)
+THROUGH = [
+    pytest.param("location:below=Location/3", ["_id=3", "partof:below=Location/3"], id="below-a-unit-it-cannot-see"),
+    pytest.param("location:above=Location/20", ["_id=20", "partof:above=Location/20"], id="above-a-unit-it-cannot-see"),
+]
+
+
+@pytest.mark.parametrize(("searched", "within"), THROUGH)
+def test_a_match_through_another_types_tree_keeps_to_the_units_the_token_sees(
+        api: TestClient, ctx: ServerContext, searched: str, within: list[str]) -> None:
+    """A token narrowed to the CSPS finds the unit a :below or :above names though it cannot see it (its look-ups
+    read what its account holds), but a service matches through a unit it sees only: one it cannot read grants
+    nothing, as a search of that type keeps to what the token sees."""
+    headers = _token(ctx, ["system/Location.rs?type=CSPS", "system/HealthcareService.rs"])
+    units = set().union(*(_ids(api, f"/fhir/Location?{q}", headers) for q in within))
+    expected = _ids(api, f"/fhir/HealthcareService?location={','.join(sorted(units))}", headers) if units else set()
+    through_unseen = (_trusted(api, ctx, f"/fhir/HealthcareService?{searched}")
+                      & _ids(api, "/fhir/HealthcareService", headers)) - expected
+    assert through_unseen, "a case that tells nothing"  # services the token sees, matched through units it does not
+    assert _ids(api, f"/fhir/HealthcareService?{searched}", headers) == expected
+
+
 # (the chained search, its far clause searched alone, the search by what that finds its chain means)
 CHAINS = [
     pytest.param("HealthcareService?location.partof:below=Location/10", "Location?partof:below=Location/10",

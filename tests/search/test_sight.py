@@ -72,3 +72,13 @@ def test_no_clause_reads_the_callers_sight_from_what_was_found() -> None:
             if isinstance(node, ast.Name) and node.id in ("SCOPE", "SCOPE_ROOTS", "SCOPE_SEEN"):
                 offending.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offending
+
+
+def test_look_ups_read_their_own_rows_of_another_type_and_matches_the_rows_seen() -> None:
+    """A scope's query narrows what a value matches through (`of`), not where a :below's unit is found
+    (`looked_up_of`); with no look-up rows of their own, look-ups read the rows seen."""
+    held = literal_column("sight_unit.id < 1000")
+    narrowed = Sight(others={"Location": (LOCATION_SEEN,)}, looked_up={"Location": (held,)})
+    assert (narrowed.of("Location"), narrowed.looked_up_of("Location")) == ((LOCATION_SEEN,), (held,))
+    plain = Sight(others={"Location": (LOCATION_SEEN,)})
+    assert plain.looked_up_of("Location") == (LOCATION_SEEN,)

@@ -95,10 +95,12 @@ class Sight:
     (server.access.tenancy.Visibility) by server.search.seen.sight_of only, handed to every clause in
     `CompileContext.sight`; a type reads it, never builds it."""
 
-    # of each other type a `LooksUp` type `reads`, the conditions (AND-ed) keeping the live rows the caller's
-    # look-ups read: those its account and subtree roots hold, before a SMART scope's query narrows them (a :below
-    # names a unit the query leaves out; server.search.seen.sight_of)
+    # of each other type a `LooksUp` type `reads`, the conditions (AND-ed) keeping the live rows the caller sees:
+    # what a value matches through (a row it cannot see grants nothing)
     others: Mapping[str, tuple[ColumnElement[bool], ...]] = field(default_factory=dict)
+    # of the same types, the live rows its look-ups read: those its account and subtree roots hold, before a SMART
+    # scope's query narrows them (a :below may name a unit the query leaves out). None: the same as `others`
+    looked_up: Mapping[str, tuple[ColumnElement[bool], ...]] | None = None
     # the paths of the subtree roots of a caller limited to subtrees (Visibility.paths; None: not so limited)
     roots: tuple[str, ...] | None = None
     # the rows of the searched type the caller sees when a SMART scope's query narrows its view (None: not narrowed)
@@ -108,6 +110,10 @@ class Sight:
         """The live rows the caller sees of another type; KeyError when the engine did not hand it (it hands each
         type `reads` names)."""
         return self.others[resource_type]
+
+    def looked_up_of(self, resource_type: str) -> tuple[ColumnElement[bool], ...]:
+        """The live rows of another type the caller's look-ups read (the path of the unit a :below names)."""
+        return (self.others if self.looked_up is None else self.looked_up)[resource_type]
 
 
 EVERY_ROW = Sight()  # a caller that sees every row (no other type read)
@@ -167,8 +173,8 @@ class LooksUp(Protocol[T, V]):
 
     def reads(self, target: T, modifier: str | None) -> str | None:
         """The other resource type whose rows the look-ups (and then the match) read, None: the provider's own.
-        The engine limits those look-ups to that type's live rows the caller sees, and hands the same conditions
-        to `compile` as at.sight.of(type)."""
+        The engine limits those look-ups to that type's live rows the caller's look-ups read (Sight.looked_up_of),
+        and hands `compile` the rows it sees of that type, to match through, as at.sight.of(type)."""
         ...
 
 

@@ -9,8 +9,9 @@ materialized path) selects resources of the tree itself: `partof:below=X` the re
 (`hierarchy`, found by the registry on that type's provider: server.declare.registry) selects by the referenced
 resource, as FHIR's :below/:above on a reference to a hierarchical resource do: `location:below=X` the resources
 referring to X itself or to a resource inside X's subtree, `location:above=X` to X or one of its ancestors. Those
-read the other type's rows, limited to the live ones the caller sees (`reads`: the engine hands their conditions
-as at.sight.of(type)): a value the caller cannot see matches nothing."""
+read the other type's rows: the named resource's path among those the caller's look-ups read (its account's and
+subtree roots'), the references matched among the live ones the caller sees (`reads`: the engine hands their
+conditions as at.sight.of(type)), so a reference it cannot see matches nothing."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
@@ -153,8 +154,7 @@ class ReferenceType:
 def _by_tree(target: ReferenceTarget, tree: Hierarchy, modifier: str | None, value: ReferenceValue,
              at: CompileContext) -> Match:
     """The references to the resource named or to one inside its subtree (:below) or above it (:above), among the
-    live rows of the referenced type the caller's look-ups read (at.sight.of(type): its account's and subtree
-    roots', a scope's query not applied)."""
+    live rows of the referenced type the caller sees (at.sight.of(type), a scope's query applied)."""
     path = at.found.get((at.param, tree.resource_type, value.id))
     if path is None:  # unknown, or out of the caller's sight
         return false()
