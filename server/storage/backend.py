@@ -288,8 +288,11 @@ class BoundedPool(QueuePool):
 
 
 def translate_errors(engine: Engine) -> Engine:
-    """The engine raises storage errors, not SQLAlchemy's (statements, and connecting): installed once."""
-    if not event.contains(engine, "handle_error", _translated):
+    """The engine raises storage errors, not SQLAlchemy's (statements, and connecting): installed once, as the
+    engine's own listeners say (SQLAlchemy's `event.contains` keys by the target's id: a new engine's dialect may
+    take the address of a freed one whose listeners still await the garbage collector, and be taken as
+    translated when it is not)."""
+    if _translated not in engine.dialect.dispatch.handle_error:
         event.listen(engine, "handle_error", _translated)
     return engine
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from sqlalchemy import Column, Integer, MetaData, Table, insert, text
+from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.pool import NullPool
 
 from server.defaults import translate_exception
 from server.errors import (
@@ -30,6 +31,7 @@ from server.storage.backend import (
     refresh_statistics,
     reuses_deleted_ids,
     storage_error,
+    translate_errors,
 )
 from server.storage.db import create_db_engine, once_more_if_dropped, writing_engine
 from tests.support.contexts import make_settings
@@ -125,6 +127,26 @@ def test_a_database_out_of_reach_raises_storage_unavailable(url: str, tmp_path: 
             conn.execute(text("SELECT 1"))
     finally:
         engine.dispose()
+
+
+def test_an_engine_whose_dialect_takes_a_freed_ones_address_still_raises_storage_errors() -> None:
+    """A flake found in a full run (`check_serving_databases` raised SQLAlchemy's OperationalError for a primary
+    down): SQLAlchemy's `event.contains` keys by the target's id, and a new engine's dialect can take the address
+    of a freed one whose listeners still await the garbage collector (held here), so the new engine was taken as
+    translating its errors when it was not. Each engine is asked of its own listeners."""
+    held, freed, reused = [], set(), 0
+    for _ in range(2000):
+        engine = translate_errors(create_engine("postgresql+psycopg://postgres@127.0.0.1:1/none", poolclass=NullPool))
+        reused += id(engine.dialect) in freed
+        with pytest.raises(StorageUnavailable), engine.connect():
+            pass
+        held.append(engine.dialect.dispatch.handle_error)  # as a garbage cycle holds it until collected
+        freed.add(id(engine.dialect))
+        engine.dispose()
+        del engine
+        if reused >= 3:
+            break
+    assert reused >= 3, "no dialect took a freed one's address: the case was not tried"
 
 
 def test_the_read_only_transaction_refuses_writes(database_url: str, tmp_path: Path) -> None:
