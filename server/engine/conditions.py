@@ -70,8 +70,9 @@ class Condition:
 
     @cached_property
     def sight(self) -> Sight:
-        """What the caller sees, as the query's clauses are compiled: the live rows of each other type crossed, its
-        subtree roots, and to a caller narrowed by a scope's query what it sees of this type."""
+        """What the caller sees, as the query's clauses are compiled: of each other type crossed the live rows it
+        sees and those its look-ups read, its subtree roots, and to a caller narrowed by a scope's query what it
+        sees of this type (server.search.seen.sight_of)."""
         return sight_of(self.ctx.registry.providers, self.vis, self.others, self.others)
 
     def _found(self) -> Steps[dict[Any, Any]]:

@@ -42,42 +42,39 @@ CALLERS: dict[str, tuple[list[str], list[str] | None] | None] = {
                                     "system/Practitioner.rs"], None),
 }
 
+def forward(searched: str, reference: str, far_type: str, far: str, name: str) -> Any:
+    """`searched?reference.far`: the `searched` resources whose reference is one of what `far_type?far` finds."""
+    return pytest.param(f"{searched}?{reference}.{far}", f"{far_type}?{far}", f"{searched}?{reference}={{ids}}",
+                        id=name)
+
+
+def has(searched: str, referring: str, reference: str, far: str, name: str) -> Any:
+    """`searched?_has:referring:reference:far`: the `searched` resources that one of what `referring?far` finds
+    refers to."""
+    return pytest.param(f"{searched}?_has:{referring}:{reference}:{far}", f"{referring}?{far}",
+                        f"{searched}?_has:{referring}:{reference}:_id={{ids}}", id=name)
+
+
 # (the chained search, its far clause searched alone, the search by what that finds: what the chain means)
 CHAINS = [
-    pytest.param("HealthcareService?location.partof:below=Location/10", "Location?partof:below=Location/10",
-                 "HealthcareService?location={ids}", id="forward-below"),
-    pytest.param("HealthcareService?location.partof:below=Location/2", "Location?partof:below=Location/2",
-                 "HealthcareService?location={ids}", id="forward-below-a-region"),
-    pytest.param("HealthcareService?location.partof:above=Location/30", "Location?partof:above=Location/30",
-                 "HealthcareService?location={ids}", id="forward-above"),
-    pytest.param("HealthcareService?location.partof:missing=true", "Location?partof:missing=true",
-                 "HealthcareService?location={ids}", id="forward-missing"),
-    pytest.param("HealthcareService?location.partof.partof:below=Location/2", "Location?partof.partof:below=Location/2",
-                 "HealthcareService?location={ids}", id="two-hops"),
-    pytest.param("Location?partof.partof:below=Location/2", "Location?partof:below=Location/2",
-                 "Location?partof={ids}", id="back-to-its-own-type"),
-    pytest.param("PractitionerRole?location.partof:below=Location/10", "Location?partof:below=Location/10",
-                 "PractitionerRole?location={ids}", id="another-type-forward"),
-    pytest.param("Location?_has:HealthcareService:location:location:below=Location/10",
-                 "HealthcareService?location:below=Location/10", "Location?_has:HealthcareService:location:_id={ids}",
-                 id="has-below-another-types-tree"),
-    pytest.param("Location?_has:PractitionerRole:location:location:below=Location/10",
-                 "PractitionerRole?location:below=Location/10", "Location?_has:PractitionerRole:location:_id={ids}",
-                 id="has-of-roles"),
-    pytest.param("Practitioner?_has:PractitionerRole:practitioner:location:below=Location/2",
-                 "PractitionerRole?location:below=Location/2",
-                 "Practitioner?_has:PractitionerRole:practitioner:_id={ids}", id="has-through-a-type-without-a-tree"),
-    pytest.param("Location?_has:Location:partof:partof:below=Location/2", "Location?partof:below=Location/2",
-                 "Location?_has:Location:partof:_id={ids}", id="has-of-its-own-type"),
-    pytest.param("Location?_has:Location:partof:_has:HealthcareService:location:location:below=Location/10",
-                 "Location?_has:HealthcareService:location:location:below=Location/10",
-                 "Location?_has:Location:partof:_id={ids}", id="has-of-a-has"),
-    pytest.param("HealthcareService?location._has:PractitionerRole:location:location:below=Location/10",
-                 "Location?_has:PractitionerRole:location:location:below=Location/10",
-                 "HealthcareService?location={ids}", id="forward-then-has"),
-    pytest.param("PractitionerRole?practitioner._has:PractitionerRole:practitioner:location:below=Location/10",
-                 "Practitioner?_has:PractitionerRole:practitioner:location:below=Location/10",
-                 "PractitionerRole?practitioner={ids}", id="forward-then-has-back"),
+    forward("HealthcareService", "location", "Location", "partof:below=Location/10", "forward-below"),
+    forward("HealthcareService", "location", "Location", "partof:below=Location/2", "forward-below-a-region"),
+    forward("HealthcareService", "location", "Location", "partof:above=Location/30", "forward-above"),
+    forward("HealthcareService", "location", "Location", "partof:missing=true", "forward-missing"),
+    forward("HealthcareService", "location", "Location", "partof.partof:below=Location/2", "two-hops"),
+    forward("Location", "partof", "Location", "partof:below=Location/2", "back-to-its-own-type"),
+    forward("PractitionerRole", "location", "Location", "partof:below=Location/10", "another-type-forward"),
+    has("Location", "HealthcareService", "location", "location:below=Location/10", "has-below-another-types-tree"),
+    has("Location", "PractitionerRole", "location", "location:below=Location/10", "has-of-roles"),
+    has("Practitioner", "PractitionerRole", "practitioner", "location:below=Location/2",
+        "has-through-a-type-without-a-tree"),
+    has("Location", "Location", "partof", "partof:below=Location/2", "has-of-its-own-type"),
+    has("Location", "Location", "partof", "_has:HealthcareService:location:location:below=Location/10",
+        "has-of-a-has"),
+    forward("HealthcareService", "location", "Location", "_has:PractitionerRole:location:location:below=Location/10",
+            "forward-then-has"),
+    forward("PractitionerRole", "practitioner", "Practitioner",
+            "_has:PractitionerRole:practitioner:location:below=Location/10", "forward-then-has-back"),
 ]
 
 

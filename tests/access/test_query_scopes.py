@@ -204,29 +204,6 @@ def test_a_match_through_another_types_tree_keeps_to_the_units_the_token_sees(
     assert _ids(api, f"/fhir/HealthcareService?{searched}", headers) == expected
 
 
-# (the chained search, its far clause searched alone, the search by what that finds its chain means)
-CHAINS = [
-    pytest.param("HealthcareService?location.partof:below=Location/10", "Location?partof:below=Location/10",
-                 "HealthcareService?location={ids}", id="forward-below-its-own-tree"),
-    pytest.param("Location?_has:HealthcareService:location:location:below=Location/10",
-                 "HealthcareService?location:below=Location/10", "Location?_has:HealthcareService:location:_id={ids}",
-                 id="has-below-another-types-tree"),
-]
-
-
-@pytest.mark.parametrize(("chained", "alone", "meant"), CHAINS)
-def test_a_chains_far_clause_means_what_it_means_alone(api: TestClient, ctx: ServerContext, chained: str,
-                                                       alone: str, meant: str) -> None:
-    """A token narrowed to the CSPS leaves the district 10 out: the far end of a chain finds the units below it,
-    as the same clause searched alone does (its look-ups read what the token's account holds, not its query)."""
-    headers = _token(ctx, ["system/Location.rs?type=CSPS", "system/HealthcareService.rs"])
-    assert api.get("/fhir/Location/10", headers=headers).status_code == 404
-    far = _ids(api, f"/fhir/{alone}", headers)
-    expected = _ids(api, f"/fhir/{meant.format(ids=','.join(sorted(far)))}", headers)
-    assert far and expected, "a case that tells nothing"
-    assert _ids(api, f"/fhir/{chained}", headers) == expected
-
-
 @pytest.mark.parametrize(("claims", "named"), [
     pytest.param({"scp": ["system/Location.rs?partof.name=DS Boromo"]}, "holds white space",
                  id="a-list-element-with-a-space"),

@@ -76,9 +76,9 @@ def test_no_clause_reads_the_callers_sight_from_what_was_found() -> None:
 
 def test_look_ups_read_their_own_rows_of_another_type_and_matches_the_rows_seen() -> None:
     """A scope's query narrows what a value matches through (`of`), not where a :below's unit is found
-    (`looked_up_of`); with no look-up rows of their own, look-ups read the rows seen."""
+    (`looked_up_of`); a type the engine did not hand is an error, never another field's rows."""
     held = literal_column("sight_unit.id < 1000")
     narrowed = Sight(others={"Location": (LOCATION_SEEN,)}, looked_up={"Location": (held,)})
     assert (narrowed.of("Location"), narrowed.looked_up_of("Location")) == ((LOCATION_SEEN,), (held,))
-    plain = Sight(others={"Location": (LOCATION_SEEN,)})
-    assert plain.looked_up_of("Location") == (LOCATION_SEEN,)
+    with pytest.raises(KeyError):
+        Sight(others={"Location": (LOCATION_SEEN,)}).looked_up_of("Location")

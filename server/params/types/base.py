@@ -99,8 +99,8 @@ class Sight:
     # what a value matches through (a row it cannot see grants nothing)
     others: Mapping[str, tuple[ColumnElement[bool], ...]] = field(default_factory=dict)
     # of the same types, the live rows its look-ups read: those its account and subtree roots hold, before a SMART
-    # scope's query narrows them (a :below may name a unit the query leaves out). None: the same as `others`
-    looked_up: Mapping[str, tuple[ColumnElement[bool], ...]] | None = None
+    # scope's query narrows them (a :below may name a unit the query leaves out)
+    looked_up: Mapping[str, tuple[ColumnElement[bool], ...]] = field(default_factory=dict)
     # the paths of the subtree roots of a caller limited to subtrees (Visibility.paths; None: not so limited)
     roots: tuple[str, ...] | None = None
     # the rows of the searched type the caller sees when a SMART scope's query narrows its view (None: not narrowed)
@@ -112,8 +112,9 @@ class Sight:
         return self.others[resource_type]
 
     def looked_up_of(self, resource_type: str) -> tuple[ColumnElement[bool], ...]:
-        """The live rows of another type the caller's look-ups read (the path of the unit a :below names)."""
-        return (self.others if self.looked_up is None else self.looked_up)[resource_type]
+        """The live rows of another type the caller's look-ups read (the path of the unit a :below names);
+        KeyError when the engine did not hand it, as `of`."""
+        return self.looked_up[resource_type]
 
 
 EVERY_ROW = Sight()  # a caller that sees every row (no other type read)
