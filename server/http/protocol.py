@@ -15,8 +15,13 @@ would answer by itself.
   trailers too).
 - Flow control: the parser is handed one whole request at a time; at most READ_AHEAD requests wait behind the one
   being answered, and no request is read while the connection's unsent output is above WRITE_HIGH_WATER. Output
-  that has not drained for server.write_timeout_seconds (the client does not read) closes the connection, a
-  closed one included (its unsent output is dropped).
+  that has not drained for server.write_timeout_seconds (the client does not read) resets the connection (RST: the
+  kernel drops what it holds for the client at once), a closing one included.
+- Output counts until the client has it: the transport's buffer and what the kernel holds for the client (Linux's
+  SIOCOUTQ; up to tcp_wmem's 4 MB). A connection the server closes (a refusal after its linger, the keep-alive
+  timeout, the room it needs) is closed once that is delivered, with its FIN after the output. A plain close with
+  output held would leave the kernel an orphan the client never hears of: its FIN waits behind answers the client
+  does not read.
 - Past server.max_connections open connections, a new one is served for the probes only (/healthz, /readyz); a
   request for anything else first closes the connection whose output has waited longest above the high-water mark
   (a slow reader) and is served, else it gets 503. Past the probes' room, the connection that has waited longest
@@ -27,8 +32,13 @@ Under another server: `uvicorn --factory server.asgi:create --http server.http.p
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import re
+import socket
+import struct
+import sys
+import termios
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -52,6 +62,8 @@ LINGER_BYTES = 256 * 1024  # ...or until this much was dropped
 READ_AHEAD = 4  # requests of a connection parsed and queued behind the one being answered
 WRITE_HIGH_WATER = 64 * 1024  # unsent output past which a connection's requests are no longer read
 FD_MARGIN = 128  # open files beside the connections: the listening socket, the database's, logs, export files
+_OUTQ = getattr(termios, "TIOCOUTQ", None)  # SIOCOUTQ: a socket's bytes not yet acknowledged by its peer (Linux)
+_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST and drops what the kernel still holds
 log = logging.getLogger("orgunit_fhir.http")
 
 
@@ -80,6 +92,19 @@ def open_files_needed(settings: Settings) -> int:
 def edge_limits() -> EdgeLimits:
     """The worker's limits, from the settings `serve` hands its workers ($ORGUNIT_FHIR_SETTINGS)."""
     return EdgeLimits.of(load_settings())
+
+
+def unsent_in_kernel(transport: asyncio.BaseTransport) -> int:
+    """Bytes the kernel holds for the connection's peer, sent or not, that it has not acknowledged; 0 where the socket
+    cannot be asked (another OS, a socket already closed)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or _OUTQ is None:
+        return 0
+    try:
+        held = fcntl.ioctl(sock.fileno(), _OUTQ, b"\0\0\0\0")
+    except (OSError, ValueError):
+        return 0
+    return max(0, int.from_bytes(held, sys.byteorder, signed=True))
 
 
 def _outcome_response(status: int, code: str, diagnostics: str, default_headers: list[tuple[bytes, bytes]],
@@ -144,7 +169,8 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._first = True  # no request has arrived yet: the header timeout runs from the connection
         self._timer: asyncio.TimerHandle | None = None  # the header timeout
         self._write_timer: asyncio.TimerHandle | None = None
-        self._unsent = 0  # output not yet sent when the write timer was armed
+        self._unsent = 0  # output not yet delivered when the write timer was armed
+        self._closing = False  # closed by the server: what it reads is dropped, it closes once its output is delivered
         self._probes_only = False
         self._refusal: tuple[int, str, str, bytes] | None = None  # the answer refusing the connection's next request
         self._dropped = 0  # bytes read and dropped since the refusal
@@ -158,7 +184,7 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         if open_now > limits.max_connections + PROBE_ROOM:
             oldest = next(iter(self.idle), None)
             if oldest is not None:
-                oldest._close()
+                oldest._make_room()
             elif not self._evict_slow():  # every connection is busy with a request: this one waits for none
                 transport.close()
                 return
@@ -180,17 +206,40 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
             self.idle.pop(self, None)
 
     def _close(self) -> None:
+        """Close once the client has its output (FIN after it), else reset after the write timeout; what it sends
+        meanwhile is read and dropped."""
         self._waiting(False)
         self._disarm()
-        if not self.transport.is_closing():
+        if self._closing or self.transport.is_closing():
+            return
+        self._closing = True
+        if not self._output_unsent():
             self.transport.close()
-            self._unsent_bounded()
+            return
+        if self.transport.can_write_eof():
+            self.transport.write_eof()  # the client that reads sees the end right after its output
+        self.stalled[self] = None  # it holds a slot for a client that has not read: room is made from it first
+        self._arm_write()
+
+    def _make_room(self) -> None:
+        """Closed at once for a new connection: reset if its client has not read its output."""
+        if self._output_unsent():
+            self._abort("a new connection needed the room of an idle one whose output was not read")
+        else:
+            self._close()
 
     def _abort(self, why: str) -> None:
+        """Reset (RST): the client learns it at once, and the kernel drops the output it still holds."""
         log.warning("connection from %s closed: %s", _peer(self.client), why)
         self._waiting(False)
         self._disarm()
         self._disarm_write()
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+            except (OSError, ValueError):
+                pass  # closed already, or not a socket: abort() closes it as it can
         self.transport.abort()
 
     def _evict_slow(self) -> bool:
@@ -203,8 +252,9 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         return True
 
     def timeout_keep_alive_handler(self) -> None:
-        super().timeout_keep_alive_handler()
-        self._unsent_bounded()
+        """Idle past the keep-alive timeout: closed as the server closes a connection (uvicorn's closes at once, and a
+        client that has not read its answers would never hear of it)."""
+        self._close()
 
     # ------------------------------------------------------------------ the header timeout
     def _arm(self) -> None:
@@ -232,16 +282,18 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        self.stalled.pop(self, None)
+        if self._closing or self.transport.is_closing():  # its close waits for the output delivered, not for the
+            return                                        # transport's buffer below its low-water mark
         self._disarm_write()
-        if self.transport.is_closing():  # closed with output unsent: it still waits the write timeout at most (the
-            self._unsent_bounded()       # transport resumes below its low-water mark, not once it is empty)
-            return
         self._feed()
+
+    def _output_unsent(self) -> int:
+        """Output the client does not have yet: the transport's buffer and what the kernel holds for it."""
+        return self.transport.get_write_buffer_size() + unsent_in_kernel(self.transport)
 
     def _arm_write(self) -> None:
         if self._write_timer is None:
-            self._unsent = self.transport.get_write_buffer_size()
+            self._unsent = self._output_unsent()
             self._write_timer = self.loop.call_later(self._limits.write_timeout_s, self._write_timed_out)
 
     def _disarm_write(self) -> None:
@@ -252,29 +304,32 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
 
     def _write_timed_out(self) -> None:
         self._write_timer = None
-        unsent = self.transport.get_write_buffer_size()
+        unsent = self._output_unsent()
         if not unsent:
             self.stalled.pop(self, None)
+            if self._closing and not self.transport.is_closing():
+                self.transport.close()  # delivered: the close it waited for
         elif unsent < self._unsent:  # it drains, slowly: another period
             self._arm_write()
         else:
             self._abort(f"its output ({unsent:,} bytes) did not drain within {self._limits.write_timeout_s:g} s")
 
     def _unsent_bounded(self) -> None:
-        """A closed connection whose output is unsent waits for it at most the write timeout."""
-        if self.transport.get_write_buffer_size():
+        """A connection uvicorn closed (a response without keep-alive) whose output is unsent waits for it at most the
+        write timeout."""
+        if self._output_unsent():
             self._arm_write()
 
     # ------------------------------------------------------------------ reading
     def _refused(self) -> bool:
-        return self._refusal is not None or self.transport.is_closing()
+        return self._refusal is not None or self._closing or self.transport.is_closing()
 
     def _blocked(self) -> bool:
         """Whether no further request is handed to the parser now: enough are read ahead, or output waits."""
         return len(self.pipeline) >= READ_AHEAD or self.flow.write_paused
 
     def data_received(self, data: bytes) -> None:
-        if self._refused():  # refused: what more comes is dropped, LINGER_BYTES at most
+        if self._refused():  # refused or closing: what more comes is dropped (LINGER_BYTES, then it closes)
             self._dropped += len(data)
             if self._dropped > LINGER_BYTES and not self.transport.is_closing():
                 self._close()

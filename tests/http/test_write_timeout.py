@@ -1,29 +1,40 @@
-"""The write timeout of server.http.protocol, on the protocol itself (no socket, no clock): a connection whose output
-does not drain is closed, a closed one included, whatever the transport's flow control says in between.
+"""The write timeout of server.http.protocol, on the protocol itself (no server, no clock): output counts until the
+client has it (the transport's buffer and what the kernel holds for it), a connection whose output does not drain is
+reset, a closing one included, and one the server closes is closed once its output is delivered.
 
-The pipelining-flood test (tests/http/test_abuse.py) found a connection left open for good under load: the server
-had closed it (a refusal's linger, an eviction) with output unsent; the transport then resumed writing below its
-low-water mark, which cancelled the write timer, and the rest of the output, never read by the client, kept the
-socket open."""
+Two defects found by the pipelining-flood test (tests/http/test_abuse.py) under load:
+- the server had closed a connection with output unsent; the transport then resumed writing below its low-water
+  mark, which cancelled the write timer, and the connection stayed open for good;
+- the server refused a request its client had not finished within the header timeout (408) and closed the
+  connection after the linger, its transport's buffer empty but ~1 MB of answers in the kernel. The FIN waited behind
+  answers the client never read: the client was never told, and the kernel kept the orphan and its output.
+
+The transport is a stand-in; its socket is a real loopback TCP connection whose client does not read, so what the
+kernel holds is real."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import socket
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from server.http.protocol import WRITE_HIGH_WATER, EdgeLimits, FhirHttpToolsProtocol
+from server.http.protocol import WRITE_HIGH_WATER, EdgeLimits, FhirHttpToolsProtocol, unsent_in_kernel
 
 
 class Transport(asyncio.Transport):
-    """What the protocol asks of a transport; `unsent` is its write buffer, set by the test."""
+    """What the protocol asks of a transport: `unsent` is its write buffer, set by the test; `sock` the socket."""
 
-    def __init__(self) -> None:
+    def __init__(self, sock: socket.socket) -> None:
         super().__init__()
-        self.unsent, self.closing, self.aborted = 0, False, False
+        self.sock = sock
+        self.unsent, self.closing, self.aborted, self.eof = 0, False, False, False
 
     def get_write_buffer_size(self) -> int:
         return self.unsent
@@ -53,26 +64,75 @@ class Transport(asyncio.Transport):
         return True
 
     def write_eof(self) -> None:
-        pass
+        self.eof = True
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
+        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8000), "socket": self.sock}.get(name,
+                                                                                                           default)
+
+
+@dataclass(frozen=True)
+class Connection:
+    protocol: FhirHttpToolsProtocol
+    transport: Transport
+    client: socket.socket  # the client's end: it reads only when the test says so
+
+    def fill_kernel(self) -> int:
+        """The server's end writes until the kernel holds all it will for a client that does not read."""
+        self.transport.sock.setblocking(False)
+        try:
+            while True:
+                self.transport.sock.send(b"x" * 65536)
+        except BlockingIOError:
+            pass
+        held = unsent_in_kernel(self.transport)
+        assert held > 0
+        return held
+
+    def client_reads(self, at_most: int | None = None) -> None:
+        """The client reads what the kernel holds for it (`at_most` bytes), until the server's end sees it acknowledged."""
+        self.client.settimeout(5)
+        target = 0 if at_most is None else max(0, unsent_in_kernel(self.transport) - at_most)
+        deadline = time.monotonic() + 10
+        while unsent_in_kernel(self.transport) > target:
+            assert time.monotonic() < deadline, "the kernel did not deliver what the client read"
+            self.client.recv(65536 if at_most is None else min(at_most, 65536))
+            if at_most is not None:
+                at_most -= 65536
+                if at_most <= 0:
+                    break
+
+    def reset(self) -> bool:
+        """Whether the server's end was set to reset (RST) when closed."""
+        on, seconds = struct.unpack("ii", self.transport.sock.getsockopt(socket.SOL_SOCKET, socket.SO_LINGER, 8))
+        return bool(on) and seconds == 0
 
 
 @pytest.fixture
-def connection() -> Iterator[tuple[FhirHttpToolsProtocol, Transport]]:
+def connection() -> Iterator[Connection]:
     loop = asyncio.new_event_loop()
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         pass
 
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.connect(listener.getsockname())
+        ours, _ = listener.accept()
     protocol = FhirHttpToolsProtocol(Config(app=app, log_level="warning"), ServerState(), {}, _loop=loop)
     protocol._limits = EdgeLimits(max_line=8192, max_fields=65536, header_timeout_s=5, max_connections=10,
                                   write_timeout_s=1)
-    transport = Transport()
+    transport = Transport(ours)
     protocol.connection_made(transport)
-    yield protocol, transport
-    loop.close()
+    try:
+        yield Connection(protocol, transport, client)
+    finally:
+        protocol._disarm()
+        protocol._disarm_write()
+        ours.close()
+        client.close()
+        loop.close()
 
 
 def _timed_out(protocol: FhirHttpToolsProtocol) -> None:
@@ -82,32 +142,33 @@ def _timed_out(protocol: FhirHttpToolsProtocol) -> None:
     protocol._write_timed_out()
 
 
+# ------------------------------------------------------------------ output in the transport's buffer
 @pytest.mark.parametrize("closed_by", ["a-close", "no-close"])
-def test_output_that_does_not_drain_closes_the_connection(connection: tuple[FhirHttpToolsProtocol, Transport],
-                                                          closed_by: str) -> None:
-    protocol, transport = connection
+def test_output_that_does_not_drain_resets_the_connection(connection: Connection, closed_by: str) -> None:
+    protocol, transport = connection.protocol, connection.transport
     transport.unsent = WRITE_HIGH_WATER + 1
     protocol.pause_writing()
     if closed_by == "a-close":
         protocol._close()
     _timed_out(protocol)
-    assert transport.aborted
+    assert transport.aborted and connection.reset()
 
 
-def test_a_closed_connection_resumed_below_its_low_water_mark_still_times_out(
-        connection: tuple[FhirHttpToolsProtocol, Transport]) -> None:
-    protocol, transport = connection
+def test_a_closing_connection_resumed_below_its_low_water_mark_still_times_out(connection: Connection) -> None:
+    protocol, transport = connection.protocol, connection.transport
     transport.unsent = WRITE_HIGH_WATER + 1
     protocol.pause_writing()
     protocol._close()  # closed, its output waiting
     transport.unsent = 10_000  # the kernel took some: below the low-water mark, the transport resumes writing
     protocol.resume_writing()
+    _timed_out(protocol)  # it drained in that period: another one
+    assert not transport.aborted
     _timed_out(protocol)  # the client still does not read
-    assert transport.aborted
+    assert transport.aborted and connection.reset()
 
 
-def test_output_that_drains_keeps_the_connection(connection: tuple[FhirHttpToolsProtocol, Transport]) -> None:
-    protocol, transport = connection
+def test_output_that_drains_keeps_the_connection(connection: Connection) -> None:
+    protocol, transport = connection.protocol, connection.transport
     transport.unsent = WRITE_HIGH_WATER + 1
     protocol.pause_writing()
     transport.unsent = WRITE_HIGH_WATER // 2  # the client reads, slowly: another period
@@ -115,4 +176,70 @@ def test_output_that_drains_keeps_the_connection(connection: tuple[FhirHttpTools
     assert not transport.aborted
     transport.unsent = 0
     protocol.resume_writing()
-    assert protocol._write_timer is None and not transport.aborted
+    assert protocol._write_timer is None and not transport.aborted and not transport.closing
+
+
+# ------------------------------------------------------------------ output the kernel holds: the server's closes
+def _refused(protocol: FhirHttpToolsProtocol) -> None:
+    protocol._refuse(408, "timeout", "the request did not arrive in time")
+    protocol._close()  # its linger ends
+
+
+CLOSES: list[tuple[str, Callable[[FhirHttpToolsProtocol], None]]] = [
+    ("a-refusal-after-its-linger", _refused),
+    ("the-keep-alive-timeout", lambda protocol: protocol.timeout_keep_alive_handler()),
+    ("a-close", lambda protocol: protocol._close()),
+]
+
+
+@pytest.mark.parametrize("close", [close for _, close in CLOSES], ids=[name for name, _ in CLOSES])
+def test_a_close_waits_for_the_output_the_kernel_holds_and_resets_a_client_that_does_not_read(
+        connection: Connection, close: Callable[[FhirHttpToolsProtocol], None]) -> None:
+    protocol, transport = connection.protocol, connection.transport
+    connection.fill_kernel()  # the transport's own buffer is empty
+    close(protocol)
+    assert not transport.closing, "closed with its output in the kernel: its FIN would wait behind it, unheard"
+    assert transport.eof and protocol in protocol.stalled  # FIN after the output; room is made from it first
+    protocol.data_received(b"GET /fhir/metadata HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert protocol.cycle is None  # what it sends meanwhile is dropped
+    _timed_out(protocol)
+    assert transport.aborted and connection.reset()
+
+
+@pytest.mark.parametrize("close", [close for _, close in CLOSES], ids=[name for name, _ in CLOSES])
+def test_a_close_whose_output_is_delivered_closes_without_a_reset(
+        connection: Connection, close: Callable[[FhirHttpToolsProtocol], None]) -> None:
+    protocol, transport = connection.protocol, connection.transport
+    held = connection.fill_kernel()
+    close(protocol)
+    connection.client_reads(at_most=held // 2)  # slowly: another period
+    _timed_out(protocol)
+    assert not transport.closing
+    connection.client_reads()
+    _timed_out(protocol)
+    assert transport.closing and not transport.aborted and not connection.reset()
+    assert protocol not in protocol.stalled
+
+
+def test_a_close_with_nothing_unsent_is_at_once(connection: Connection) -> None:
+    protocol, transport = connection.protocol, connection.transport
+    protocol.timeout_keep_alive_handler()
+    assert transport.closing and not transport.aborted and protocol._write_timer is None
+
+
+@pytest.mark.parametrize("held", ["kernel", "nothing"])
+def test_room_is_made_at_once_from_an_idle_connection(connection: Connection, held: str) -> None:
+    protocol, transport = connection.protocol, connection.transport
+    if held == "kernel":
+        connection.fill_kernel()
+    protocol._make_room()
+    assert transport.closing
+    assert (transport.aborted and connection.reset()) == (held == "kernel")
+
+
+def test_the_kernel_is_asked_of_the_socket_it_holds_for(connection: Connection) -> None:
+    assert unsent_in_kernel(connection.transport) == 0
+    held = connection.fill_kernel()
+    assert held >= 65536
+    connection.client_reads()
+    assert unsent_in_kernel(connection.transport) == 0
