@@ -22,6 +22,7 @@
     let timer = 0;
     let morePage = null;
     let exported = null; // the search the export buttons export
+    let shownFor = null; // the name and filters the results shown are for
     let types = []; // { code, display, level, count } the token sees
     let ready = Promise.resolve(); // the types loaded (or failed)
 
@@ -96,13 +97,16 @@
       return names.join(' › ');
     }
 
+    const asked = () => JSON.stringify([fold(search.value), filterParams()]);
+
     async function find(more) {
       const name = fold(search.value);
       const selection = filterParams();
+      const key = asked();
       if (!more) setHash(hashState());
       if (pending) pending.abort();
       clearTimeout(timer);
-      if (!name && !selection.length) { show([], new Map(), '', false); exported = null; return; }
+      if (!name && !selection.length) { show([], new Map(), '', false); exported = null; shownFor = key; return; }
       pending = new AbortController();
       const { signal } = pending;
       const paths = ['_include:iterate', 'Location:partof'];
@@ -140,6 +144,7 @@
         const codeNote = first.length ? `${O.n(first.length)} by code, uuid or id; ` : '';
         const what = name ? `by name${recent ? '' : ' (sorted by name)'}` : recent ? 'changed since ' + O.formatDate(filters.since.value) + ' (newest first)' : 'matching the filters (sorted by name)';
         show(fresh, included, `${codeNote}${counted} ${what}; ${O.n(seen.size)} shown`, more, recent);
+        shownFor = key;
         exported = total ? named : null;
         $('export-results').hidden = !exported;
         if (exported) $('export-results-count').textContent = `${O.n(total)} result${total === 1 ? '' : 's'}`;
@@ -178,6 +183,18 @@
       if (options[index]) { search.setAttribute('aria-activedescendant', options[index].id); options[index].scrollIntoView({ block: 'nearest' }); }
     }
 
+    // Enter: a result of what is typed, never of the results still shown for an earlier search (typed fast, Enter
+    // comes before the finder's 200 ms pause has searched it)
+    async function pickTyped(at) {
+      if (shownFor !== asked()) {
+        await find(false);
+        if (shownFor !== asked()) return; // typed on, or the search failed: its own message says so
+        at = 0;
+      }
+      const options = [...results.children];
+      if (options.length) pick(options[Math.max(at, 0)].dataset.id);
+    }
+
     async function exportAs(kind) {
       if (!exported) return;
       const note = $('export-note');
@@ -209,7 +226,7 @@
       const at = options.findIndex((option) => option.getAttribute('aria-selected') === 'true');
       if (event.key === 'ArrowDown' && options.length) { event.preventDefault(); activate(Math.min(at + 1, options.length - 1)); }
       else if (event.key === 'ArrowUp' && options.length) { event.preventDefault(); activate(Math.max(at - 1, 0)); }
-      else if (event.key === 'Enter' && options.length) { event.preventDefault(); pick(options[Math.max(at, 0)].dataset.id); }
+      else if (event.key === 'Enter') { event.preventDefault(); pickTyped(at); }
       else if (event.key === 'Escape') { search.value = ''; find(false); }
     });
 
@@ -245,6 +262,7 @@
         filters.type.replaceChildren(el('option', { value: '', text: 'any' }));
         filters.level.replaceChildren(el('option', { value: '', text: 'any' }));
         results.replaceChildren();
+        shownFor = null;
         morePage = null;
         exported = null;
         for (const id of ['results-note', 'export-note', 'types-error']) $(id).replaceChildren();
