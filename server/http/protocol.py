@@ -19,9 +19,10 @@ would answer by itself.
   kernel drops what it holds for the client at once), a closing one included.
 - Output counts until the client has it: the transport's buffer and what the kernel holds for the client (Linux's
   SIOCOUTQ; up to tcp_wmem's 4 MB). A connection the server closes (a refusal after its linger, the keep-alive
-  timeout, the room it needs) is closed once that is delivered, with its FIN after the output. A plain close with
-  output held would leave the kernel an orphan the client never hears of: its FIN waits behind answers the client
-  does not read.
+  timeout) is closed once that is delivered, with its FIN after the output. A plain close with output held would
+  leave the kernel an orphan the client never hears of: its FIN waits behind answers the client does not read.
+  Where the connection is closed at once (room at the cap, a client's half-close, `Connection: close`, shutdown),
+  TCP_USER_TIMEOUT (Linux) holds the kernel to the write timeout: output not acknowledged for that long is dropped.
 - Past server.max_connections open connections, a new one is served for the probes only (/healthz, /readyz); a
   request for anything else first closes the connection whose output has waited longest above the high-water mark
   (a slow reader) and is served, else it gets 503. Past the probes' room, the connection that has waited longest
@@ -64,6 +65,7 @@ WRITE_HIGH_WATER = 64 * 1024  # unsent output past which a connection's requests
 FD_MARGIN = 128  # open files beside the connections: the listening socket, the database's, logs, export files
 _OUTQ = getattr(termios, "TIOCOUTQ", None)  # SIOCOUTQ: a socket's bytes not yet acknowledged by its peer (Linux)
 _RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST and drops what the kernel still holds
+_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", None)  # Linux: how long output may go unacknowledged, orphans too
 log = logging.getLogger("orgunit_fhir.http")
 
 
@@ -222,11 +224,22 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._arm_write()
 
     def _make_room(self) -> None:
-        """Closed at once for a new connection: reset if its client has not read its output."""
-        if self._output_unsent():
-            self._abort("a new connection needed the room of an idle one whose output was not read")
-        else:
-            self._close()
+        """Closed at once for a new connection; output the kernel holds is delivered to a client that reads (unacknowledged
+        bytes may be in flight to one), and dropped after the write timeout for one that does not."""
+        self._waiting(False)
+        self._disarm()
+        self.transport.close()
+        self._unsent_bounded()
+
+    def eof_received(self) -> bool | None:
+        """The client's half-close: uvicorn closes at once (None), answers it has not read left to the kernel."""
+        self._unsent_bounded()
+        return None
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        if self.transport.is_closing():
+            self._unsent_bounded()
 
     def _abort(self, why: str) -> None:
         """Reset (RST): the client learns it at once, and the kernel drops the output it still holds."""
@@ -315,8 +328,16 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
             self._abort(f"its output ({unsent:,} bytes) did not drain within {self._limits.write_timeout_s:g} s")
 
     def _unsent_bounded(self) -> None:
-        """A connection uvicorn closed (a response without keep-alive) whose output is unsent waits for it at most the
-        write timeout."""
+        """A connection closed at once (room at the cap, a half-close, a response without keep-alive, shutdown): the
+        write timeout bounds its unsent output, ours while the transport holds it, the kernel's after the socket is
+        closed (TCP_USER_TIMEOUT: output unacknowledged that long is dropped). Set at the close only: on an open
+        connection the kernel would drop it silently, before the server resets it and the client is told."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None and _USER_TIMEOUT is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, _USER_TIMEOUT, int(self._limits.write_timeout_s * 1000))
+            except (OSError, ValueError):
+                pass  # closed already, or not TCP (a Unix socket): nothing the kernel holds to bound
         if self._output_unsent():
             self._arm_write()
 
@@ -329,9 +350,11 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         return len(self.pipeline) >= READ_AHEAD or self.flow.write_paused
 
     def data_received(self, data: bytes) -> None:
-        if self._refused():  # refused or closing: what more comes is dropped (LINGER_BYTES, then it closes)
+        if self._refused():  # refused or closing: what more comes is dropped
             self._dropped += len(data)
-            if self._dropped > LINGER_BYTES and not self.transport.is_closing():
+            if self._refusal is not None and not self._answered:
+                self.flow.pause_reading()  # the requests read before are still answered: none of their output is cut
+            elif self._dropped > LINGER_BYTES and not self.transport.is_closing():
                 self._close()
             return
         self._buf += data
@@ -339,6 +362,8 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
 
     def _feed(self) -> None:
         """Hand the parser each whole request buffered, as long as the connection is not blocked."""
+        if self._buf:  # a request is on its way or held back: not idle (uvicorn's keep-alive timer counts only the
+            self._unset_keepalive_if_required()  # requests handed to it)
         while self._buf and not self._refused():
             if self._blocked():
                 self.flow.pause_reading()

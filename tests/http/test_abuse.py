@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.client import HTTPConnection
+from pathlib import Path
 
 import pytest
 
@@ -162,6 +163,34 @@ def test_a_client_that_stops_reading_is_told_when_the_server_closes(abuse_server
         # plain close never told it (the kernel gives up on the orphan after minutes)
         assert _tcp_state(sock) == TCP_CLOSE, f"still open after {time.monotonic() - started:.0f} s"
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == errno.ECONNRESET  # reset, not closed
+
+
+def test_a_client_that_half_closes_and_does_not_read_leaves_the_kernel_nothing(abuse_server: LiveServer) -> None:
+    """Its FIN makes uvicorn close the connection at once, with answers the client does not read in the kernel: they
+    are dropped after the write timeout (TCP_USER_TIMEOUT), not kept for minutes in an orphan (found by review)."""
+    request = b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(address(abuse_server))
+        sock.sendall(request * 3000)
+        sock.shutdown(socket.SHUT_WR)
+        ends = (address(abuse_server)[1], sock.getsockname()[1])
+        started = time.monotonic()
+        while _server_end(*ends) is not None and time.monotonic() - started < 20:
+            time.sleep(0.1)
+        # the write timeout is 1 s; without the bound the kernel probes the client for minutes
+        held = _server_end(*ends)
+        assert held is None, f"the server's end is still there after 20 s, holding {held:,} bytes for the client"
+
+
+def _server_end(server_port: int, client_port: int) -> int | None:
+    """What the kernel holds to send on the server's end of a connection; None once that socket is gone."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, queues = fields[1], fields[2], fields[4]
+        if int(local.split(":")[1], 16) == server_port and int(remote.split(":")[1], 16) == client_port:
+            return int(queues.split(":")[0], 16)
+    return None
 
 
 TCP_CLOSE = 7  # tcp_info's tcpi_state once a reset is received (Linux)
