@@ -21,8 +21,9 @@ would answer by itself.
   SIOCOUTQ; up to tcp_wmem's 4 MB). A connection the server closes (a refusal after its linger, the keep-alive
   timeout) is closed once that is delivered, with its FIN after the output. A plain close with output held would
   leave the kernel an orphan the client never hears of: its FIN waits behind answers the client does not read.
-  Where the connection is closed at once (room at the cap, a client's half-close, `Connection: close`, shutdown),
-  TCP_USER_TIMEOUT (Linux) holds the kernel to the write timeout: output not acknowledged for that long is dropped.
+  A client's half-close gets every request it sent answered, then this close. Where the connection is closed at
+  once (room at the cap, `Connection: close`, shutdown), TCP_USER_TIMEOUT (Linux) holds the kernel to the write
+  timeout: output not acknowledged for that long is dropped.
 - Past server.max_connections open connections, a new one is served for the probes only (/healthz, /readyz); a
   request for anything else first closes the connection whose output has waited longest above the high-water mark
   (a slow reader) and is served, else it gets 503. Past the probes' room, the connection that has waited longest
@@ -177,6 +178,7 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._refusal: tuple[int, str, str, bytes] | None = None  # the answer refusing the connection's next request
         self._dropped = 0  # bytes read and dropped since the refusal
         self._answered = False  # whether it was written (it waits for the requests read before to be answered)
+        self._eof = False  # the client half-closed: the requests it sent are answered, then the connection is closed
 
     # ------------------------------------------------------------------ connections
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -231,10 +233,21 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
         self._unsent_bounded()
 
-    def eof_received(self) -> bool | None:
-        """The client's half-close: uvicorn closes at once (None), answers it has not read left to the kernel."""
-        self._unsent_bounded()
-        return None
+    def eof_received(self) -> bool:
+        """The client's half-close (it sent its requests and shut its side): each request it sent is answered, then the
+        connection is closed as the server closes one (uvicorn's default closed it at once: no answer at all)."""
+        self._eof = True
+        self._close_when_answered()
+        return True  # the transport stays open for the answers
+
+    def _close_when_answered(self) -> None:
+        if not self._eof or self._refusal is not None:
+            return  # not half-closed; or refused, which closes by itself
+        if (self.cycle is not None and not self.cycle.response_complete) or self.pipeline:
+            return
+        if self._buf and self._framer.frame(self._buf).verdict is not Verdict.MORE:
+            return  # a whole request held back: it is answered first (a part of one never completes: dropped)
+        self._close()
 
     def shutdown(self) -> None:
         super().shutdown()
@@ -299,6 +312,7 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
             return                                        # transport's buffer below its low-water mark
         self._disarm_write()
         self._feed()
+        self._close_when_answered()
 
     def _output_unsent(self) -> int:
         """Output the client does not have yet: the transport's buffer and what the kernel holds for it."""
@@ -328,7 +342,7 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
             self._abort(f"its output ({unsent:,} bytes) did not drain within {self._limits.write_timeout_s:g} s")
 
     def _unsent_bounded(self) -> None:
-        """A connection closed at once (room at the cap, a half-close, a response without keep-alive, shutdown): the
+        """A connection closed at once (room at the cap, a response without keep-alive, shutdown): the
         write timeout bounds its unsent output, ours while the transport holds it, the kernel's after the socket is
         closed (TCP_USER_TIMEOUT: output unacknowledged that long is dropped). Set at the close only: on an open
         connection the kernel would drop it silently, before the server resets it and the client is told."""
@@ -421,6 +435,7 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
                 return
             self._waiting(True)
         self._feed()
+        self._close_when_answered()
 
     def _unsupported_upgrade_warning(self) -> None:
         """An `Upgrade` (WebSocket, h2c): this server serves none (`serve` runs uvicorn with ws="none"), so the request

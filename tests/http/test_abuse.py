@@ -165,6 +165,17 @@ def test_a_client_that_stops_reading_is_told_when_the_server_closes(abuse_server
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == errno.ECONNRESET  # reset, not closed
 
 
+@pytest.mark.parametrize("requests", [1, 3, 50])
+def test_a_client_that_half_closes_gets_every_answer(abuse_server: LiveServer, requests: int) -> None:
+    """It sends its requests and shuts its side, as `nc -N` does: each is answered, then the connection is closed
+    (uvicorn's default closed it at the EOF: no answer at all)."""
+    with socket.create_connection(address(abuse_server), timeout=10) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n" * requests)
+        sock.shutdown(socket.SHUT_WR)
+        answers = read_all(sock)
+    assert answers.count(b"HTTP/1.1 200 ") == requests, answers[-300:]
+
+
 def test_a_client_that_half_closes_and_does_not_read_leaves_the_kernel_nothing(abuse_server: LiveServer) -> None:
     """Its FIN makes uvicorn close the connection at once, with answers the client does not read in the kernel: they
     are dropped after the write timeout (TCP_USER_TIMEOUT), not kept for minutes in an orphan (found by review)."""

@@ -241,7 +241,6 @@ def test_room_is_made_at_once_from_an_idle_connection_without_resetting_it(conne
 
 CLOSED_AT_ONCE: list[tuple[str, Callable[[FhirHttpToolsProtocol], object]]] = [
     ("room-at-the-cap", lambda protocol: protocol._make_room()),
-    ("a-half-close", lambda protocol: protocol.eof_received()),
     ("shutdown", lambda protocol: protocol.shutdown()),
 ]
 
@@ -296,3 +295,29 @@ def test_the_kernel_is_asked_of_the_socket_it_holds_for(connection: Connection) 
     assert held >= 65536
     connection.client_reads()
     assert unsent_in_kernel(connection.transport) == 0
+
+
+# ------------------------------------------------------------------ the client's half-close
+REQUEST = b"GET /fhir/metadata HTTP/1.1\r\nHost: a\r\n\r\n"
+
+
+@pytest.mark.parametrize("pending", ["an-answer", "a-request-held-back", "nothing", "part-of-a-request"])
+def test_a_half_closed_client_gets_its_answers_then_the_close(connection: Connection, pending: str) -> None:
+    """uvicorn's default closed the connection at its EOF: a client that sends its request and shuts its side (as
+    `nc -N` does) got no answer at all (found by a walk)."""
+    protocol, transport = connection.protocol, connection.transport
+    if pending == "an-answer":
+        protocol.cycle = SimpleNamespace(response_complete=False)
+    elif pending == "a-request-held-back":
+        protocol.cycle = SimpleNamespace(response_complete=True)
+        protocol._buf += REQUEST
+    elif pending == "part-of-a-request":
+        protocol._buf += REQUEST[:20]
+    assert protocol.eof_received() is True  # the transport stays open for the answers
+    answered_first = pending in ("an-answer", "a-request-held-back")
+    assert transport.closing is not answered_first
+    if answered_first:
+        protocol._buf.clear()  # handed on and answered
+        protocol.cycle = SimpleNamespace(response_complete=True)
+        protocol.on_response_complete()
+        assert transport.closing
