@@ -179,6 +179,7 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._dropped = 0  # bytes read and dropped since the refusal
         self._answered = False  # whether it was written (it waits for the requests read before to be answered)
         self._eof = False  # the client half-closed: the requests it sent are answered, then the connection is closed
+        self._running: Any = None  # the request being answered (uvicorn keeps only the newest one read, self.cycle)
 
     # ------------------------------------------------------------------ connections
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -196,7 +197,22 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._waiting(True)
         self._arm()
 
+    def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+        self._running = cycle
+        super()._start_asgi_task(cycle, app)
+
+    def _disconnect(self) -> None:
+        """Every answer in progress stops at its next send, quietly. uvicorn marks only the newest request read, at
+        connection_lost (a loop turn after an abort); an older one, pipelined, wrote on and uvloop raised on the closed
+        transport: a traceback logged as the application's error for every connection reset (found by a walk)."""
+        for cycle in (self._running, self.cycle, *(queued for queued, _ in self.pipeline)):
+            if cycle is not None and not cycle.response_complete:
+                cycle.disconnected = True
+                cycle.message_event.set()
+        self.flow.resume_writing()  # a send waiting for the output to drain wakes, and returns
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self._disconnect()
         self._waiting(False)
         self._disarm()
         self._disarm_write()
@@ -266,6 +282,7 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
             except (OSError, ValueError):
                 pass  # closed already, or not a socket: abort() closes it as it can
+        self._disconnect()
         self.transport.abort()
 
     def _evict_slow(self) -> bool:

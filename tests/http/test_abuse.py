@@ -211,6 +211,34 @@ def _tcp_state(sock: socket.socket) -> int:
     return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
 
 
+def test_a_reset_with_answers_in_progress_logs_no_application_error(abuse_server: LiveServer) -> None:
+    """Pipelined searches, then the client stops reading: the write timeout resets the connection, and the answers in
+    progress stop quietly: one warning saying why, no "Exception in ASGI application" traceback (found by a walk: one
+    for every such reset, each an error an operator's alert would fire on)."""
+    request = (f"GET /fhir/Location?_count=100 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {abuse_server.token}"
+               "\r\n\r\n").encode() * 20
+    before = abuse_server.log.read_text(errors="replace").count("did not drain")
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(address(abuse_server))
+        sock.setblocking(False)
+        started, reset = time.monotonic(), False
+        while not reset and time.monotonic() - started < 30:
+            try:
+                sock.send(request)
+            except BlockingIOError:
+                pass
+            except (BrokenPipeError, ConnectionResetError):
+                reset = True
+            time.sleep(0.01)
+    assert reset, "not reset within 30 s"
+    deadline = time.monotonic() + 5  # the server's log line follows the reset
+    while abuse_server.log.read_text(errors="replace").count("did not drain") == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    log = abuse_server.log.read_text(errors="replace")
+    assert log.count("did not drain") > before and "Exception in ASGI application" not in log
+
+
 # ------------------------------------------------------------------ 3. slow readers at the connection cap
 def test_slow_readers_make_room_at_the_connection_cap(abuse_server: LiveServer) -> None:
     """20 connections (the cap) each pipeline 30 requests for a 144 KB script and never read: a new FHIR request is

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from uvicorn.config import Config
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from server.http.protocol import LINGER_BYTES, WRITE_HIGH_WATER, EdgeLimits, FhirHttpToolsProtocol, unsent_in_kernel
@@ -321,3 +322,27 @@ def test_a_half_closed_client_gets_its_answers_then_the_close(connection: Connec
         protocol.cycle = SimpleNamespace(response_complete=True)
         protocol.on_response_complete()
         assert transport.closing
+
+
+# ------------------------------------------------------------------ answers in progress at a reset
+def _cycle() -> SimpleNamespace:
+    return SimpleNamespace(response_complete=False, disconnected=False, message_event=asyncio.Event())
+
+
+def test_a_reset_stops_every_answer_in_progress_quietly(connection: Connection) -> None:
+    """uvicorn marks only the newest request read as disconnected, a loop turn after the reset: the one being answered
+    (older, pipelined) wrote on, and uvloop raised on the closed transport (a traceback logged as an error)."""
+    protocol, transport = connection.protocol, connection.transport
+    running, queued = _cycle(), _cycle()
+    protocol._running, protocol.cycle = running, queued
+    protocol.pipeline.appendleft((queued, None))
+    transport.unsent = WRITE_HIGH_WATER + 1
+    protocol.pause_writing()
+    _timed_out(protocol)  # no progress: reset
+    assert transport.aborted and running.disconnected and queued.disconnected
+    assert not protocol.flow.write_paused  # a send waiting for the output to drain wakes, and returns
+
+
+def test_the_request_being_answered_is_known_to_the_protocol() -> None:
+    """It is known through uvicorn's `_start_asgi_task` (0.54): an upgrade that renames it fails here, not silently."""
+    assert "_start_asgi_task" in vars(HttpToolsProtocol) and "_start_asgi_task" in vars(FhirHttpToolsProtocol)
