@@ -243,9 +243,14 @@ class Pipeline:
         return response
 
     def unserved(self, scope: Scope, error: FhirError, interaction: Interaction | None = None) -> Response:
-        """An error answered before any interaction runs (no route, wrong method...), recorded like the others."""
+        """An error answered before any interaction runs (no route, wrong method...), recorded like the others, in the
+        format the request asks where it asks one served (a browser's: a page), else JSON."""
         scope["state"][SERVED] = Served(interaction)
-        return error_response(self.ctx, error, interaction, ERROR_FORMAT, scope["state"][REQUEST_ID_STATE], scope)
+        try:
+            fmt = self.parse(scope, request_headers(scope), interaction or Interaction("capabilities")).format
+        except FhirError:
+            fmt = ERROR_FORMAT
+        return error_response(self.ctx, error, interaction, fmt, scope["state"][REQUEST_ID_STATE], scope)
 
     async def _drive(self, interaction: Callable[[], Steps[Any]], hot: bool = True) -> Any:
         """The interaction on the event loop's driver; in a worker thread where there is none (read replicas, a

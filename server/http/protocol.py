@@ -34,13 +34,8 @@ Under another server: `uvicorn --factory server.asgi:create --http server.http.p
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import logging
 import re
-import socket
-import struct
-import sys
-import termios
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -51,6 +46,7 @@ from uvicorn.server import ServerState
 
 from server.errors import operation_outcome
 from server.http.framing import Framer, Verdict
+from server.http.kernel import reset_on_close, unacknowledged_at_most, unsent_in_kernel
 from server.settings import Settings, load_settings
 
 _HIGH = re.compile(rb"[\x80-\xff]")
@@ -64,9 +60,6 @@ LINGER_BYTES = 256 * 1024  # ...or until this much was dropped
 READ_AHEAD = 4  # requests of a connection parsed and queued behind the one being answered
 WRITE_HIGH_WATER = 64 * 1024  # unsent output past which a connection's requests are no longer read
 FD_MARGIN = 128  # open files beside the connections: the listening socket, the database's, logs, export files
-_OUTQ = getattr(termios, "TIOCOUTQ", None)  # SIOCOUTQ: a socket's bytes not yet acknowledged by its peer (Linux)
-_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST and drops what the kernel still holds
-_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", None)  # Linux: how long output may go unacknowledged, orphans too
 log = logging.getLogger("orgunit_fhir.http")
 
 
@@ -95,19 +88,6 @@ def open_files_needed(settings: Settings) -> int:
 def edge_limits() -> EdgeLimits:
     """The worker's limits, from the settings `serve` hands its workers ($ORGUNIT_FHIR_SETTINGS)."""
     return EdgeLimits.of(load_settings())
-
-
-def unsent_in_kernel(transport: asyncio.BaseTransport) -> int:
-    """Bytes the kernel holds for the connection's peer, sent or not, that it has not acknowledged; 0 where the socket
-    cannot be asked (another OS, a socket already closed)."""
-    sock = transport.get_extra_info("socket")
-    if sock is None or _OUTQ is None:
-        return 0
-    try:
-        held = fcntl.ioctl(sock.fileno(), _OUTQ, b"\0\0\0\0")
-    except (OSError, ValueError):
-        return 0
-    return max(0, int.from_bytes(held, sys.byteorder, signed=True))
 
 
 def _outcome_response(status: int, code: str, diagnostics: str, default_headers: list[tuple[bytes, bytes]],
@@ -276,12 +256,7 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._waiting(False)
         self._disarm()
         self._disarm_write()
-        sock = self.transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
-            except (OSError, ValueError):
-                pass  # closed already, or not a socket: abort() closes it as it can
+        reset_on_close(self.transport)
         self._disconnect()
         self.transport.abort()
 
@@ -363,12 +338,7 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         write timeout bounds its unsent output, ours while the transport holds it, the kernel's after the socket is
         closed (TCP_USER_TIMEOUT: output unacknowledged that long is dropped). Set at the close only: on an open
         connection the kernel would drop it silently, before the server resets it and the client is told."""
-        sock = self.transport.get_extra_info("socket")
-        if sock is not None and _USER_TIMEOUT is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, _USER_TIMEOUT, int(self._limits.write_timeout_s * 1000))
-            except (OSError, ValueError):
-                pass  # closed already, or not TCP (a Unix socket): nothing the kernel holds to bound
+        unacknowledged_at_most(self.transport, self._limits.write_timeout_s)
         if self._output_unsent():
             self._arm_write()
 

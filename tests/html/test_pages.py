@@ -50,6 +50,24 @@ def test_browsers_get_html_clients_json(client: TestClient, auth: dict[str, str]
     assert response.headers["content-type"] == f"{media};charset=utf-8"
 
 
+@pytest.mark.parametrize("path, method, accept, status, media", [
+    pytest.param("/fhir", "GET", BROWSER, 404, "text/html", id="the-base-in-a-browser"),
+    pytest.param("/fhir/", "GET", BROWSER, 404, "text/html", id="the-base-with-a-slash"),
+    pytest.param("/fhir?_format=html", "GET", "application/fhir+json", 404, "text/html", id="the-base-format-html"),
+    pytest.param("/fhir/metadata/Nope", "GET", BROWSER, 404, "text/html", id="no-such-type-metadata"),
+    pytest.param("/fhir/Location/30", "DELETE", BROWSER, 405, "text/html", id="a-write-in-a-browser"),
+    pytest.param("/fhir", "GET", "application/fhir+json", 404, "application/fhir+json", id="the-base-to-a-client"),
+    pytest.param("/fhir?_format=nope", "GET", BROWSER, 404, "application/fhir+json", id="a-format-not-served"),
+])
+def test_errors_before_any_interaction_are_pages_in_a_browser(client: TestClient, auth: dict[str, str], path: str,
+                                                             method: str, accept: str, status: int, media: str) -> None:
+    """README: any FHIR URL opened in a browser answers as a page, its errors too; the base and the routes no
+    interaction serves answered JSON (found by a walk)."""
+    response = client.request(method, path, headers={**auth, "Accept": accept})
+    assert response.status_code == status
+    assert response.headers["content-type"] == f"{media};charset=utf-8"
+
+
 def test_html_page_links_and_headers(client: TestClient, auth: dict[str, str]) -> None:
     response = client.get("/fhir/Location?name=s&_count=1", headers={**auth, "Accept": BROWSER})
     page = response.text

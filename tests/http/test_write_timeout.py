@@ -27,7 +27,8 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from server.http.protocol import LINGER_BYTES, WRITE_HIGH_WATER, EdgeLimits, FhirHttpToolsProtocol, unsent_in_kernel
+from server.http.kernel import unsent_in_kernel
+from server.http.protocol import LINGER_BYTES, WRITE_HIGH_WATER, EdgeLimits, FhirHttpToolsProtocol
 
 
 class Transport(asyncio.Transport):
