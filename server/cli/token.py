@@ -4,13 +4,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from dataclasses import dataclass, replace
 from typing import Any
 
 from server.access.mint import mint_token
 from server.cli.common import say
 from server.cli.serve import accounts, claimless_account, first_account, former_accounts
-from server.engine.context import create_context
-from server.errors import ConfigError, Forbidden
+from server.declare.provider import ResourceProvider
+from server.engine.caller import Caller, caller_of
+from server.engine.context import ServerContext, create_context
+from server.engine.visibility import visibility
+from server.errors import ConfigError, FhirError, Forbidden
 from server.extensions import Extensions
 from server.ops.checks import default_account_problem, embedded_database_missing
 from server.settings import Settings
@@ -43,24 +47,57 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="extra claim, the value parsed as JSON or else taken as a string (repeatable)")
 
 
-def _held_accounts(settings: Settings) -> tuple[list[str], str | None, dict[str, str]]:
-    """The accounts holding data, the one recorded for tokens without an account claim, and the names that no
-    longer name an account (what became of each)."""
+@dataclass(frozen=True)
+class Held:
+    """What the database holds for a token: the accounts holding data, the one recorded for tokens without an account
+    claim, the names that no longer name an account (what became of each), and the token's roots that name nothing
+    it may read below (a typo, a unit of another account)."""
+    accounts: list[str]
+    first: str | None
+    former: dict[str, str]
+    empty_roots: list[str]
+
+
+def _held(settings: Settings, token: str) -> Held:
     if embedded_database_missing(settings):
-        return [], None, {}  # never create a database (or its directory) just to look
+        return Held([], None, {}, [])  # never create a database (or its directory) just to look
     ctx = create_context(settings)
     try:
-        return accounts(ctx), first_account(ctx), former_accounts(ctx)
+        return Held(accounts(ctx), first_account(ctx), former_accounts(ctx), _empty_roots(ctx, token))
     finally:
         ctx.db.dispose()
+
+
+def _empty_roots(ctx: ServerContext, token: str) -> list[str]:
+    """Each root of the token, alone, as the server scopes it: those under which it sees nothing of any provider
+    scoped by a subtree."""
+    try:
+        caller = caller_of(ctx, ctx.authenticator.authenticate(f"Bearer {token}"))
+    except FhirError:
+        return []  # not a token this server verifies (its keys are an IdP's): nothing to say of its roots
+    subtrees = [p for p in ctx.registry.providers.values() if isinstance(p, ResourceProvider)
+                and p.tenancy is not None and p.tenancy.subtree is not None]
+    empty = []
+    with ctx.db.connect() as conn:
+        for root in caller.scope.roots or ():
+            alone = Caller(None, replace(caller.scope, roots=(root,)))
+            if subtrees and all(visibility(ctx, conn, p, alone).paths == () for p in subtrees):
+                empty.append(root)
+    return empty
 
 
 def cmd_token(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
     if args.ttl <= 0:
         raise ConfigError("--ttl must be a positive number of seconds")
-    print(mint_token(settings, subject=args.sub, permissions=args.permission, ttl=args.ttl,
-                     extra=dict(args.claim), account=args.account, roots=args.org_unit_roots, create=False))
-    held, first, former = _held_accounts(settings)
+    token = mint_token(settings, subject=args.sub, permissions=args.permission, ttl=args.ttl, extra=dict(args.claim),
+                       account=args.account, roots=args.org_unit_roots, create=False)
+    print(token)
+    found = _held(settings, token)
+    held, first, former = found.accounts, found.first, found.former
+    if found.empty_roots:
+        say(f"note: no resource this token may read is named by its root(s) {', '.join(found.empty_roots)} "
+            "(Type/id, an id or system|value, in the token's account): it sees nothing below "
+            f"{'them' if len(found.empty_roots) > 1 else 'it'}", logging.WARNING, command="token")
     if args.account is None and settings.auth.account_claim not in dict(args.claim):
         problem = default_account_problem(settings.auth.default_account, held, former)
         if problem is not None:  # check-config fails and serve refuses on it

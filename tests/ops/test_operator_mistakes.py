@@ -141,6 +141,36 @@ def test_token_in_another_folder_refuses_instead_of_making_a_secret(tmp_path: Pa
     assert _files(tmp_path) == set()
 
 
+@pytest.mark.parametrize("roots, account, named_nothing", [
+    pytest.param(["99999"], None, ["99999"], id="a-typo-of-an-id"),
+    pytest.param(["abc"], None, ["abc"], id="not-a-reference"),
+    pytest.param(["Organization/1"], None, ["Organization/1"], id="a-type-without-a-subtree"),
+    pytest.param(["urn:x|nothing"], None, ["urn:x|nothing"], id="an-identifier-of-nothing"),
+    pytest.param(["Location/2"], None, [], id="a-unit"),
+    pytest.param(["2"], None, [], id="a-bare-id"),
+    pytest.param(["2", "777"], None, ["777"], id="one-of-two"),
+    pytest.param(["Location/2"], "elsewhere", ["Location/2"], id="a-unit-of-another-account"),
+])
+def test_a_token_whose_root_names_nothing_is_said(tmp_path: Path, database_url: str,
+                                                  capsys: pytest.CaptureFixture[str], roots: list[str],
+                                                  account: str | None, named_nothing: list[str]) -> None:
+    """As `--account nobody` is: the token is minted (the server fails closed: it sees nothing there), with a note
+    naming each root under which it sees nothing (found by a walk: `--org-unit-root 99999` was silent)."""
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\nauth:\n  secret: {'s' * 40}\n")
+    common = ["--settings", str(settings), "--database", database_url]
+    assert main(["demo", "--size", "40", *common]) == 0
+    capsys.readouterr()
+    asked = [arg for root in roots for arg in ("--org-unit-root", root)]
+    assert main(["token", *asked, *(["--account", account] if account else []), *common]) == 0
+    said = capsys.readouterr()
+    assert said.out.count(".") == 2  # the token is printed
+    if named_nothing:
+        assert f"its root(s) {', '.join(named_nothing)} " in said.err
+    else:
+        assert "its root(s)" not in said.err
+
+
 # --- 10. README's PostgreSQL roles, as written ----------------------------------------------------------------------
 
 def _readme_sql() -> list[str]:
