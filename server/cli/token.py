@@ -50,31 +50,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
 @dataclass(frozen=True)
 class Held:
     """What the database holds for a token: the accounts holding data, the one recorded for tokens without an account
-    claim, the names that no longer name an account (what became of each), and the token's roots that name nothing
-    it may read below (a typo, a unit of another account)."""
+    claim, the names that no longer name an account (what became of each), why the server refuses the token (None:
+    it verifies it), and the token's roots that name nothing it may read below (a typo, a unit of another account)."""
     accounts: list[str]
     first: str | None
     former: dict[str, str]
+    refused: str | None
     empty_roots: list[str]
 
 
 def _held(settings: Settings, token: str) -> Held:
     if embedded_database_missing(settings):
-        return Held([], None, {}, [])  # never create a database (or its directory) just to look
+        return Held([], None, {}, None, [])  # never create a database (or its directory) just to look
     ctx = create_context(settings)
     try:
-        return Held(accounts(ctx), first_account(ctx), former_accounts(ctx), _empty_roots(ctx, token))
+        try:
+            caller = caller_of(ctx, ctx.authenticator.authenticate(f"Bearer {token}"))
+        except FhirError as exc:  # a --claim the server refuses (its reason logged above), or an IdP's keys
+            return Held(accounts(ctx), first_account(ctx), former_accounts(ctx), exc.diagnostics, [])
+        return Held(accounts(ctx), first_account(ctx), former_accounts(ctx), None, _empty_roots(ctx, caller))
     finally:
         ctx.db.dispose()
 
 
-def _empty_roots(ctx: ServerContext, token: str) -> list[str]:
+def _empty_roots(ctx: ServerContext, caller: Caller) -> list[str]:
     """Each root of the token, alone, as the server scopes it: those under which it sees nothing of any provider
     scoped by a subtree."""
-    try:
-        caller = caller_of(ctx, ctx.authenticator.authenticate(f"Bearer {token}"))
-    except FhirError:
-        return []  # not a token this server verifies (its keys are an IdP's): nothing to say of its roots
     subtrees = [p for p in ctx.registry.providers.values() if isinstance(p, ResourceProvider)
                 and p.tenancy is not None and p.tenancy.subtree is not None]
     empty = []
@@ -94,6 +95,9 @@ def cmd_token(args: argparse.Namespace, settings: Settings, extensions: Extensio
     print(token)
     found = _held(settings, token)
     held, first, former = found.accounts, found.first, found.former
+    if found.refused is not None:
+        say(f"note: this server refuses this token (401: {found.refused}); a --claim it cannot accept?",
+            logging.WARNING, command="token")
     if found.empty_roots:
         say(f"note: no resource this token may read is named by its root(s) {', '.join(found.empty_roots)} "
             "(Type/id, an id or system|value, in the token's account): it sees nothing below "

@@ -171,6 +171,21 @@ def test_a_token_whose_root_names_nothing_is_said(tmp_path: Path, database_url: 
         assert "its root(s)" not in said.err
 
 
+@pytest.mark.parametrize("claim, reason", [
+    pytest.param("sub=5", "Subject must be a string", id="a-number-for-sub"),
+    pytest.param("exp=\"tomorrow\"", "exp", id="a-word-for-exp"),
+])
+def test_a_token_the_server_refuses_is_said(tmp_path: Path, migrated_url: str, capsys: pytest.CaptureFixture[str],
+                                            claim: str, reason: str) -> None:
+    """A --claim the server cannot accept: the token is printed, with its refusal and the reason (found by a walk:
+    `--claim sub=5` was silent and the server answered 401 "token refused" only)."""
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\nauth:\n  secret: {'s' * 40}\n")
+    assert main(["token", "--claim", claim, "--settings", str(settings), "--database", migrated_url]) == 0
+    said = capsys.readouterr().err
+    assert "this server refuses this token (401" in said and reason in said
+
+
 # --- 10. README's PostgreSQL roles, as written ----------------------------------------------------------------------
 
 def _readme_sql() -> list[str]:
