@@ -29,7 +29,7 @@ from server.errors import (
     StorageBusy,
     StorageFull,
 )
-from server.ops.checks import embedded_database_missing, embedded_path
+from server.ops.checks import embedded_database_missing, embedded_file, embedded_path
 from server.extensions import Extensions
 from server.declare.progress import Progress
 from server.plugins import get_plugin_manager
@@ -49,7 +49,7 @@ def ensure_schema(settings: Settings, extensions: Extensions, announce: bool = T
     with writing_engine(settings) as engine:
         extensions.schema.upgrade(engine)
     if created and announce:
-        say(f"created the database {embedded_path(settings)}", command="create", path=embedded_path(settings))
+        say(f"created the database {embedded_path(settings)}", command="create", path=embedded_file(settings))
 
 
 STATISTICS_WAIT_S = 5.0  # how long the statistics after a commit wait for another writer's lock before leaving it
@@ -256,18 +256,18 @@ def _load(args: argparse.Namespace, settings: Settings, extensions: Extensions, 
         with nullcontext() if dry_run else committed_then(done, "printing the report"):  # first: the truth
             progress.close()
             _say_report(args, fmt, report, lines, report_fields(fmt.name, args.path, report, dry_run, seconds),
-                        created and embedded_path(settings))
+                        settings if created else None)
         if not dry_run:
             after_commit(settings, done, engine)
     return 1 if report.refused else 0
 
 
 def _say_report(args: argparse.Namespace, fmt: LoadFormat, report: LoadReport, lines: list[tuple[str, dict[str, Any]]],
-                fields: dict[str, Any], created: Any) -> None:
+                fields: dict[str, Any], created: Settings | None) -> None:
     for line, logged in lines:  # a line per type the load wrote
         say(line, **logged)
     if created:
-        say(f"created the database {created}", command="create", path=created)
+        say(f"created the database {embedded_path(created)}", command="create", path=embedded_file(created))
     for note in report.notes:
         say(f"note: {note}", logging.WARNING, command="load", note=note)
     for refusal in report.refused:  # a dry run: what the load itself would refuse

@@ -268,12 +268,17 @@ CREATE_IT = ("create it with `orgunit-fhir migrate` (an empty database), `orguni
              "`orgunit-fhir demo` (the synthetic demo)")
 
 
+def embedded_file(settings: Settings) -> str:
+    """The SQLite file the URL names, absolute."""
+    return str(Path(str(make_url(settings.database_url).database)).resolve())
+
+
 def embedded_path(settings: Settings) -> str:
     """The SQLite file the URL names, absolute; a relative one (sqlite:///dir/x.db: three slashes) says so."""
-    path = Path(str(make_url(settings.database_url).database))
-    relative = "" if path.is_absolute() else (f" (sqlite:/// with three slashes is relative to the current folder; "
-                                              f"four, sqlite:////{str(path.resolve()).lstrip('/')}, is absolute)")
-    return f"{path.resolve()}{relative}"
+    named = Path(str(make_url(settings.database_url).database))
+    relative = "" if named.is_absolute() else (f" (sqlite:/// with three slashes is relative to the current folder; "
+                                               f"four, sqlite:///{embedded_file(settings)}, is absolute)")
+    return f"{embedded_file(settings)}{relative}"
 
 
 def missing_database(settings: Settings) -> str:

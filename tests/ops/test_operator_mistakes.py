@@ -2,6 +2,7 @@
 from another folder, a busy port; and the README's recipes that must work as written."""
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from sqlalchemy.engine import make_url
 
 from server.cli.main import main
 from tests.support import pg
+from tests.support.contexts import IASO_CSV
 from tests.support.live import live_server, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,6 +186,23 @@ def test_a_token_the_server_refuses_is_said(tmp_path: Path, migrated_url: str, c
     assert main(["token", "--claim", claim, "--settings", str(settings), "--database", migrated_url]) == 0
     said = capsys.readouterr().err
     assert "this server refuses this token (401" in said and reason in said
+
+
+@pytest.mark.parametrize("command", [
+    pytest.param(["demo", "--size", "20"], id="demo"),
+    pytest.param(["load", "iaso-csv", str(IASO_CSV)], id="load"),
+])
+def test_the_created_database_is_logged_by_its_path_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    """The log line's `path` field is the file, absolute; the sentence on three slashes is in its message only (found
+    by a walk: a log pipeline reading `path` got the sentence)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "settings.yaml").write_text(f"server:\n  data_dir: {tmp_path / 'var'}\n")
+    main([*command, "--settings", "settings.yaml", "--database", "sqlite:///r.db"])
+    logged = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    created = [line for line in logged if line.get("command") == "create"]
+    assert [line["path"] for line in created] == [str(tmp_path / "r.db")]
+    assert "three slashes" in created[0]["message"]
 
 
 # --- 10. README's PostgreSQL roles, as written ----------------------------------------------------------------------
