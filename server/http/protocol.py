@@ -59,6 +59,7 @@ LINGER_S = 1.0  # a refused connection's input is read and dropped this long bef
 LINGER_BYTES = 256 * 1024  # ...or until this much was dropped
 READ_AHEAD = 4  # requests of a connection parsed and queued behind the one being answered
 WRITE_HIGH_WATER = 64 * 1024  # unsent output past which a connection's requests are no longer read
+DELIVERY_POLL_S = 1.0  # how often a closing connection looks whether its client has its output
 FD_MARGIN = 128  # open files beside the connections: the listening socket, the database's, logs, export files
 log = logging.getLogger("orgunit_fhir.http")
 
@@ -152,7 +153,9 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
         self._first = True  # no request has arrived yet: the header timeout runs from the connection
         self._timer: asyncio.TimerHandle | None = None  # the header timeout
         self._write_timer: asyncio.TimerHandle | None = None
-        self._unsent = 0  # output not yet delivered when the write timer was armed
+        self._unsent = 0  # output not yet delivered at the last progress
+        self._period = 0.0  # the write timer's
+        self._quiet_s = 0.0  # time the write timer has seen pass without progress
         self._closing = False  # closed by the server: what it reads is dropped, it closes once its output is delivered
         self._probes_only = False
         self._refusal: tuple[int, str, str, bytes] | None = None  # the answer refusing the connection's next request
@@ -312,8 +315,15 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
 
     def _arm_write(self) -> None:
         if self._write_timer is None:
-            self._unsent = self._output_unsent()
-            self._write_timer = self.loop.call_later(self._limits.write_timeout_s, self._write_timed_out)
+            self._unsent, self._quiet_s = self._output_unsent(), 0.0
+            self._schedule_write()
+
+    def _schedule_write(self) -> None:
+        """The next look: after the write timeout; a closing connection every DELIVERY_POLL_S, so that it is closed
+        soon after its client has its output, not a write timeout later."""
+        timeout = self._limits.write_timeout_s
+        self._period = min(DELIVERY_POLL_S, timeout) if self._closing else timeout
+        self._write_timer = self.loop.call_later(self._period, self._write_timed_out)
 
     def _disarm_write(self) -> None:
         self.stalled.pop(self, None)
@@ -328,10 +338,15 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
             self.stalled.pop(self, None)
             if self._closing and not self.transport.is_closing():
                 self.transport.close()  # delivered: the close it waited for
-        elif unsent < self._unsent:  # it drains, slowly: another period
-            self._arm_write()
+            return
+        if unsent < self._unsent:  # it drains, slowly: the write timeout runs again from now
+            self._unsent, self._quiet_s = unsent, 0.0
         else:
-            self._abort(f"its output ({unsent:,} bytes) did not drain within {self._limits.write_timeout_s:g} s")
+            self._quiet_s += self._period
+            if self._quiet_s >= self._limits.write_timeout_s:
+                self._abort(f"its output ({unsent:,} bytes) did not drain within {self._limits.write_timeout_s:g} s")
+                return
+        self._schedule_write()
 
     def _unsent_bounded(self) -> None:
         """A connection closed at once (room at the cap, a response without keep-alive, shutdown): the

@@ -18,7 +18,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,7 +28,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from server.http.kernel import unsent_in_kernel
-from server.http.protocol import LINGER_BYTES, WRITE_HIGH_WATER, EdgeLimits, FhirHttpToolsProtocol
+from server.http.protocol import DELIVERY_POLL_S, LINGER_BYTES, WRITE_HIGH_WATER, EdgeLimits, FhirHttpToolsProtocol
 
 
 class Transport(asyncio.Transport):
@@ -223,6 +223,36 @@ def test_a_close_whose_output_is_delivered_closes_without_a_reset(
     _timed_out(protocol)
     assert transport.closing and not transport.aborted and not connection.reset()
     assert protocol not in protocol.stalled
+
+
+def test_a_closing_connection_looks_for_its_delivery_often_and_resets_after_the_whole_timeout(
+        connection: Connection) -> None:
+    """Found by review: a close waited for the whole write timeout (30 s by default) after its client had its output,
+    acknowledged a round trip later; the slot, and a misleading reset at the cap, were held meanwhile."""
+    protocol, transport = connection.protocol, connection.transport
+    protocol._limits = replace(protocol._limits, write_timeout_s=30)
+    connection.fill_kernel()
+    protocol._close()
+    assert protocol._period == DELIVERY_POLL_S == 1
+    for _ in range(29):  # 29 looks a second apart, nothing delivered
+        _timed_out(protocol)
+    assert not transport.closing
+    connection.client_reads()
+    _timed_out(protocol)  # the next look: delivered, closed
+    assert transport.closing and not transport.aborted
+
+
+def test_a_closing_connection_whose_client_does_not_read_is_reset_after_the_write_timeout(
+        connection: Connection) -> None:
+    protocol, transport = connection.protocol, connection.transport
+    protocol._limits = replace(protocol._limits, write_timeout_s=30)
+    connection.fill_kernel()
+    protocol._close()
+    for _ in range(29):
+        _timed_out(protocol)
+    assert not transport.closing
+    _timed_out(protocol)  # 30 s without progress
+    assert transport.aborted and connection.reset()
 
 
 def test_a_close_with_nothing_unsent_is_at_once(connection: Connection) -> None:

@@ -173,6 +173,25 @@ def test_a_token_whose_root_names_nothing_is_said(tmp_path: Path, database_url: 
         assert "its root(s)" not in said.err
 
 
+@pytest.mark.parametrize("database, roots", [
+    pytest.param("postgresql+psycopg://u:p@127.0.0.1:1/x", [], id="unreachable"),
+    pytest.param("postgresql+psycopg://u:p@127.0.0.1:1/x", ["2"], id="unreachable-with-a-root"),
+    pytest.param("empty-file", ["2"], id="no-schema-with-a-root"),
+])
+def test_a_token_needs_the_secret_only(tmp_path: Path, capsys: pytest.CaptureFixture[str], database: str,
+                                       roots: list[str]) -> None:
+    """Minting needs the secret, not the database: one it cannot read says nothing of the roots and accounts, and
+    the token is printed with exit 0 (found by review: the roots' check failed the command)."""
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"server:\n  data_dir: {tmp_path / 'var'}\nauth:\n  secret: {'s' * 40}\n")
+    if database == "empty-file":
+        (tmp_path / "empty.db").touch()
+        database = f"sqlite:///{tmp_path / 'empty.db'}"
+    asked = [arg for root in roots for arg in ("--org-unit-root", root)]
+    assert main(["token", *asked, "--settings", str(settings), "--database", database]) == 0
+    assert capsys.readouterr().out.count(".") == 2
+
+
 @pytest.mark.parametrize("claim, reason", [
     pytest.param("sub=5", "Subject must be a string", id="a-number-for-sub"),
     pytest.param("exp=\"tomorrow\"", "exp", id="a-word-for-exp"),
