@@ -102,8 +102,8 @@ def cmd_token(args: argparse.Namespace, settings: Settings, extensions: Extensio
     found = _held(settings, token)
     held, first, former = found.accounts, found.first, found.former
     if found.refused is not None:
-        say(f"note: this server refuses this token ({found.refused}); a --claim it cannot accept?", logging.WARNING,
-            command="token")
+        hint = "; a --claim it cannot accept?" if found.refused.startswith("401") else ""
+        say(f"note: this server refuses this token ({found.refused}){hint}", logging.WARNING, command="token")
     if found.empty_roots:
         say(f"note: no resource this token may read is named by its root(s) {', '.join(found.empty_roots)} "
             "(Type/id, an id or system|value, in the token's account): it sees nothing below "

@@ -426,6 +426,8 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
             super().on_message_complete()
 
     def on_response_complete(self) -> None:
+        if self._running is not None and self._running.response_complete:
+            self._running = None  # its request and answer are not kept while the connection waits for the next
         super().on_response_complete()
         if self.transport.is_closing():
             self._unsent_bounded()

@@ -377,3 +377,10 @@ def test_a_reset_stops_every_answer_in_progress_quietly(connection: Connection) 
 def test_the_request_being_answered_is_known_to_the_protocol() -> None:
     """It is known through uvicorn's `_start_asgi_task` (0.54): an upgrade that renames it fails here, not silently."""
     assert "_start_asgi_task" in vars(HttpToolsProtocol) and "_start_asgi_task" in vars(FhirHttpToolsProtocol)
+
+
+def test_an_answered_request_is_not_kept_while_the_connection_waits(connection: Connection) -> None:
+    protocol = connection.protocol
+    protocol._running = protocol.cycle = SimpleNamespace(response_complete=True)
+    protocol.on_response_complete()
+    assert protocol._running is None
