@@ -64,12 +64,14 @@ def _held(settings: Settings, token: str) -> Held:
         return Held([], None, {}, None, [])  # never create a database (or its directory) just to look
     ctx = create_context(settings)
     try:
+        refused, empty_roots = None, []
         try:
             caller = caller_of(ctx, ctx.authenticator.authenticate(f"Bearer {token}"))
         except FhirError as exc:  # a --claim the server refuses (its reason logged above), a scope the hook refuses
-            return Held(accounts(ctx), first_account(ctx), former_accounts(ctx), f"{exc.status}: {exc.diagnostics}",
-                        [])
-        return Held(accounts(ctx), first_account(ctx), former_accounts(ctx), None, _empty_roots(ctx, caller))
+            refused = f"{exc.status}: {exc.diagnostics}"
+        else:
+            empty_roots = _empty_roots(ctx, caller)
+        return Held(accounts(ctx), first_account(ctx), former_accounts(ctx), refused, empty_roots)
     finally:
         ctx.db.dispose()
 

@@ -221,6 +221,7 @@ class FhirHttpToolsProtocol(HttpToolsProtocol):
             return
         if self.transport.can_write_eof():
             self.transport.write_eof()  # the client that reads sees the end right after its output
+        self._disarm_write()  # from now on it looks every DELIVERY_POLL_S, a paused connection's timer too
         self.stalled[self] = None  # it holds a slot for a client that has not read: room is made from it first
         self._arm_write()
 

@@ -384,3 +384,18 @@ def test_an_answered_request_is_not_kept_while_the_connection_waits(connection: 
     protocol._running = protocol.cycle = SimpleNamespace(response_complete=True)
     protocol.on_response_complete()
     assert protocol._running is None
+
+
+def test_a_paused_connection_closed_looks_every_second_too(connection: Connection) -> None:
+    """Its write timer was armed for the whole write timeout when its output passed the high-water mark; the close
+    looks for its delivery every second from then on."""
+    protocol, transport = connection.protocol, connection.transport
+    protocol._limits = replace(protocol._limits, write_timeout_s=30)
+    transport.unsent = WRITE_HIGH_WATER + 1
+    protocol.pause_writing()
+    assert protocol._period == 30
+    protocol._close()
+    assert protocol._period == DELIVERY_POLL_S and protocol in protocol.stalled
+    transport.unsent = 0
+    _timed_out(protocol)
+    assert transport.closing and not transport.aborted
