@@ -8,8 +8,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 STAMP  := $(VENV)/.installed
+# the shared material the suite reads (the real data, the independent checker): beside the checkout by default
+SHARED ?= ../shared
+override SHARED := $(abspath $(SHARED))
+export SHARED
 
-.PHONY: serve test setup postgres nginx authserver chromium bench bench-export bench-sync bench-explorer bench-check-data clean
+.PHONY: serve test setup shared postgres nginx authserver chromium bench bench-export bench-sync bench-explorer bench-check-data clean
 
 # the server alone (what `make serve` needs)
 $(RUNTIME): pyproject.toml
@@ -18,11 +22,16 @@ $(RUNTIME): pyproject.toml
 	touch $(RUNTIME)
 
 # everything the tests need besides: the test extras and the conformance checker's requirements
-$(STAMP): $(RUNTIME)
+$(STAMP): $(RUNTIME) | shared
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
-	@if [ -f ../shared/conformance/requirements.txt ]; then $(BIN)/pip install --quiet -r ../shared/conformance/requirements.txt; fi
+	$(BIN)/pip install --quiet -r $(SHARED)/conformance/requirements.txt
 	touch $(STAMP)
+
+# the suite needs the shared material: said at once, not as hundreds of missing files
+shared:
+	@[ -d "$(SHARED)/data/real" ] && [ -f "$(SHARED)/conformance/requirements.txt" ] || { \
+	  echo "make: the shared material (data/real, conformance) is not at $(SHARED): put it beside the checkout (../shared) or set SHARED=/its/path" >&2; exit 2; }
 
 setup: $(STAMP)
 
@@ -69,7 +78,7 @@ chromium:
 # passes with the machine so loaded: a time bound in a test proves a behaviour against what the wrong one would
 # take, never how fast this machine is; each process serves on its own ports
 JOBS ?= 3
-test: $(STAMP) postgres nginx authserver chromium
+test: shared $(STAMP) postgres nginx authserver chromium
 	$(BIN)/pytest -q -n $(JOBS) --dist loadfile $(ARGS)
 
 bench: $(STAMP) postgres

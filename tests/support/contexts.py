@@ -1,6 +1,7 @@
 """Helpers the tests share: real data paths, settings, tokens and server contexts over test data."""
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +17,9 @@ from server.storage.freshness import Freshness, Snapshot
 from server.storage.prerender import refresh
 from tests.support.data import load_small_pyramid
 
-REAL_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "real"
+# the shared material, as `make test` names it (SHARED=...), else beside the checkout
+SHARED = Path(os.environ.get("SHARED") or Path(__file__).resolve().parents[3] / "shared")
+REAL_DATA = SHARED / "data" / "real"
 IASO_CSV = REAL_DATA / "iaso_burkina_faso" / "org_units.csv"
 
 
