@@ -62,6 +62,7 @@ class Condition:
         self.ctx, self.provider, self.request, self.snapshot, self.vis, self.others = \
             ctx, provider, request, snapshot, vis, others
         self.found: dict[Any, Any] | None = None
+        self._wheres: dict[tuple[bool, bool], ColumnElement[bool]] = {}
 
     @property
     def others_key(self) -> tuple[tuple[str, Any], ...]:
@@ -85,10 +86,16 @@ class Condition:
         return self.found
 
     def where(self, walk: bool = False, page: bool = False) -> Steps[ColumnElement[bool]]:
-        """The query's matches among the live rows the caller sees (a search's page and count)."""
+        """The query's matches among the live rows the caller sees (a search's page and count), built once for
+        each form: a page's is its count's unless the page walks an index (`page`) or the id order (`walk`)."""
         found = yield from self._found()
-        return where_clause(self.provider, self.request, {**found, WALK: True} if walk else found, self.vis.clause,
-                            page, sight=self.sight)
+        form = (walk, page and self.request.led is not None)
+        built = self._wheres.get(form)
+        if built is None:
+            built = self._wheres[form] = where_clause(self.provider, self.request,
+                                                      {**found, WALK: True} if walk else found, self.vis.clause,
+                                                      form[1], sight=self.sight)
+        return built
 
     def selects(self) -> Steps[ColumnElement[bool]]:
         """The query's own condition, without the rows the caller may see, which whoever uses it applies: on the

@@ -28,8 +28,9 @@ from server.engine.static import search_static
 from server.storage.steps import Query, Steps, blocking, database, rows, threaded
 from server.errors import ResourceNotFound, operation_outcome
 from server.params.ids import coerce_id
+from server.params.types.token import TokenTarget
 from server.search.bodies import PageEntry, body_page_query
-from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_references
+from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_follows
 from server.search.order import AFTER_VALUE, MEASURE, SORT_BELOW, resume_at
 from server.search.request import SearchRequest, bind_operation, selection_pairs
 from server.search.sql import (AFTER, WALK_ABOVE, page_query, page_rows, paged, read_query)
@@ -93,14 +94,16 @@ def _total(ctx: ServerContext, provider: ResourceProvider, request: SearchReques
 
 def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest, path: str, snapshot: Snapshot,
           vis: Visibility, condition: Condition, splice: bool, matched: int | None,
-          over: bool) -> Steps[Sequence[Any]]:
+          over: bool, follows: Sequence[ColumnElement[Any]]) -> Steps[Sequence[Any]]:
     """The page's rows, one past `_count` (is there a next page?); its statement depends on what is known of the
-    total (server.search.sql: few matches sorted, many walked)."""
+    total (server.search.sql: few matches sorted, many walked). `splice`: ids and stored bodies, and the columns
+    its includes `follow`."""
     count, ranked, total = request.count, request.ranked is not None, None if over else matched
     # the page of the same search asked before (another position, another _elements or format): its SQL as sent
     page_key = (path, request.key, vis.key, (yield from database()), snapshot.stamp, splice, count,
             request.after is not None, None if request.after is not None else request.skip,
-            tuple(k.raw for k in request.sort), "many" if over else _shape(matched), condition.others_key)
+            tuple(k.raw for k in request.sort), "many" if over else _shape(matched), condition.others_key,
+            tuple(c.key for c in follows))
     page = ctx.pages.peek(page_key) if count else None
     resume = (yield from resume_at(provider, request, vis.clause)) if count and request.after else None
     if page is not None and request.after is not None:
@@ -109,12 +112,25 @@ def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest
     elif page is None and count:
         walk = matched is not None and (over or matched > WALK_ABOVE) and not request.sort and not ranked
         where = yield from condition.where(walk, page=True)
-        query = (body_page_query if splice else page_query)(provider, request, extra_row=1, where=where, total=total,
-                                                            resume=resume)
+        query = body_page_query(provider, request, extra_row=1, where=where, total=total, resume=resume,
+                                follows=follows) if splice else \
+            page_query(provider, request, extra_row=1, where=where, total=total, resume=resume)
         page = driver_sql(query, ctx.db.dialect, ctx.statements)
         ctx.pages.put(page_key, page)
     found: Sequence[Any] = (yield Query(page, mappings=not splice, bounded=False)) if page is not None else []
     return found
+
+
+def _by_ids(provider: ResourceProvider, request: SearchRequest) -> bool:
+    """Whether a clause names the provider's ids (a token on its id column alone, no modifier), no more of them than
+    a page holds: the first page then holds every match."""
+    return any(c.modifier is None and len(c.values) <= request.count and c.param.type == "token"
+               and len(c.param.targets) == 1 and _the_id(provider, c.param.targets[0]) for c in request.all_clauses)
+
+
+def _the_id(provider: ResourceProvider, target: Any) -> bool:
+    return (isinstance(target, TokenTarget) and target.code is provider.id_column and target.through is None
+            and target.system is None and target.codes is None)
 
 
 def _condition(ctx: ServerContext, caller: Caller, provider: ResourceProvider, request: SearchRequest,
@@ -180,13 +196,15 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
     vis = yield from visibility_of(ctx, provider, caller, snapshot)
     splice = snapshot.splices(provider)
     condition = yield from _condition(ctx, caller, provider, request, snapshot, vis)
-    # a first page led by an index walk (a name prefix) is read before its count: when it is not full, its
-    # entries are the total and no count is run (the walk reads the same rows, whatever the total)
-    page_first = (request.counts and count > 0 and request.led is not None and request.after is None
-                  and not request.skip)
+    # a first page led by an index walk (a name prefix), or of a few ids, is read before its count: when it is not
+    # full, its entries are the total and no count is run (the walk reads the same rows, whatever the total; ids
+    # are read by the key)
+    page_first = (request.counts and count > 0 and (request.led is not None or _by_ids(provider, request))
+                  and request.after is None and not request.skip)
     matched, over = (yield from _total(ctx, provider, request, snapshot, vis, condition, page_first)) \
         if request.counts else (None, False)
-    found = yield from _page(ctx, provider, request, path, snapshot, vis, condition, splice, matched, over)
+    follows = page_follows(provider, request.includes) if splice else []
+    found = yield from _page(ctx, provider, request, path, snapshot, vis, condition, splice, matched, over, follows)
     if page_first and matched is None:
         if len(found) <= count:  # every match is on this page
             matched, over = yield from _total(ctx, provider, request, snapshot, vis, condition, False,
@@ -200,9 +218,9 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
     if splice:
         page_entries = [PageEntry.of(row) for row in found]
         matches = yield from _rendered(ctx, provider, page_entries)
-        if page_entries and request.includes:  # what the includes follow of the matches: a narrow statement
-            page_rows = yield from page_references(provider, request.includes, [e.id for e in page_entries],
-                                                   vis.clause)
+        if request.includes:  # what the includes follow of the matches, read with the page
+            id_key, keys = provider.id_column.key, [c.key for c in follows]
+            page_rows = [{id_key: e.id, **dict(zip(keys, e.follows))} for e in page_entries]
     else:
         id_key = provider.id_column.key
         matches = [(str(r[id_key]), provider.to_resource(r), r[MEASURE] if ranked else None) for r in found]

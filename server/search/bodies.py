@@ -57,39 +57,49 @@ def body_query(provider: ResourceProvider, scoped: bool = False) -> Select[Any]:
 
 @dataclass(frozen=True, slots=True)
 class PageEntry:
-    """A row of body_page_query: an id, its stored body (None: render it), the ranked search's measure."""
+    """A row of body_page_query: an id, its stored body (None: render it), the ranked search's measure (None:
+    not ranked), the values of the columns the page's forward includes follow (its `follows`, in order)."""
 
     id: Any
     body: bytes | None
     measure: Any = None
+    follows: tuple[Any, ...] = ()
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> PageEntry:
-        return cls(row[0], None if row[1] is None else bytes(row[1]), row[2] if len(row) > 2 else None)
+        return cls(row[0], None if row[1] is None else bytes(row[1]), row[2], tuple(row[3:]))
 
 
 PAGE = "page"  # the page's subquery, whose columns the bodies' query names
 
 
 def body_page_query(provider: ResourceProvider, request: SearchRequest, *, where: ColumnElement[bool],
-                    extra_row: int = 0, total: int | None = None, resume: Any = None) -> Select[Any]:
+                    extra_row: int = 0, total: int | None = None, resume: Any = None,
+                    follows: Sequence[ColumnElement[Any]] = ()) -> Select[Any]:
     """Ids and stored bodies (NULL where the body cannot serve this page) instead of the columns (rows:
     PageEntry). The page is chosen first (its ids, versions and sort keys: what the condition's indexes and rows
-    give), then the bodies of its rows only are looked up: a sort of many matches never carries their bodies."""
+    give), then the bodies of its rows only are looked up: a sort of many matches never carries their bodies.
+    `follows`: columns of the provider's rows the page's includes follow (their references), read with the page
+    (an include search reads them in no statement of its own)."""
     v, spec = provider.versioning, provider.prerendered
     assert v is not None and spec is not None
     keys = sort_keys(provider, request)
     flags = [spec.in_search.label("_in_search")] if spec.in_search is not None else []
     sorting = [e.label(f"_key{i}") for i, (e, _) in enumerate(keys[:-1])]
-    inner = select(provider.id_column, v.version.label("_version"), *flags, *sorting, *measure_column(request))
+    followed = [c.label(f"_follows{i}") for i, c in enumerate(follows)]
+    inner = select(provider.id_column, v.version.label("_version"), *flags, *sorting, *measure_column(request),
+                   *followed)
     walk = index_walk(request)
-    rows = table_for(provider, where, *flags, *measure_column(request), *(e for e, _ in keys[:-1] if walk is None))
+    rows = table_for(provider, where, *flags, *measure_column(request), *follows,
+                     *(e for e, _ in keys[:-1] if walk is None))
     inner = inner.select_from(page_rows(provider, request, rows))
     page = paged(provider, request, inner, where, extra_row, total, resume).subquery(PAGE)
     page_id, body = _bodies(provider)
-    measure = [literal_column(f"{PAGE}.{MEASURE}").label("measure")] if request.ranked is not None else []
+    measure = literal_column(f"{PAGE}.{MEASURE}") if request.ranked is not None else null()
     order = ordered([*((literal_column(f"{PAGE}._key{i}"), d) for i, (_, d) in enumerate(keys[:-1])), (page_id, None)])
-    return select(page_id.label("id"), body, *measure).select_from(page).order_by(*order)
+    return select(page_id.label("id"), body, measure.label("measure"),
+                  *(literal_column(f"{PAGE}._follows{i}", c.type).label(c.key) for i, c in enumerate(follows))
+                  ).select_from(page).order_by(*order)
 
 
 def _bodies(provider: ResourceProvider) -> tuple[ColumnElement[Any], ColumnElement[Any]]:

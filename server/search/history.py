@@ -43,6 +43,8 @@ class HistoryRequest(Paged):
         return replace(self, till=synced if self.till is None else min(self.till, synced))
 
     def page(self, skip: int) -> HistoryRequest:
+        if skip == self.skip and self.after is None:  # this page
+            return self
         return replace(self, paging=self.paging.at(skip), after=None)
 
     def following(self, last_id: str | None) -> HistoryRequest:

@@ -57,17 +57,11 @@ def _columns(columns: Sequence[ColumnElement[Any]], keys: Collection[str]) -> li
     return [c for c in columns if c.key in keys]
 
 
-def page_references(provider: ResourceProvider, includes: Sequence[Include], ids: Sequence[Any],
-                    visible: ColumnElement[bool] | None = None) -> Steps[list[Row]]:
-    """A page of stored bodies as fetch_included reads its rows: their ids, and the reference columns the forward
-    includes follow, in one narrow statement (none when they follow none), in the page's order."""
-    key = provider.id_column.key
-    columns = _columns(provider.search_columns or provider.columns, _followed(includes, provider.resource_type))
-    if not columns or not ids:
-        return [{key: i} for i in ids]
-    query = _narrow(provider, read_query(provider, list(ids), visible=visible, live=True), provider.id_column, *columns)
-    by_id = {row[key]: row for row in (yield from steps.rows(query, mappings=True))}
-    return [by_id[i] for i in ids if i in by_id]
+def page_follows(provider: ResourceProvider, includes: Sequence[Include]) -> list[ColumnElement[Any]]:
+    """The provider's columns the forward includes starting from its type follow (the references its rows hold):
+    what a page of stored bodies reads beside them (server.search.bodies.body_page_query's `follows`), for
+    fetch_included's rows."""
+    return _columns(provider.search_columns or provider.columns, _followed(includes, provider.resource_type))
 
 
 def _narrow(provider: ResourceProvider, query: Select[Any], *columns: ColumnElement[Any],
@@ -125,7 +119,7 @@ def fetch_included(registry: Registry, provider: ResourceProvider, includes: Seq
                    splices: Splices = lambda provider: False) -> Steps[Included]:
     """What the page's references lead to, within the caller's scope (`visible`): a parent outside it stays a
     reference only. `page`: the matches' rows (their ids, and the reference columns the includes starting from
-    their type follow: page_references); `splices`: the providers whose included resources are their stored bodies.
+    their type follow: page_follows); `splices`: the providers whose included resources are their stored bodies.
 
     Level by level, each resource once: the first applies every include to the matches; each next one applies the
     :iterate includes to what the one before brought of their types (matches or included: any type), for at most

@@ -50,8 +50,7 @@ def index_walk(request: SearchRequest) -> Walk | None:
 
     value, key, tie = (on(walked, c) for c in (order.value, order.key, order.tie))
     e_value, e_key, e_tie = (on(earlier, c) for c in (order.value, order.key, order.tie))
-    e_match = cast(ColumnElement[bool], ClauseAdapter(earlier).traverse(
-        order.earlier if order.earlier is not None else order.match))
+    e_match = cast(ColumnElement[bool], ClauseAdapter(earlier).traverse(order.earlier))
     before = exists().where(e_key == key, e_match, or_(e_value < value, and_(e_value == value, e_tie < tie)))
     return Walk(walked, value, key, (cast(ColumnElement[bool], ClauseAdapter(walked).traverse(order.match)),
                                      not_(before)))

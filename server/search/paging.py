@@ -92,6 +92,8 @@ class Paged:
         return self.paging.skip
 
     def page(self: R, skip: int) -> R:
+        if skip == self.skip:  # this page
+            return self
         return replace(self, paging=self.paging.at(skip))  # type: ignore[type-var]
 
     def following(self: R, last_id: str | None) -> R:

@@ -197,6 +197,8 @@ class SearchRequest(Paged):
         return None
 
     def page(self, skip: int) -> SearchRequest:
+        if skip == self.skip and self.after is None:  # this page (a first page's `first` and `last` links)
+            return self
         return replace(self, paging=self.paging.at(skip), after=None)
 
     def following(self, last_id: str | None) -> SearchRequest:
@@ -204,13 +206,17 @@ class SearchRequest(Paged):
         after = last_id if self.keyset is not None else None
         return replace(self, paging=self.paging.at(self.skip + self.count), after=after)
 
-    @property
+    @cached_property
     def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
         """What selects the matches (not how they are paged or shown): the count cache's key."""
         return self.resource_type, tuple((c.key, c.raw) for c in (*self.all_clauses, *self.joined))
 
     def query_string(self) -> str:
         """The applied parameters, rebuilt from the typed form (the self/next links show exactly these)."""
+        return self._query_string
+
+    @cached_property
+    def _query_string(self) -> str:  # built once per request: a page's links repeat it
         pairs = [(c.key, c.raw) for c in (*self.clauses, *self.joined)]
         if self.sort:
             pairs.append(("_sort", ",".join(k.raw for k in self.sort)))

@@ -14,6 +14,7 @@ from server.declare.registry import Registry
 from server.plugins import get_plugin_manager
 from server.params.types.base import EVERY_ROW
 from server.search.bodies import PageEntry, StoredVersion, body_page_query, body_query
+from server.search.include import page_follows
 from server.search.sql import where_clause
 from server.search.request import SearchRequest, parse_search
 from server.settings import parse_settings
@@ -151,17 +152,26 @@ def test_a_read_of_a_stored_body_selects_what_its_decoder_names(location: Resour
     assert selected == names == _fields(StoredVersion)[:len(names)]
 
 
-@pytest.mark.parametrize("items, names", [
-    pytest.param((), ["id", "body"], id="page"),
-    pytest.param((("near", "8.4|-13.2|10|km"),), ["id", "body", "measure"], id="ranked-page"),
+@pytest.mark.parametrize("items, follows, names", [
+    pytest.param((), (), ["id", "body", "measure"], id="page"),
+    pytest.param((("near", "8.4|-13.2|10|km"),), (), ["id", "body", "measure"], id="ranked-page"),
+    pytest.param((("_include", "Location:partof"),), ("parent_id",), ["id", "body", "measure", "parent_id"],
+                 id="include-page-reads-its-references"),
+    pytest.param((("_include", "Location:organization"),), ("data_source_id",),
+                 ["id", "body", "measure", "data_source_id"], id="a-reference-in-a-joined-table"),
 ])
 def test_a_page_of_stored_bodies_selects_what_its_decoder_names(location: ResourceProvider,
                                                                 items: tuple[tuple[str, str], ...],
-                                                                names: list[str]) -> None:
+                                                                follows: tuple[str, ...], names: list[str]) -> None:
     request: SearchRequest = parse_search(location, items)
     where = where_clause(location, request, page=True, sight=EVERY_ROW)
-    selected = [c.name for c in body_page_query(location, request, where=where).selected_columns]
-    assert selected == names == _fields(PageEntry)[:len(names)]
+    columns = page_follows(location, request.includes)
+    assert [c.key for c in columns] == list(follows)
+    selected = [c.name for c in body_page_query(location, request, where=where, follows=columns).selected_columns]
+    assert selected == names
+    assert _fields(PageEntry) == ["id", "body", "measure", "follows"]
+    decoded = PageEntry.of((7, b"{}", None, *range(len(follows))))
+    assert (decoded.id, decoded.body, decoded.measure, decoded.follows) == (7, b"{}", None, tuple(range(len(follows))))
 
 
 @pytest.mark.parametrize("row, decoded", [

@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 from plugins.orgunits.records import UnitRecord
 from plugins.orgunits.writer import ensure_data_source, ensure_source_version, write_units
 from server.engine.context import ServerContext
+from server.engine.parsing import parse
 from server.errors import InvalidRequest
 from server.engine.caller import caller_of
 from tests.support.contexts import bearer, pyramid_context
@@ -95,3 +96,23 @@ def test_an_after_out_of_scope_is_refused_as_an_unknown_one(ctx: ServerContext) 
     assert matches(search(ctx, "Location", "name=csps zadou", caller)) == []
     with pytest.raises(InvalidRequest, match="not a match of this search"):
         search(ctx, "Location", "name=csps zadou&_after=45", caller)
+
+
+@pytest.mark.parametrize("name, lower, upper", [
+    pytest.param("csps zadou", "csps zadou", "csps zadov", id="a-prefix-and-its-successor"),
+    pytest.param("Zadou\U0010ffff", "zadou\U0010ffff", "zadov", id="the-last-code-point-grows-the-one-before"),
+    pytest.param("\U0010ffff", "\U0010ffff", None, id="no-successor-no-upper-bound"),
+])
+def test_a_led_search_holds_its_index_range_as_values_and_builds_its_sql_only_for_a_statement(
+        ctx: ServerContext, name: str, lower: str, upper: str | None) -> None:
+    """Deciding whether a search is led by the name index runs on every search (is its count needed before its
+    page?), a kept page's included: it builds no SQL, which cost a fifth of a name search's CPU."""
+    provider = ctx.registry.get("Location")
+    led = parse(ctx, provider, [("name", name)], strict=True).led
+    assert led is not None
+    order = led[1]
+    assert (order.lower, order.upper) == (lower, upper)
+    assert "match" not in vars(order) and "earlier" not in vars(order)
+    text = str(order.match.compile(compile_kwargs={"literal_binds": True}))
+    assert f">= '{lower}'" in text and (upper is None) == ("<" not in text.replace("<=", ""))
+    assert str(order.earlier.compile(compile_kwargs={"literal_binds": True})).count(f"'{lower}'") == 1

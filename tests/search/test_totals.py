@@ -197,3 +197,22 @@ def test_a_first_name_page_that_holds_every_match_is_its_total(small_ctx: Server
     assert bundle["total"] == _search(ctx, f"name={common}&_total=accurate&_count=0")["total"] > 1
     again, runs = _counts_run(ctx, f"name={common}&_count=1&_after={_walked(ctx, f'name={common}&_count=1')[0]}")
     assert runs == 0 and again["total"] == bundle["total"]  # kept: the next pages count nothing
+
+
+@pytest.mark.parametrize("query, counted", [
+    pytest.param("_id={a}", 0, id="one-id"),
+    pytest.param("_id={a},{b},999999", 0, id="ids-one-unknown"),
+    pytest.param("_id={a}&name=zzzz-no-such-name", 0, id="ids-and-another-clause"),
+    pytest.param("_id={a},{b}&_count=1", 1, id="more-ids-than-the-page-counted"),
+    pytest.param("_id:not={a}", 1, id="a-modifier-counted"),
+    pytest.param("_id={a}&_skip=1", 1, id="a-later-page-counted"),
+])
+def test_a_first_page_of_a_few_ids_is_its_total(small_ctx: ServerContext, query: str, counted: int) -> None:
+    """A search of no more ids than its page holds reads its first page before its count: the page holds every
+    match, so no count is run, and its total is the accurate one."""
+    ctx = _with_threshold(small_ctx, 1000)
+    a, b = (e["resource"]["id"] for e in _search(ctx, "_count=2")["entry"])
+    query = query.format(a=a, b=b)
+    bundle, runs = _counts_run(ctx, query)
+    assert runs == counted
+    assert bundle["total"] == _search(ctx, f"{query}&_total=accurate&_count=0")["total"]

@@ -194,18 +194,31 @@ class Ranks(Protocol[T, V]):
 @dataclass(frozen=True)
 class IndexOrder:
     """The matches of one value as rows of a side table read in the order of its index on (`value`, `key`): the
-    rows meeting `match` (a range of that index), a resource at its first one by (`value`, `tie`), `tie` being the
-    side table's other key column (which of a resource's rows of equal values comes first)."""
+    rows whose `value` is in [`lower`, `upper`) (a range of that index; no `upper`: unbounded) and meet `where`, a
+    resource at its first one by (`value`, `tie`), `tie` being the side table's other key column (which of a
+    resource's rows of equal values comes first). Plain values: deciding that a search is led by an index builds no
+    SQL; `match` and `earlier` are built when a statement is (a kept page's request builds neither)."""
 
     table: FromClause
     key: ColumnElement[Any]  # the provider's id
     value: ColumnElement[Any]
     tie: ColumnElement[Any]
-    match: ColumnElement[bool]
-    # what a row sorting before a matching one must meet to match too (a prefix range's lower bound: such a row
-    # is below the upper one already); None: `match`. The look-up of a resource's earlier rows then goes by its
-    # id (PostgreSQL estimates a range compared in code-point order at one row, and read the range for each one)
-    earlier: ColumnElement[bool] | None = None
+    lower: Any
+    upper: Any = None
+    where: ColumnElement[bool] | None = None
+
+    @cached_property
+    def match(self) -> ColumnElement[bool]:
+        """The rows of the range."""
+        bounds = [self.value >= self.lower, *([] if self.upper is None else [self.value < self.upper])]
+        return and_(*bounds, *([] if self.where is None else [self.where]))
+
+    @cached_property
+    def earlier(self) -> ColumnElement[bool]:
+        """What a row sorting before a matching one must meet to match too: the range's lower bound (such a row is
+        below the upper one already). The look-up of a resource's earlier rows then goes by its id (PostgreSQL
+        estimates a range compared in code-point order at one row, and read the range for each one)."""
+        return and_(self.value >= self.lower, *([] if self.where is None else [self.where]))
 
     @cached_property
     def aliases(self) -> tuple[FromClause, FromClause]:

@@ -21,6 +21,7 @@ from server.params.types.base import (
     Through,
     like_escape,
     prefix_range,
+    successor,
     via,
 )
 
@@ -82,11 +83,8 @@ class StringType:
         if len(ties) != 1 or not any(len(cols) == 2 and cols[0] is target.normalized and cols[1] is through.key
                                      for cols in led):
             return None
-        match = prefix_range(target.normalized, value.normalized)
-        earlier = target.normalized >= value.normalized
-        return IndexOrder(through.table, through.key, target.normalized, ties[0],
-                          match if through.where is None else and_(match, through.where),
-                          earlier if through.where is None else and_(earlier, through.where))
+        return IndexOrder(through.table, through.key, target.normalized, ties[0], value.normalized,
+                          successor(value.normalized), through.where)
 
     def present(self, target: StringTarget, at: CompileContext) -> Match:
         return via(target.through, target.exact.is_not(None))
