@@ -75,7 +75,8 @@ async def _per_request(app: Any, paths: list[str], token: str, rounds: int = 5) 
 async def _first_sight(app: Any, paths: list[str], token: str, requests: int) -> float | None:
     """CPU microseconds per request of targets the app has never been sent (each distinct target once, after 200
     others warmed it): what a search costs when nothing the server keeps by its values (its statements, its
-    count) serves it, as for most requests of clients whose values rarely repeat. None: one target only."""
+    count) serves it, as for most requests of clients whose values rarely repeat. None: no more than 200
+    distinct targets (a workload of one URL)."""
     distinct = list(dict.fromkeys(paths))
     if len(distinct) < 2:
         return None
@@ -131,8 +132,9 @@ async def measure(dataset: Dataset, settings: Path, requests: int) -> dict[str, 
             out[name] = {"ours_us": round(await _per_request(ours, sample, token), 1),
                          "ceiling_us": round(await _per_request(build(str(recordings)), sample, token), 1),
                          **({"first_us": round(first, 1)} if first is not None else {})}
-            print(f"  {dataset.name:20} {name:12} ours {out[name]['ours_us']:8.1f} us  first sight "
-                  f"{out[name].get('first_us', 0):8.1f} us  ceiling app {out[name]['ceiling_us']:6.1f} us",
+            shown = f"{first:8.1f} us" if first is not None else "       -   "
+            print(f"  {dataset.name:20} {name:12} ours {out[name]['ours_us']:8.1f} us  first sight {shown}  "
+                  f"ceiling app {out[name]['ceiling_us']:6.1f} us",
                   file=sys.stderr, flush=True)
         finally:
             await inbox.put({"type": "lifespan.shutdown"})
@@ -167,7 +169,8 @@ def main() -> int:
              "CPU us per request (median of 5 rounds of random targets, 2,000 per workload: most were sent before "
              "and meet what the server keeps by their values), ours and the ceiling's app; ours again on targets it "
              "was never sent (each distinct target once, on a new app warmed by 200 others: no statement or count "
-             "kept for their values serves them); the ceiling's whole response on the wire (us per response at c=1 and c=16, bench/results/latest.json); the ratio a "
+             "kept for their values serves them); the ceiling's whole response on the wire (us per response at c=1 "
+             "and c=16, bench/results/latest.json); the ratio a "
              "server adding only its app to the ceiling's would reach at each (the targets are at c=16).", "",
              "| dataset | workload | ours app us | ours, targets never sent before, us | ceiling app us | "
              "ceiling wire us c=1 / c=16 | reachable c=1 | reachable c=16 |",
@@ -179,8 +182,8 @@ def main() -> int:
             reach = [f"{w / (w - m['ceiling_us'] + m['ours_us']):.2f}" if w else "-" for w in wires]
             shown = " / ".join("-" if w is None else f"{w:,.0f}" for w in wires)
             first = f"{m['first_us']:,.1f}" if "first_us" in m else "-"
-            lines.append(f"| {dataset.name} | {name} | {m['ours_us']:,.1f} | {first} | {m['ceiling_us']:,.1f} | {shown} | "
-                         f"{reach[0]} | {reach[1]} |")
+            lines.append(f"| {dataset.name} | {name} | {m['ours_us']:,.1f} | {first} | {m['ceiling_us']:,.1f} | "
+                         f"{shown} | {reach[0]} | {reach[1]} |")
     report = "\n".join(lines) + "\n"
     (BENCH / "results" / "app-floor-latest.md").write_text(report, encoding="utf-8")
     print(report)

@@ -98,7 +98,7 @@ def body_page_query(provider: ResourceProvider, request: SearchRequest, *, where
     measure = literal_column(f"{PAGE}.{MEASURE}") if request.ranked is not None else null()
     order = ordered([*((literal_column(f"{PAGE}._key{i}"), d) for i, (_, d) in enumerate(keys[:-1])), (page_id, None)])
     return select(page_id.label("id"), body, measure.label("measure"),
-                  *(literal_column(f"{PAGE}._follows{i}", c.type).label(c.key) for i, c in enumerate(follows))
+                  *(literal_column(f"{PAGE}._follows{i}", c.type).label(f"_follows{i}") for i, c in enumerate(follows))
                   ).select_from(page).order_by(*order)
 
 

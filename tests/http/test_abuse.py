@@ -242,8 +242,9 @@ def test_a_reset_with_answers_in_progress_logs_no_application_error(abuse_server
 # ------------------------------------------------------------------ 3. slow readers at the connection cap
 def test_slow_readers_make_room_at_the_connection_cap(abuse_server: LiveServer) -> None:
     """20 connections (the cap) each pipeline 30 requests for a 144 KB script and never read: a new FHIR request is
-    served at once (a stalled connection is evicted to make room), and every stalled one is closed by the write
-    timeout."""
+    served at once (a stalled connection is evicted to make room), and every stalled one is reset by the write
+    timeout (1 s here). The clients never read: a client that reads its answers is served in full, which took this
+    test's earlier form 6 to 8 s on a loaded machine and failed it at its 8 s deadline."""
     request = b"GET /static/orgunits/leaflet/leaflet.js HTTP/1.1\r\nHost: a\r\n\r\n"
     held = []
     try:
@@ -256,25 +257,11 @@ def test_slow_readers_make_room_at_the_connection_cap(abuse_server: LiveServer) 
         time.sleep(0.5)  # their output fills the buffers
         status, ms = _probe_ms(abuse_server, "/fhir/metadata")
         assert status == 401 and ms < 1000, (status, ms)  # served (no token: 401), not 503 at the cap
-        deadline = time.monotonic() + 8
-        open_ = list(held)
-        while open_ and time.monotonic() < deadline:
-            still = []
-            for sock in open_:
-                sock.setblocking(False)
-                try:
-                    while sock.recv(65536):
-                        pass
-                    closed = True  # b"": closed
-                except BlockingIOError:
-                    closed = False
-                except ConnectionResetError:
-                    closed = True
-                if not closed:
-                    still.append(sock)
-            open_ = still
-            time.sleep(0.2)
-        assert not open_, f"{len(open_)} stalled connections still open"
+        deadline = time.monotonic() + 8  # the write timeout, its looks and a loaded machine's delays
+        while time.monotonic() < deadline and any(_tcp_state(sock) != TCP_CLOSE for sock in held):
+            time.sleep(0.1)
+        open_ = [sock for sock in held if _tcp_state(sock) != TCP_CLOSE]
+        assert not open_, f"{len(open_)} stalled connections not reset"
     finally:
         for sock in held:
             sock.close()

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement, Table, and_, or_
+from sqlalchemy import ColumnElement, Table, or_
 
 from server.errors import InvalidValue
 from server.params.text import composed, normalize
