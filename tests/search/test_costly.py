@@ -88,7 +88,9 @@ def test_reads_and_cheap_searches_keep_their_latency_while_8_costly_searches_run
             thread.join(30)
     assert max(took.values()) < WAIT_S / 3, took  # one that waited for a turn would take WAIT_S, RUN_S
     statuses = sorted(status for status, _, _ in costly)
-    assert statuses == [200] * TURNS + [503] * (8 - TURNS)
+    # each answer in the message: which turn-holder failed, and why (a load-induced failure in a full run,
+    # 2026-11-29, showed the statuses only)
+    assert statuses == [200] * TURNS + [503] * (8 - TURNS), [(status, body.get("issue")) for status, body, _ in costly]
     for status, body, retry_after in costly:
         if status == 503:
             assert body["issue"][0]["code"] == "too-costly" and retry_after == "5", body
