@@ -93,12 +93,13 @@ def _total(ctx: ServerContext, provider: ResourceProvider, request: SearchReques
 
 
 def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest, path: str, snapshot: Snapshot,
-          vis: Visibility, condition: Condition, splice: bool, matched: int | None,
-          over: bool, follows: Sequence[ColumnElement[Any]]) -> Steps[Sequence[Any]]:
+          vis: Visibility, condition: Condition, matched: int | None, over: bool,
+          follows: Sequence[ColumnElement[Any]]) -> Steps[Sequence[Any]]:
     """The page's rows, one past `_count` (is there a next page?); its statement depends on what is known of the
-    total (server.search.sql: few matches sorted, many walked). `splice`: ids and stored bodies, and the columns
-    its includes `follow`."""
+    total (server.search.sql: few matches sorted, many walked). Of stored bodies (the snapshot's splices): ids and
+    bodies, and the columns its includes `follow`."""
     count, ranked, total = request.count, request.ranked is not None, None if over else matched
+    splice = snapshot.splices(provider)
     # the page of the same search asked before (another position, another _elements or format): its SQL as sent
     page_key = (path, request.key, vis.key, (yield from database()), snapshot.stamp, splice, count,
             request.after is not None, None if request.after is not None else request.skip,
@@ -204,7 +205,7 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
     matched, over = (yield from _total(ctx, provider, request, snapshot, vis, condition, page_first)) \
         if request.counts else (None, False)
     follows = page_follows(provider, request.includes) if splice else []
-    found = yield from _page(ctx, provider, request, path, snapshot, vis, condition, splice, matched, over, follows)
+    found = yield from _page(ctx, provider, request, path, snapshot, vis, condition, matched, over, follows)
     if page_first and matched is None:
         if len(found) <= count:  # every match is on this page
             matched, over = yield from _total(ctx, provider, request, snapshot, vis, condition, False,

@@ -61,6 +61,8 @@ def page_follows(provider: ResourceProvider, includes: Sequence[Include]) -> lis
     """The provider's columns the forward includes starting from its type follow (the references its rows hold):
     what a page of stored bodies reads beside them (server.search.bodies.body_page_query's `follows`), for
     fetch_included's rows."""
+    if not includes:  # every search of stored bodies asks: most have none
+        return []
     return _columns(provider.search_columns or provider.columns, _followed(includes, provider.resource_type))
 
 

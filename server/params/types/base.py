@@ -210,15 +210,16 @@ class IndexOrder:
     @cached_property
     def match(self) -> ColumnElement[bool]:
         """The rows of the range."""
-        bounds = [self.value >= self.lower, *([] if self.upper is None else [self.value < self.upper])]
-        return and_(*bounds, *([] if self.where is None else [self.where]))
+        bounds = index_range(self.value, self.lower, self.upper)
+        return bounds if self.where is None else and_(bounds, self.where)
 
     @cached_property
     def earlier(self) -> ColumnElement[bool]:
         """What a row sorting before a matching one must meet to match too: the range's lower bound (such a row is
         below the upper one already). The look-up of a resource's earlier rows then goes by its id (PostgreSQL
         estimates a range compared in code-point order at one row, and read the range for each one)."""
-        return and_(self.value >= self.lower, *([] if self.where is None else [self.where]))
+        bound = index_range(self.value, self.lower)
+        return bound if self.where is None else and_(bound, self.where)
 
     @cached_property
     def aliases(self) -> tuple[FromClause, FromClause]:
@@ -274,10 +275,14 @@ def successor(prefix: str) -> str | None:
     return "".join(chars)
 
 
+def index_range(column: ColumnElement[Any], lower: Any, upper: Any = None) -> ColumnElement[bool]:
+    """`column` in [`lower`, `upper`) (no `upper`: unbounded), as a range of its index."""
+    return column >= lower if upper is None else and_(column >= lower, column < upper)
+
+
 def prefix_range(column: ColumnElement[Any], prefix: str) -> ColumnElement[bool]:
     """The values of `column` starting with `prefix`, as an index range."""
-    upper = successor(prefix)
-    return column >= prefix if upper is None else and_(column >= prefix, column < upper)
+    return index_range(column, prefix, successor(prefix))
 
 
 class code_point_order(FunctionElement[str]):
