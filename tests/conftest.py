@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,23 @@ from server.storage.db import create_db_engine
 from tests.support import pg
 from tests.support.contexts import make_settings, migrate, pyramid_context
 
+
+@pytest.fixture(autouse=True)
+def _no_template_refused(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every search the suite runs in process is compared with its shape's template on the template's first uses
+    (server.engine.templates): a refused template is a value that reached a statement other than through the
+    search's conditions, a test failure wherever it happens (but where a test makes one on purpose)."""
+    refused: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = refused.append  # type: ignore[method-assign]
+    logger = logging.getLogger("server.engine.templates")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+    if refused and request.node.get_closest_marker("refuses_templates") is None:
+        pytest.fail(f"{refused[0].getMessage()} ({getattr(refused[0], 'shape', '')})")
 
 
 @pytest.fixture(scope="session")

@@ -16,10 +16,11 @@ from server.storage.steps import Steps, scalar
 from server.search.hops import crossed
 from server.search.request import SearchRequest
 from server.storage.freshness import Snapshot
+from server.storage.prepared import Bound
 
 
 def total(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest, snapshot: Snapshot,
-          others: Mapping[str, Visibility], key: Hashable, query: Callable[[], Steps[Select[Any]]], *,
+          others: Mapping[str, Visibility], key: Hashable, query: Callable[[], Steps[Bound | Select[Any]]], *,
           kept_only: bool = False, known: int | None = None) -> Steps[int | None]:
     """The search's count, cached as any count (server.engine.counts.count) with, for each other type a chain
     crosses, what the caller sees of it (`others`) and its data generation; counted every time when one of them

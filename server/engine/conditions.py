@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, true
+from sqlalchemy import ColumnElement, and_, true
 
 from server.access.tenancy import Visibility
 from server.declare.provider import ResourceProvider
@@ -22,8 +22,10 @@ from server.search.chains import Chained
 from server.search.hops import chain_types, compile_chained
 from server.search.request import SearchRequest
 from server.search.seen import sight_of
-from server.search.sql import JOINED, WALK, count_query, lookups, matching, where_clause
+from server.search.sql import JOINED, WALK, count_query, lookups, matching, where_of
+from server.engine.templates import Parts, bound, named, shape_of
 from server.storage.freshness import Snapshot
+from server.storage.prepared import Bound
 
 
 def joined_conditions(ctx: ServerContext, request: SearchRequest, snapshot: Snapshot,
@@ -62,7 +64,7 @@ class Condition:
         self.ctx, self.provider, self.request, self.snapshot, self.vis, self.others = \
             ctx, provider, request, snapshot, vis, others
         self.found: dict[Any, Any] | None = None
-        self._wheres: dict[tuple[bool, bool], ColumnElement[bool]] = {}
+        self._forms: dict[tuple[bool, bool], Formed] = {}
 
     @property
     def others_key(self) -> tuple[tuple[str, Any], ...]:
@@ -85,17 +87,20 @@ class Condition:
             self.found = {**looked_up, **joined}
         return self.found
 
-    def where(self, walk: bool = False, page: bool = False) -> Steps[ColumnElement[bool]]:
+    def formed(self, walk: bool = False, page: bool = False) -> Steps[Formed]:
         """The query's matches among the live rows the caller sees (a search's page and count), built once for
         each form: a page's is its count's unless the page walks an index (`page`) or the id order (`walk`)."""
         found = yield from self._found()
         form = (walk, page and self.request.led is not None)
-        built = self._wheres.get(form)
+        built = self._forms.get(form)
         if built is None:
-            built = self._wheres[form] = where_clause(self.provider, self.request,
-                                                      {**found, WALK: True} if walk else found, self.vis.clause,
-                                                      form[1], sight=self.sight)
+            own = matching(self.provider, self.request, {**found, WALK: True} if walk else found, form[1],
+                           sight=self.sight)
+            built = self._forms[form] = Formed(self.request, where_of(self.provider, self.vis.clause, own), own)
         return built
+
+    def where(self, walk: bool = False, page: bool = False) -> Steps[ColumnElement[bool]]:
+        return (yield from self.formed(walk, page)).where
 
     def selects(self) -> Steps[ColumnElement[bool]]:
         """The query's own condition, without the rows the caller may see, which whoever uses it applies: on the
@@ -103,7 +108,30 @@ class Condition:
         query: a deletion stays seen where its resource was)."""
         return and_(true(), *matching(self.provider, self.request, (yield from self._found()), sight=self.sight))
 
-    def count(self, up_to: int | None) -> Steps[Select[Any]]:
-        """A bounded count of a search led by an index walks it, as its page does (server.search.sql.count_query)."""
+    def count(self, up_to: int | None) -> Steps[Bound]:
+        """A bounded count of a search led by an index walks it, as its page does (server.search.sql.count_query);
+        bound into its shape's template (server.engine.templates)."""
         walked = up_to is not None and self.request.led is not None
-        return count_query(self.provider, self.request, where=(yield from self.where(page=walked)), up_to=up_to)
+        formed = yield from self.formed(page=walked)
+        shape = formed.shape
+        key = None if shape is None else ("count", (yield from database()), shape, self.vis.key, self.others_key,
+                                          up_to)
+        return bound(self.ctx, key, formed.parts, named(self.request),
+                     lambda: count_query(self.provider, self.request, where=formed.where, up_to=up_to))
+
+
+class Formed:
+    """A query's condition in one form (server.engine.conditions.Condition.formed): the whole of it (`where`), its
+    own conditions (`own`, server.search.sql.matching) and, built on first need, their parts and shape (what
+    its statements are kept by: server.engine.templates)."""
+
+    def __init__(self, request: SearchRequest, where: ColumnElement[bool], own: list[ColumnElement[bool]]) -> None:
+        self.request, self.where, self.own = request, where, own
+
+    @cached_property
+    def parts(self) -> Parts:
+        return Parts.of(self.own)
+
+    @cached_property
+    def shape(self) -> Any:
+        return shape_of(self.request, self.parts)

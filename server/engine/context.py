@@ -27,6 +27,7 @@ from server.storage.prepared import Prepared
 
 
 MAX_STATEMENTS = 1000  # compiled shapes of statements
+MAX_TEMPLATES = 1000  # count and page statements of search shapes (server.engine.templates)
 MAX_PAGES = 4096  # page statements of the searches seen last, as sent
 MAX_CONDITIONS = 2048  # compiled conditions of chained and _has parameters
 MAX_BASES = 64  # [base] addresses whose capability statement is kept rendered
@@ -51,6 +52,8 @@ class ServerContext:
     hot: HotDatabase | None = None  # the driver's own connection on the event loop (server.engine.drivers)
     # statements compiled once per shape (server.storage.prepared.driver_sql), their values apart
     statements: Bounded[Any] = field(default_factory=lambda: Bounded(MAX_STATEMENTS))
+    # the count and page statements of the search shapes seen, their values bound per request
+    templates: Bounded[Any] = field(default_factory=lambda: Bounded(MAX_TEMPLATES))
     # the page statements of the searches seen, as sent (server.engine.searches): another position of the same
     # search binds its new position only
     pages: Bounded[Any] = field(default_factory=lambda: Bounded(MAX_PAGES))

@@ -11,10 +11,11 @@ from server.declare.provider import ResourceProvider
 from server.engine.context import ServerContext
 from server.storage.steps import Steps, database, scalar
 from server.storage.freshness import Snapshot
+from server.storage.prepared import Bound
 
 
 def count(ctx: ServerContext, provider: ResourceProvider, snapshot: Snapshot, key: Hashable,
-          query: Callable[[], Steps[Select[Any]]], *, kept_only: bool = False,
+          query: Callable[[], Steps[Bound | Select[Any]]], *, kept_only: bool = False,
           known: int | None = None) -> Steps[int | None]:
     """A count; for a versioned provider, cached until it has a newer version (the query built on a miss).
     `kept_only`: the count kept, None when there is none (nothing counted); `known`: the count found otherwise

@@ -25,6 +25,7 @@ from server.engine.lookup import EngineLookup
 from server.engine.instances import Resource, fetch, fresh, resource_provider, subset_of
 from server.engine.visibility import visibilities_crossed, visibility_of, static_account
 from server.engine.static import search_static
+from server.engine.templates import bound, named
 from server.storage.steps import Query, Steps, blocking, database, rows, threaded
 from server.errors import ResourceNotFound, operation_outcome
 from server.params.ids import coerce_id
@@ -35,7 +36,6 @@ from server.search.order import AFTER_VALUE, MEASURE, SORT_BELOW, resume_at
 from server.search.request import SearchRequest, bind_operation, selection_pairs
 from server.search.sql import (AFTER, WALK_ABOVE, page_query, page_rows, paged, read_query)
 from server.storage.freshness import Snapshot, synced
-from server.storage.prepared import driver_sql
 
 Match = tuple[str, Resource, Any]  # id, resource, measure (SearchRequest.ranked: near's distance)
 
@@ -100,24 +100,30 @@ def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest
     bodies, and the columns its includes `follow`."""
     count, ranked, total = request.count, request.ranked is not None, None if over else matched
     splice = snapshot.splices(provider)
+    name = yield from database()
+    # how the page is read besides what it matches (server.engine.templates: a template's key beside its shape)
+    paging = (name, vis.key, splice, count, request.after is not None,
+              None if request.after is not None else request.skip, tuple(k.raw for k in request.sort),
+              "many" if over else _shape(matched), condition.others_key, tuple(c.key for c in follows))
     # the page of the same search asked before (another position, another _elements or format): its SQL as sent
-    page_key = (path, request.key, vis.key, (yield from database()), snapshot.stamp, splice, count,
-            request.after is not None, None if request.after is not None else request.skip,
-            tuple(k.raw for k in request.sort), "many" if over else _shape(matched), condition.others_key,
-            tuple(c.key for c in follows))
+    page_key = (path, request.key, snapshot.stamp, *paging)
     page = ctx.pages.peek(page_key) if count else None
     resume = (yield from resume_at(provider, request, vis.clause)) if count and request.after else None
-    if page is not None and request.after is not None:
-        page = page.replace(AFTER, coerce_id(provider.id_column, request.after))
-        page = page.replace(AFTER_VALUE, resume) if resume is not None else page
-    elif page is None and count:
+    # a kept statement holds another position: the request's is bound by name
+    position = {} if request.after is None else {
+        AFTER: coerce_id(provider.id_column, request.after), **({AFTER_VALUE: resume} if resume is not None else {})}
+    if page is None and count:
         walk = matched is not None and (over or matched > WALK_ABOVE) and not request.sort and not ranked
-        where = yield from condition.where(walk, page=True)
-        query = body_page_query(provider, request, extra_row=1, where=where, total=total, resume=resume,
-                                follows=follows) if splice else \
-            page_query(provider, request, extra_row=1, where=where, total=total, resume=resume)
-        page = driver_sql(query, ctx.db.dialect, ctx.statements)
+        formed = yield from condition.formed(walk, page=True)
+        key = None if formed.shape is None else ("page", formed.shape, walk, *paging)
+        page = bound(ctx, key, formed.parts, {**named(request), **position}, lambda: (
+            body_page_query(provider, request, extra_row=1, where=formed.where, total=total, resume=resume,
+                            follows=follows) if splice else
+            page_query(provider, request, extra_row=1, where=formed.where, total=total, resume=resume)))
         ctx.pages.put(page_key, page)
+    elif page is not None:
+        for bind, value in position.items():
+            page = page.replace(bind, value)
     found: Sequence[Any] = (yield Query(page, mappings=not splice, bounded=False)) if page is not None else []
     return found
 

@@ -121,7 +121,13 @@ def where_clause(provider: ResourceProvider, request: SearchRequest, found: Foun
     without the clause whose index the page walks, when it walks one (server.search.order.index_walk); `sight`:
     what the caller sees, as the clauses are compiled (the one `lookups` was given; EVERY_ROW for no caller: a
     root's own query)."""
-    return and_(true(), *seen(provider, visible), *matching(provider, request, found, page, sight=sight))
+    return where_of(provider, visible, matching(provider, request, found, page, sight=sight))
+
+
+def where_of(provider: ResourceProvider, visible: ColumnElement[bool] | None,
+             own: Sequence[ColumnElement[bool]]) -> ColumnElement[bool]:
+    """A query's `own` conditions (`matching`'s) among the live rows the caller sees."""
+    return and_(true(), *seen(provider, visible), *own)
 
 
 def matching(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,

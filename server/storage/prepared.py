@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, CursorResult, Dialect
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.elements import BindParameter
 
 from server.storage.cache import Bounded
 
@@ -91,31 +92,82 @@ class Bound:
     results: Results = Results((), ())
 
     def replace(self, name: str, value: Any) -> Bound:
-        """The same statement with one parameter bound to another value (a page's position)."""
+        """The same statement with one parameter bound to another value (a page's position) wherever it is."""
         if self.names is None:
             return Bound(self.sql, {**self.params, name: value}, None, self.results)  # type: ignore[dict-item]
-        index = self.names.index(name)
-        return Bound(self.sql, (*self.params[:index], value, *self.params[index + 1:]), self.names, self.results)
+        assert isinstance(self.params, tuple)
+        return Bound(self.sql, tuple(value if n == name else v for n, v in zip(self.names, self.params)), self.names,
+                     self.results)
 
 
 def driver_sql(statement: ClauseElement, dialect: Dialect, cache: Bounded[Any]) -> Bound:
     """A statement built per request as the driver's SQL and parameters, what SQLAlchemy's execution would send,
     compiled once per shape: its compiled form found in `cache` by the statement's cache key (the values apart), the
     values bound by the types' processors, late-rendered values (limits, IN lists of constants) rendered."""
-    found = statement._compile_w_cache(dialect, compiled_cache=cache, column_keys=[])  # type: ignore[attr-defined]
-    compiled, extracted, collected = (found[0], found[1], found[2] if len(found) == 4 else None)
-    extra = {"_collected_params": collected} if collected is not None else {}
-    params = compiled.construct_params(extracted_parameters=extracted, escape_names=False, **extra)
-    processors: Mapping[str, Any] = compiled._bind_processors
-    sql, positions = compiled.string, compiled.positiontup if compiled.positional else None
-    if compiled.literal_execute_params or compiled.post_compile_params:
-        expanded = compiled._process_parameters_for_postcompile(params)
-        sql, params, positions = expanded.statement, expanded.parameters, expanded.positiontup
-        processors = {**processors, **expanded.processors}
-    results = Results.of(compiled, dialect)
-    if positions is not None:
-        return Bound(sql, tuple(processors[k](params[k]) if k in processors else params[k] for k in positions),
-                     tuple(positions), results)
-    escaped = compiled.escaped_bind_names
-    return Bound(sql, {escaped.get(k, k): processors[k](v) if k in processors else v for k, v in params.items()},
-                 None, results)
+    return Shaped.of(statement, dialect, cache).bound()
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """A statement's compiled form (kept in `cache` by its shape) and its own values, in the order of its cache
+    key's binds (`extracted`)."""
+
+    compiled: Any
+    extracted: tuple[BindParameter[Any], ...]
+    dialect: Dialect
+    collected: Mapping[str, Any] | None = None  # values SQLAlchemy collected apart from the binds (none of ours)
+
+    @classmethod
+    def of(cls, statement: ClauseElement, dialect: Dialect, cache: Bounded[Any]) -> Shaped:
+        found = statement._compile_w_cache(dialect, compiled_cache=cache, column_keys=[])  # type: ignore[attr-defined]
+        return cls(found[0], tuple(found[1] or ()), dialect, found[2] if len(found) == 4 else None)
+
+    def bound(self, extracted: Sequence[BindParameter[Any]] | None = None) -> Bound:
+        """The SQL and parameters with the statement's values, or with `extracted` in their place (a template's)."""
+        compiled = self.compiled
+        extra = {"_collected_params": self.collected} if self.collected is not None else {}
+        params = compiled.construct_params(extracted_parameters=self.extracted if extracted is None else extracted,
+                                           escape_names=False, **extra)
+        processors: Mapping[str, Any] = compiled._bind_processors
+        sql, positions = compiled.string, compiled.positiontup if compiled.positional else None
+        if compiled.literal_execute_params or compiled.post_compile_params:
+            expanded = compiled._process_parameters_for_postcompile(params)
+            sql, params, positions = expanded.statement, expanded.parameters, expanded.positiontup
+            processors = {**processors, **expanded.processors}
+        results = Results.of(compiled, self.dialect)
+        if positions is not None:
+            return Bound(sql, tuple(processors[k](params[k]) if k in processors else params[k] for k in positions),
+                         tuple(positions), results)
+        escaped = compiled.escaped_bind_names
+        return Bound(sql, {escaped.get(k, k): processors[k](v) if k in processors else v for k, v in params.items()},
+                     None, results)
+
+    def template(self, values: Sequence[BindParameter[Any]]) -> Template | None:
+        """This statement as the template of its shape: where each of `values` (the binds of the parts that hold
+        a request's values, server.engine.templates) sits among the statement's binds. None: values collected
+        apart from the binds, which a template would not rebind."""
+        if self.collected:
+            return None
+        at: dict[int, list[int]] = {}
+        for i, bind in enumerate(self.extracted):
+            at.setdefault(id(bind), []).append(i)
+        return Template(self, tuple(tuple(at.get(id(v), ())) for v in values))
+
+
+@dataclass(frozen=True)
+class Template:
+    """A statement compiled once for a shape: the first request's statement (`shaped`), and for each bind of
+    its value-holding parts the positions it holds among the statement's binds (`slots`). Another request of the
+    same shape binds its parts' values there, building no statement."""
+
+    shaped: Shaped
+    slots: tuple[tuple[int, ...], ...]
+
+    def bind(self, values: Sequence[BindParameter[Any]]) -> Bound:
+        """The statement with `values` (the request's parts' binds, in the order the template was made with) in
+        place of the first request's."""
+        extracted = list(self.shaped.extracted)
+        for positions, value in zip(self.slots, values, strict=True):
+            for i in positions:
+                extracted[i] = value
+        return self.shaped.bound(extracted)

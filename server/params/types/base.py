@@ -191,6 +191,9 @@ class Ranks(Protocol[T, V]):
         ...
 
 
+LED_LOWER, LED_UPPER = "_led_lower", "_led_upper"  # the binds of an IndexOrder's range, by name
+
+
 @dataclass(frozen=True)
 class IndexOrder:
     """The matches of one value as rows of a side table read in the order of its index on (`value`, `key`): the
@@ -207,10 +210,19 @@ class IndexOrder:
     upper: Any = None
     where: ColumnElement[bool] | None = None
 
+    @property
+    def named(self) -> dict[str, Any]:
+        """The range's bounds by the names of their binds (a statement kept for another range binds these)."""
+        return {LED_LOWER: self.lower, **({LED_UPPER: self.upper} if self.upper is not None else {})}
+
+    def _bound(self, name: str) -> ColumnElement[Any]:
+        return bindparam(name, self.named[name], type_=self.value.type)
+
     @cached_property
     def match(self) -> ColumnElement[bool]:
         """The rows of the range."""
-        bounds = index_range(self.value, self.lower, self.upper)
+        bounds = index_range(self.value, self._bound(LED_LOWER),
+                             None if self.upper is None else self._bound(LED_UPPER))
         return bounds if self.where is None else and_(bounds, self.where)
 
     @cached_property
@@ -218,7 +230,7 @@ class IndexOrder:
         """What a row sorting before a matching one must meet to match too: the range's lower bound (such a row is
         below the upper one already). The look-up of a resource's earlier rows then goes by its id (PostgreSQL
         estimates a range compared in code-point order at one row, and read the range for each one)."""
-        bound = index_range(self.value, self.lower)
+        bound = index_range(self.value, self._bound(LED_LOWER))
         return bound if self.where is None else and_(bound, self.where)
 
     @cached_property
