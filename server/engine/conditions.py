@@ -96,7 +96,7 @@ class Condition:
         if built is None:
             own = matching(self.provider, self.request, {**found, WALK: True} if walk else found, form[1],
                            sight=self.sight)
-            built = self._forms[form] = Formed(self.request, where_of(self.provider, self.vis.clause, own), own)
+            built = self._forms[form] = Formed(self.provider, self.request, self.vis.clause, own)
         return built
 
     def where(self, walk: bool = False, page: bool = False) -> Steps[ColumnElement[bool]]:
@@ -121,12 +121,17 @@ class Condition:
 
 
 class Formed:
-    """A query's condition in one form (server.engine.conditions.Condition.formed): the whole of it (`where`), its
-    own conditions (`own`, server.search.sql.matching) and, built on first need, their parts and shape (what
-    its statements are kept by: server.engine.templates)."""
+    """A query's condition in one form (Condition.formed): its own conditions (`own`, server.search.sql.matching)
+    and, built on first need, the whole of it among the rows the caller sees (`where`: a statement kept as a
+    template needs none), their parts and shape (what its statements are kept by: server.engine.templates)."""
 
-    def __init__(self, request: SearchRequest, where: ColumnElement[bool], own: list[ColumnElement[bool]]) -> None:
-        self.request, self.where, self.own = request, where, own
+    def __init__(self, provider: ResourceProvider, request: SearchRequest, visible: ColumnElement[bool] | None,
+                 own: list[ColumnElement[bool]]) -> None:
+        self.provider, self.request, self.visible, self.own = provider, request, visible, own
+
+    @cached_property
+    def where(self) -> ColumnElement[bool]:
+        return where_of(self.provider, self.visible, self.own)
 
     @cached_property
     def parts(self) -> Parts:
