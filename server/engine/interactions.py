@@ -81,9 +81,9 @@ def server_operation(ctx: ServerContext, asked: Asked) -> Steps[Any]:
     assert name is not None
     path = "/" + "/".join((*([rtype] if rtype else []), f"${name}", *found.segments))
     url = f"{asked.base}{path}{'?' + found.query if found.query else ''}"
-    return threaded(partial(operations.run_server_operation, ctx, asked.caller, asked.base, name, rtype,
-                            found.segments, asked.items, asked.strict, dict(found.headers), url,
-                            searches.lookup(ctx, asked.caller)))
+    call = operations.ServerCall(asked.caller, asked.base, name, rtype, tuple(found.segments), asked.items,
+                                 asked.strict, dict(found.headers), url)
+    return threaded(partial(operations.run_server_operation, ctx, call, searches.lookup(ctx, asked.caller)))
 
 
 def vread(ctx: ServerContext, asked: Asked) -> Steps[Any]:

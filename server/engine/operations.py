@@ -125,13 +125,26 @@ def call_handler(ctx: ServerContext, caller: Caller, base: str, provider: Resour
         return _kept_open(_answer(ctx, op, call, paging, path), stack)
 
 
-def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: str, resource_type: str | None,
-                         segments: Sequence[str], items: Sequence[tuple[str, str]], strict: bool,
-                         headers: Mapping[str, str], url: str, lookup: Lookup) -> Any:
-    """A server-wide operation (the `register_operations` hook): `[base]/$name/segments...` (no resource type) or
-    `[base]/[type]/$name`. Its handler reads with a connection that cannot write, each type as the caller may
-    (OperationCall.visible_to, .permitted), at any level (no provider's `visible`: a type-level call is of every
-    type)."""
+@dataclass(frozen=True)
+class ServerCall:
+    """A server-wide operation as asked: `[base]/$name/segments...` (no resource type) or `[base]/[type]/$name`."""
+
+    caller: Caller
+    base: str  # [base] of the links, as the client addressed the server
+    name: str
+    resource_type: str | None
+    segments: tuple[str, ...]
+    items: tuple[tuple[str, str], ...]  # the query, in order
+    strict: bool  # an unknown parameter is refused
+    headers: Mapping[str, str]
+    url: str  # the request's whole address
+
+
+def run_server_operation(ctx: ServerContext, asked: ServerCall, lookup: Lookup) -> Any:
+    """A server-wide operation (the `register_operations` hook). Its handler reads with a connection that cannot
+    write, each type as the caller may (OperationCall.visible_to, .permitted), at any level (no provider's
+    `visible`: a type-level call is of every type)."""
+    caller, name, resource_type, segments = asked.caller, asked.name, asked.resource_type, asked.segments
     op = ctx.extensions.operations.get(name)
     if op is None:
         raise ResourceNotFound(f"no operation ${name[:64]} on this server; system-level operations: "
@@ -142,15 +155,15 @@ def run_server_operation(ctx: ServerContext, caller: Caller, base: str, name: st
         raise ResourceNotFound(f"${op.name} is answered at {_where(op)} only")
     if resource_type is not None:
         ctx.registry.get(resource_type)  # 404 not-supported for an unknown type
-    paging, parameters = _parameters(ctx, op, items)
+    paging, parameters = _parameters(ctx, op, asked.items)
     with _Reading(ctx) as reading:
         def visible_to(rtype: str) -> Any:
             return visibility(ctx, reading(), resource_provider(ctx, rtype, f"${name}"), caller).clause
 
         call = _call(ctx, caller, op, paging, provider=None, rid=None, stored=None, parameters=parameters,
-                     strict=strict, opened=reading, visible=None, base=base, level=level,
+                     strict=asked.strict, opened=reading, visible=None, base=asked.base, level=level,
                      resource_type=resource_type, visible_to=visible_to, lookup=lookup,
-                     segments=dict(zip(op.path, segments)), headers=headers, url=url)
+                     segments=dict(zip(op.path, segments)), headers=asked.headers, url=asked.url)
         answer = _answer(ctx, op, call, paging, f"{resource_type}/${name}" if resource_type else f"${name}")
         return _kept_open(answer, reading.stack)
 

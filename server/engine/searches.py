@@ -73,31 +73,28 @@ def _included_visibility(ctx: ServerContext, caller: Caller, request: SearchRequ
     return lambda p: clauses[p.resource_type]
 
 
-def _total(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest,
-           snapshot: Snapshot, vis: Visibility, condition: Condition, kept_only: bool,
-           known: int | None = None) -> Steps[tuple[int | None, bool]]:
+def _total(condition: Condition, kept_only: bool, known: int | None = None) -> Steps[tuple[int | None, bool]]:
     """(the count, whether it is past the threshold). Counted up to the threshold: past it a count would grow
     with the data (Bundle.total is then left out, and the `last` link with it), unless an exact one is asked for
     (_total=accurate, _summary=count, or _count=0: a page of no entries is asked for its total alone, as fhirpy's
     count() and others do). `kept_only`: the count kept from before, else (None, False) without counting;
     `known`: the count a page found whole, kept as if counted."""
-    up_to = ctx.settings.fhir.total_threshold
-    matched = yield from counted(ctx, provider, request, snapshot, condition.others, (request.key, vis.key, up_to),
-                                 lambda: condition.count(up_to), kept_only=kept_only, known=known)
+    request, up_to = condition.request, condition.ctx.settings.fhir.total_threshold
+    matched = yield from counted(condition, up_to, kept_only=kept_only, known=known)
     over = matched is not None and matched > up_to
     if over and (request.total == "accurate" or request.summary == "count" or request.count == 0):
-        matched = yield from counted(ctx, provider, request, snapshot, condition.others, (request.key, vis.key, None),
-                                     lambda: condition.count(None))
+        matched = yield from counted(condition, None)
         over = False
     return matched, over
 
 
-def _page(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest, path: str, snapshot: Snapshot,
-          vis: Visibility, condition: Condition, matched: int | None, over: bool,
+def _page(condition: Condition, path: str, matched: int | None, over: bool,
           follows: Sequence[ColumnElement[Any]]) -> Steps[Sequence[Any]]:
     """The page's rows, one past `_count` (is there a next page?); its statement depends on what is known of the
     total (server.search.sql: few matches sorted, many walked). Of stored bodies (the snapshot's splices): ids and
     bodies, and the columns its includes `follow`."""
+    ctx, provider, request, snapshot, vis = condition.ctx, condition.provider, condition.request, condition.snapshot, \
+        condition.vis
     count, ranked, total = request.count, request.ranked is not None, None if over else matched
     splice = snapshot.splices(provider)
     name = yield from database()
@@ -208,16 +205,11 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
     # are read by the key)
     page_first = (request.counts and count > 0 and (request.led is not None or _by_ids(provider, request))
                   and request.after is None and not request.skip)
-    matched, over = (yield from _total(ctx, provider, request, snapshot, vis, condition, page_first)) \
-        if request.counts else (None, False)
+    matched, over = (yield from _total(condition, page_first)) if request.counts else (None, False)
     follows = page_follows(provider, request.includes) if splice else []
-    found = yield from _page(ctx, provider, request, path, snapshot, vis, condition, matched, over, follows)
-    if page_first and matched is None:
-        if len(found) <= count:  # every match is on this page
-            matched, over = yield from _total(ctx, provider, request, snapshot, vis, condition, False,
-                                              len(found))
-        else:
-            matched, over = yield from _total(ctx, provider, request, snapshot, vis, condition, False)
+    found = yield from _page(condition, path, matched, over, follows)
+    if page_first and matched is None:  # every match is on this page when it is not full
+        matched, over = yield from _total(condition, False, len(found) if len(found) <= count else None)
     total = None if over else matched
     has_next = len(found) > count
     found = found[:count]
