@@ -25,14 +25,15 @@ from server.engine.lookup import EngineLookup
 from server.engine.instances import Resource, fetch, fresh, resource_provider, subset_of
 from server.engine.visibility import visibilities_crossed, visibility_of, static_account
 from server.engine.static import search_static
-from server.engine.templates import bound, named
-from server.storage.steps import Query, Steps, blocking, database, rows, threaded
+from server.engine.templates import NO_PARTS, bound, named, shape_of
+from server.storage.steps import Query, Steps, blocking, database, rows, scalar, threaded
 from server.errors import ResourceNotFound, operation_outcome
 from server.params.ids import coerce_id
 from server.params.types.token import TokenTarget
 from server.search.bodies import PageEntry, body_page_query
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_follows
-from server.search.order import AFTER_VALUE, MEASURE, SORT_BELOW, resume_at
+from server.search.order import (AFTER_VALUE, MEASURE, RESUMED, SORT_BELOW, resume_at, resume_query, resumed,
+                                 resumes)
 from server.search.request import SearchRequest, bind_operation, selection_pairs
 from server.search.sql import (AFTER, WALK_ABOVE, page_query, page_rows, paged, read_query)
 from server.storage.freshness import Snapshot, synced
@@ -105,7 +106,7 @@ def _page(condition: Condition, path: str, matched: int | None, over: bool,
     # the page of the same search asked before (another position, another _elements or format): its SQL as sent
     page_key = (path, request.key, snapshot.stamp, *paging)
     page = ctx.pages.peek(page_key) if count else None
-    resume = (yield from resume_at(provider, request, vis.clause)) if count and request.after else None
+    resume = (yield from _resume(condition, name)) if count and request.after else None
     # a kept statement holds another position: the request's is bound by name
     position = {} if request.after is None else {
         AFTER: coerce_id(provider.id_column, request.after), **({AFTER_VALUE: resume} if resume is not None else {})}
@@ -123,6 +124,19 @@ def _page(condition: Condition, path: str, matched: int | None, over: bool,
             page = page.replace(bind, value)
     found: Sequence[Any] = (yield Query(page, mappings=not splice, bounded=False)) if page is not None else []
     return found
+
+
+def _resume(condition: Condition, name: str) -> Steps[Any]:
+    """Where a page walked along an index resumes (server.search.order.resume_query), its look-up kept as a
+    template of the search's shape (server.engine.templates): another position binds its id by name."""
+    provider, request, vis = condition.provider, condition.request, condition.vis
+    if not resumes(request):
+        return None
+    shape = shape_of(request, NO_PARTS)
+    key = None if shape is None else ("resume", name, shape, vis.key)
+    position = {**named(request), RESUMED: coerce_id(provider.id_column, request.after)}
+    statement = bound(condition.ctx, key, NO_PARTS, position, lambda: resume_query(provider, request, vis.clause))
+    return resumed(request, (yield from scalar(statement)))
 
 
 def _by_ids(provider: ResourceProvider, request: SearchRequest) -> bool:

@@ -56,6 +56,9 @@ class Parts:
         return cls((tuple(keys), shared), tuple(binds))
 
 
+NO_PARTS = Parts.of(())  # a statement holding none of a search's conditions (where a walked page resumes)
+
+
 def shape_of(request: SearchRequest, parts: Parts) -> Hashable | None:
     """What of a search's values its count's and page's statements depend on: its parameters, its parts' shapes,
     and whether its page walks an index (SearchRequest.led; that walk's range is bound by name, server.params.

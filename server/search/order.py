@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, FromClause, and_, exists, func, not_, or_, select, tuple_
+from sqlalchemy import ColumnElement, FromClause, Select, and_, bindparam, exists, func, not_, or_, select, tuple_
 from sqlalchemy.sql.util import ClauseAdapter
 
 from server.declare.provider import ResourceProvider
@@ -57,25 +57,42 @@ def index_walk(request: SearchRequest) -> Walk | None:
 
 
 AFTER_VALUE = "_after_value"  # the bind of a walked page's position: the value of the last id's first matching row
+RESUMED = "_resumed"  # the bind of the id whose position resume_query looks up
 
 
-def resume_at(provider: ResourceProvider, request: SearchRequest,
-              visible: ColumnElement[bool] | None = None) -> Steps[Any]:
-    """Where a walked page resumes after `request.after` (None: the page is not walked, or not resumed): the value
-    of that resource's first matching row, looked up by its id among the live rows the caller may see. An id that
-    is no such match (another search's, deleted, renamed, out of scope) is refused, as a malformed one is: the
-    position of what the caller may not see is not told."""
+def resume_query(provider: ResourceProvider, request: SearchRequest,
+                 visible: ColumnElement[bool] | None = None) -> Select[Any] | None:
+    """The look-up of where a walked page resumes after `request.after` (None: the page is not walked, or not
+    resumed): the value of that resource's first matching row, by its id (bound by name, RESUMED, as the range of
+    the index: the statement serves every position) among the live rows the caller may see."""
     led = request.led
-    if led is None or request.after is None:
+    if led is None or not resumes(request):
         return None
     order, after = led[1], coerce_id(provider.id_column, request.after)
-    found = yield from scalar(select(func.min(order.value)).select_from(
+    return select(func.min(order.value)).select_from(
         order.table.join(provider.table, provider.id_column == order.key)).where(
-        order.key == after, order.match, *seen(provider, visible)))
+        order.key == bindparam(RESUMED, after, type_=provider.id_column.type), order.match, *seen(provider, visible))
+
+
+def resumes(request: SearchRequest) -> bool:
+    """Whether a page is walked along an index from a position (its statement needs where, resume_query)."""
+    return request.led is not None and request.after is not None
+
+
+def resumed(request: SearchRequest, found: Any) -> Any:
+    """The position resume_query found. An id that is no such match (another search's, deleted, renamed, out of
+    scope) is refused, as a malformed one is: the position of what the caller may not see is not told."""
     if found is None:
         raise InvalidRequest(f"_after={request.after}: not a match of this search (continue from its next link, "
                              "or use _skip)")
     return found
+
+
+def resume_at(provider: ResourceProvider, request: SearchRequest,
+              visible: ColumnElement[bool] | None = None) -> Steps[Any]:
+    """Where a walked page resumes after `request.after` (None: not walked, or not resumed), looked up."""
+    query = resume_query(provider, request, visible)
+    return None if query is None else resumed(request, (yield from scalar(query)))
 
 MEASURE = "_measure"  # the label of a ranked search's measure (near: the distance in km) in page rows
 

@@ -52,6 +52,9 @@ FAMILIES = [
     pytest.param("_lastUpdated=ge{}", ["2000-01-01", "2100-01-01", "2020"], id="last-updated"),
     pytest.param("status=active&name={}&_sort=-name", ["seg", "a", "b"], id="sorted"),
     pytest.param("status=active&_count=2&_after={}", ["10", "20", "30"], id="after"),
+    # a page walked along the name index from a position: its look-up of where it resumes is a template too
+    pytest.param("name={}&_count=1&_after={}", [("d", "10"), ("d", "32"), ("aire", "20"), ("s", "20"), ("cs", "30")],
+                 id="name-prefix-after"),
     pytest.param("organization={}", ["1", "2", "999"], id="organization"),
     pytest.param("type={}", ["nothing", "x|y"], id="type"),
 ]
