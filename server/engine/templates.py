@@ -1,5 +1,6 @@
-"""Statement templates: a search's count and page compiled once per shape of its values, a later request of that
-shape binding its values into the kept statement (no select, no cache key, no compilation per request).
+"""Statement templates: a search's count and page (and where a page walked along an index resumes) compiled once
+per shape of its values, a later request of that shape binding its values into the kept statement (no select, no
+cache key, no compilation per request).
 
 A search's values reach its statement through its own conditions only: the condition of each clause, compiled by
 its parameter's type from its values and look-ups, and of each chained or _has parameter (server.search.sql.
@@ -87,14 +88,14 @@ def named(request: SearchRequest) -> dict[str, Any]:
     return {} if led is None else led[1].named
 
 
-def bound(ctx: ServerContext, key: Hashable | None, parts: Parts, named: Mapping[str, Any],
+def bound(ctx: ServerContext, key: Hashable | None, parts: Parts, by_name: Mapping[str, Any],
           build: Callable[[], ClauseElement]) -> Bound:
     """The statement `build` makes, as the driver's SQL and parameters: bound into the template kept for `key` (the
-    statement's shape: what it is built from besides its parts' values and the values it binds by name, `named`;
+    statement's shape: what it is built from besides its parts' values and the values it binds by name, `by_name`;
     None: not templated), else built."""
     kept = ctx.templates.peek(key) if key is not None else REFUSED
     if isinstance(kept, Kept) and kept.checked >= VERIFY:
-        return _named(kept.template.bind(parts.binds), named)
+        return _named(kept.template.bind(parts.binds), by_name)
     shaped = Shaped.of(build(), ctx.db.dialect, ctx.statements)
     built = shaped.bound()
     if kept is REFUSED:
@@ -102,7 +103,7 @@ def bound(ctx: ServerContext, key: Hashable | None, parts: Parts, named: Mapping
     if kept is None:
         template = shaped.template(parts.binds)
         ctx.templates.put(key, Kept(template, 0) if template is not None else REFUSED)
-    elif _named(kept.template.bind(parts.binds), named) == built:
+    elif _named(kept.template.bind(parts.binds), by_name) == built:
         ctx.templates.put(key, Kept(kept.template, kept.checked + 1))
     else:
         ctx.templates.put(key, REFUSED)
@@ -111,7 +112,7 @@ def bound(ctx: ServerContext, key: Hashable | None, parts: Parts, named: Mapping
     return built
 
 
-def _named(statement: Bound, named: Mapping[str, Any]) -> Bound:
-    for name, value in named.items():
+def _named(statement: Bound, by_name: Mapping[str, Any]) -> Bound:
+    for name, value in by_name.items():
         statement = statement.replace(name, value)
     return statement

@@ -92,9 +92,12 @@ class Bound:
     results: Results = Results((), ())
 
     def replace(self, name: str, value: Any) -> Bound:
-        """The same statement with one parameter bound to another value (a page's position) wherever it is."""
+        """The same statement with one parameter bound to another value (a page's position) wherever it is (a
+        statement without it is itself)."""
         if self.names is None:
-            return Bound(self.sql, {**self.params, name: value}, None, self.results)  # type: ignore[dict-item]
+            assert isinstance(self.params, dict)
+            return self if name not in self.params else Bound(self.sql, {**self.params, name: value}, None,
+                                                              self.results)
         assert isinstance(self.params, tuple)
         return Bound(self.sql, tuple(value if n == name else v for n, v in zip(self.names, self.params)), self.names,
                      self.results)

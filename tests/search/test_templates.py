@@ -153,3 +153,4 @@ def test_a_bound_name_is_replaced_wherever_it_is() -> None:
     statement = Bound("SELECT ? WHERE a > ? AND b > ?", (1, 2, 2), ("x", "y", "y"))
     assert statement.replace("y", 5).params == (1, 5, 5)
     assert Bound("SELECT", {"x": 1, "y": 2}, None).replace("y", 5).params == {"x": 1, "y": 5}
+    assert Bound("SELECT", {"x": 1}, None).replace("y", 5).params == {"x": 1}  # a name it does not hold
