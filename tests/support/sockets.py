@@ -36,8 +36,14 @@ def read_answer(sock: socket.socket, timeout: float = 10) -> tuple[int, dict[str
     return int(lines[0].split()[1]), headers, body
 
 
+CLIENT_SEND_BUFFER = 64 << 10  # what the client's kernel holds unsent, at most (twice that, as Linux doubles it)
+
+
 def send_until_answered(sock: socket.socket, first: bytes, more: bytes) -> int:
-    """Send `first`, then `more` again and again until the server answers (or MAX_SENT); the bytes sent."""
+    """Send `first`, then `more` again and again until the server answers (or MAX_SENT); the bytes sent. The
+    client's send buffer is fixed small: the bytes counted are then what the server took in, not what the client's
+    kernel kept unsent (its buffer grows to megabytes while a loaded server is slow to answer)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CLIENT_SEND_BUFFER)
     sock.sendall(first)
     sent = len(first)
     while sent < MAX_SENT:
