@@ -25,7 +25,7 @@ from server.engine.lookup import EngineLookup
 from server.engine.instances import Resource, fetch, fresh, resource_provider, subset_of
 from server.engine.visibility import visibilities_crossed, visibility_of, static_account
 from server.engine.static import search_static
-from server.engine.templates import NO_PARTS, bound, named, shape_of
+from server.engine.templates import NO_PARTS, bound, named, rebind, shape_of
 from server.storage.steps import Query, Steps, blocking, database, rows, scalar, threaded
 from server.errors import ResourceNotFound, operation_outcome
 from server.params.ids import coerce_id
@@ -120,8 +120,7 @@ def _page(condition: Condition, path: str, matched: int | None, over: bool,
             page_query(provider, request, extra_row=1, where=formed.where, total=total, resume=resume)))
         ctx.pages.put(page_key, page)
     elif page is not None:
-        for bind, value in position.items():
-            page = page.replace(bind, value)
+        page = rebind(page, position)
     found: Sequence[Any] = (yield Query(page, mappings=not splice, bounded=False)) if page is not None else []
     return found
 

@@ -95,7 +95,7 @@ def bound(ctx: ServerContext, key: Hashable | None, parts: Parts, by_name: Mappi
     None: not templated), else built."""
     kept = ctx.templates.peek(key) if key is not None else REFUSED
     if isinstance(kept, Kept) and kept.checked >= VERIFY:
-        return _named(kept.template.bind(parts.binds), by_name)
+        return rebind(kept.template.bind(parts.binds), by_name)
     shaped = Shaped.of(build(), ctx.db.dialect, ctx.statements)
     built = shaped.bound()
     if kept is REFUSED:
@@ -103,7 +103,7 @@ def bound(ctx: ServerContext, key: Hashable | None, parts: Parts, by_name: Mappi
     if kept is None:
         template = shaped.template(parts.binds)
         ctx.templates.put(key, Kept(template, 0) if template is not None else REFUSED)
-    elif _named(kept.template.bind(parts.binds), by_name) == built:
+    elif rebind(kept.template.bind(parts.binds), by_name) == built:
         ctx.templates.put(key, Kept(kept.template, kept.checked + 1))
     else:
         ctx.templates.put(key, REFUSED)
@@ -112,7 +112,8 @@ def bound(ctx: ServerContext, key: Hashable | None, parts: Parts, by_name: Mappi
     return built
 
 
-def _named(statement: Bound, by_name: Mapping[str, Any]) -> Bound:
+def rebind(statement: Bound, by_name: Mapping[str, Any]) -> Bound:
+    """The statement with the values it binds by name set to `by_name`'s (a kept page's position)."""
     for name, value in by_name.items():
         statement = statement.replace(name, value)
     return statement

@@ -66,7 +66,7 @@ def resume_query(provider: ResourceProvider, request: SearchRequest,
     resumed): the value of that resource's first matching row, by its id (bound by name, RESUMED, as the range of
     the index: the statement serves every position) among the live rows the caller may see."""
     led = request.led
-    if led is None or not resumes(request):
+    if led is None or not resumes(request):  # led: narrowed for the type checker
         return None
     order, after = led[1], coerce_id(provider.id_column, request.after)
     return select(func.min(order.value)).select_from(
