@@ -79,7 +79,7 @@ chromium:
 # take, never how fast this machine is; each process serves on its own ports
 JOBS ?= 3
 test: shared $(STAMP) postgres nginx authserver chromium
-	$(BIN)/pytest -q -n $(JOBS) --dist loadfile $(ARGS)
+	$(BIN)/pytest -q -n $(JOBS) --dist loadfile --no-loadscope-reorder $(ARGS)
 
 bench: $(STAMP) postgres
 	$(BIN)/python bench/run.py

@@ -17,6 +17,23 @@ from server.settings import Settings, parse_settings
 from server.storage.db import create_db_engine
 from tests.support import pg
 from tests.support.contexts import make_settings, migrate, pyramid_context
+from tests.support.schedule import Recorder, costliest_first, recorded
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--record-costs", action="store_true",
+                     help="write the seconds each test file took into tests/costs.json (tests/support/schedule.py)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--record-costs"):
+        config.pluginmanager.register(Recorder(), "record-costs")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The costliest files first: `make test`'s workers take whole files in this order (tests/support/schedule.py)."""
+    items[:] = costliest_first(items, recorded())
 
 
 @pytest.fixture(autouse=True)

@@ -244,11 +244,9 @@ try {
     await page.selectOption('#closed-filter', '');
     await go(page, `unit=${T.accented}`);
     await unitName(page, T.accentedName);
-    await page.waitForFunction((id) => {
-      const item = document.querySelector(`#tree [data-id="${id}"]`);
-      return item && item.getAttribute('aria-expanded') === 'true' && item.querySelector('[role=group] [role=treeitem]');
-    }, T.accented).catch(() => {});
-    const item = page.locator(`#tree [data-id="${T.accented}"]`);
+    // the tree reveals the opened unit (its ancestors expanded) and selects it, not expanded: a user opens it
+    const item = page.locator(`#tree [data-id="${T.accented}"][aria-selected=true]`);
+    await item.waitFor();
     if (await item.getAttribute('aria-expanded') !== 'true') await item.locator(':scope > .row > .twisty').click();
     await page.waitForFunction((id) => document.querySelectorAll(`#tree [data-id="${id}"] > [role=group] > [role=treeitem]`).length > 1, T.accented);
     found.accentedOrder = await labels(page, `#tree [data-id="${T.accented}"] > [role=group] > [role=treeitem] > .row > .label`);

@@ -196,11 +196,11 @@ def test_make_test_passes_its_arguments() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "JOBS", "ARGS")}
     done = subprocess.run(["make", "-n", "test", "ARGS=-x tests/ops"], capture_output=True, text=True,
                           cwd=ROOT, timeout=60, env=env)
-    assert done.returncode == 0 and "pytest -q -n 3 --dist loadfile -x tests/ops" in done.stdout
+    assert done.returncode == 0 and "pytest -q -n 3 --dist loadfile --no-loadscope-reorder -x tests/ops" in done.stdout
     for jobs in ("0", "4"):
         workers = subprocess.run(["make", "-n", "test", f"JOBS={jobs}", "ARGS=-x tests/ops"], capture_output=True,
                                  text=True, cwd=ROOT, timeout=60, env=env)
-        assert workers.returncode == 0 and f"pytest -q -n {jobs} --dist loadfile -x tests/ops" in workers.stdout
+        assert workers.returncode == 0 and f"pytest -q -n {jobs} --dist loadfile --no-loadscope-reorder -x tests/ops" in workers.stdout
 
 
 def test_every_setting_is_listed_in_settings_yaml_and_readme() -> None:
