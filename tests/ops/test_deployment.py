@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import make_url
 
 from tests.support import pg
-from tests.support.deploy import PUBLIC_HOST, Served, nginx, serve
+from tests.support.deploy import PUBLIC_HOST, Served, logged, nginx, serve
 from tests.support.live import run_cli
 from tests.support.proxy import Forwarder
 
@@ -72,6 +72,12 @@ def requests_total(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]
                and labels.items() <= dict(lab).items())
 
 
+def accessed(log: str) -> dict[str, dict[str, Any]]:
+    """The server's access lines (JSON) by request id."""
+    lines = (json.loads(line) for line in log.splitlines() if line.startswith("{"))
+    return {line["request_id"]: line for line in lines if line["logger"] == "orgunit_fhir.access"}
+
+
 def test_links_gzip_request_ids_and_metrics_through_nginx(deployment: Deployment) -> None:
     public = deployment.public
     page = public.get("/fhir/Location", params={"_count": "50"}, headers={"Accept-Encoding": "gzip"})
@@ -95,10 +101,8 @@ def test_links_gzip_request_ids_and_metrics_through_nginx(deployment: Deployment
     read = public.get(f"/fhir/Location/{first_id}", headers={"X-Request-ID": "deploy-test:42"})
     assert read.status_code == 200 and read.headers["x-request-id"] == "deploy-test:42"
     made = public.get(f"/fhir/Location/{first_id}").headers["x-request-id"]
-    assert len(made) == 32 and made in (deployment.tmp / "nginx-access.log").read_text()
-    time.sleep(0.5)  # log lines are flushed at once, but by other processes
-    lines = [json.loads(line) for line in deployment.server.log.read_text().splitlines() if line.startswith("{")]
-    access = {line["request_id"]: line for line in lines if line["logger"] == "orgunit_fhir.access"}
+    assert len(made) == 32 and made in logged(deployment.tmp / "nginx-access.log", lambda text: made in text)
+    access = accessed(logged(deployment.server.log, lambda text: {"deploy-test:42", made} <= accessed(text).keys()))
     assert access["deploy-test:42"]["status"] == 200 and access["deploy-test:42"]["forwarded_for"] == "127.0.0.1"
     assert access[made]["path"] == f"/fhir/Location/{first_id}"
 
@@ -127,10 +131,17 @@ def test_sigterm_drains_the_requests_in_flight(deployment: Deployment) -> None:
         with lock:
             results.append((response.status_code, len(body.get("entry", [])), time.monotonic()))
 
+    def in_flight() -> float:
+        return scrape(server)[("orgunit_fhir_http_requests_in_flight", ())]
+
+    idle = in_flight()  # the scrape's own request, if it counts itself
     threads = [threading.Thread(target=fetch, args=(offset,)) for offset in (0, 100, 200, 300, 0, 100)]
     for thread in threads:
         thread.start()
-    time.sleep(1.0)  # all accepted by the workers (a request that was not would answer 502)
+    deadline = time.monotonic() + 60
+    while in_flight() - idle < len(threads):  # all accepted by the workers (one that was not would answer 502)
+        assert time.monotonic() < deadline, f"{in_flight() - idle} of {len(threads)} requests reached the workers"
+        time.sleep(0.05)
     terminated = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
     for thread in threads:

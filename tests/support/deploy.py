@@ -11,7 +11,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +72,21 @@ def serve(tmp: Path, database: str, settings_text: str, workers: int = 2) -> Ite
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def logged(path: Path, holds: Callable[[str], bool], within: float = 30) -> str:
+    """The whole lines of a log another process writes, once they hold what the test looks for: nginx writes a
+    request's access line after the answer is sent, a worker its log line after it answered, so the client can be
+    first (under load, by much). Fails after `within` seconds with what the log holds."""
+    deadline = time.monotonic() + within
+    while True:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        lines = text[:text.rfind("\n") + 1]  # a line being written is not read yet
+        if holds(lines):
+            return lines
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path.name} never logged what was looked for:\n{lines[-3000:]}")
+        time.sleep(0.05)
 
 
 def nginx_binary() -> str:
