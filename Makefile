@@ -74,7 +74,9 @@ chromium:
 	  npm install --prefix .cache/node --no-audit --no-fund --silent $(AXE)
 
 # the suite runs on JOBS pytest-xdist workers (3 by default), each test file whole on one worker (--dist loadfile), so a
-# module's fixtures are built once: on two cores 15-20 minutes where one process (JOBS=0) takes 22-29. Every test
+# module's fixtures are built once; the files are handed out costliest first (tests/costs.json, kept in that order by
+# --no-loadscope-reorder: tests/support/schedule.py), so the workers finish together: on two cores about 11 minutes
+# (xdist's own order, by test count, left the browser's files for last: 14-20), one process (JOBS=0) 22-29. Every test
 # passes with the machine so loaded: a time bound in a test proves a behaviour against what the wrong one would
 # take, never how fast this machine is; each process serves on its own ports
 JOBS ?= 3
