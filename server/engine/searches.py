@@ -32,8 +32,7 @@ from server.params.ids import coerce_id
 from server.params.types.token import TokenTarget
 from server.search.bodies import PageEntry, body_page_query
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_follows
-from server.search.order import (AFTER_VALUE, MEASURE, RESUMED, SORT_BELOW, resume_at, resume_query, resumed,
-                                 resumes)
+from server.search.order import AFTER_VALUE, MEASURE, RESUMED, SORT_BELOW, resume_query, resumed, resumes
 from server.search.request import SearchRequest, bind_operation, selection_pairs
 from server.search.sql import (AFTER, WALK_ABOVE, page_query, page_rows, paged, read_query)
 from server.storage.freshness import Snapshot, synced
@@ -106,7 +105,7 @@ def _page(condition: Condition, path: str, matched: int | None, over: bool,
     # the page of the same search asked before (another position, another _elements or format): its SQL as sent
     page_key = (path, request.key, snapshot.stamp, *paging)
     page = ctx.pages.peek(page_key) if count else None
-    resume = (yield from _resume(condition, name)) if count and request.after else None
+    resume = (yield from _resume(ctx, provider, request, vis, name)) if count and request.after else None
     # a kept statement holds another position: the request's is bound by name
     position = {} if request.after is None else {
         AFTER: coerce_id(provider.id_column, request.after), **({AFTER_VALUE: resume} if resume is not None else {})}
@@ -125,16 +124,17 @@ def _page(condition: Condition, path: str, matched: int | None, over: bool,
     return found
 
 
-def _resume(condition: Condition, name: str) -> Steps[Any]:
-    """Where a page walked along an index resumes (server.search.order.resume_query), its look-up kept as a
-    template of the search's shape (server.engine.templates): another position binds its id by name."""
-    provider, request, vis = condition.provider, condition.request, condition.vis
+def _resume(ctx: ServerContext, provider: ResourceProvider, request: SearchRequest, vis: Visibility,
+            name: str) -> Steps[Any]:
+    """Where a page walked along an index resumes (server.search.order.resume_query; None: not walked, or not
+    resumed), its look-up kept as a template of the search's shape (server.engine.templates): another position
+    binds its id by name. A search's page and a look-up's batch alike."""
     if not resumes(request):
         return None
     shape = shape_of(request, NO_PARTS)
     key = None if shape is None else ("resume", name, shape, vis.key)
     position = {**named(request), RESUMED: coerce_id(provider.id_column, request.after)}
-    statement = bound(condition.ctx, key, NO_PARTS, position, lambda: resume_query(provider, request, vis.clause))
+    statement = bound(ctx, key, NO_PARTS, position, lambda: resume_query(provider, request, vis.clause))
     return resumed(request, (yield from scalar(statement)))
 
 
@@ -195,8 +195,9 @@ def matched_steps(ctx: ServerContext, caller: Caller, resource_type: str, query:
     vis = yield from visibility_of(ctx, provider, caller, snapshot)
     where = yield from (yield from _condition(ctx, caller, provider, request, snapshot, vis)).where(page=True)
     found: list[Any] = []
+    name = yield from database()
     while True:
-        resume = (yield from resume_at(provider, request, vis.clause)) if request.after else None
+        resume = yield from _resume(ctx, provider, request, vis, name)
         statement = paged(provider, request, select(provider.id_column, *columns).select_from(
             page_rows(provider, request, provider.source)), where, extra_row=1, resume=resume)
         matched = yield from rows(statement, bounded=False)

@@ -13,7 +13,6 @@ from sqlalchemy.sql.util import ClauseAdapter
 from server.declare.provider import ResourceProvider
 from server.errors import InvalidRequest
 from server.params.ids import coerce_id
-from server.storage.steps import Steps, scalar
 from server.search.request import SearchRequest
 from server.search.seen import seen
 from server.params.types.base import Ranks
@@ -87,12 +86,6 @@ def resumed(request: SearchRequest, found: Any) -> Any:
                              "or use _skip)")
     return found
 
-
-def resume_at(provider: ResourceProvider, request: SearchRequest,
-              visible: ColumnElement[bool] | None = None) -> Steps[Any]:
-    """Where a walked page resumes after `request.after` (None: not walked, or not resumed), looked up."""
-    query = resume_query(provider, request, visible)
-    return None if query is None else resumed(request, (yield from scalar(query)))
 
 MEASURE = "_measure"  # the label of a ranked search's measure (near: the distance in km) in page rows
 

@@ -189,7 +189,7 @@ class SearchRequest(Paged):
     @property
     def keyset(self) -> bool | None:
         """Pages follow the id (descending: False) when that is the whole order, or the `led` index's order and
-        the id (True: the position is the last id's, server.search.order.resume_at); None: they go by offset."""
+        the id (True: the position is the last id's, server.search.order.resume_query); None: they go by offset."""
         if self.ranked is None and not self.sort:
             return True
         if len(self.sort) == 1 and self.sort[0].param.name == "_id":

@@ -197,7 +197,7 @@ def page_rows(provider: ResourceProvider, request: SearchRequest, rows: FromClau
 def paged(provider: ResourceProvider, request: SearchRequest, query: Select[Any], where: ColumnElement[bool],
           extra_row: int, total: int | None = None, resume: Any = None) -> Select[Any]:
     """`total`: the search's exact total, when counted: few matches are read by the condition's index and sorted.
-    `query` reads page_rows; `resume`: where a walked page resumes (server.search.order.resume_at; the engine
+    `query` reads page_rows; `resume`: where a walked page resumes (server.search.order.resume_query; the engine
     binds it as AFTER_VALUE in a page compiled before)."""
     order, walk = order_of(provider, request), index_walk(request)
     if total is not None and total <= SORT_BELOW and not request.sort and request.ranked is None and walk is None:
