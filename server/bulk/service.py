@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 from sqlalchemy import ColumnElement, Engine, or_
@@ -39,6 +40,7 @@ class BulkService:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.stopping = threading.Event()
+        self.clock: Callable[[], datetime] = now  # what a job's expiry and staleness are read against (tests move it)
 
     @property
     def engine(self) -> Engine:
@@ -107,7 +109,7 @@ class BulkService:
         """The caller's job; 404 for an unknown job, another caller's or an expired one (the same answer)."""
         self.enabled()
         job = self.store.get(job_id) if JOB_ID.fullmatch(job_id) else None
-        if job is not None and job.expires_at <= now():
+        if job is not None and job.expires_at <= self.clock():
             self.sweep()
             job = None
         if job is None or job.owner != self.owner(caller):
@@ -116,7 +118,7 @@ class BulkService:
 
     def sweep(self) -> None:
         """Remove the expired jobs and their files (any worker, at each kick-off and poll)."""
-        store, at = self.store, now()
+        store, at = self.store, self.clock()
         for job_id in store.expired(at):
             remove_job(self.settings, job_id)
             store.remove(job_id)
@@ -146,7 +148,7 @@ class BulkService:
         filters = self._conditions(caller, request)
         owner = self.owner(caller)
         self.sweep()
-        started = now()
+        started = self.clock()
         store = self.store
         bulk = self.settings.bulk
         # transactionTime (ExportReader.transaction_time): a data source loaded since the snapshot whose partitions
@@ -173,7 +175,7 @@ class BulkService:
 
     def status(self, call: OperationCall) -> Answer:
         base, job = call.base, self._job(call.caller, call.segments["job"])
-        if job.stale(now()):  # said, not written: a poll only reads
+        if job.stale(self.clock()):  # said, not written: a poll only reads
             raise InternalError("the export failed: the worker running it stopped; start a new one")
         if job.status == FAILED:
             raise InternalError(f"the export failed: {job.progress}; start a new one")

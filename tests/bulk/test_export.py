@@ -18,7 +18,6 @@ from starlette.testclient import TestClient
 from plugins.orgunits.writer import write_units
 from server.app import create_app
 from server.bulk import runner as bulk_runner
-from server.bulk import service as bulk_service
 from server.bulk.files import directory
 from server.bulk.jobs import now
 from server.engine.context import ServerContext
@@ -250,19 +249,21 @@ def test_jobs_and_files_are_shared_by_the_workers(ctx: ServerContext) -> None:
         assert sum(len(v) for v in lines(two, found["output"], headers).values()) == len(ALPHA) + 1
 
 
-def test_a_job_expires_with_its_files(ctx: ServerContext, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_job_expires_with_its_files(ctx: ServerContext) -> None:
     """At its expiry, however long the export took: the service's clock is moved past it, not waited for."""
     settings = replace(ctx.settings, bulk=replace(ctx.settings.bulk, expire_seconds=60))
     headers = bearer(ctx.settings, **ALPHA_HEADERS)
-    with TestClient(create_app(settings, context=replace(ctx, settings=settings))) as client:
+    app = create_app(settings, context=replace(ctx, settings=settings))
+    with TestClient(app) as client:
         status = kick_off(client, headers=headers)
         manifest(client, status, headers)
         job = directory(settings) / status.rsplit("/", 1)[1]
         assert any(job.iterdir())
         expires = parsedate_to_datetime(client.get(status, headers=headers).headers["Expires"])
-        monkeypatch.setattr(bulk_service, "now", lambda: expires - timedelta(seconds=1))
+        clocked = service(app.state.ctx)
+        clocked.clock = lambda: expires - timedelta(seconds=1)
         assert client.get(status, headers=headers).status_code == 200 and job.exists()
-        monkeypatch.setattr(bulk_service, "now", lambda: expires + timedelta(seconds=1))  # the header is in seconds
+        clocked.clock = lambda: expires + timedelta(seconds=1)  # the header is in seconds
         assert client.get(status, headers=headers).status_code == 404
         assert not job.exists()
 

@@ -21,6 +21,7 @@ from tests.support import pg
 from tests.support.deploy import PUBLIC_HOST, Served, logged, nginx, serve
 from tests.support.live import run_cli
 from tests.support.proxy import Forwarder
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.postgres
 PUBLIC_BASE = f"https://{PUBLIC_HOST}/fhir"
@@ -138,10 +139,8 @@ def test_sigterm_drains_the_requests_in_flight(deployment: Deployment) -> None:
     threads = [threading.Thread(target=fetch, args=(offset,)) for offset in (0, 100, 200, 300, 0, 100)]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + 60
-    while in_flight() - idle < len(threads):  # all accepted by the workers (one that was not would answer 502)
-        assert time.monotonic() < deadline, f"{in_flight() - idle} of {len(threads)} requests reached the workers"
-        time.sleep(0.05)
+    eventually(lambda: True if in_flight() - idle >= len(threads) else None,  # all accepted by the workers (one
+               lambda: f"{in_flight() - idle:g} of {len(threads)} requests reached the workers", 60)  # that was not: 502
     terminated = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
     for thread in threads:

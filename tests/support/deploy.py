@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.live import CLI, _env, free_port, own
+from tests.support.waiting import eventually
 
 PUBLIC_HOST = "registry.example.org"
 
@@ -77,16 +78,13 @@ def serve(tmp: Path, database: str, settings_text: str, workers: int = 2) -> Ite
 def logged(path: Path, holds: Callable[[str], bool], within: float = 30) -> str:
     """The whole lines of a log another process writes, once they hold what the test looks for: nginx writes a
     request's access line after the answer is sent, a worker its log line after it answered, so the client can be
-    first (under load, by much). Fails after `within` seconds with what the log holds."""
-    deadline = time.monotonic() + within
-    while True:
+    first (under load, by much)."""
+    def lines() -> str:
         text = path.read_text(errors="replace") if path.exists() else ""
-        lines = text[:text.rfind("\n") + 1]  # a line being written is not read yet
-        if holds(lines):
-            return lines
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path.name} never logged what was looked for:\n{lines[-3000:]}")
-        time.sleep(0.05)
+        return text[:text.rfind("\n") + 1]  # a line being written is not read yet
+
+    return eventually(lambda: (found if holds(found := lines()) else None),
+                      lambda: f"{path.name} never logged what was looked for:\n{lines()[-3000:]}", within)
 
 
 def nginx_binary() -> str:
