@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -141,34 +142,53 @@ class PostgresOnLoop:
         self._idle: list[Any] = []
         self._open = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._freed: asyncio.Condition | None = None
+        self._waiting: deque[asyncio.Future[None]] = deque()  # takers waiting for a connection freed, in order
 
-    def _bind(self) -> asyncio.Condition:
+    def _bind(self) -> asyncio.AbstractEventLoop:
         """Connections belong to one loop: a new loop (a test's second client) starts afresh."""
         loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._freed is None:
-            self._loop, self._freed, self._idle, self._open = loop, asyncio.Condition(), [], 0
-        return self._freed
+        if self._loop is not loop:
+            self._loop, self._idle, self._open, self._waiting = loop, [], 0, deque()
+        return loop
+
+    def _wake(self) -> None:
+        """The first taker still waiting looks again (a connection was freed, or room made for a new one)."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     async def _take(self) -> Any:
-        freed = self._bind()
-        async with freed:
+        """An idle connection at once (no wait, no timer: the statement's common case); else, within bound_s, a new
+        one while fewer than `size` are open, or the next one freed."""
+        loop = self._bind()
+        if self._idle:
+            return self._idle.pop()
+        async with asyncio.timeout(self.bound_s):
             while not self._idle and self._open >= self.size:
-                await freed.wait()
+                waiter = loop.create_future()
+                self._waiting.append(waiter)
+                try:
+                    await waiter
+                except BaseException:
+                    if waiter.done() and not waiter.cancelled():  # woken, then cancelled: the next one looks
+                        self._wake()
+                    raise
             if self._idle:
                 return self._idle.pop()
             self._open += 1
-        try:
-            return await psycopg.AsyncConnection.connect(self.conninfo, **self.kwargs)
-        except Exception:
-            await self._drop(None)
-            raise
+            try:
+                return await psycopg.AsyncConnection.connect(self.conninfo, **self.kwargs)
+            except BaseException:
+                self._open -= 1
+                self._wake()
+                raise
 
-    async def _give(self, conn: Any) -> None:
-        freed = self._bind()
-        async with freed:
-            self._idle.append(conn)
-            freed.notify()
+    def _give(self, conn: Any) -> None:
+        self._bind()
+        self._idle.append(conn)
+        self._wake()
 
     async def _drop(self, conn: Any) -> None:
         if conn is not None:
@@ -176,10 +196,9 @@ class PostgresOnLoop:
                 await conn.close()
             except Exception:  # noqa: BLE001 - a broken connection may fail to close
                 pass
-        freed = self._bind()
-        async with freed:
-            self._open -= 1
-            freed.notify()
+        self._bind()
+        self._open -= 1
+        self._wake()
 
     async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any], budget_s: float | None = None) -> list[Row]:
         """The statement's rows. A silent database (server.storage.watchdog): waiting for a connection, or making
@@ -187,8 +206,7 @@ class PostgresOnLoop:
         task would wait for psycopg's own cancellation, through the same silent network), so it fails at once."""
         for attempt in (1, 2):  # budget_s: the loop waits on the socket, never blocked  # a connection the server dropped fails once; the statement runs again
             try:
-                async with asyncio.timeout(self.bound_s):
-                    conn = await self._take()
+                conn = await self._take()
             except TimeoutError as exc:
                 silent = psycopg.OperationalError(f"no connection to the database within {self.bound_s:g} s")
                 raise _raised(silent, sql) from exc
@@ -213,7 +231,7 @@ class PostgresOnLoop:
                     if attempt == 1:
                         continue
                 else:
-                    await self._give(conn)
+                    self._give(conn)
                 raise _raised(exc, sql) from exc
             except BaseException:
                 await self._drop(conn)  # cancelled mid-statement: its state is unknown
@@ -224,7 +242,7 @@ class PostgresOnLoop:
                     spent.cancel()
                 for task in cancels:
                     await task
-            await self._give(conn)
+            self._give(conn)
             return found
         raise AssertionError("unreachable")
 

@@ -1,0 +1,114 @@
+"""The hot path's own PostgreSQL connections (server.storage.hot.PostgresOnLoop): never more open than
+database.pool_size, every statement answered when more ask at once than there are connections, and a freed
+connection always reaches a taker still waiting: one that stops waiting (its request cancelled, before or after
+it was woken) takes no connection and loses no wake-up; a connection that cannot be made frees its room."""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from server.errors import StorageUnavailable
+from server.storage.db import wait_bound_s
+from server.storage.hot import PostgresOnLoop, hot_database
+from tests.support import pg
+from tests.support.contexts import make_settings
+
+pytestmark = pytest.mark.postgres
+OPEN_HERE = "SELECT pg_sleep(%s), (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database())"
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with pg.scratch_database() as made:
+        yield made
+
+
+def _pool(url: str, tmp_path: Path, size: int, **database: object) -> PostgresOnLoop:
+    settings = make_settings(url, tmp_path, database={"pool_size": size, "statement_timeout_ms": 5000,
+                                                      "connect_timeout_seconds": 2, **database})
+    hot = hot_database(settings, url)
+    assert isinstance(hot, PostgresOnLoop)
+    return hot
+
+
+@pytest.mark.parametrize(("size", "at_once"), [
+    pytest.param(1, 6, id="one-connection-six-statements"),
+    pytest.param(3, 12, id="three-connections-twelve-statements"),
+])
+def test_statements_beyond_the_pool_wait_their_turn(url: str, tmp_path: Path, size: int, at_once: int) -> None:
+    hot = _pool(url, tmp_path, size)
+
+    async def scenario() -> list[int]:
+        try:
+            found = await asyncio.gather(*(hot.rows(OPEN_HERE, (0.02,)) for _ in range(at_once)))
+            return [rows[0][1] for rows in found]
+        finally:
+            await hot.close()
+
+    open_seen = asyncio.run(scenario())
+    assert len(open_seen) == at_once and max(open_seen) <= size, open_seen
+
+
+@pytest.mark.parametrize("cancelled", ["while-waiting", "after-being-woken"])
+def test_a_taker_that_stops_waiting_leaves_the_connection_to_the_next(url: str, tmp_path: Path,
+                                                                      cancelled: str) -> None:
+    """One connection: the first statement holds it, the second and third wait. The second is cancelled, either
+    while it waits or just after the first's end woke it (before it ran): the third is answered at once, not
+    after waiting out the bound for a wake-up the second took with it."""
+    hot = _pool(url, tmp_path, 1)
+
+    async def scenario() -> float:
+        try:
+            second: asyncio.Task[object] | None = None
+
+            async def first() -> None:
+                await hot.rows("SELECT pg_sleep(0.2)", ())
+                if cancelled == "after-being-woken":
+                    assert second is not None
+                    second.cancel()  # its wake-up is set, it has not run yet
+
+            holder = asyncio.create_task(first())
+            await asyncio.sleep(0.05)  # the first holds the connection
+            second = asyncio.create_task(hot.rows("SELECT 2", ()))
+            third = asyncio.create_task(hot.rows("SELECT 3", ()))
+            await asyncio.sleep(0)
+            if cancelled == "while-waiting":
+                second.cancel()
+            started = time.monotonic()
+            await holder
+            assert await asyncio.wait_for(third, 10) == [(3,)]
+            with pytest.raises(asyncio.CancelledError):
+                await second
+            assert await hot.rows("SELECT 4", ()) == [(4,)]  # the pool's one connection is still there
+            return time.monotonic() - started
+        finally:
+            await hot.close()
+
+    waited = asyncio.run(scenario())
+    assert waited < 2, f"the third waited {waited:.1f} s for a connection freed at once"
+
+
+def test_a_connection_that_cannot_be_made_frees_its_room(tmp_path: Path) -> None:
+    """Nothing listens: each statement fails at once as StorageUnavailable (503), the second too (its room was
+    not kept by the first's failed connect, which would make it wait out the bound)."""
+    nowhere = pg.ADMIN_URL.rsplit("/", 1)[0].replace(":5432", ":9") + "/none"
+    hot = _pool(nowhere, tmp_path, 1, connect_timeout_seconds=1)
+    bound = wait_bound_s(make_settings(nowhere, tmp_path, database={"statement_timeout_ms": 5000,
+                                                                    "connect_timeout_seconds": 1}))
+
+    async def scenario() -> list[float]:
+        took = []
+        for _ in range(2):
+            started = time.monotonic()
+            with pytest.raises(StorageUnavailable):
+                await hot.rows("SELECT 1", ())
+            took.append(time.monotonic() - started)
+        await hot.close()
+        return took
+
+    took = asyncio.run(scenario())
+    assert max(took) < bound / 2, took
