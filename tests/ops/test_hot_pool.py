@@ -112,3 +112,30 @@ def test_a_connection_that_cannot_be_made_frees_its_room(tmp_path: Path) -> None
 
     took = asyncio.run(scenario())
     assert max(took) < bound / 2, took
+
+
+@pytest.mark.parametrize(("statement", "kept"), [
+    pytest.param("SELECT 1, 'a'", True, id="one-small-row-a-read"),
+    pytest.param("SELECT 1 WHERE false", True, id="no-row"),
+    pytest.param("SELECT generate_series(1, 2)", False, id="a-page-of-rows"),
+    pytest.param("SELECT repeat('x', 70000)", False, id="one-row-of-a-large-body"),
+])
+def test_a_connection_keeps_no_large_result_between_statements(url: str, tmp_path: Path, statement: str,
+                                                               kept: bool) -> None:
+    """Each connection runs its statements on one cursor (a cursor per statement costs client CPU), which holds
+    its last result until the next: held on only for a read's one small row, never a page or a large body."""
+    hot = _pool(url, tmp_path, 1)
+
+    async def scenario() -> tuple[bool, object]:
+        try:
+            await hot.rows("SELECT 0", ())
+            before = hot._idle[-1].cursor
+            await hot.rows(statement, ())
+            after = hot._idle[-1].cursor
+            return after is before, after.pgresult
+        finally:
+            await hot.close()
+
+    same, result = asyncio.run(scenario())
+    assert same is kept
+    assert kept or result is None
