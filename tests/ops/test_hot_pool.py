@@ -10,12 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from server.errors import StorageUnavailable
 from server.storage.db import wait_bound_s
 from server.storage.hot import PostgresOnLoop, hot_database
 from tests.support import pg
 from tests.support.contexts import make_settings
+from tests.support.proxy import Forwarder
 
 pytestmark = pytest.mark.postgres
 OPEN_HERE = "SELECT pg_sleep(%s), (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database())"
@@ -92,10 +94,42 @@ def test_a_taker_that_stops_waiting_leaves_the_connection_to_the_next(url: str, 
     assert waited < 2, f"the third waited {waited:.1f} s for a connection freed at once"
 
 
+def test_a_connection_attempt_cancelled_frees_its_room(url: str, tmp_path: Path) -> None:
+    """One connection, not made yet: a request whose connection is being made through a silent network is cancelled
+    (its timeout, shutdown). When the network answers again, the next statement gets a connection at once: the
+    cancelled attempt kept no place (it did: every later statement waited out the bound for a 503)."""
+    parsed = make_url(url)
+    forwarder = Forwarder((parsed.host or "127.0.0.1", parsed.port or 5432))
+    through = parsed.set(port=forwarder.port).render_as_string(hide_password=False)
+    hot = _pool(through, tmp_path, 1, connect_timeout_seconds=10)
+
+    async def scenario() -> float:
+        try:
+            forwarder.pause()
+            making = asyncio.create_task(hot.rows("SELECT 1", ()))
+            await asyncio.sleep(0.3)  # connecting, unanswered
+            making.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await making
+            forwarder.resume()
+            started = time.monotonic()
+            assert await hot.rows("SELECT 2", ()) == [(2,)]
+            return time.monotonic() - started
+        finally:
+            forwarder.resume()
+            await hot.close()
+
+    try:
+        took = asyncio.run(scenario())
+    finally:
+        forwarder.close()
+    assert took < 2, f"the next statement waited {took:.1f} s for the place of a cancelled attempt"
+
+
 def test_a_connection_that_cannot_be_made_frees_its_room(tmp_path: Path) -> None:
     """Nothing listens: each statement fails at once as StorageUnavailable (503), the second too (its room was
     not kept by the first's failed connect, which would make it wait out the bound)."""
-    nowhere = pg.ADMIN_URL.rsplit("/", 1)[0].replace(":5432", ":9") + "/none"
+    nowhere = make_url(pg.ADMIN_URL).set(port=9, database="none").render_as_string(hide_password=False)
     hot = _pool(nowhere, tmp_path, 1, connect_timeout_seconds=1)
     bound = wait_bound_s(make_settings(nowhere, tmp_path, database={"statement_timeout_ms": 5000,
                                                                     "connect_timeout_seconds": 1}))
