@@ -1,7 +1,8 @@
 """The hot path's own PostgreSQL connections (server.storage.hot.PostgresOnLoop): never more open than
 database.pool_size, every statement answered when more ask at once than there are connections, and a freed
 connection always reaches a taker still waiting: one that stops waiting (its request cancelled, before or after
-it was woken) takes no connection and loses no wake-up; a connection that cannot be made frees its room."""
+it was woken) takes no connection and loses no wake-up; a connection that cannot be made, or whose making is
+cancelled, frees its room; no connection keeps a large result between statements."""
 from __future__ import annotations
 
 import asyncio
