@@ -162,7 +162,8 @@ class PostgresOnLoop:
         self._idle: list[Held] = []
         self._open = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiting: deque[asyncio.Future[None]] = deque()  # takers waiting for a connection freed, in order
+        # takers waiting, in order of arrival: each is handed a freed connection, or a place to make one (None)
+        self._waiting: deque[asyncio.Future[Held | None]] = deque()
 
     def _bind(self) -> asyncio.AbstractEventLoop:
         """Connections belong to one loop: a new loop (a test's second client) starts afresh."""
@@ -171,45 +172,57 @@ class PostgresOnLoop:
             self._loop, self._idle, self._open, self._waiting = loop, [], 0, deque()
         return loop
 
-    def _wake(self) -> None:
-        """The first taker still waiting looks again (a connection was freed, or room made for a new one)."""
+    def _hand(self, handed: Held | None) -> bool:
+        """`handed` (a connection freed, or None: a place to make one) to the first taker waiting; False when none
+        waits."""
         while self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():
-                waiter.set_result(None)
-                return
+                waiter.set_result(handed)
+                return True
+        return False
 
     async def _take(self) -> Held:
-        """An idle connection at once (no wait, no timer: the statement's common case); else, within bound_s, a new
-        one while fewer than `size` are open, or the next one freed."""
+        """An idle connection at once when no taker waits before (no wait, no timer: the statement's common case);
+        else, within bound_s, a new one while fewer than `size` are open, or what a statement ending hands on, in
+        order of arrival (a taker that came later never takes a connection freed for one waiting)."""
         loop = self._bind()
-        if self._idle:
+        if self._idle and not self._waiting:
             return self._idle.pop()
         async with asyncio.timeout(self.bound_s):
-            while not self._idle and self._open >= self.size:
-                waiter = loop.create_future()
+            if self._waiting or self._open >= self.size:
+                waiter: asyncio.Future[Held | None] = loop.create_future()
                 self._waiting.append(waiter)
                 try:
-                    await waiter
-                except BaseException:
-                    if waiter.done() and not waiter.cancelled():  # woken, then cancelled: the next one looks
-                        self._wake()
+                    handed = await waiter
+                except BaseException:  # cancelled (its request, the bound): _hand passes over its future
+                    if waiter.done() and not waiter.cancelled():  # handed, then cancelled: on to the next
+                        self._pass_on(waiter.result())
                     raise
-            if self._idle:
-                return self._idle.pop()
-            self._open += 1
-            try:
+                if handed is not None:
+                    return handed
+            else:
+                self._open += 1
+            try:  # a place of the `size` is ours: a new connection in it
                 conn = await psycopg.AsyncConnection.connect(self.conninfo, **self.kwargs)
                 return Held(conn, conn.cursor(binary=True))
             except BaseException:
-                self._open -= 1
-                self._wake()
+                self._pass_on(None)
                 raise
+
+    def _pass_on(self, handed: Held | None) -> None:
+        """A connection freed (`handed`), or a place (None: a connection closed or never made): to the first
+        taker waiting, else kept (idle) or given up."""
+        if self._hand(handed):
+            return
+        if handed is not None:
+            self._idle.append(handed)
+        else:
+            self._open -= 1
 
     def _give(self, held: Held) -> None:
         self._bind()
-        self._idle.append(held)
-        self._wake()
+        self._pass_on(held)
 
     async def _drop(self, held: Held) -> None:
         try:
@@ -217,8 +230,7 @@ class PostgresOnLoop:
         except Exception:  # noqa: BLE001 - a broken connection may fail to close
             pass
         self._bind()
-        self._open -= 1
-        self._wake()
+        self._pass_on(None)
 
     async def rows(self, sql: str, params: Sequence[Any] | dict[str, Any], budget_s: float | None = None) -> list[Row]:
         """The statement's rows. A silent database (server.storage.watchdog): waiting for a connection, or making

@@ -174,3 +174,34 @@ def test_a_connection_keeps_no_large_result_between_statements(url: str, tmp_pat
     same, result = asyncio.run(scenario())
     assert same is kept
     assert kept or result is None
+
+
+def test_takers_are_served_in_order_of_arrival(url: str, tmp_path: Path) -> None:
+    """One connection, held by a first statement while two more wait: when it ends, its task asks again at once
+    (before the first waiting has run): the connection goes to the one waiting first, not to the latecomer; a
+    taker waiting after one that gave up is still served (no place lost in the line)."""
+    hot = _pool(url, tmp_path, 1)
+    served: list[str] = []
+
+    async def ask(name: str, statement: str = "SELECT 1") -> None:
+        await hot.rows(statement, ())
+        served.append(name)
+
+    async def scenario() -> None:
+        try:
+            async def first() -> None:
+                await ask("first", "SELECT pg_sleep(0.2)")
+                await ask("latecomer")  # before the ones waiting have run
+
+            holder = asyncio.create_task(first())
+            await asyncio.sleep(0.05)
+            waiting = [asyncio.create_task(ask(name)) for name in ("second", "gives-up", "third")]
+            await asyncio.sleep(0)
+            waiting[1].cancel()
+            await asyncio.wait_for(asyncio.gather(holder, waiting[0], waiting[2]), 10)
+            assert await hot.rows("SELECT 2", ()) == [(2,)]  # nothing waits: the idle connection at once
+        finally:
+            await hot.close()
+
+    asyncio.run(scenario())
+    assert served == ["first", "second", "third", "latecomer"]
