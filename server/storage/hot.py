@@ -15,8 +15,11 @@ import sqlite3
 import time
 from collections import deque
 from dataclasses import dataclass
+from datetime import date, time as time_of_day, timedelta
+from decimal import Decimal
 from collections.abc import Sequence
 from typing import Any, Protocol
+from uuid import UUID
 
 import psycopg
 from sqlalchemy.engine import make_url
@@ -44,6 +47,7 @@ class HotDatabase(Protocol):
 
 
 KEEP_RESULT_BYTES = 64 * 1024  # a cursor keeps its last result (libpq's) until its next statement
+SCALARS = (bool, int, float, Decimal, UUID, date, time_of_day, timedelta)  # values of a bounded size
 
 
 class OverBudget(Exception):
@@ -129,11 +133,18 @@ class SqliteOnLoop:
 
 
 def _small(found: list[Row]) -> bool:
-    """Whether a cursor may keep this result until its connection's next statement (a read, a count): no more
-    than one row of KEEP_RESULT_BYTES. A page's rows, or a large body, go with a cursor dropped."""
+    """Whether a cursor may keep this result until its connection's next statement (a read, a count): one row at
+    most, of text and bytes within KEEP_RESULT_BYTES and otherwise scalars. A page's rows, a large body, a value
+    of unknown size (JSON: a geometry) go with a cursor dropped."""
     if len(found) > 1:
         return False
-    return not found or sum(len(v) for v in found[0] if isinstance(v, (bytes, str))) <= KEEP_RESULT_BYTES
+    size = 0
+    for value in found[0] if found else ():
+        if isinstance(value, (str, bytes)):
+            size += len(value)
+        elif value is not None and not isinstance(value, SCALARS):
+            return False
+    return size <= KEEP_RESULT_BYTES
 
 
 @dataclass(frozen=True)

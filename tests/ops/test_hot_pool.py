@@ -151,9 +151,13 @@ def test_a_connection_that_cannot_be_made_frees_its_room(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(("statement", "kept"), [
     pytest.param("SELECT 1, 'a'", True, id="one-small-row-a-read"),
+    pytest.param("SELECT false, 7, now(), '\\x00ff'::bytea, 'a/b'", True, id="a-stored-versions-row"),
+    pytest.param("SELECT json_build_object('type', 'Point')", False, id="a-value-of-unknown-size-json"),
     pytest.param("SELECT 1 WHERE false", True, id="no-row"),
     pytest.param("SELECT generate_series(1, 2)", False, id="a-page-of-rows"),
     pytest.param("SELECT repeat('x', 70000)", False, id="one-row-of-a-large-body"),
+    pytest.param("SELECT json_build_object('type', repeat('x', 70000))", False, id="one-row-of-a-large-json"),
+    pytest.param("SELECT 1, repeat('x', 40000), repeat('y', 40000)", False, id="large-across-columns"),
 ])
 def test_a_connection_keeps_no_large_result_between_statements(url: str, tmp_path: Path, statement: str,
                                                                kept: bool) -> None:
