@@ -14,10 +14,10 @@ import asyncio
 import sqlite3
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, time as time_of_day, timedelta
 from decimal import Decimal
-from collections.abc import Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -154,6 +154,11 @@ class Held:
     conn: Any  # psycopg.AsyncConnection
     cursor: Any  # its binary AsyncCursor
 
+    @classmethod
+    def of(cls, conn: Any) -> Held:
+        """The connection with a new cursor (results in binary format)."""
+        return cls(conn, conn.cursor(binary=True))
+
 
 class PostgresOnLoop:
     database = "primary"
@@ -215,8 +220,7 @@ class PostgresOnLoop:
             else:
                 self._open += 1
             try:  # a place of the `size` is ours: a new connection in it
-                conn = await psycopg.AsyncConnection.connect(self.conninfo, **self.kwargs)
-                return Held(conn, conn.cursor(binary=True))
+                return Held.of(await psycopg.AsyncConnection.connect(self.conninfo, **self.kwargs))
             except BaseException:
                 self._pass_on(None)
                 raise
@@ -288,7 +292,7 @@ class PostgresOnLoop:
                     spent.cancel()
                 for task in cancels:
                     await task
-            self._give(held if _small(found) else Held(conn, conn.cursor(binary=True)))
+            self._give(held if _small(found) else Held.of(conn))
             return found
         raise AssertionError("unreachable")
 
