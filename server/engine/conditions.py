@@ -7,11 +7,13 @@ Steps (server.storage.steps): the look-ups and a chain's are statements; a chain
 data it was compiled against stands."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, true
+from sqlalchemy import ColumnElement, Select, and_, true
 
 from server.access.tenancy import Visibility
 from server.declare.provider import ResourceProvider
@@ -22,10 +24,14 @@ from server.search.chains import Chained
 from server.search.hops import chain_types, compile_chained
 from server.search.request import SearchRequest
 from server.search.seen import sight_of
-from server.search.sql import JOINED, WALK, count_query, lookups, matching, where_of
-from server.engine.templates import Parts, bound, named, shape_of
+from server.search.referred import keys_query
+from server.search.sql import JOINED, MATCHES, WALK, Forms, count_query, forms, lookups, matching, where_of
+from server.engine import templates
+from server.engine.templates import REFUSED, Parts, bound, named, shape_of
 from server.storage.freshness import Snapshot
 from server.storage.prepared import Bound
+
+log = logging.getLogger(__name__)
 
 
 def joined_conditions(ctx: ServerContext, request: SearchRequest, snapshot: Snapshot,
@@ -90,14 +96,51 @@ class Condition:
     def formed(self, walk: bool = False, page: bool = False) -> Steps[Formed]:
         """The query's matches among the live rows the caller sees (a search's page and count), built once for
         each form: a page's is its count's unless the page walks an index (`page`) or the id order (`walk`)."""
-        found = yield from self._found()
         form = (walk, page and self.request.led is not None)
         built = self._forms.get(form)
         if built is None:
-            own = matching(self.provider, self.request, {**found, WALK: True} if walk else found, form[1],
-                           sight=self.sight)
-            built = self._forms[form] = Formed(self.provider, self.request, self.vis.clause, own)
+            built = self._forms[form] = yield from self._formed(*form)
         return built
+
+    @cached_property
+    def _decided(self) -> Forms | None:
+        return forms(self.request)
+
+    def _formed(self, walk: bool, led: bool) -> Steps[Formed]:
+        """A query whose clauses all have forms (server.params.types.base.Binds) and looks nothing up takes the
+        parts kept for its forms, its own values bound in them: it builds no SQL unless a statement is built (a
+        statement template not trusted yet). Proven, not assumed, as templates are: the first VERIFY queries of
+        those forms build theirs too and compare; a difference (or a look-up) refuses the forms for good."""
+        decided, provider, request = self._decided, self.provider, self.request
+        key = None if decided is None else ("condition", provider.resource_type, walk, led, decided.key,
+                                            self.vis.key, self.others_key)
+        kept = self.ctx.templates.peek(key) if key is not None else LOOKS_UP
+        if isinstance(kept, KeptParts) and kept.checked >= templates.VERIFY and decided is not None:
+            def own() -> list[ColumnElement[bool]]:  # nothing to look up (proven): built from the values alone
+                return matching(provider, request, {WALK: True} if walk else None, led, sight=self.sight)
+            return Formed(provider, request, self.vis.clause, own, kept.parts.rebound(decided.values))
+        found = yield from self._found()
+        conditions = matching(provider, request, {**found, WALK: True} if walk else found, led, sight=self.sight)
+        formed = Formed(provider, request, self.vis.clause, lambda: conditions)
+        if key is not None and kept not in (REFUSED, LOOKS_UP) and decided is not None:
+            self.ctx.templates.put(key, self._checked(kept, found, formed.parts, decided))
+        return formed
+
+    def _checked(self, kept: Any, found: Mapping[Any, Any], parts: Parts, decided: Forms) -> Any:
+        """What is kept for the forms after a query built its own conditions (`parts`): LOOKS_UP when it looked
+        something up, or could (a condition on a referred table: its keys); refused when the kept parts, its values
+        bound in them, differ from its own."""
+        if any(not (isinstance(k, tuple) and k[0] == MATCHES) for k in found) or any(
+                not isinstance(m, Select) and keys_query(self.provider.table, m) is not None
+                for k, matches in found.items() for m in matches):
+            return LOOKS_UP
+        if kept is None:
+            return KeptParts(parts, 0)
+        if kept.parts.rebound(decided.values).holds(parts):
+            return KeptParts(kept.parts, kept.checked + 1)
+        log.warning("condition forms refused: their parts bind a value outside the forms",
+                    extra={"forms": str(decided.key)[:500]})
+        return REFUSED
 
     def where(self, walk: bool = False, page: bool = False) -> Steps[ColumnElement[bool]]:
         return (yield from self.formed(walk, page)).where
@@ -117,25 +160,45 @@ class Condition:
         key = None if shape is None else ("count", (yield from database()), shape, self.vis.key, self.others_key,
                                           up_to)
         return bound(self.ctx, key, formed.parts, named(self.request),
-                     lambda: count_query(self.provider, self.request, where=formed.where, up_to=up_to))
+                     lambda: count_query(self.provider, self.request, where=formed.where, up_to=up_to),
+                     lambda: formed.built)
+
+
+LOOKS_UP = "looks up"  # forms whose query looks something up before its conditions: built for each request
+
+
+@dataclass(frozen=True)
+class KeptParts:
+    parts: Parts  # of the first query of its forms (its values: Parts.rebound binds another's)
+    checked: int  # the queries whose own parts it was compared with (VERIFY: trusted)
 
 
 class Formed:
-    """A query's condition in one form (Condition.formed): its own conditions (`own`, server.search.sql.matching)
-    and, built on first need, the whole of it among the rows the caller sees (`where`: a statement kept as a
-    template needs none), their parts and shape (what its statements are kept by: server.engine.templates)."""
+    """A query's condition in one form (Condition.formed): its own conditions (`own`, server.search.sql.matching),
+    built on first need, and the whole of it among the rows the caller sees (`where`); `parts`, what its statements
+    are kept and bound by (server.engine.templates): those of `own`, or given (kept for its forms, its values bound:
+    a statement kept as a template then needs no condition built)."""
 
     def __init__(self, provider: ResourceProvider, request: SearchRequest, visible: ColumnElement[bool] | None,
-                 own: list[ColumnElement[bool]]) -> None:
-        self.provider, self.request, self.visible, self.own = provider, request, visible, own
+                 own: Callable[[], list[ColumnElement[bool]]], parts: Parts | None = None) -> None:
+        self.provider, self.request, self.visible, self._own, self._parts = provider, request, visible, own, parts
+
+    @cached_property
+    def own(self) -> list[ColumnElement[bool]]:
+        return self._own()
 
     @cached_property
     def where(self) -> ColumnElement[bool]:
         return where_of(self.provider, self.visible, self.own)
 
     @cached_property
-    def parts(self) -> Parts:
+    def built(self) -> Parts:
+        """The parts of `own` (building it)."""
         return Parts.of(self.own)
+
+    @property
+    def parts(self) -> Parts:
+        return self.built if self._parts is None else self._parts
 
     @cached_property
     def shape(self) -> Any:

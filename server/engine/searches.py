@@ -116,7 +116,8 @@ def _page(condition: Condition, path: str, matched: int | None, over: bool,
         page = bound(ctx, key, formed.parts, {**named(request), **position}, lambda: (
             body_page_query(provider, request, extra_row=1, where=formed.where, total=total, resume=resume,
                             follows=follows) if splice else
-            page_query(provider, request, extra_row=1, where=formed.where, total=total, resume=resume)))
+            page_query(provider, request, extra_row=1, where=formed.where, total=total, resume=resume)),
+            lambda: formed.built)
         ctx.pages.put(page_key, page)
     elif page is not None:
         page = rebind(page, position)

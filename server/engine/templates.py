@@ -26,7 +26,7 @@ from sqlalchemy.sql.elements import BindParameter
 
 from server.engine.context import ServerContext
 from server.search.request import SearchRequest
-from server.storage.prepared import Bound, Shaped, Template
+from server.storage.prepared import Bound, Shaped, Template, Valued, Value
 
 log = logging.getLogger(__name__)
 VERIFY = 2  # a new template's first uses, each compared with the statement built for its own values
@@ -38,7 +38,7 @@ class Parts:
     None: a part SQLAlchemy does not cache, never templated), and their binds in order."""
 
     shape: Hashable | None
-    binds: tuple[BindParameter[Any], ...]
+    binds: tuple[Valued, ...]
 
     @classmethod
     def of(cls, conditions: Sequence[ColumnElement[bool]]) -> Parts:
@@ -55,6 +55,17 @@ class Parts:
         first: dict[int, int] = {}
         shared = tuple(first.setdefault(id(b), i) for i, b in enumerate(binds))
         return cls((tuple(keys), shared), tuple(binds))
+
+    def rebound(self, values: Mapping[str, Any]) -> Parts:
+        """The same parts holding `values` in their binds of those names (a Binds type's values, named by server.
+        search.sql.forms), the others as they are: another request's of the same forms, no SQL built."""
+        return Parts(self.shape, tuple(Value(values[key]) if isinstance(b, BindParameter) and
+                                       (key := b._orig_key) in values else b for b in self.binds))
+
+    def holds(self, other: Parts) -> bool:
+        """Whether the two are one shape binding the same values (a bind's `==` builds SQL: compared apart)."""
+        return self.shape == other.shape and \
+            [b.effective_value for b in self.binds] == [b.effective_value for b in other.binds]
 
 
 NO_PARTS = Parts.of(())  # a statement holding none of a search's conditions (where a walked page resumes)
@@ -89,10 +100,11 @@ def named(request: SearchRequest) -> dict[str, Any]:
 
 
 def bound(ctx: ServerContext, key: Hashable | None, parts: Parts, by_name: Mapping[str, Any],
-          build: Callable[[], ClauseElement]) -> Bound:
+          build: Callable[[], ClauseElement], own: Callable[[], Parts] | None = None) -> Bound:
     """The statement `build` makes, as the driver's SQL and parameters: bound into the template kept for `key` (the
     statement's shape: what it is built from besides its parts' values and the values it binds by name, `by_name`;
-    None: not templated), else built."""
+    None: not templated), else built. `own`: the parts of the conditions `build` holds, when `parts` are another
+    request's rebound (Parts.rebound) rather than those."""
     kept = ctx.templates.peek(key) if key is not None else REFUSED
     if isinstance(kept, Kept) and kept.checked >= VERIFY:
         return rebind(kept.template.bind(parts.binds), by_name)
@@ -101,7 +113,7 @@ def bound(ctx: ServerContext, key: Hashable | None, parts: Parts, by_name: Mappi
     if kept is REFUSED:
         return built
     if kept is None:
-        template = shaped.template(parts.binds)
+        template = shaped.template((parts if own is None else own()).binds)
         ctx.templates.put(key, Kept(template, 0) if template is not None else REFUSED)
     elif rebind(kept.template.bind(parts.binds), by_name) == built:
         ctx.templates.put(key, Kept(kept.template, kept.checked + 1))

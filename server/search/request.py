@@ -67,12 +67,13 @@ class Clause:
     modifier: str | None
     values: tuple[SearchValue, ...]
 
-    @property
+    @cached_property
     def key(self) -> str:
         return f"{self.param.name}:{self.modifier}" if self.modifier else self.param.name
 
-    @property
+    @cached_property
     def raw(self) -> str:
+        """Its values as the query held them (the key of what is compiled of it, more than once a request)."""
         return ",".join(v.raw.replace(",", "\\,") for v in self.values)
 
 

@@ -5,6 +5,7 @@ from the history (compiled once: server.storage.prepared)."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -31,12 +32,14 @@ from server.params.ids import coerce_id
 from server.search.request import Clause, SearchRequest
 from server.search.seen import seen
 from server.params.types.base import (
+    Binds,
     CompileContext,
     CompilesAll,
     LooksUp,
     Match,
     MissingValue,
     Sight,
+    binds_of,
     implements,
 )
 from server.search.order import AFTER_VALUE, SORT_BELOW, index_walk, measure_column, order_of, walked_after
@@ -63,17 +66,92 @@ MATCHES = "matches"  # found[(MATCHES, clause key, clause raw)]: its values comp
 WALK_ABOVE = 10_000
 
 
-def _matches(provider: ResourceProvider, clause: Clause, at: CompileContext) -> list[Match]:
+FORM = "_form_"  # the names of the binds of a Binds type's values: FORM + "{clause}_{value}_{target}_{bind}"
+
+
+@dataclass(frozen=True)
+class Forms:
+    """A search's own conditions as their parameters' types decide them, before any SQL (server.params.types.base.
+    Binds): `key`, each clause's forms (two searches of one key build the same conditions but for what they bind),
+    and `values`, what they bind, by the names `_matches` gives their binds."""
+
+    key: Hashable
+    values: Mapping[str, Any]
+
+
+def forms(request: SearchRequest) -> Forms | None:
+    """None: a clause compiled for each request (a type without forms, a value without one, OR-ed values compiled
+    together), or a chained or _has parameter."""
+    if request.joined:
+        return None
+    keys: list[Hashable] = []
+    values: dict[str, Any] = {}
+    firsts = _firsts(request)
+    for clause in request.all_clauses:
+        kind, at = clause.param.kind, firsts[(clause.key, clause.raw)]
+        if clause.modifier == "missing":
+            value = clause.values[0]
+            assert isinstance(value, MissingValue)
+            keys.append((clause.key, at, value.missing))
+            continue
+        if not implements(type(kind), Binds) or (len(clause.values) > 1 and implements(type(kind), CompilesAll)):
+            return None
+        binds = cast(Binds[Any, Any], kind)
+        decided: list[Hashable] = []
+        for v, value in enumerate(clause.values):
+            for t, target in enumerate(clause.param.targets):
+                form = binds.form(target, clause.modifier, value)
+                if form is None:
+                    return None
+                decided.append(form.key)
+                values.update((f"{FORM}{at}_{v}_{t}_{k}", bound) for k, bound in enumerate(form.values))
+        keys.append((clause.key, at, tuple(decided)))
+    return Forms(tuple(keys), values)
+
+
+def _firsts(request: SearchRequest) -> dict[tuple[str, str], int]:
+    """Where each distinct clause first comes among the request's: two alike (`name=a&name=a`) are compiled once."""
+    firsts: dict[tuple[str, str], int] = {}
+    for i, clause in enumerate(request.all_clauses):
+        firsts.setdefault((clause.key, clause.raw), i)
+    return firsts
+
+
+def _compile(kind: Any, target: Any, modifier: str | None, value: Any, at: CompileContext, name: str) -> Match | None:
+    """A value of a Binds type built from its form, its values bound by the names `forms` gives them; else compiled."""
+    if implements(type(kind), Binds):
+        form = cast(Binds[Any, Any], kind).form(target, modifier, value)
+        if form is not None:
+            names = [f"{FORM}{name}_{k}" for k in range(len(form.values))]
+            return cast(Binds[Any, Any], kind).build(target, modifier, form.key, binds_of(form.values, names))
+    return cast(Match | None, kind.compile(target, modifier, value, at))
+
+
+def _matches(provider: ResourceProvider, clause: Clause, at: CompileContext, index: int) -> list[Match]:
     """What each value matches in each target, but what can match nothing (a token's system another target's) when
-    something else can: an arm `0 = 1` left in an OR keeps SQLite from reading the others by their indexes."""
+    something else can: an arm `0 = 1` left in an OR keeps SQLite from reading the others by their indexes.
+    `index`: where the clause first comes among the request's (its binds' names)."""
     kind, targets = clause.param.kind, clause.param.targets
     if len(clause.values) > 1 and implements(type(kind), CompilesAll):  # OR-ed values: one IN per target and system
         many = cast(CompilesAll[Any, Any], kind)
         matches = [m for t in targets for m in many.compile_all(t, clause.modifier, clause.values, at)]
     else:
-        matches = [m for v in clause.values for t in targets
-                   if (m := kind.compile(t, clause.modifier, v, at)) is not None]
+        matches = [m for v, value in enumerate(clause.values) for t, target in enumerate(targets)
+                   if (m := _compile(kind, target, clause.modifier, value, at, f"{index}_{v}_{t}")) is not None]
     return [m for m in matches if not _never(m)] or matches
+
+
+def all_matches(provider: ResourceProvider, request: SearchRequest, found: Found, *,
+                sight: Sight) -> dict[Hashable, Any]:
+    """What each distinct clause's values match (but `:missing`'s), by (MATCHES, key, raw): a clause twice is
+    compiled once. `found`: what LooksUp types looked up."""
+    firsts, matched = _firsts(request), {}
+    for clause in request.all_clauses:
+        key = (MATCHES, clause.key, clause.raw)
+        if clause.modifier != "missing" and key not in matched:
+            matched[key] = _matches(provider, clause, _context(provider, clause, found, sight),
+                                    firsts[(clause.key, clause.raw)])
+    return matched
 
 
 def _never(match: Match) -> bool:
@@ -106,8 +184,7 @@ def _clause(provider: ResourceProvider, clause: Clause, found: Found, sight: Sig
         assert isinstance(value, MissingValue)
         present = or_(*(_condition(provider, kind.present(t, at)) for t in targets))
         return not_(present) if value.missing else present
-    matches = found.get((MATCHES, clause.key, clause.raw))
-    matched = _any(provider, clause, matches if matches is not None else _matches(provider, clause, at), found)
+    matched = _any(provider, clause, found[(MATCHES, clause.key, clause.raw)], found)
     if clause.modifier == "not":  # resources with no matching value, including those with no value at all
         return provider.id_column.not_in(select(provider.id_column).select_from(provider.source).where(matched))
     return matched
@@ -135,9 +212,12 @@ def matching(provider: ResourceProvider, request: SearchRequest, found: Found | 
     """The request's own conditions, to be AND-ed: its clauses and its chained and _has parameters (`found`,
     `page`, `sight`: as where_clause's), without the rows the caller may see (`seen`), which whoever uses them
     applies (Bulk Data's `_typeFilter`: on the versions it reads)."""
-    joined = [(found or {})[(JOINED, j.key, j.raw)] for j in request.joined]  # KeyError: not compiled
+    found = found or {}
+    joined = [found[(JOINED, j.key, j.raw)] for j in request.joined]  # KeyError: not compiled
     led = request.led[0] if page and request.led is not None else None
-    return [*(_clause(provider, c, found or {}, sight) for c in request.all_clauses if c is not led), *joined]
+    if any(c.modifier != "missing" and (MATCHES, c.key, c.raw) not in found for c in request.all_clauses):
+        found = {**found, **all_matches(provider, request, found, sight=sight)}
+    return [*(_clause(provider, c, found, sight) for c in request.all_clauses if c is not led), *joined]
 
 
 
@@ -173,11 +253,11 @@ def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnE
             for value in clause.values:
                 for key, query in kind.lookups(target, clause.modifier, value, at):
                     found[key] = yield from scalar(query.where(*scope).limit(1))
+    found.update(all_matches(provider, request, found, sight=sight))
     for clause in request.all_clauses:  # then the keys of conditions on referred tables (their rows' scope is
         if clause.modifier == "missing":  # the provider's, applied by the search itself)
             continue
-        matches = found[(MATCHES, clause.key, clause.raw)] = _matches(provider, clause, _context(provider, clause, found, sight))
-        for i, match in enumerate(matches):
+        for i, match in enumerate(found[(MATCHES, clause.key, clause.raw)]):
             query = None if isinstance(match, Select) else keys_query(provider.table, match)
             # the keys of a condition on a referred table: it may read that whole table (a thread past the budget)
             if query is not None and (keys := kept_keys((yield from scalars(query, bounded=False)))) is not None:

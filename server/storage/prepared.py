@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, CursorResult, Dialect
 from sqlalchemy.sql import ClauseElement
@@ -16,6 +17,15 @@ from server.storage.cache import Bounded
 
 
 Processor = Callable[[Any], Any] | None
+
+
+class Value(NamedTuple):
+    """A value in place of a bind's (what binding a template reads of a bind: its `effective_value`)."""
+
+    effective_value: Any
+
+
+Valued = BindParameter[Any] | Value
 
 
 @dataclass(frozen=True)
@@ -145,7 +155,7 @@ class Shaped:
         return Bound(sql, {escaped.get(k, k): processors[k](v) if k in processors else v for k, v in params.items()},
                      None, results)
 
-    def template(self, values: Sequence[BindParameter[Any]]) -> Template | None:
+    def template(self, values: Sequence[Valued]) -> Template | None:
         """This statement as the template of its shape: where each of `values` (the binds of the parts that hold
         a request's values, server.engine.templates) sits among the statement's binds. None: values collected
         apart from the binds, which a template would not rebind."""
@@ -166,11 +176,63 @@ class Template:
     shaped: Shaped
     slots: tuple[tuple[int, ...], ...]
 
-    def bind(self, values: Sequence[BindParameter[Any]]) -> Bound:
-        """The statement with `values` (the request's parts' binds, in the order the template was made with) in
-        place of the first request's."""
+    def bind(self, values: Sequence[Valued]) -> Bound:
+        """The statement with `values` (the request's parts' binds, or their values, in the order the template was
+        made with) in place of the first request's."""
+        return self.flat.bind(values) if self.flat is not None else self.compiled_bind(values)
+
+    def compiled_bind(self, values: Sequence[Valued]) -> Bound:
+        """`bind` through SQLAlchemy's compiled statement (its parameters constructed, its late values rendered)."""
         extracted = list(self.shaped.extracted)
         for positions, value in zip(self.slots, values, strict=True):
             for i in positions:
-                extracted[i] = value
+                extracted[i] = value if isinstance(value, BindParameter) else \
+                    extracted[i]._with_value(value.effective_value, maintain_key=True, required=False)
         return self.shaped.bound(extracted)
+
+    @cached_property
+    def flat(self) -> Flat | None:
+        """The first request's SQL and parameters, and where each slot's value goes among the parameters: the same
+        statement for every request when no slot's value is rendered into the SQL (an expanding list, a
+        literal_execute value); None otherwise."""
+        compiled, first = self.shaped.compiled, self.shaped.bound()
+        original, by_key = compiled.cache_key[1], compiled._cache_key_bind_match[0]
+        processors, escaped = compiled._bind_processors, compiled.escaped_bind_names
+        places: list[tuple[tuple[Any, ...], Processor]] = []
+        for positions in self.slots:
+            names: set[str] = set()
+            for i in positions:
+                if original[i].expanding or original[i].literal_execute:
+                    return None
+                names.update(compiled.bind_names[b] for b in by_key[original[i]])
+            if len({processors.get(n) for n in names}) > 1:
+                return None
+            processor = processors.get(next(iter(names))) if names else None
+            found = tuple(j for j, n in enumerate(first.names) if n in names) if first.names is not None else \
+                tuple(escaped.get(n, n) for n in names if escaped.get(n, n) in first.params)
+            if names and not found:  # a value the driver does not take as a parameter
+                return None
+            places.append((found, processor))
+        return Flat(first, tuple(places))
+
+
+@dataclass(frozen=True)
+class Flat:
+    """A template's statement as the driver takes it (`first`: the first request's), and for each slot where its
+    value goes (positions of a positional statement's parameters, else their names) and its type's processor."""
+
+    first: Bound
+    places: tuple[tuple[tuple[Any, ...], Processor], ...]
+
+    def bind(self, values: Sequence[Valued]) -> Bound:
+        first = self.first
+        params: Any = list(first.params) if first.names is not None else dict(first.params)
+        for (places, processor), bind in zip(self.places, values, strict=True):
+            if not places:
+                continue
+            value = bind.effective_value
+            if processor is not None:
+                value = processor(value)
+            for place in places:
+                params[place] = value
+        return Bound(first.sql, tuple(params) if first.names is not None else params, first.names, first.results)

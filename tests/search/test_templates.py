@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -154,3 +155,24 @@ def test_a_bound_name_is_replaced_wherever_it_is() -> None:
     assert statement.replace("y", 5).params == (1, 5, 5)
     assert Bound("SELECT", {"x": 1, "y": 2}, None).replace("y", 5).params == {"x": 1, "y": 5}
     assert Bound("SELECT", {"x": 1}, None).replace("y", 5).params == {"x": 1}  # a name it does not hold
+
+
+@pytest.mark.parametrize("query", [pytest.param("identifier=KvNOePwHFyH", id="identifier"),
+                                   pytest.param("name:contains=eg&status=active", id="contains-and-status"),
+                                   pytest.param("_lastUpdated=ge2000-01-01", id="last-updated")])
+def test_a_template_binds_its_values_into_the_statement_as_sent(small_ctx: ServerContext, query: str) -> None:
+    """No compiled machinery per request: a template whose values the SQL does not render binds them straight into
+    the first request's parameters (Template.flat), and that is what binding them the long way gives."""
+    ctx = _fresh(small_ctx, 100)
+    search(ctx, "Location", query)
+    kept = [k for k in ctx.templates._items.values() if isinstance(k, Kept)]
+    assert kept and all(k.template.flat is not None for k in kept)
+    for k in kept:
+        first = [k.template.shaped.extracted[positions[0]] for positions in k.template.slots]
+        other = [b._with_value(_another(b.value), maintain_key=True) for b in first]
+        assert k.template.flat.bind(other) == k.template.compiled_bind(other) != k.template.compiled_bind(first)
+
+
+def _another(value: Any) -> Any:
+    """Another value of the same type."""
+    return value + timedelta(days=1) if isinstance(value, datetime) else value + (1 if isinstance(value, int) else "x")

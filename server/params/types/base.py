@@ -16,7 +16,8 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 from sqlalchemy import (BIGINT, CHAR, INTEGER, NVARCHAR, SMALLINT, TEXT, VARCHAR, BigInteger, Boolean, ColumnElement,
                         FromClause, Integer, Select, SmallInteger, String, Text, TypeDecorator, Unicode, UnicodeText,
                         and_, bindparam, func, select)
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.types import NULLTYPE, TypeEngine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.sql.expression import ColumnClause, Join, ScalarSelect, SelectBase
@@ -259,9 +260,52 @@ class CompilesAll(Protocol[T, V]):
                     at: CompileContext) -> list[Match]: ...
 
 
+@dataclass(frozen=True)
+class Form:
+    """What a value compiles to against one target, apart from the values its SQL binds: `key`, every decision
+    compile makes on the value (hashable, equal for two values whose SQL differs only in what it binds), and
+    `values`, what that SQL binds, in the order `Binds.build` takes them."""
+
+    key: Hashable
+    values: tuple[Any, ...] = ()
+
+
+@runtime_checkable
+class Binds(Protocol[T, V]):
+    """A type whose compile is a decision on the value (`form`: plain Python, no SQL) and SQL built from that
+    decision with the values as binds (`build`). The engine builds each form's SQL once, with named binds, and binds
+    a later request's values into the statement kept for it, building no SQL (server.engine.conditions): `build`
+    must depend on `key` and `binds` only, never on the values the binds hold. `compile` is then `compiled`'s."""
+
+    def form(self, target: T, modifier: str | None, value: V) -> Form | None:
+        """None: this value is compiled by `compile` for each request (a value whose SQL depends on something
+        looked up first: a reference's :below)."""
+        ...
+
+    def build(self, target: T, modifier: str | None, key: Hashable,
+              binds: Sequence[ColumnElement[Any]]) -> Match | None:
+        """The SQL of a form, `binds` holding its values (in `Form.values`' order); None: this target cannot match
+        this kind of value (as `compile`)."""
+        ...
+
+
+def binds_of(values: Sequence[Any], names: Sequence[str] | None = None) -> tuple[BindParameter[Any], ...]:
+    """`values` as binds of no type of their own: each takes its column's type where it is compared, as a plain
+    value would. `names`: their names (unique binds, renamed where a statement holds two of one name)."""
+    return tuple(bindparam(None if names is None else names[i], v, type_=NULLTYPE, unique=True)
+                 for i, v in enumerate(values))
+
+
+def compiled(kind: Binds[Any, Any], target: Any, modifier: str | None, value: Any) -> Match | None:
+    """A Binds type's compile of a value whose `form` is not None: its form built with the value's own binds."""
+    form = kind.form(target, modifier, value)
+    assert form is not None
+    return kind.build(target, modifier, form.key, binds_of(form.values))
+
+
 @cache  # per (class, protocol): the parameter types and the four optional protocols, a closed set
 def implements(kind: type, protocol: type) -> bool:
-    """Whether a parameter type class implements an optional protocol (LooksUp, Ranks, Orders, CompilesAll): decided once per class
+    """Whether a parameter type class implements an optional protocol (LooksUp, Ranks, Orders, CompilesAll, Binds): decided once per class
     (a runtime protocol check costs tens of microseconds)."""
     return issubclass(kind, protocol)
 
@@ -292,14 +336,9 @@ def index_range(column: ColumnElement[Any], lower: Any, upper: Any = None) -> Co
     return column >= lower if upper is None else and_(column >= lower, column < upper)
 
 
-def prefix_range(column: ColumnElement[Any], prefix: str) -> ColumnElement[bool]:
-    """The values of `column` starting with `prefix`, as an index range."""
-    return index_range(column, prefix, successor(prefix))
-
-
 class code_point_order(FunctionElement[str]):
     """Its argument compared in code-point order: as it is on SQLite (BINARY); each other database's collation
-    is server.storage.dialects' (an index on the same expression serves a prefix_range of it)."""
+    is server.storage.dialects' (an index on the same expression serves a range of it: a prefix and its successor)."""
 
     type = String()
     inherit_cache = True
@@ -381,9 +420,3 @@ def text_index_expression(column: ColumnElement[Any]) -> ColumnElement[str]:
     """What a token target's `text` column is compared as (`:text`): the expression of the index to declare for it
     (`Index(name, text_index_expression(table.c.column))`)."""
     return code_point_order(func.lower(column))
-
-
-def lower_prefix(column: ColumnElement[Any], text: str) -> ColumnElement[bool]:
-    """`column` starts with `text`, ignoring case, as a range of lower(column) in code-point order (the index on
-    that expression serves it, where a case-insensitive LIKE reads every row on SQLite)."""
-    return prefix_range(text_index_expression(column), text.lower())

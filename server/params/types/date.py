@@ -8,14 +8,14 @@ sa, it starts after the value's range; eb, it ends before it. An instant is the 
 rules."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement, and_, or_
 
 from server.params.dates import DateRange, parse_range
-from server.params.types.base import CompileContext, Match
+from server.params.types.base import CompileContext, Form, Match, compiled
 
 
 @dataclass(frozen=True)
@@ -37,19 +37,28 @@ class DateType:
 
     def compile(self, target: DateTarget, modifier: str | None, value: DateRange,
                 at: CompileContext) -> Match | None:
+        return compiled(self, target, modifier, value)
+
+    def form(self, target: DateTarget, modifier: str | None, value: DateRange) -> Form:
+        """The prefix; the range's bounds are bound."""
+        return Form(value.prefix, (value.lower, value.upper))
+
+    def build(self, target: DateTarget, modifier: str | None, key: Hashable,
+              binds: Sequence[ColumnElement[Any]]) -> Match:
+        lower, upper = binds
         if target.end is not None:
-            return _period(target.column, target.end, value)
-        column, lower, upper = target.column, value.lower, value.upper
+            return _period(target.column, target.end, key, lower, upper)
+        column = target.column
         return {
-            "eq": and_(column >= lower, column < upper),
-            "ne": or_(column < lower, column >= upper),
-            "gt": column >= upper,
-            "sa": column >= upper,
-            "ge": column >= lower,
-            "lt": column < lower,
-            "eb": column < lower,
-            "le": column < upper,
-        }[value.prefix]
+            "eq": lambda: and_(column >= lower, column < upper),
+            "ne": lambda: or_(column < lower, column >= upper),
+            "gt": lambda: column >= upper,
+            "sa": lambda: column >= upper,
+            "ge": lambda: column >= lower,
+            "lt": lambda: column < lower,
+            "eb": lambda: column < lower,
+            "le": lambda: column < upper,
+        }[str(key)]()
 
     def present(self, target: DateTarget, at: CompileContext) -> Match:
         if target.end is not None:
@@ -57,16 +66,16 @@ class DateType:
         return target.column.is_not(None)
 
 
-def _period(start: ColumnElement[Any], end: ColumnElement[Any], value: DateRange) -> ColumnElement[bool]:
-    """The periods [start, end] that meet the value's prefix against its range [lower, upper)."""
-    lower, upper = value.lower, value.upper
+def _period(start: ColumnElement[Any], end: ColumnElement[Any], prefix: Hashable, lower: ColumnElement[Any],
+            upper: ColumnElement[Any]) -> ColumnElement[bool]:
+    """The periods [start, end] that meet the prefix against the range [lower, upper)."""
     open_start, open_end = start.is_(None), end.is_(None)
     some = or_(start.is_not(None), end.is_not(None))  # both NULL: no value, which no prefix matches
-    if value.prefix == "eq":  # the range holds the period (a bound left open reaches past it)
+    if prefix == "eq":  # the range holds the period (a bound left open reaches past it)
         return and_(start >= lower, end < upper)
-    if value.prefix == "sa":  # wholly after the range
+    if prefix == "sa":  # wholly after the range
         return start >= upper
-    if value.prefix == "eb":  # wholly before it
+    if prefix == "eb":  # wholly before it
         return end < lower
     return and_(some, {
         "ne": or_(open_start, open_end, start < lower, end >= upper),
@@ -74,7 +83,7 @@ def _period(start: ColumnElement[Any], end: ColumnElement[Any], value: DateRange
         "lt": or_(open_start, start < lower),  # reaches before it
         "ge": or_(open_end, end >= upper, start >= lower),  # reaches past it, or the range holds it
         "le": or_(open_start, start < lower, end < upper),  # reaches before it, or the range holds it
-    }[value.prefix])
+    }[str(prefix)])
 
 
 TYPE = DateType()

@@ -23,7 +23,7 @@ from sqlalchemy import ColumnElement, FromClause, Select, false, select, true
 from server.errors import ConfigError, InvalidValue
 from server.params.ids import FHIR_ID, coerce_id
 from server.params.paths import ancestors, subtree
-from server.params.types.base import CompileContext, Match, Through, via
+from server.params.types.base import CompileContext, Form, Match, Through, compiled, via
 
 HIERARCHY = ("below", "above")
 
@@ -121,23 +121,35 @@ class ReferenceType:
             return ()
         return [((at.param, value.id), select(target.path).where(at.id_column == stored))]
 
+    def form(self, target: ReferenceTarget, modifier: str | None, value: ReferenceValue) -> Form | None:
+        """A reference to another type ("false"), an id the column cannot hold ("false") or the stored id; None for
+        :below and :above, which depend on the path looked up."""
+        if value.resource_type != target.resource_type:
+            return Form("false")
+        if modifier in HIERARCHY and (target.tree is not None or target.path is not None):
+            return None
+        stored = coerce_id(target.column, value.id)
+        return Form("false") if stored is None else Form("id", (stored,))
+
+    def build(self, target: ReferenceTarget, modifier: str | None, key: Hashable,
+              binds: Sequence[ColumnElement[Any]]) -> Match:
+        return false() if key == "false" else via(target.through, target.column == binds[0])
+
     def compile(self, target: ReferenceTarget, modifier: str | None, value: ReferenceValue,
                 at: CompileContext) -> Match | None:
-        if value.resource_type != target.resource_type:
-            return false()
+        if self.form(target, modifier, value) is not None:
+            return compiled(self, target, modifier, value)
         tree = target.tree
-        if modifier in HIERARCHY and tree is not None:
+        if tree is not None:
             return _by_tree(target, tree, modifier, value, at)
-        if modifier in HIERARCHY and target.path is not None:
-            path = at.found.get((at.param, value.id))
-            if path is None:
-                return false()
-            if modifier == "below":  # strictly inside the subtree: paths that extend this one
-                return subtree(target.path, path, strict=True)
-            above = [a for a in (coerce_id(at.id_column, part) for part in ancestors(path)) if a is not None]
-            return at.id_column.in_(above) if above else false()
-        stored = coerce_id(target.column, value.id)
-        return false() if stored is None else via(target.through, target.column == stored)
+        assert target.path is not None
+        path = at.found.get((at.param, value.id))
+        if path is None:
+            return false()
+        if modifier == "below":  # strictly inside the subtree: paths that extend this one
+            return subtree(target.path, path, strict=True)
+        above = [a for a in (coerce_id(at.id_column, part) for part in ancestors(path)) if a is not None]
+        return at.id_column.in_(above) if above else false()
 
     def present(self, target: ReferenceTarget, at: CompileContext) -> Match:
         """On a hierarchical reference (one with a path), a parent the caller cannot see is as missing: to a caller

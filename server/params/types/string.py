@@ -6,7 +6,7 @@ the values starting with the prefix when the column compares in code-point order
 on PostgreSQL a column declared with COLLATE "C" (as the materialized paths of server.params.paths)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -16,11 +16,13 @@ from server.errors import InvalidValue
 from server.params.text import composed, normalize
 from server.params.types.base import (
     CompileContext,
+    Form,
     IndexOrder,
     Match,
     Through,
+    compiled,
+    index_range,
     like_escape,
-    prefix_range,
     successor,
     via,
 )
@@ -54,12 +56,27 @@ class StringType:
 
     def compile(self, target: StringTarget, modifier: str | None, value: StringValue,
                 at: CompileContext) -> Match | None:
+        return compiled(self, target, modifier, value)
+
+    def form(self, target: StringTarget, modifier: str | None, value: StringValue) -> Form:
+        """:exact, the text as stored (NFC); :contains, its LIKE pattern; a prefix, the range of the normalized
+        column from it to its successor (none: unbounded)."""
         if modifier == "exact":
-            cond = target.exact == composed(value.raw)  # stored in NFC
-        elif modifier == "contains":
-            cond = target.normalized.like(f"%{like_escape(value.normalized)}%", escape="\\")
+            return Form("exact", (composed(value.raw),))
+        if modifier == "contains":
+            return Form("contains", (f"%{like_escape(value.normalized)}%",))
+        above = successor(value.normalized)
+        return Form(("prefix", above is None), (value.normalized,) if above is None else (value.normalized, above))
+
+    def build(self, target: StringTarget, modifier: str | None, key: Hashable,
+              binds: Sequence[ColumnElement[Any]]) -> Match:
+        if key == "exact":
+            cond = target.exact == binds[0]
+        elif key == "contains":
+            cond = target.normalized.like(binds[0], escape="\\")
         else:
-            cond = prefix_range(target.normalized, value.normalized)
+            assert isinstance(key, tuple)
+            cond = index_range(target.normalized, binds[0], None if key[1] else binds[1])
         return via(target.through, cond)
 
     def compile_all(self, target: StringTarget, modifier: str | None, values: Sequence[StringValue],

@@ -1,15 +1,16 @@
 """`token` parameters: `[system|]code`, `system|`, `|code`; :not, :text (where the target has a text column)."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement, and_, false, literal, true
+from sqlalchemy import ColumnElement, and_, false, true
 
 from server.errors import InvalidValue
 from server.params.ids import coerce_id
-from server.params.types.base import CompileContext, Match, Through, lower_prefix, one_of, via
+from server.params.types.base import (CompileContext, Form, Match, Through, binds_of, compiled, index_range,
+                                      one_of, successor, text_index_expression, via)
 
 
 @dataclass(frozen=True)
@@ -64,11 +65,48 @@ class TokenType:
 
     def compile(self, target: TokenTarget, modifier: str | None, value: TokenValue | TextValue,
                 at: CompileContext) -> Match | None:
+        return compiled(self, target, modifier, value)
+
+    def form(self, target: TokenTarget, modifier: str | None, value: TokenValue | TextValue) -> Form:
+        """Text: the start of the lower-cased text, as a range ("text", unbounded?) of the lower-cased start and its
+        successor; a token: its system's form, then any code ("present"), a code of a closed value set (which
+        stored values it names is decided here), a code the column cannot hold ("false"), or the stored code."""
         if isinstance(value, TextValue):
             if target.text is None:
-                return None
-            return via(target.through, lower_prefix(target.text, value.raw))
-        return via(target.through, _token(target, value))
+                return Form(None)
+            lowered = value.raw.lower()
+            above = successor(lowered)
+            return Form(("text", above is None), (lowered,) if above is None else (lowered, above))
+        system = _system_form(target, value.system)
+        if value.code is None:
+            return Form(("present", system.key), system.values)
+        if target.codes is not None:
+            return Form(("codes", system.key, value.code if target.codes.get(value.code) else None), system.values)
+        typed = _stored(target, value.code)
+        if typed is None:
+            return Form(("false", system.key), system.values)
+        return Form(("code", system.key), (*system.values, typed))
+
+    def build(self, target: TokenTarget, modifier: str | None, key: Hashable,
+              binds: Sequence[ColumnElement[Any]]) -> Match | None:
+        if key is None:  # :text on a target without text
+            return None
+        assert isinstance(key, tuple)
+        if key[0] == "text":
+            assert target.text is not None
+            column = text_index_expression(target.text)
+            return via(target.through, index_range(column, binds[0], None if key[1] else binds[1]))
+        kind, system_key = key[0], key[1]
+        system, rest = _system_build(target, system_key, binds)
+        if kind == "present":
+            code: ColumnElement[bool] = target.code.is_not(None)
+        elif kind == "codes":
+            code = one_of(target.code, target.codes[key[2]]) if target.codes and key[2] is not None else false()
+        elif kind == "false":
+            code = false()
+        else:
+            code = target.code == rest[0]
+        return via(target.through, and_(system, code))
 
     def present(self, target: TokenTarget, at: CompileContext) -> Match:
         return via(target.through, target.code.is_not(None))
@@ -91,6 +129,34 @@ class TokenType:
                   for system, codes in grouped.items()), *single]
 
 
+def _system_form(target: TokenTarget, system: str | None) -> Form:
+    """What a value's system requires of `target`: nothing (any system, or the target's own), nothing matches
+    (another system), or its system column to hold it."""
+    if system is None:
+        return Form("any")
+    if target.system is None:
+        return Form("any" if system == "" else "none")
+    if isinstance(target.system, str):
+        return Form("any" if target.system == system else "none")
+    return Form("column", (system,))
+
+
+def _system_build(target: TokenTarget, key: Hashable,
+                  binds: Sequence[ColumnElement[Any]]) -> tuple[ColumnElement[bool], Sequence[ColumnElement[Any]]]:
+    """The system's condition (its form `key`), and the binds after those it takes."""
+    if key == "any":
+        return true(), binds
+    if key == "none":
+        return false(), binds
+    assert isinstance(target.system, ColumnElement)
+    return target.system == binds[0], binds[1:]
+
+
+def _system(target: TokenTarget, system: str | None) -> ColumnElement[bool]:
+    form = _system_form(target, system)
+    return _system_build(target, form.key, binds_of(form.values))[0]
+
+
 def shown(target: TokenTarget) -> tuple[ColumnElement[Any], ...]:
     """What `shows` reads of a row for `target`: its stored code, and its system where a column holds it."""
     return (target.code, target.system) if isinstance(target.system, ColumnElement) else (target.code,)
@@ -99,7 +165,7 @@ def shown(target: TokenTarget) -> tuple[ColumnElement[Any], ...]:
 def shows(target: TokenTarget, held: Sequence[Any], system: str | None) -> tuple[str, ...]:
     """The token values (`value`, or `system|value` when `system` is given) that a row holding `held` (what `shown`
     selects) matches through `target`, as they are written: its code, and with the target's prefix (urn:uuid:...);
-    the inverse of `_token` (`_system` and `_stored`) for a code. () for a closed value set (its FHIR codes are
+    the inverse of `form` (`_system_form` and `_stored`) for a code. () for a closed value set (its FHIR codes are
     not what is stored). A value matched by another spelling (a number with leading zeros) is not among them: a
     look-up's batch (server.engine.lookup) asks for it again."""
     if target.codes is not None or held[0] is None:
@@ -110,33 +176,10 @@ def shows(target: TokenTarget, held: Sequence[Any], system: str | None) -> tuple
     return (code, target.prefix + code) if target.prefix else (code,)
 
 
-def _system(target: TokenTarget, system: str | None) -> ColumnElement[bool]:
-    if system is None:
-        return true()
-    if target.system is None:
-        return true() if system == "" else false()
-    if isinstance(target.system, str):
-        return true() if target.system == system else false()
-    return target.system == literal(system)
-
-
 def _stored(target: TokenTarget, code: str) -> Any:
     """The code as the column holds it (without the target's prefix), None when the column cannot hold it."""
     return coerce_id(target.code, code[len(target.prefix):] if target.prefix and code.startswith(target.prefix)
                      else code)
-
-
-def _token(target: TokenTarget, value: TokenValue) -> ColumnElement[bool]:
-    system_cond = _system(target, value.system)
-    if value.code is None:
-        return and_(system_cond, target.code.is_not(None))
-    if target.codes is not None:
-        stored = target.codes.get(value.code)
-        code_cond = target.code.in_(stored) if stored else false()
-    else:
-        typed = _stored(target, value.code)
-        code_cond = false() if typed is None else target.code == typed
-    return and_(system_cond, code_cond)
 
 
 TYPE = TokenType()

@@ -1,6 +1,6 @@
 """identifier:text (a source reference or an alias starting with a value, ignoring case) as an index range: indexes
 on lower(source_ref) and lower(text), in code-point order (COLLATE "C" on PostgreSQL; SQLite's BINARY), the
-expressions server.params.types.base.lower_prefix compares
+expressions a token's :text compares (server.params.types.token)
 
 Revision ID: 0009
 Revises: 0008
