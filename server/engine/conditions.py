@@ -8,7 +8,7 @@ data it was compiled against stands."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -86,7 +86,6 @@ class Condition:
 
     def _found(self) -> Steps[dict[Any, Any]]:
         if self.found is None:
-            providers = self.ctx.registry.providers
             looked_up = yield from lookups(self.provider, self.request, self.vis.looked_up, sight=self.sight)
             crossed = {**self.others, self.provider.resource_type: self.vis}  # a chain may come back to its own type
             joined = yield from joined_conditions(self.ctx, self.request, self.snapshot, crossed)
@@ -122,11 +121,12 @@ class Condition:
         found = yield from self._found()
         conditions = matching(provider, request, {**found, WALK: True} if walk else found, led, sight=self.sight)
         formed = Formed(provider, request, self.vis.clause, lambda: conditions)
-        if key is not None and kept not in (REFUSED, LOOKS_UP) and decided is not None:
+        if key is not None and decided is not None and (kept is None or isinstance(kept, KeptParts)):
             self.ctx.templates.put(key, self._checked(kept, found, formed.parts, decided))
         return formed
 
-    def _checked(self, kept: Any, found: Mapping[Any, Any], parts: Parts, decided: Forms) -> Any:
+    def _checked(self, kept: KeptParts | None, found: Mapping[Any, Any], parts: Parts,
+                 decided: Forms) -> KeptParts | str:
         """What is kept for the forms after a query built its own conditions (`parts`): LOOKS_UP when it looked
         something up, or could (a condition on a referred table: its keys); refused when the kept parts, its values
         bound in them, differ from its own."""

@@ -33,6 +33,7 @@ from server.search.request import Clause, SearchRequest
 from server.search.seen import seen
 from server.params.types.base import (
     Binds,
+    BindsAll,
     CompileContext,
     CompilesAll,
     LooksUp,
@@ -80,8 +81,8 @@ class Forms:
 
 
 def forms(request: SearchRequest) -> Forms | None:
-    """None: a clause compiled for each request (a type without forms, a value without one, OR-ed values compiled
-    together), or a chained or _has parameter."""
+    """None: a clause compiled for each request (a type without forms, a value without one), or a chained or _has
+    parameter."""
     if request.joined:
         return None
     keys: list[Hashable] = []
@@ -94,7 +95,19 @@ def forms(request: SearchRequest) -> Forms | None:
             assert isinstance(value, MissingValue)
             keys.append((clause.key, at, value.missing))
             continue
-        if not implements(type(kind), Binds) or (len(clause.values) > 1 and implements(type(kind), CompilesAll)):
+        if len(clause.values) > 1 and implements(type(kind), CompilesAll):  # OR-ed values compiled together
+            if not implements(type(kind), BindsAll):
+                return None
+            together: list[Hashable] = []
+            for t, target in enumerate(clause.param.targets):
+                form = cast(BindsAll[Any, Any], kind).form_all(target, clause.modifier, clause.values)
+                if form is None:
+                    return None
+                together.append(form.key)
+                values.update((f"{FORM}{at}_all_{t}_{k}", bound) for k, bound in enumerate(form.values))
+            keys.append((clause.key, at, "all", tuple(together)))
+            continue
+        if not implements(type(kind), Binds):
             return None
         binds = cast(Binds[Any, Any], kind)
         decided: list[Hashable] = []
@@ -127,14 +140,25 @@ def _compile(kind: Any, target: Any, modifier: str | None, value: Any, at: Compi
     return cast(Match | None, kind.compile(target, modifier, value, at))
 
 
+def _compile_all(kind: Any, target: Any, modifier: str | None, values: Sequence[Any], at: CompileContext,
+                 name: str) -> list[Match]:
+    """OR-ed values of a BindsAll type built from their form, bound by the names `forms` gives them; else compiled."""
+    if implements(type(kind), BindsAll):
+        form = cast(BindsAll[Any, Any], kind).form_all(target, modifier, values)
+        if form is not None:
+            names = [f"{FORM}{name}_{k}" for k in range(len(form.values))]
+            return cast(BindsAll[Any, Any], kind).build_all(target, modifier, form.key, binds_of(form.values, names))
+    return cast(list[Match], cast(CompilesAll[Any, Any], kind).compile_all(target, modifier, values, at))
+
+
 def _matches(provider: ResourceProvider, clause: Clause, at: CompileContext, index: int) -> list[Match]:
     """What each value matches in each target, but what can match nothing (a token's system another target's) when
     something else can: an arm `0 = 1` left in an OR keeps SQLite from reading the others by their indexes.
     `index`: where the clause first comes among the request's (its binds' names)."""
     kind, targets = clause.param.kind, clause.param.targets
     if len(clause.values) > 1 and implements(type(kind), CompilesAll):  # OR-ed values: one IN per target and system
-        many = cast(CompilesAll[Any, Any], kind)
-        matches = [m for t in targets for m in many.compile_all(t, clause.modifier, clause.values, at)]
+        matches = [m for t, target in enumerate(targets)
+                   for m in _compile_all(kind, target, clause.modifier, clause.values, at, f"{index}_all_{t}")]
     else:
         matches = [m for v, value in enumerate(clause.values) for t, target in enumerate(targets)
                    if (m := _compile(kind, target, clause.modifier, value, at, f"{index}_{v}_{t}")) is not None]

@@ -31,13 +31,23 @@ KEPT = {
     "type": (KeptParts, LOOKS_UP),  # a code of the other system matches nothing (no look-up); a code looks its keys up
     "partof-below": None, "partof-above": None,  # no form: compiled from the path of the unit named, looked up
     "organization": LOOKS_UP,  # a condition on a referred table: its keys looked up first
-    "ids": None, "names": None,  # OR-ed values compiled together (one IN)
+    "ids": KeptParts, "names": KeptParts, "many-ids": KeptParts, "ids-of-systems": KeptParts,  # OR-ed values
     "chain": None, "has": None,
 }
 
 
 def _kept(ctx: ServerContext) -> list[Any]:
     return [v for k, v in ctx.templates._items.items() if isinstance(k, tuple) and k[0] == "condition"]
+
+
+# OR-ed values in their forms: how many (one `IN` of a bind each, or one list bound as one value past INLINE_VALUES)
+# and which systems are in the form; the values themselves are bound
+MANY = [
+    pytest.param("_id={}", [",".join(map(str, range(1, 40))), ",".join(map(str, range(5, 44))),
+                            ",".join(map(str, range(50, 89)))], id="many-ids"),
+    pytest.param("identifier={}", ["KvNOePwHFyH,x|y,nothing", "a,x|z,b", "|KvNOePwHFyH,x|y,q"], id="ids-of-systems"),
+]
+FAMILIES = [*FAMILIES, *MANY]
 
 
 @pytest.mark.parametrize("query, values", FAMILIES)

@@ -291,9 +291,28 @@ class Binds(Protocol[T, V]):
 
 def binds_of(values: Sequence[Any], names: Sequence[str] | None = None) -> tuple[BindParameter[Any], ...]:
     """`values` as binds of no type of their own: each takes its column's type where it is compared, as a plain
-    value would. `names`: their names (unique binds, renamed where a statement holds two of one name)."""
-    return tuple(bindparam(None if names is None else names[i], v, type_=NULLTYPE, unique=True)
-                 for i, v in enumerate(values))
+    value would; a list, an expanding one (`one_of_build`'s). `names`: their names (unique binds, renamed where a
+    statement holds two of one name)."""
+    return tuple(bindparam(None if names is None else names[i], v, type_=NULLTYPE, unique=True,
+                           expanding=isinstance(v, list)) for i, v in enumerate(values))
+
+
+@runtime_checkable
+class BindsAll(Protocol[T, V]):
+    """A CompilesAll type whose OR of values has a form too (`form_all`: one decision on them all; `build_all`: its
+    SQL, the values as binds). `compile_all` is then `compiled_all`'s."""
+
+    def form_all(self, target: T, modifier: str | None, values: Sequence[V]) -> Form | None: ...
+
+    def build_all(self, target: T, modifier: str | None, key: Hashable,
+                  binds: Sequence[ColumnElement[Any]]) -> list[Match]: ...
+
+
+def compiled_all(kind: BindsAll[Any, Any], target: Any, modifier: str | None, values: Sequence[Any]) -> list[Match]:
+    """A BindsAll type's compile_all of values whose `form_all` is not None."""
+    form = kind.form_all(target, modifier, values)
+    assert form is not None
+    return kind.build_all(target, modifier, form.key, binds_of(form.values))
 
 
 def compiled(kind: Binds[Any, Any], target: Any, modifier: str | None, value: Any) -> Match | None:
@@ -364,9 +383,11 @@ class bound_list(ColumnElement[bool]):
     _traverse_internals = [("column", InternalTraversal.dp_clauseelement),
                            ("values", InternalTraversal.dp_clauseelement)]
 
-    def __init__(self, column: ColumnElement[Any], values: Sequence[int | str]) -> None:
+    def __init__(self, column: ColumnElement[Any], values: Sequence[int | str] | BindParameter[Any]) -> None:
+        """`values`: the list, or its bind (an expanding one, of the column's type or of none)."""
         self.column = column
-        self.values = bindparam(None, list(values), type_=column.type, unique=True, expanding=True)
+        self.values = _typed(values, column) if isinstance(values, BindParameter) else \
+            bindparam(None, list(values), type_=column.type, unique=True, expanding=True)
 
 
 @compiles(bound_list)
@@ -374,14 +395,30 @@ def _bound_list(element: bound_list, compiler: Any, **kw: Any) -> str:
     return str(compiler.process(element.column.in_(element.values), **kw))
 
 
+def _typed(bind: BindParameter[Any], column: ColumnElement[Any]) -> BindParameter[Any]:
+    """A bind of no type of its own typed as `column` (as a comparison with it would)."""
+    return bind._with_binary_element_type(column.type) if bind.type._isnull else bind
+
+
 def one_of(column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
     """`column` holds one of `values` (codes or ids as the column holds them: `coerce_id`'s): an `IN` of a bind
     each up to INLINE_VALUES, above that a `bound_list` (a look-up's batch of a thousand codes binds one value)."""
+    form = one_of_form(column, values)
+    return one_of_build(column, form.key, binds_of(form.values)[0])
+
+
+def one_of_form(column: ColumnElement[Any], values: Sequence[Any]) -> Form:
+    """`one_of`'s decision: one value ("one"), a list in an `IN` ("in") or bound as one value ("list")."""
     if len(values) == 1:
-        return column == values[0]
-    if len(values) <= INLINE_VALUES or not _listable(column, values):
-        return column.in_(values)
-    return bound_list(column, values)
+        return Form("one", (values[0],))
+    return Form("in" if len(values) <= INLINE_VALUES or not _listable(column, values) else "list", (list(values),))
+
+
+def one_of_build(column: ColumnElement[Any], key: Hashable, bind: ColumnElement[Any]) -> ColumnElement[bool]:
+    if key == "one":
+        return column == bind
+    assert isinstance(bind, BindParameter)
+    return column.in_(_typed(bind, column)) if key == "in" else bound_list(column, bind)
 
 
 # the column types whose values a list binds as they are: exactly these (a subclass may compare otherwise: CITEXT)

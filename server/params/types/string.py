@@ -21,6 +21,7 @@ from server.params.types.base import (
     Match,
     Through,
     compiled,
+    compiled_all,
     index_range,
     like_escape,
     successor,
@@ -84,8 +85,22 @@ class StringType:
         """What the OR of `values` matches in `target`: one condition OR-ing each value's (on a side table, one select
         of the ids whose rows meet any, not one select per value: 100 `:contains` values read the side table once,
         and their statement is a hundredth of the objects to build and compile)."""
-        bare = StringTarget(target.normalized, target.exact)
-        conds = [m for v in values if isinstance(m := self.compile(bare, modifier, v, at), ColumnElement)]
+        return compiled_all(self, target, modifier, values)
+
+    def form_all(self, target: StringTarget, modifier: str | None, values: Sequence[StringValue]) -> Form:
+        """Each value's form, with the number of values it binds."""
+        forms = [self.form(target, modifier, value) for value in values]
+        return Form(tuple((form.key, len(form.values)) for form in forms), tuple(v for form in forms for v in form.values))
+
+    def build_all(self, target: StringTarget, modifier: str | None, key: Hashable,
+                  binds: Sequence[ColumnElement[Any]]) -> list[Match]:
+        assert isinstance(key, tuple)
+        bare, conds, at = StringTarget(target.normalized, target.exact), [], 0
+        for each, taken in key:
+            cond = self.build(bare, modifier, each, binds[at:at + taken])
+            assert isinstance(cond, ColumnElement)
+            conds.append(cond)
+            at += taken
         return [via(target.through, or_(*conds))] if conds else []
 
     def index_order(self, target: StringTarget, modifier: str | None, value: StringValue) -> IndexOrder | None:

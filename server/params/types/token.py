@@ -9,8 +9,8 @@ from sqlalchemy import ColumnElement, and_, false, true
 
 from server.errors import InvalidValue
 from server.params.ids import coerce_id
-from server.params.types.base import (CompileContext, Form, Match, Through, binds_of, compiled, index_range,
-                                      one_of, successor, text_index_expression, via)
+from server.params.types.base import (CompileContext, Form, Match, Through, binds_of, compiled, compiled_all,
+                                      index_range, one_of_build, one_of_form, successor, text_index_expression, via)
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class TokenType:
         if kind == "present":
             code: ColumnElement[bool] = target.code.is_not(None)
         elif kind == "codes":
-            code = one_of(target.code, target.codes[key[2]]) if target.codes and key[2] is not None else false()
+            code = _codes(target, key[2])
         elif kind == "false":
             code = false()
         else:
@@ -115,18 +115,41 @@ class TokenType:
                     at: CompileContext) -> list[Match]:
         """What the OR of `values` matches in `target`: the codes of one system as one `IN` (a look-up of thousands
         of codes compiles in milliseconds, not one comparison each), the others each as `compile` does."""
+        return compiled_all(self, target, modifier, values)
+
+    def form_all(self, target: TokenTarget, modifier: str | None, values: Sequence[TokenValue | TextValue]) -> Form:
+        """The codes grouped by system (each group: its system's form and `one_of`'s), then the other values' forms
+        (a code the column cannot hold matches nothing here: left out), each with the number of values it binds."""
         grouped: dict[str | None, list[Any]] = {}
-        single: list[Match] = []
+        singles: list[Form] = []
         for value in values:
             if isinstance(value, TokenValue) and value.code is not None and target.codes is None:
                 typed = _stored(target, value.code)
                 if typed is not None:
                     grouped.setdefault(value.system, []).append(typed)
-                continue  # a code the column cannot hold matches nothing here
-            if (match := self.compile(target, modifier, value, at)) is not None:
-                single.append(match)
-        return [*(via(target.through, and_(_system(target, system), one_of(target.code, codes)))
-                  for system, codes in grouped.items()), *single]
+                continue
+            singles.append(self.form(target, modifier, value))
+        groups = [(_system_form(target, system), one_of_form(target.code, codes)) for system, codes in grouped.items()]
+        return Form((tuple((system.key, len(system.values), codes.key) for system, codes in groups),
+                     tuple((single.key, len(single.values)) for single in singles)),
+                    (*(v for system, codes in groups for v in (*system.values, *codes.values)),
+                     *(v for single in singles for v in single.values)))
+
+    def build_all(self, target: TokenTarget, modifier: str | None, key: Hashable,
+                  binds: Sequence[ColumnElement[Any]]) -> list[Match]:
+        assert isinstance(key, tuple)
+        groups, singles = key
+        out: list[Match] = []
+        at = 0
+        for system_key, taken, codes_key in groups:
+            system, _ = _system_build(target, system_key, binds[at:at + taken])
+            out.append(via(target.through, and_(system, one_of_build(target.code, codes_key, binds[at + taken]))))
+            at += taken + 1
+        for single_key, taken in singles:
+            if (match := self.build(target, modifier, single_key, binds[at:at + taken])) is not None:
+                out.append(match)
+            at += taken
+        return out
 
 
 def _system_form(target: TokenTarget, system: str | None) -> Form:
@@ -152,11 +175,6 @@ def _system_build(target: TokenTarget, key: Hashable,
     return target.system == binds[0], binds[1:]
 
 
-def _system(target: TokenTarget, system: str | None) -> ColumnElement[bool]:
-    form = _system_form(target, system)
-    return _system_build(target, form.key, binds_of(form.values))[0]
-
-
 def shown(target: TokenTarget) -> tuple[ColumnElement[Any], ...]:
     """What `shows` reads of a row for `target`: its stored code, and its system where a column holds it."""
     return (target.code, target.system) if isinstance(target.system, ColumnElement) else (target.code,)
@@ -174,6 +192,15 @@ def shows(target: TokenTarget, held: Sequence[Any], system: str | None) -> tuple
         return ()
     code = str(held[0])
     return (code, target.prefix + code) if target.prefix else (code,)
+
+
+def _codes(target: TokenTarget, code: str | None) -> ColumnElement[bool]:
+    """The stored values a code of a closed value set names (None: it names none), constants of its form."""
+    stored = target.codes.get(code) if target.codes is not None and code is not None else None
+    if not stored:
+        return false()
+    form = one_of_form(target.code, stored)
+    return one_of_build(target.code, form.key, binds_of(form.values)[0])
 
 
 def _stored(target: TokenTarget, code: str) -> Any:
