@@ -69,7 +69,7 @@ class Condition:
                  vis: Visibility, others: Mapping[str, Visibility]) -> None:
         self.ctx, self.provider, self.request, self.snapshot, self.vis, self.others = \
             ctx, provider, request, snapshot, vis, others
-        self.found: dict[Any, Any] | None = None
+        self._found_by: dict[bool, dict[Any, Any]] = {}
         self._forms: dict[tuple[bool, bool], Formed] = {}
 
     @property
@@ -84,13 +84,18 @@ class Condition:
         sees of this type (server.search.seen.sight_of)."""
         return sight_of(self.ctx.registry.providers, self.vis, self.others, self.others)
 
-    def _found(self) -> Steps[dict[Any, Any]]:
-        if self.found is None:
-            looked_up = yield from lookups(self.provider, self.request, self.vis.looked_up, sight=self.sight)
+    def _found(self, named: bool = False) -> Steps[dict[Any, Any]]:
+        """What the query looks up, and its clauses' matches: `named` for a search's own (its forms' binds by
+        name, server.search.sql.forms), else unnamed (a scope's query, a look-up's condition: what a search
+        holding them must never rebind as its own)."""
+        found = self._found_by.get(named)
+        if found is None:
+            looked_up = yield from lookups(self.provider, self.request, self.vis.looked_up, sight=self.sight,
+                                           named=named)
             crossed = {**self.others, self.provider.resource_type: self.vis}  # a chain may come back to its own type
             joined = yield from joined_conditions(self.ctx, self.request, self.snapshot, crossed)
-            self.found = {**looked_up, **joined}
-        return self.found
+            found = self._found_by[named] = {**looked_up, **joined}
+        return found
 
     def formed(self, walk: bool = False, page: bool = False) -> Steps[Formed]:
         """The query's matches among the live rows the caller sees (a search's page and count), built once for
@@ -108,18 +113,20 @@ class Condition:
     def _formed(self, walk: bool, led: bool) -> Steps[Formed]:
         """A query whose clauses all have forms (server.params.types.base.Binds) and looks nothing up takes the
         parts kept for its forms, its own values bound in them: it builds no SQL unless a statement is built (a
-        statement template not trusted yet). Proven, not assumed, as templates are: the first VERIFY queries of
-        those forms build theirs too and compare; a difference (or a look-up) refuses the forms for good."""
+        statement template not trusted yet). Proven, not assumed, as templates are: the first query of those forms
+        builds its conditions and keeps their parts, the next VERIFY build theirs too and compare; a difference
+        refuses the forms for good (a look-up marks them LOOKS_UP: built for each request)."""
         decided, provider, request = self._decided, self.provider, self.request
         key = None if decided is None else ("condition", provider.resource_type, walk, led, decided.key,
                                             self.vis.key, self.others_key)
-        kept = self.ctx.templates.peek(key) if key is not None else LOOKS_UP
+        kept = self.ctx.templates.peek(key) if key is not None else None
         if isinstance(kept, KeptParts) and kept.checked >= templates.VERIFY and decided is not None:
             def own() -> list[ColumnElement[bool]]:  # nothing to look up (proven): built from the values alone
-                return matching(provider, request, {WALK: True} if walk else None, led, sight=self.sight)
+                return matching(provider, request, {WALK: True} if walk else None, led, sight=self.sight, named=True)
             return Formed(provider, request, self.vis.clause, own, kept.parts.rebound(decided.values))
-        found = yield from self._found()
-        conditions = matching(provider, request, {**found, WALK: True} if walk else found, led, sight=self.sight)
+        found = yield from self._found(named=True)
+        conditions = matching(provider, request, {**found, WALK: True} if walk else found, led, sight=self.sight,
+                              named=True)
         formed = Formed(provider, request, self.vis.clause, lambda: conditions)
         if key is not None and decided is not None and (kept is None or isinstance(kept, KeptParts)):
             self.ctx.templates.put(key, self._checked(kept, found, formed.parts, decided))

@@ -26,7 +26,7 @@ from sqlalchemy.sql.elements import BindParameter
 
 from server.engine.context import ServerContext
 from server.search.request import SearchRequest
-from server.storage.prepared import Bound, Shaped, Template, Valued, Value
+from server.storage.prepared import Bound, Shaped, Template, Valued, BoundValue
 
 log = logging.getLogger(__name__)
 VERIFY = 2  # a new template's first uses, each compared with the statement built for its own values
@@ -59,7 +59,7 @@ class Parts:
     def rebound(self, values: Mapping[str, Any]) -> Parts:
         """The same parts holding `values` in their binds of those names (a Binds type's values, named by server.
         search.sql.forms), the others as they are: another request's of the same forms, no SQL built."""
-        return Parts(self.shape, tuple(Value(values[key]) if isinstance(b, BindParameter) and
+        return Parts(self.shape, tuple(BoundValue(values[key]) if isinstance(b, BindParameter) and
                                        (key := b._orig_key) in values else b for b in self.binds))
 
     def holds(self, other: Parts) -> bool:
@@ -115,7 +115,7 @@ def bound(ctx: ServerContext, key: Hashable | None, parts: Parts, by_name: Mappi
     if kept is None:
         template = shaped.template((parts if own is None else own()).binds)
         ctx.templates.put(key, Kept(template, 0) if template is not None else REFUSED)
-    elif rebind(kept.template.bind(parts.binds), by_name) == built:
+    elif rebind(kept.template.bind(parts.binds), by_name).sends(built):
         ctx.templates.put(key, Kept(kept.template, kept.checked + 1))
     else:
         ctx.templates.put(key, REFUSED)

@@ -70,6 +70,12 @@ WALK_ABOVE = 10_000
 FORM = "_form_"  # the names of the binds of a Binds type's values: FORM + "{clause}_{value}_{target}_{bind}"
 
 
+def _names(prefix: str | None, count: int) -> list[str] | None:
+    """The names of a form's binds (`prefix`: its clause, value and target; None: unnamed binds, for a query that is
+    not a search's own: a scope's, a chain's, whose binds a search holding them must never take for its own)."""
+    return None if prefix is None else [f"{FORM}{prefix}_{k}" for k in range(count)]
+
+
 @dataclass(frozen=True)
 class Forms:
     """A search's own conditions as their parameters' types decide them, before any SQL (server.params.types.base.
@@ -104,7 +110,7 @@ def forms(request: SearchRequest) -> Forms | None:
                 if form is None:
                     return None
                 together.append(form.key)
-                values.update((f"{FORM}{at}_all_{t}_{k}", bound) for k, bound in enumerate(form.values))
+                values.update(zip(_names(f"{at}_all_{t}", len(form.values)) or (), form.values))
             keys.append((clause.key, at, "all", tuple(together)))
             continue
         if not implements(type(kind), Binds):
@@ -117,7 +123,7 @@ def forms(request: SearchRequest) -> Forms | None:
                 if form is None:
                     return None
                 decided.append(form.key)
-                values.update((f"{FORM}{at}_{v}_{t}_{k}", bound) for k, bound in enumerate(form.values))
+                values.update(zip(_names(f"{at}_{v}_{t}", len(form.values)) or (), form.values))
         keys.append((clause.key, at, tuple(decided)))
     return Forms(tuple(keys), values)
 
@@ -130,51 +136,54 @@ def _firsts(request: SearchRequest) -> dict[tuple[str, str], int]:
     return firsts
 
 
-def _compile(kind: Any, target: Any, modifier: str | None, value: Any, at: CompileContext, name: str) -> Match | None:
-    """A value of a Binds type built from its form, its values bound by the names `forms` gives them; else compiled."""
+def _compile(kind: Any, target: Any, modifier: str | None, value: Any, at: CompileContext,
+             prefix: str | None) -> Match | None:
+    """A value of a Binds type built from its form, its binds named by `prefix` (`_names`); else compiled."""
     if implements(type(kind), Binds):
         form = cast(Binds[Any, Any], kind).form(target, modifier, value)
         if form is not None:
-            names = [f"{FORM}{name}_{k}" for k in range(len(form.values))]
+            names = _names(prefix, len(form.values))
             return cast(Binds[Any, Any], kind).build(target, modifier, form.key, binds_of(form.values, names))
     return cast(Match | None, kind.compile(target, modifier, value, at))
 
 
 def _compile_all(kind: Any, target: Any, modifier: str | None, values: Sequence[Any], at: CompileContext,
-                 name: str) -> list[Match]:
-    """OR-ed values of a BindsAll type built from their form, bound by the names `forms` gives them; else compiled."""
+                 prefix: str | None) -> list[Match]:
+    """OR-ed values of a BindsAll type built from their form, its binds named by `prefix`; else compiled."""
     if implements(type(kind), BindsAll):
         form = cast(BindsAll[Any, Any], kind).form_all(target, modifier, values)
         if form is not None:
-            names = [f"{FORM}{name}_{k}" for k in range(len(form.values))]
+            names = _names(prefix, len(form.values))
             return cast(BindsAll[Any, Any], kind).build_all(target, modifier, form.key, binds_of(form.values, names))
     return cast(list[Match], cast(CompilesAll[Any, Any], kind).compile_all(target, modifier, values, at))
 
 
-def _matches(provider: ResourceProvider, clause: Clause, at: CompileContext, index: int) -> list[Match]:
+def _matches(provider: ResourceProvider, clause: Clause, at: CompileContext, index: int | None) -> list[Match]:
     """What each value matches in each target, but what can match nothing (a token's system another target's) when
     something else can: an arm `0 = 1` left in an OR keeps SQLite from reading the others by their indexes.
-    `index`: where the clause first comes among the request's (its binds' names)."""
+    `index`: where the clause first comes among the search's own (its binds' names); None: not a search's own."""
     kind, targets = clause.param.kind, clause.param.targets
+    named = (lambda suffix: None) if index is None else (lambda suffix: f"{index}_{suffix}")
     if len(clause.values) > 1 and implements(type(kind), CompilesAll):  # OR-ed values: one IN per target and system
         matches = [m for t, target in enumerate(targets)
-                   for m in _compile_all(kind, target, clause.modifier, clause.values, at, f"{index}_all_{t}")]
+                   for m in _compile_all(kind, target, clause.modifier, clause.values, at, named(f"all_{t}"))]
     else:
         matches = [m for v, value in enumerate(clause.values) for t, target in enumerate(targets)
-                   if (m := _compile(kind, target, clause.modifier, value, at, f"{index}_{v}_{t}")) is not None]
+                   if (m := _compile(kind, target, clause.modifier, value, at, named(f"{v}_{t}"))) is not None]
     return [m for m in matches if not _never(m)] or matches
 
 
-def all_matches(provider: ResourceProvider, request: SearchRequest, found: Found, *,
-                sight: Sight) -> dict[Hashable, Any]:
+def all_matches(provider: ResourceProvider, request: SearchRequest, found: Found, *, sight: Sight,
+                named: bool = False) -> dict[Hashable, Any]:
     """What each distinct clause's values match (but `:missing`'s), by (MATCHES, key, raw): a clause twice is
-    compiled once. `found`: what LooksUp types looked up."""
+    compiled once. `found`: what LooksUp types looked up; `named`: a search's own conditions, whose binds are named
+    by its forms (`forms`: server.engine.conditions rebinds them); any other query's are not."""
     firsts, matched = _firsts(request), {}
     for clause in request.all_clauses:
         key = (MATCHES, clause.key, clause.raw)
         if clause.modifier != "missing" and key not in matched:
             matched[key] = _matches(provider, clause, _context(provider, clause, found, sight),
-                                    firsts[(clause.key, clause.raw)])
+                                    firsts[(clause.key, clause.raw)] if named else None)
     return matched
 
 
@@ -232,15 +241,16 @@ def where_of(provider: ResourceProvider, visible: ColumnElement[bool] | None,
 
 
 def matching(provider: ResourceProvider, request: SearchRequest, found: Found | None = None,
-             page: bool = False, *, sight: Sight) -> list[ColumnElement[bool]]:
+             page: bool = False, *, sight: Sight, named: bool = False) -> list[ColumnElement[bool]]:
     """The request's own conditions, to be AND-ed: its clauses and its chained and _has parameters (`found`,
     `page`, `sight`: as where_clause's), without the rows the caller may see (`seen`), which whoever uses them
-    applies (Bulk Data's `_typeFilter`: on the versions it reads)."""
+    applies (Bulk Data's `_typeFilter`: on the versions it reads). `named`: as all_matches' (and `found`'s
+    matches, when it holds them, were compiled so too)."""
     found = found or {}
     joined = [found[(JOINED, j.key, j.raw)] for j in request.joined]  # KeyError: not compiled
     led = request.led[0] if page and request.led is not None else None
     if any(c.modifier != "missing" and (MATCHES, c.key, c.raw) not in found for c in request.all_clauses):
-        found = {**found, **all_matches(provider, request, found, sight=sight)}
+        found = {**found, **all_matches(provider, request, found, sight=sight, named=named)}
     return [*(_clause(provider, c, found, sight) for c in request.all_clauses if c is not led), *joined]
 
 
@@ -259,12 +269,12 @@ def read_types(clauses: Iterable[Clause]) -> tuple[str, ...]:
 
 
 def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnElement[bool] | None = None, *,
-            sight: Sight) -> Steps[dict[Hashable, Any]]:
+            sight: Sight, named: bool = False) -> Steps[dict[Hashable, Any]]:
     """What the search looks up before its query, as steps (server.storage.steps): what the request's
     LooksUp types need (the path of a :below value...), among the live rows the caller's look-ups read (`visible`;
     of another type a type `reads`, `sight.looked_up_of(type)`, one for each of read_types): what they may not
     read is unknown; and the keys of conditions on referred tables
-    (server.search.referred)."""
+    (server.search.referred). `named`: as all_matches'."""
     found: dict[Hashable, Any] = {}
     for clause in request.all_clauses:
         if not implements(type(clause.param.kind), LooksUp):
@@ -277,7 +287,7 @@ def lookups(provider: ResourceProvider, request: SearchRequest, visible: ColumnE
             for value in clause.values:
                 for key, query in kind.lookups(target, clause.modifier, value, at):
                     found[key] = yield from scalar(query.where(*scope).limit(1))
-    found.update(all_matches(provider, request, found, sight=sight))
+    found.update(all_matches(provider, request, found, sight=sight, named=named))
     for clause in request.all_clauses:  # then the keys of conditions on referred tables (their rows' scope is
         if clause.modifier == "missing":  # the provider's, applied by the search itself)
             continue

@@ -19,13 +19,13 @@ from server.storage.cache import Bounded
 Processor = Callable[[Any], Any] | None
 
 
-class Value(NamedTuple):
+class BoundValue(NamedTuple):
     """A value in place of a bind's (what binding a template reads of a bind: its `effective_value`)."""
 
     effective_value: Any
 
 
-Valued = BindParameter[Any] | Value
+Valued = BindParameter[Any] | BoundValue
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,12 @@ class Bound:
     params: tuple[Any, ...] | dict[str, Any]
     names: tuple[str, ...] | None
     results: Results = Results((), ())
+
+    def sends(self, other: Bound) -> bool:
+        """Whether the driver is sent the same: the SQL and its parameters (a positional statement's bind names are
+        labels only: two compilations of one statement may number its unnamed binds apart)."""
+        return self.sql == other.sql and self.params == other.params and \
+            (self.names == other.names or (self.names is not None and other.names is not None))
 
     def replace(self, name: str, value: Any) -> Bound:
         """The same statement with one parameter bound to another value (a page's position) wherever it is (a

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from sqlalchemy import literal
 
+from server.access.tenancy import AccessScope
 from server.engine import conditions, templates
+from server.engine.caller import Caller
 from server.engine.conditions import LOOKS_UP, KeptParts
 from server.engine.context import ServerContext
 from server.engine.templates import REFUSED
@@ -112,3 +114,42 @@ def test_a_build_reading_a_value_refuses_its_forms(small_ctx: ServerContext, mon
         assert _shown(search(ctx, "Location", path)) == _shown(search(built, "Location", path))
     assert _kept(ctx) == [REFUSED]
     assert "condition forms refused" in caplog.text
+
+
+def _narrowed(*query: tuple[str, str]) -> Caller:
+    """A caller whose SMART scope on Location carries a query (`system/Location.rs?name=...`)."""
+    return Caller(None, AccessScope(account="default", filters=(("Location", (query,)),)))
+
+
+@pytest.mark.parametrize("verify", [pytest.param(0, id="trusted-at-once"), pytest.param(2, id="as-served")])
+@pytest.mark.parametrize("scope, searches", [
+    # the scope's query compiles its own clauses: its values must never be taken for the search's own
+    pytest.param(("name", "seg"), ["name=seg&partof:missing=true", "name=aire&partof:missing=true",
+                                   "name=b&partof:missing=true", "name=seg&partof:missing=true"], id="name-scope"),
+    pytest.param(("_id", "20"), ["name=seg&partof:missing=false", "_id=20&partof:missing=true",
+                                 "_id=30&partof:missing=true", "_id=1&partof:missing=true"], id="id-scope"),
+])
+def test_a_scopes_query_is_never_rebound_as_the_searchs_own(small_ctx: ServerContext, monkeypatch: pytest.MonkeyPatch,
+                                                             scope: tuple[str, str], searches: list[str],
+                                                             verify: int) -> None:
+    """A caller narrowed by a scope's query: `:missing` on the hierarchy holds what it sees of the tree (the scope's
+    own compiled clauses) inside the search's conditions; a later search of the same forms rebinds its own values
+    only, whatever names the scope's binds carry."""
+    monkeypatch.setattr(templates, "VERIFY", verify)
+    kept, built, caller = _fresh(small_ctx, 100), _fresh(small_ctx, 0), _narrowed(scope)
+    for path in [*searches, *searches]:
+        assert _shown(search(kept, "Location", path, caller)) == _shown(search(built, "Location", path, caller)), path
+    assert REFUSED not in _kept(kept)
+
+
+@pytest.mark.parametrize("scope, searches", [
+    # the scope's chain and the search's are one kept condition (ctx.conditions) while their values are the same: a
+    # template made then must not hold the scope's values as the search's
+    pytest.param(("partof.name", "seg"), ["partof.name=seg", "partof.name=seg", "partof.name=seg",
+                                          "partof.name=aire", "partof.name=zz", "partof.name=seg"], id="chain-scope"),
+])
+def test_a_template_never_takes_the_scopes_values_for_the_searchs(small_ctx: ServerContext, scope: tuple[str, str],
+                                                                  searches: list[str]) -> None:
+    kept, built, caller = _fresh(small_ctx, 100), _fresh(small_ctx, 0), _narrowed(scope)
+    for path in searches:
+        assert _shown(search(kept, "Location", path, caller)) == _shown(search(built, "Location", path, caller)), path

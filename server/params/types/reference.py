@@ -23,7 +23,7 @@ from sqlalchemy import ColumnElement, FromClause, Select, false, select, true
 from server.errors import ConfigError, InvalidValue
 from server.params.ids import FHIR_ID, coerce_id
 from server.params.paths import ancestors, subtree
-from server.params.types.base import CompileContext, Form, Match, Through, compiled, via
+from server.params.types.base import CompileContext, Form, Match, Through, binds_of, via
 
 HIERARCHY = ("below", "above")
 
@@ -137,8 +137,9 @@ class ReferenceType:
 
     def compile(self, target: ReferenceTarget, modifier: str | None, value: ReferenceValue,
                 at: CompileContext) -> Match | None:
-        if self.form(target, modifier, value) is not None:
-            return compiled(self, target, modifier, value)
+        form = self.form(target, modifier, value)
+        if form is not None:
+            return self.build(target, modifier, form.key, binds_of(form.values))
         tree = target.tree
         if tree is not None:
             return _by_tree(target, tree, modifier, value, at)

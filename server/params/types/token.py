@@ -9,8 +9,8 @@ from sqlalchemy import ColumnElement, and_, false, true
 
 from server.errors import InvalidValue
 from server.params.ids import coerce_id
-from server.params.types.base import (CompileContext, Form, Match, Through, binds_of, compiled, compiled_all,
-                                      index_range, one_of_build, one_of_form, successor, text_index_expression, via)
+from server.params.types.base import (CompileContext, Form, Match, Through, compiled, compiled_all,
+                                      index_range, one_of, one_of_build, one_of_form, successor, text_index_expression, via)
 
 
 @dataclass(frozen=True)
@@ -197,10 +197,7 @@ def shows(target: TokenTarget, held: Sequence[Any], system: str | None) -> tuple
 def _codes(target: TokenTarget, code: str | None) -> ColumnElement[bool]:
     """The stored values a code of a closed value set names (None: it names none), constants of its form."""
     stored = target.codes.get(code) if target.codes is not None and code is not None else None
-    if not stored:
-        return false()
-    form = one_of_form(target.code, stored)
-    return one_of_build(target.code, form.key, binds_of(form.values)[0])
+    return one_of(target.code, stored) if stored else false()
 
 
 def _stored(target: TokenTarget, code: str) -> Any:
