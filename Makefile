@@ -75,8 +75,8 @@ chromium:
 
 # the suite runs on JOBS pytest-xdist workers (3 by default), each test file whole on one worker (--dist loadfile), so a
 # module's fixtures are built once; the files are handed out costliest first (tests/costs.json, kept in that order by
-# --no-loadscope-reorder: tests/support/schedule.py), so the workers finish together: on two cores about 11 minutes
-# (xdist's own order, by test count, left the browser's files for last: 14-20), one process (JOBS=0) 22-29. Every test
+# --no-loadscope-reorder: tests/support/schedule.py), so the workers finish together: on two cores 30-36 minutes as
+# measured on a fresh clone and in CI (2026-11-30; 9,234 tests), one process (JOBS=0) longer. Every test
 # passes with the machine so loaded: a time bound in a test proves a behaviour against what the wrong one would
 # take, never how fast this machine is; each process serves on its own ports
 JOBS ?= 3

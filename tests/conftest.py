@@ -37,6 +37,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """The logging tree's handlers and levels as they were before the test: a test that runs the command line in
+    process has it configure logging (server.telemetry.logs), which binds a handler to the stderr pytest captured
+    for that test; left in place, a later test's log lines go to that closed file ("--- Logging error ---").
+    pytest's own capture handlers, which it adds and removes around each phase, are left to it."""
+    def loggers() -> list[logging.Logger]:
+        return [logging.root, *(logger for logger in logging.Logger.manager.loggerDict.values()
+                                if isinstance(logger, logging.Logger))]
+
+    before = {id(logger): (logger.level, {id(h) for h in logger.handlers}, logger.propagate, logger.disabled)
+              for logger in loggers()}
+    try:
+        yield
+    finally:
+        for logger in loggers():
+            level, handlers, propagate, disabled = before.get(id(logger), (logging.NOTSET, set(), True, False))
+            logger.handlers[:] = [h for h in logger.handlers
+                                  if id(h) in handlers or type(h).__module__.startswith("_pytest")]
+            logger.setLevel(level)
+            logger.propagate, logger.disabled = propagate, disabled
+
+
+@pytest.fixture(autouse=True)
 def _no_template_refused(request: pytest.FixtureRequest) -> Iterator[None]:
     """Every search the suite runs in process is compared with its shape's template on the template's first uses
     (server.engine.templates): a refused template is a value that reached a statement other than through the

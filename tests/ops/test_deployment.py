@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import make_url
 
 from tests.support import pg
-from tests.support.deploy import PUBLIC_HOST, Served, logged, nginx, serve
+from tests.support.deploy import PUBLIC_HOST, Served, get_status, logged, nginx, serve
 from tests.support.live import run_cli
 from tests.support.proxy import Forwarder
 from tests.support.waiting import eventually
@@ -29,8 +29,11 @@ UNITS = 400
 GRACE_S = 20
 SETTINGS = f"""  trust_forwarded: true
   shutdown_grace_seconds: {GRACE_S}
+  request_timeout_seconds: 120
 database:
   pool_size: 4
+  statement_timeout_ms: 120000
+  connect_timeout_seconds: 120
 auth:
   secret: deployment-test-secret-of-32-bytes!!
 """
@@ -120,9 +123,13 @@ def test_links_gzip_request_ids_and_metrics_through_nginx(deployment: Deployment
 
 
 def test_sigterm_drains_the_requests_in_flight(deployment: Deployment) -> None:
+    """The requests are held in flight by the server's link to PostgreSQL, paused (nothing passes) until after
+    SIGTERM: none can end before it, however slow the machine. (A delay per packet raced the poll: /metrics reads
+    the data gauges from the database, up to its 3 s probe timeout over a slow link, and the requests could all
+    end between two scrapes. The statement, request and connect timeouts are raised so that the pause outlasts no
+    budget: a request that opens a connection meanwhile waits for it.)"""
     server, public = deployment.server, deployment.public
     assert public.get("/fhir/Location", params={"_count": "1"}).status_code == 200  # pools warm
-    deployment.slow.delay = 0.5  # every packet from PostgreSQL now waits: each request lasts seconds
     results: list[tuple[int, int, float]] = []
     lock = threading.Lock()
 
@@ -136,13 +143,21 @@ def test_sigterm_drains_the_requests_in_flight(deployment: Deployment) -> None:
         return scrape(server)[("orgunit_fhir_http_requests_in_flight", ())]
 
     idle = in_flight()  # the scrape's own request, if it counts itself
+    deployment.slow.pause()
     threads = [threading.Thread(target=fetch, args=(offset,)) for offset in (0, 100, 200, 300, 0, 100)]
     for thread in threads:
         thread.start()
-    eventually(lambda: True if in_flight() - idle >= len(threads) else None,  # all accepted by the workers (one
-               lambda: f"{in_flight() - idle:g} of {len(threads)} requests reached the workers", 60)  # that was not: 502
-    terminated = time.monotonic()
-    server.proc.send_signal(signal.SIGTERM)
+    try:
+        eventually(lambda: True if in_flight() - idle >= len(threads) else None,  # all accepted by the workers
+                   lambda: f"{in_flight() - idle:g} of {len(threads)} requests reached the workers; answered: "
+                           f"{results}", 90)  # (one that was not: 502)
+        assert results == [], "a request ended with the link to PostgreSQL paused"
+        terminated = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        eventually(lambda: True if get_status(server.origin + "/healthz") is None else None,
+                   lambda: "the workers still accept connections after SIGTERM", GRACE_S)
+    finally:
+        deployment.slow.resume()
     for thread in threads:
         thread.join(timeout=GRACE_S + 30)
     exit_code = server.proc.wait(timeout=GRACE_S + 30)
@@ -154,5 +169,4 @@ def test_sigterm_drains_the_requests_in_flight(deployment: Deployment) -> None:
     assert exit_code == 0 and stopped - terminated < GRACE_S
     log = server.log.read_text()
     assert log.count("Application shutdown complete") == 2  # both workers closed their pools
-    deployment.slow.delay = 0.0
     assert public.get("/healthz").status_code == 502  # stopped accepting: nginx has nowhere to send it

@@ -35,7 +35,7 @@ class Served:
         return f"http://127.0.0.1:{self.port}"
 
 
-def _get_status(url: str) -> int | None:
+def get_status(url: str) -> int | None:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
             return int(response.status)
@@ -59,7 +59,7 @@ def serve(tmp: Path, database: str, settings_text: str, workers: int = 2) -> Ite
     served = Served(proc, port, log)
     try:
         deadline = time.monotonic() + 120
-        while _get_status(f"{served.origin}/readyz") != 200:
+        while get_status(f"{served.origin}/readyz") != 200:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"server did not become ready:\n{log.read_text()}")
             time.sleep(0.2)
