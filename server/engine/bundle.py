@@ -1,7 +1,7 @@
 """searchset and history Bundles with absolute paging links rebuilt from the typed request."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -61,10 +61,21 @@ def _bundle(kind: str, total: int | None, links: list[dict[str, str]], entries: 
     return bundle
 
 
+def search_entries(base: str, resource_type: str,
+                   found: Iterable[tuple[str, dict[str, Any] | Rendered, Mapping[str, Any] | None]],
+                   mode: str = "match") -> list[dict[str, Any]]:
+    """An entry of `mode` for each (id, resource, what its entry.search holds besides the mode: a match's measure,
+    SearchRequest.entry_search). Entries with nothing besides the mode share one entry.search (never changed in
+    place)."""
+    prefix = f"{base}/{resource_type}/"
+    plain = {"mode": mode}
+    return [{"fullUrl": prefix + rid, "resource": resource, "search": {"mode": mode, **search} if search else plain}
+            for rid, resource, search in found]
+
+
 def search_entry(base: str, resource_type: str, rid: str, resource: dict[str, Any] | Rendered, mode: str = "match",
                  search: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """`search`: what entry.search holds besides the mode (a match's measure: SearchRequest.entry_search)."""
-    return {"fullUrl": f"{base}/{resource_type}/{rid}", "resource": resource, "search": {"mode": mode, **(search or {})}}
+    return search_entries(base, resource_type, ((rid, resource, search),), mode)[0]
 
 
 def searchset(base: str, path: str, request: Pageable, entries: list[dict[str, Any]], total: int | None,

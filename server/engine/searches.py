@@ -13,7 +13,7 @@ from sqlalchemy import ColumnElement, select
 from server.access.tenancy import Visibility
 from server.declare.provider import ResourceProvider, StaticProvider
 from server.declare.rendered import Rendered
-from server.engine.bundle import search_entry, searchset
+from server.engine.bundle import search_entries, search_entry, searchset
 from server.engine.caller import TRUSTED, Caller
 from server.engine.chaining import total as counted
 from server.engine.conditions import Condition
@@ -30,7 +30,7 @@ from server.storage.steps import Query, Steps, blocking, database, rows, scalar,
 from server.errors import ResourceNotFound, operation_outcome
 from server.params.ids import coerce_id
 from server.params.types.token import TokenTarget
-from server.search.bodies import PageEntry, body_page_query
+from server.search.bodies import BODY, FOLLOWS, ID, MEASURE_AT, body_page_query
 from server.search.include import MAX_INCLUDED, MAX_ITERATE_DEPTH, IncludedResource, fetch_included, page_follows
 from server.search.order import AFTER_VALUE, MEASURE, RESUMED, SORT_BELOW, resume_query, resumed, resumes
 from server.search.request import SearchRequest, bind_operation, selection_pairs
@@ -47,12 +47,14 @@ def _shape(total: int | None) -> str:
     return "few" if total <= SORT_BELOW else "many" if total > WALK_ABOVE else "some"
 
 
-def _rendered(ctx: ServerContext, provider: ResourceProvider, entries: Sequence[PageEntry]) -> Steps[list[Match]]:
-    """Stored bodies as they are; the rows without one (rendered per request) fetched in one query."""
-    missing = [entry.id for entry in entries if entry.body is None]
+def _rendered(ctx: ServerContext, provider: ResourceProvider, page: Sequence[Sequence[Any]]) -> Steps[list[Match]]:
+    """A page of body_page_query's rows (server.search.bodies.ID...): stored bodies as they are;
+    the rows without one (rendered per request) fetched in one query."""
+    missing = [row[ID] for row in page if row[BODY] is None]
     found = (yield from rows(read_query(provider, missing, search=True), mappings=True)) if missing else []
     rendered = {row[provider.id_column.key]: provider.to_resource(row) for row in found}
-    return [(str(e.id), Rendered(e.body) if e.body is not None else rendered[e.id], e.measure) for e in entries]
+    return [(str(row[ID]), Rendered(bytes(row[BODY])) if row[BODY] is not None else rendered[row[ID]],
+             row[MEASURE_AT]) for row in page]
 
 
 def _included_resource(included: IncludedResource) -> Resource:
@@ -230,11 +232,10 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
     found = found[:count]
     page_rows: Sequence[Any] = found
     if splice:
-        page_entries = [PageEntry.of(row) for row in found]
-        matches = yield from _rendered(ctx, provider, page_entries)
+        matches = yield from _rendered(ctx, provider, found)
         if request.includes:  # what the includes follow of the matches, read with the page
             id_key, keys = provider.id_column.key, [c.key for c in follows]
-            page_rows = [{id_key: e.id, **dict(zip(keys, e.follows))} for e in page_entries]
+            page_rows = [{id_key: row[ID], **dict(zip(keys, row[FOLLOWS:]))} for row in found]
     else:
         id_key = provider.id_column.key
         matches = [(str(r[id_key]), provider.to_resource(r), r[MEASURE] if ranked else None) for r in found]
@@ -244,8 +245,9 @@ def _search(ctx: ServerContext, caller: Caller, provider: ResourceProvider, requ
         included = yield from fetch_included(ctx.registry, provider, request.includes, page_rows, visible,
                                              snapshot.splices)
     rtype = provider.resource_type
-    entries = [search_entry(base, rtype, rid, subset_of(resource, request.summary, request.elements), "match",
-                            request.entry_search(measure)) for rid, resource, measure in matches]
+    summary, elements = request.summary, request.elements
+    entries = search_entries(base, rtype, ((rid, subset_of(resource, summary, elements), request.entry_search(measure))
+                                           for rid, resource, measure in matches))
     if included is not None:
         entries += [search_entry(base, i.provider.resource_type, str(i.id), _included_resource(i), "include")
                     for i in included.resources]

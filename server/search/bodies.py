@@ -55,19 +55,11 @@ def body_query(provider: ResourceProvider, scoped: bool = False) -> Select[Any]:
             .join(provider.table, provider.id_column == v.history_id))
 
 
-@dataclass(frozen=True, slots=True)
-class PageEntry:
-    """A row of body_page_query: an id, its stored body (None: render it), the ranked search's measure (None:
-    not ranked), the values of the columns the page's forward includes follow (its `follows`, in order)."""
-
-    id: Any
-    body: bytes | None
-    measure: Any = None
-    follows: tuple[Any, ...] = ()
-
-    @classmethod
-    def of(cls, row: Sequence[Any]) -> PageEntry:
-        return cls(row[0], None if row[1] is None else bytes(row[1]), row[2], tuple(row[3:]))
+PAGE_ROW = ("id", "body", "measure")  # body_page_query's columns, in order, before those its includes follow
+ID, BODY, MEASURE_AT, FOLLOWS = 0, 1, 2, 3
+"""Where a row of body_page_query holds its id, its stored body (None: render it), the ranked search's measure
+(None: not ranked), and from FOLLOWS on the values of the columns the page's forward includes follow (in order).
+A page's rows are read by these positions, not decoded into an object each (a page holds a hundred)."""
 
 
 PAGE = "page"  # the page's subquery, whose columns the bodies' query names
@@ -97,7 +89,7 @@ def body_page_query(provider: ResourceProvider, request: SearchRequest, *, where
     page_id, body = _bodies(provider)
     measure = literal_column(f"{PAGE}.{MEASURE}") if request.ranked is not None else null()
     order = ordered([*((literal_column(f"{PAGE}._key{i}"), d) for i, (_, d) in enumerate(keys[:-1])), (page_id, None)])
-    return select(page_id.label("id"), body, measure.label("measure"),
+    return select(page_id.label(PAGE_ROW[ID]), body, measure.label(PAGE_ROW[MEASURE_AT]),
                   *(literal_column(f"{PAGE}._follows{i}", c.type).label(f"_follows{i}") for i, c in enumerate(follows))
                   ).select_from(page).order_by(*order)
 
@@ -111,7 +103,7 @@ def _bodies(provider: ResourceProvider) -> tuple[ColumnElement[Any], ColumnEleme
     stored = (select(spec.body).where(v.history_id == page_id, v.history_version == literal_column(f"{PAGE}._version"))
               .scalar_subquery())
     body = stored if spec.in_search is None else case((literal_column(f"{PAGE}._in_search"), stored), else_=None)
-    return page_id, body.label("body")
+    return page_id, body.label(PAGE_ROW[BODY])
 
 
 INCLUDED_BODY = "_body"  # the column of a row's stored body in the included resources' queries (server.search.include)
