@@ -32,6 +32,19 @@ class Paging:
         return query_string([*own, *paging, *tail, *self.carried])
 
 
+@dataclass(frozen=True)
+class PageAt:
+    """Another page of a search as its link shows it: the search's own parameters, then where the page starts (a
+    link needs no whole request of its own)."""
+
+    own: tuple[tuple[str, str], ...]
+    paging: Paging
+    after: str | None = None  # keyset: the page after this id
+
+    def query_string(self) -> str:
+        return self.paging.link(self.own, [("_after", self.after)] if self.after is not None else [])
+
+
 KEPT_PAIRS = 4096  # parameters kept quoted...
 KEPT_PAIR_CHARS = 256  # ...of at most this many characters: a few MB at most, whatever the requests send
 

@@ -13,7 +13,7 @@ from server.errors import InvalidRequest, InvalidValue, UnsupportedParameter
 from server.declare.provider import ResourceProvider
 from server.params.ids import stored_id
 from server.settings import FhirApi
-from server.search.paging import FORMAT_PARAMS, PAGING_PARAMS, Paged, Paging, parse_paging
+from server.search.paging import FORMAT_PARAMS, PAGING_PARAMS, PageAt, Paged, Paging, parse_paging
 from server.params.param import SearchParam
 from server.params.types.base import IndexOrder, Orders, Ranks, implements
 from server.params.values import SearchValue, parse_value
@@ -197,15 +197,15 @@ class SearchRequest(Paged):
             return not self.sort[0].descending
         return None
 
-    def page(self, skip: int) -> SearchRequest:
+    def page(self, skip: int) -> SearchRequest | PageAt:
         if skip == self.skip and self.after is None:  # this page (a first page's `first` and `last` links)
             return self
-        return replace(self, paging=self.paging.at(skip), after=None)
+        return PageAt(self._own_pairs, self.paging.at(skip))
 
-    def following(self, last_id: str | None) -> SearchRequest:
+    def following(self, last_id: str | None) -> PageAt:
         """The next page: by keyset when the order allows (deep pages cost what the first costs)."""
         after = last_id if self.keyset is not None else None
-        return replace(self, paging=self.paging.at(self.skip + self.count), after=after)
+        return PageAt(self._own_pairs, self.paging.at(self.skip + self.count), after)
 
     @cached_property
     def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -218,6 +218,11 @@ class SearchRequest(Paged):
 
     @cached_property
     def _query_string(self) -> str:  # built once per request: a page's links repeat it
+        return PageAt(self._own_pairs, self.paging, self.after).query_string()
+
+    @cached_property
+    def _own_pairs(self) -> tuple[tuple[str, str], ...]:
+        """The applied parameters but where the page starts (_count, _skip, _after): what every link repeats."""
         pairs = [(c.key, c.raw) for c in (*self.clauses, *self.joined)]
         if self.sort:
             pairs.append(("_sort", ",".join(k.raw for k in self.sort)))
@@ -228,7 +233,7 @@ class SearchRequest(Paged):
             pairs.append(("_summary", self.summary))
         if self.elements is not None:
             pairs.append(("_elements", ",".join(self.elements)))
-        return self.paging.link(pairs, [("_after", self.after)] if self.after is not None else [])
+        return tuple(pairs)
 
 
 def _one_of(name: str, raw: str, allowed: Sequence[str]) -> str:
@@ -298,7 +303,7 @@ def parse_search(
     """`max_values`: the OR-ed values one parameter may hold (MAX_VALUES from a client; more from an in-process
     look-up's batch, server.engine.lookup)."""
     paging, rest = parse_paging(items, limits)
-    request = SearchRequest(provider.resource_type, paging=paging)
+    given: dict[str, Any] = {}  # the result parameters, the last of each (the request is made once, at the end)
     clauses: list[Clause] = []
     includes: list[Include] = []
     ignored: list[str] = []
@@ -306,17 +311,19 @@ def parse_search(
         if not key:
             raise InvalidRequest("a query parameter has an empty name")
         if key == "_after":
-            request = replace(request, after=_after(provider, raw))
+            given["after"] = _after(provider, raw)
         elif key == "_sort":
-            request = replace(request, sort=_sort(provider, raw)) if raw else request
+            if raw:
+                given["sort"] = _sort(provider, raw)
         elif key == "_total":
-            request = replace(request, total=_one_of("_total", raw, TOTAL_MODES))  # type: ignore[arg-type]
+            given["total"] = _one_of("_total", raw, TOTAL_MODES)
         elif key == "_summary":
             if raw == "text":
                 raise UnsupportedParameter("_summary=text is not supported (resources here carry no narrative)")
-            request = replace(request, summary=_one_of("_summary", raw, SUMMARY_MODES))  # type: ignore[arg-type]
+            given["summary"] = _one_of("_summary", raw, SUMMARY_MODES)
         elif key == "_elements":
-            request = replace(request, elements=_elements(raw)) if _elements(raw) else request
+            if elements := _elements(raw):
+                given["elements"] = elements
         elif key.startswith(("_include:", "_revinclude:")) and key.partition(":")[2] != "iterate":
             raise UnsupportedParameter(f"{key}: the only modifier of _include and _revinclude is :iterate")
         elif key in ("_include", "_include:iterate", "_revinclude", "_revinclude:iterate"):
@@ -332,10 +339,10 @@ def parse_search(
     _iterated(includes, provider.resource_type)
     if len(clauses) > MAX_CLAUSES:
         raise InvalidRequest(f"too many search parameters ({len(clauses)}); at most {MAX_CLAUSES}")
-    if request.summary == "count":
-        request = replace(request, paging=replace(request.paging, count=0))  # the total only: no entries, no links
-    request = replace(request, clauses=tuple(clauses), includes=tuple(dict.fromkeys(includes)),
-                      ignored=tuple(ignored))
+    if given.get("summary") == "count":
+        paging = replace(paging, count=0)  # the total only: no entries, no links
+    request = SearchRequest(provider.resource_type, paging=paging, clauses=tuple(clauses),
+                            includes=tuple(dict.fromkeys(includes)), ignored=tuple(ignored), **given)
     if request.after is not None and request.keyset is None:
         raise InvalidRequest("_after continues a search in _id order only (next links carry it); "
                              "use _skip with _sort or near")
