@@ -53,9 +53,11 @@ def _logging_restored() -> Iterator[None]:
     finally:
         for logger in loggers():
             level, handlers, propagate, disabled = before.get(id(logger), (logging.NOTSET, set(), True, False))
-            logger.handlers[:] = [h for h in logger.handlers
-                                  if id(h) in handlers or type(h).__module__.startswith("_pytest")]
-            logger.setLevel(level)
+            if any(id(h) not in handlers for h in logger.handlers):
+                logger.handlers[:] = [h for h in logger.handlers
+                                      if id(h) in handlers or type(h).__module__.startswith("_pytest")]
+            if logger.level != level:
+                logger.setLevel(level)  # clears every logger's cache: only where it changed
             logger.propagate, logger.disabled = propagate, disabled
 
 
