@@ -45,8 +45,9 @@ class _Request(Paged):
     paging: Paging
     own: tuple[tuple[str, str], ...]
 
-    def query_string(self) -> str:
-        return self.paging.link(self.own)
+    @property
+    def own_pairs(self) -> tuple[tuple[str, str], ...]:
+        return self.own
 
 
 def _permits(caller: Caller, op: Operation) -> tuple[Any, Any]:

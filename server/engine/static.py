@@ -21,8 +21,9 @@ class StaticSearch(Paged):
     filters: tuple[tuple[str, tuple[str, ...]], ...] = ()
     paging: Paging = field(default_factory=Paging)
 
-    def query_string(self) -> str:
-        return self.paging.link((k, ",".join(v)) for k, v in self.filters)
+    @property
+    def own_pairs(self) -> tuple[tuple[str, str], ...]:
+        return tuple((k, ",".join(v)) for k, v in self.filters)
 
     def matches(self, resource: dict[str, Any]) -> bool:
         return all(resource.get(FILTERS[name]) in values for name, values in self.filters)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, case, exists, func, null, or_, select, true, tuple_
@@ -19,7 +20,7 @@ from server.declare.provider import Versioning
 from server.params.ids import FHIR_ID, coerce_id
 from server.params.dates import DateRange, parse_instant, parse_range, parse_since
 from server.settings import FhirApi
-from server.search.paging import Paged, Paging, parse_paging
+from server.search.paging import PageAt, Paged, Paging, parse_paging
 
 Cursor = tuple[datetime, int, str]  # the last entry served: its instant, version and id
 
@@ -42,16 +43,8 @@ class HistoryRequest(Paged):
         page of a walk keeps its `till`, never past what is committed (a `till` made up later than it is not)."""
         return replace(self, till=synced if self.till is None else min(self.till, synced))
 
-    def page(self, skip: int) -> HistoryRequest:
-        if skip == self.skip and self.after is None:  # this page
-            return self
-        return replace(self, paging=self.paging.at(skip), after=None)
-
-    def following(self, last_id: str | None) -> HistoryRequest:
-        """The next page: after the entry `last_id` (a cursor, as `write_cursor` writes it), from the first position."""
-        return replace(self, paging=self.paging.at(0), after=read_cursor(last_id) if last_id else None)
-
-    def query_string(self) -> str:
+    @cached_property
+    def own_pairs(self) -> tuple[tuple[str, str], ...]:
         pairs: list[tuple[str, str]] = []
         if self.since:
             pairs.append(("_since", self.since[0]))
@@ -59,8 +52,15 @@ class HistoryRequest(Paged):
             pairs.append(("_at", self.at.raw))
         if self.till is not None:
             pairs.append(("_till", instant(self.till)))
-        after = [("_after", write_cursor(self.after))] if self.after is not None else []
-        return self.paging.link(pairs, after)
+        return tuple(pairs)
+
+    @property
+    def after_raw(self) -> str | None:
+        return None if self.after is None else write_cursor(self.after)
+
+    def following(self, last_id: str | None) -> PageAt:
+        """The next page: after the entry `last_id` (a cursor, as `write_cursor` writes it), from the first position."""
+        return PageAt(self.own_pairs, self.paging.at(0), last_id or None)
 
 
 def write_cursor(cursor: Cursor) -> str:

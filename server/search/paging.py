@@ -6,7 +6,6 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TypeVar
 from urllib.parse import quote
 
 from server.settings import FhirApi
@@ -87,12 +86,11 @@ def parse_paging(items: Pairs, limits: FhirApi = FhirApi()) -> tuple[Paging, lis
     return Paging(count, skip, tuple(carried)), rest
 
 
-R = TypeVar("R", bound="Paged")
-
-
 class Paged:
-    """What every pageable request shares (search, history, static): its Paging's count and skip, and its pages by
-    offset. A frozen dataclass with a `paging` field mixes it in; a keyset request overrides `following`."""
+    """What every pageable request shares (search, history, static): its Paging's count and skip, and its links.
+    A frozen dataclass with a `paging` field mixes it in and names its own parameters (`own_pairs`: what every link
+    repeats) and, where it pages by keyset, where this page starts (`after_raw`, as a link writes it); a keyset
+    request overrides `following`. Another page is a PageAt: its link needs no whole request of its own."""
 
     paging: Paging
 
@@ -104,10 +102,23 @@ class Paged:
     def skip(self) -> int:
         return self.paging.skip
 
-    def page(self: R, skip: int) -> R:
-        if skip == self.skip:  # this page
-            return self
-        return replace(self, paging=self.paging.at(skip))  # type: ignore[type-var]
+    @property
+    def own_pairs(self) -> tuple[tuple[str, str], ...]:
+        """The request's parameters but where the page starts (_count, _skip, _after)."""
+        raise NotImplementedError
 
-    def following(self: R, last_id: str | None) -> R:
-        return self.page(self.skip + self.count)
+    @property
+    def after_raw(self) -> str | None:
+        """Where this page starts by keyset, as its link writes `_after` (None: by offset)."""
+        return None
+
+    def page(self, skip: int) -> Paged | PageAt:
+        if skip == self.skip and self.after_raw is None:  # this page (a first page's `first` and `last` links)
+            return self
+        return PageAt(self.own_pairs, self.paging.at(skip))
+
+    def following(self, last_id: str | None) -> PageAt:
+        return PageAt(self.own_pairs, self.paging.at(self.skip + self.count))
+
+    def query_string(self) -> str:
+        return PageAt(self.own_pairs, self.paging, self.after_raw).query_string()

@@ -197,31 +197,30 @@ class SearchRequest(Paged):
             return not self.sort[0].descending
         return None
 
-    def page(self, skip: int) -> SearchRequest | PageAt:
-        if skip == self.skip and self.after is None:  # this page (a first page's `first` and `last` links)
-            return self
-        return PageAt(self._own_pairs, self.paging.at(skip))
-
     def following(self, last_id: str | None) -> PageAt:
         """The next page: by keyset when the order allows (deep pages cost what the first costs)."""
         after = last_id if self.keyset is not None else None
-        return PageAt(self._own_pairs, self.paging.at(self.skip + self.count), after)
+        return PageAt(self.own_pairs, self.paging.at(self.skip + self.count), after)
+
+    @property
+    def after_raw(self) -> str | None:
+        return self.after
 
     @cached_property
     def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
         """What selects the matches (not how they are paged or shown): the count cache's key."""
         return self.resource_type, tuple((c.key, c.raw) for c in (*self.all_clauses, *self.joined))
 
+    @cached_property
+    def _query_string(self) -> str:  # built once per request: a page's links repeat it
+        return super().query_string()
+
     def query_string(self) -> str:
         """The applied parameters, rebuilt from the typed form (the self/next links show exactly these)."""
         return self._query_string
 
     @cached_property
-    def _query_string(self) -> str:  # built once per request: a page's links repeat it
-        return PageAt(self._own_pairs, self.paging, self.after).query_string()
-
-    @cached_property
-    def _own_pairs(self) -> tuple[tuple[str, str], ...]:
+    def own_pairs(self) -> tuple[tuple[str, str], ...]:
         """The applied parameters but where the page starts (_count, _skip, _after): what every link repeats."""
         pairs = [(c.key, c.raw) for c in (*self.clauses, *self.joined)]
         if self.sort:
