@@ -39,6 +39,7 @@ _SURFACE: dict[str, str] = {
     "Operation": "server.declare.provider",
     "OperationCall": "server.declare.provider",
     "Prerendered": "server.declare.provider",
+    "CurrentBodies": "server.declare.provider",
     "ResourceProvider": "server.declare.provider",
     "StaticProvider": "server.declare.provider",
     "Subtree": "server.declare.provider",
@@ -124,6 +125,7 @@ if TYPE_CHECKING:
     from server.declare.progress import Progress
     from server.declare.provider import Operation
     from server.declare.provider import OperationCall
+    from server.declare.provider import CurrentBodies
     from server.declare.provider import Prerendered
     from server.declare.provider import ResourceProvider
     from server.declare.provider import StaticProvider

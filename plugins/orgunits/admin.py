@@ -18,6 +18,7 @@ from plugins.orgunits.tables import (
     data_source,
     data_source_history,
     org_unit,
+    org_unit_body,
     org_unit_history,
     org_unit_name,
     org_unit_type,
@@ -215,6 +216,7 @@ def _purge(conn: Connection, rows: list[Any], *, force: bool, what: str, now: da
                             "which the purge would erase; nothing was changed")
         remember(conn, chunk)
         conn.execute(delete(org_unit_history).where(org_unit_history.c.org_unit_id.in_(chunk)))
+        conn.execute(delete(org_unit_body).where(org_unit_body.c.org_unit_id.in_(chunk)))
         conn.execute(delete(org_unit_name).where(org_unit_name.c.org_unit_id.in_(chunk)))
     conn.execute(update(org_unit).where(org_unit.c.source_version_id.in_(versions)).values(parent_id=None))
     conn.execute(delete(org_unit).where(org_unit.c.source_version_id.in_(versions)))

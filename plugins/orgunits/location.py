@@ -29,6 +29,7 @@ from plugins.orgunits.tables import (
     VALIDATION_STATUSES,
     data_source,
     org_unit,
+    org_unit_body,
     org_unit_history,
     org_unit_name,
     org_unit_type,
@@ -45,6 +46,7 @@ from plugins.orgunits.views import (
 )
 from server import (
     ConfigError,
+    CurrentBodies,
     Migrations,
     NearTarget,
     Operation,
@@ -300,7 +302,9 @@ def location_provider(config: LocationConfig) -> ResourceProvider:
                         # each kept version by the source version and the place it had while current
                         versions=VersionScope(org_unit_history.c.source_version_id, org_unit_history.c.path)),
         prerendered=Prerendered(org_unit_history.c.body, config.fingerprint, _stays_right,
-                                None if config.boundaries_in_search else NO_BOUNDARY),
+                                None if config.boundaries_in_search else NO_BOUNDARY,
+                                CurrentBodies(org_unit_body.c.org_unit_id, org_unit_body.c.version_id,
+                                              org_unit_body.c.body)),
         versioning=Versioning(
             version=org_unit.c.version_id, last_updated=org_unit.c.updated_at, deleted=org_unit.c.deleted,
             history=org_unit_history, history_id=org_unit_history.c.org_unit_id,

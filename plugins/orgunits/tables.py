@@ -142,6 +142,16 @@ class OrgUnitHistory(SQLModel, table=True):
     path: str | None = Field(default=None, sa_column=Column(PATH_TYPE))
 
 
+class OrgUnitBody(SQLModel, table=True):
+    """The current version's stored body of each org unit (server.CurrentBodies: kept by the engine as it stores the
+    bodies): a search page reads it by id, not among every version's snapshot and body in org_unit_history."""
+
+    __tablename__ = "org_unit_body"
+    org_unit_id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    version_id: int
+    body: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
 class OrgUnitName(SQLModel, table=True):
     """The name (position 0) and each alias (1..n) of an org unit, with its search-normalized form."""
 
@@ -233,6 +243,7 @@ org_unit_type = OrgUnitType.__table__
 org_unit = OrgUnit.__table__
 org_unit_name = OrgUnitName.__table__
 org_unit_history = OrgUnitHistory.__table__
+org_unit_body = OrgUnitBody.__table__
 orgunit_setting = OrgunitSetting.__table__
 org_unit_purged = OrgUnitPurged.__table__
 orgunit_purge = OrgunitPurge.__table__

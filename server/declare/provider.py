@@ -136,6 +136,19 @@ class Versioning:
 
 
 @dataclass(frozen=True)
+class CurrentBodies:
+    """A table the engine keeps with each resource's current stored body, one row per id (its primary key, `id`),
+    beside the version it is the body of: a page or an include reads it by id, one lookup, where the history is
+    read by id and version among every version's snapshot and body. The engine writes it as it stores bodies
+    (server.storage.prerender) and empties it when the bodies are made again; a row serves only while its `version`
+    is the resource's current version (a newer version is rendered per request until its body is stored)."""
+
+    id: ColumnElement[Any]
+    version: ColumnElement[Any]
+    body: ColumnElement[Any]
+
+
+@dataclass(frozen=True)
 class Prerendered:
     """Each version rendered once (`to_resource` of its snapshot, as compact JSON) into `body`, a column of the
     versioning's history table, and spliced into responses. `fingerprint` names everything besides the snapshot
@@ -147,6 +160,8 @@ class Prerendered:
     storable: Callable[[Mapping[str, Any]], bool] = lambda snapshot: True
     # when the search columns leave something out (a large element): the rows whose body also serves search pages
     in_search: ColumnElement[bool] | None = None
+    # the current versions' bodies in a table of their own, read by search pages and includes (None: the history's)
+    current: CurrentBodies | None = None
 
 
 @dataclass(frozen=True)
@@ -306,6 +321,9 @@ class ResourceProvider:
             self._check_tenancy(self.tenancy, where)
         if self.prerendered is not None and self.versioning is None:
             raise ConfigError(f"{where}: prerendered bodies are kept per version: declare versioning too")
+        current = self.prerendered.current if self.prerendered is not None else None
+        if current is not None and not (current.id.table is current.version.table is current.body.table):
+            raise ConfigError(f"{where}: Prerendered.current: id, version and body are columns of one table")
         for op in self.operations:
             if not NAME_RE.match(op.name):
                 raise ConfigError(f"{where}: operation {op.name!r} is not a valid name")

@@ -97,13 +97,24 @@ def body_page_query(provider: ResourceProvider, request: SearchRequest, *, where
 def _bodies(provider: ResourceProvider) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
     """The page's id and its stored body (NULL where it cannot serve a search), as columns of the page's
     subquery."""
-    v, spec = provider.versioning, provider.prerendered
-    assert v is not None and spec is not None
+    spec = provider.prerendered
+    assert spec is not None
     page_id = literal_column(f"{PAGE}.{provider.id_column.key}", provider.id_column.type)
-    stored = (select(spec.body).where(v.history_id == page_id, v.history_version == literal_column(f"{PAGE}._version"))
-              .scalar_subquery())
+    stored = stored_body(provider, page_id, literal_column(f"{PAGE}._version"))
     body = stored if spec.in_search is None else case((literal_column(f"{PAGE}._in_search"), stored), else_=None)
     return page_id, body.label(PAGE_ROW[BODY])
+
+
+def stored_body(provider: ResourceProvider, rid: ColumnElement[Any], version: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The stored body of the current version `version` of the resource `rid` (NULL: none stored): from the
+    current bodies' table where the provider keeps one (its row serves only while it holds that version), else
+    from the history."""
+    v, spec = provider.versioning, provider.prerendered
+    assert v is not None and spec is not None
+    if spec.current is not None:
+        current = spec.current
+        return select(current.body).where(current.id == rid, current.version == version).scalar_subquery()
+    return select(spec.body).where(v.history_id == rid, v.history_version == version).scalar_subquery()
 
 
 INCLUDED_BODY = "_body"  # the column of a row's stored body in the included resources' queries (server.search.include)
@@ -115,8 +126,7 @@ def current_body(provider: ResourceProvider, search: bool = False) -> ColumnElem
     the search columns (Prerendered.in_search)."""
     v, spec = provider.versioning, provider.prerendered
     assert v is not None and spec is not None
-    stored = (select(spec.body).where(v.history_id == provider.id_column, v.history_version == v.version)
-              .scalar_subquery())
+    stored = stored_body(provider, provider.id_column, v.version)
     body = stored if not search or spec.in_search is None else case((spec.in_search, stored), else_=None)
     return body.label(INCLUDED_BODY)
 

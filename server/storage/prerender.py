@@ -13,9 +13,10 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, and_, bindparam, delete, insert, select, tuple_, update
 
-from server.declare.provider import Prerendered, ResourceProvider, snapshot_of
+from server.declare.provider import CurrentBodies, Prerendered, ResourceProvider, snapshot_of
 from server.declare.registry import Registry
 from server.storage.tables import render_state
+from server.storage.writes import writer_lock
 
 BATCH_SIZE = 2000
 log = logging.getLogger("orgunit_fhir")
@@ -44,6 +45,8 @@ def _claim(conn: Connection, provider: ResourceProvider, spec: Prerendered) -> b
     if stored == spec.fingerprint:
         return False
     conn.execute(update(provider.versioning.history).where(spec.body.is_not(None)).values({spec.body.key: None}))
+    if spec.current is not None:
+        conn.execute(delete(spec.current.id.table))
     conn.execute(delete(render_state).where(render_state.c.resource_type == provider.resource_type))
     conn.execute(insert(render_state).values(resource_type=provider.resource_type, fingerprint=spec.fingerprint))
     return True
@@ -51,7 +54,8 @@ def _claim(conn: Connection, provider: ResourceProvider, spec: Prerendered) -> b
 
 def render_pending(conn: Connection, provider: ResourceProvider, spec: Prerendered, *,
                    progress: Callable[[int], None] | None = None, batch_size: int = BATCH_SIZE) -> int:
-    """Render every live version without a body (keyset-paged); returns how many were stored."""
+    """Render every live version without a body (keyset-paged); returns how many were stored. Where the provider
+    keeps its current bodies apart (Prerendered.current), each batch's current versions are written there too."""
     v = provider.versioning
     assert v is not None
     key = tuple_(v.history_id, v.history_version)
@@ -72,10 +76,27 @@ def render_pending(conn: Connection, provider: ResourceProvider, spec: Prerender
                  for rid, version, snapshot in decoded if snapshot is not None and spec.storable(snapshot)]
         if batch:
             conn.execute(store, batch)
+            if spec.current is not None:
+                _keep_current(conn, provider, spec.current, sorted({row["b_id"] for row in batch}))
         stored += len(batch)
         last = (rows[-1][0], rows[-1][1])
         if progress is not None:
             progress(stored)
+
+
+def _keep_current(conn: Connection, provider: ResourceProvider, current: CurrentBodies, ids: list[Any]) -> None:
+    """The current bodies of `ids` as the history now holds them: each id's row replaced by its current version's
+    stored body, none where that version has none (a deletion, a body not stored)."""
+    v = provider.versioning
+    assert v is not None and provider.prerendered is not None
+    table = current.id.table
+    conn.execute(delete(table).where(current.id.in_(ids)))
+    conn.execute(insert(table).from_select(
+        [current.id.key, current.version.key, current.body.key],
+        select(provider.id_column, v.version, provider.prerendered.body)
+        .select_from(provider.table.join(v.history, and_(v.history_id == provider.id_column,
+                                                         v.history_version == v.version)))
+        .where(provider.id_column.in_(ids), provider.prerendered.body.is_not(None))))
 
 
 def refresh(engine: Engine, registry: Registry, *, progress: Callable[[int], None] | None = None) -> int:
@@ -83,6 +104,7 @@ def refresh(engine: Engine, registry: Registry, *, progress: Callable[[int], Non
     total = 0
     for provider, spec in prerendered(registry):
         with engine.begin() as conn:
+            writer_lock(conn)  # two renders (two loads ending) would store the same current bodies at once
             if _claim(conn, provider, spec):
                 log.info("%s: rendering every version for new settings or code", provider.resource_type)
             total += render_pending(conn, provider, spec, progress=progress)

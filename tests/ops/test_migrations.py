@@ -324,3 +324,38 @@ def test_0015_gives_each_data_source_its_own_types(database_url: str) -> None:
     assert types == [(1, "dispensary", "HF", 5, 1), (2, "unused", "HF", 5, None), (3, "dispensary", "HF", 5, 2)]
     assert units == [(1, 1), (2, 3)]
     assert merged == [(1, 1), (2, 1)]
+
+
+def test_0019_keeps_each_units_current_body_apart(database_url: str) -> None:
+    """A database at 0018: unit 1 has two versions with bodies, unit 2 a current version without one (rendered per
+    request), unit 3 is deleted. org_unit_body gets unit 1's current version and body only; going back drops it."""
+    engine = create_engine(normalize_url(database_url))
+    try:
+        SCHEMA.upgrade(engine, {"orgunits": "0018"})
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO data_source (id, name, slug) VALUES (1, 'Kenya', 'kenya')"))
+            conn.execute(text("INSERT INTO source_version (id, number, data_source_id) VALUES (11, 1, 1)"))
+            conn.execute(text("INSERT INTO org_unit_type (id, name, short_name, category, depth, data_source_id) "
+                              "VALUES (1, 'Dispensary', 'dispensary', 'HF', 5, 1)"))
+            conn.execute(text(
+                "INSERT INTO org_unit (id, name, validation_status, org_unit_type_id, source_version_id, created_at, "
+                "updated_at, version_id, deleted, withdrawn) VALUES "
+                "(1, 'A', 'VALID', 1, 11, '2026-01-01', '2026-01-02', 2, false, false), "
+                "(2, 'B', 'VALID', 1, 11, '2026-01-01', '2026-01-01', 1, false, false), "
+                "(3, 'C', 'VALID', 1, 11, '2026-01-01', '2026-01-02', 2, true, false)"))
+            conn.execute(text(
+                "INSERT INTO org_unit_history (org_unit_id, version_id, updated_at, deleted, body) VALUES "
+                "(1, 1, '2026-01-01', false, :one), (1, 2, '2026-01-02', false, :two), "
+                "(2, 1, '2026-01-01', false, NULL), (3, 1, '2026-01-01', false, :three), "
+                "(3, 2, '2026-01-02', true, NULL)"), {"one": b'{"v":1}', "two": b'{"v":2}', "three": b'{"v":3}'})
+        SCHEMA.upgrade(engine)
+        with engine.connect() as conn:
+            kept = [(rid, version, bytes(body)) for rid, version, body in conn.execute(text(
+                "SELECT org_unit_id, version_id, body FROM org_unit_body ORDER BY org_unit_id"))]
+        with engine.begin() as conn:
+            ORGUNITS.run(conn, "0018", downgrade=True)
+            gone = "org_unit_body" not in inspect(conn).get_table_names()
+    finally:
+        engine.dispose()
+    assert kept == [(1, 2, b'{"v":2}')]
+    assert gone

@@ -1,0 +1,137 @@
+"""The current bodies' table (server.CurrentBodies): search pages and includes read each match's stored body by id
+from it; a row serves only the version it was stored for (a newer version is rendered per request until its body
+is stored); other settings empty it; a purge erases its rows with the units."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+import pytest
+from sqlalchemy import select, update
+
+from plugins.orgunits.admin import remove_source
+from plugins.orgunits.records import UnitRecord
+from plugins.orgunits.samples import NOW, SOURCE_NAME, UNITS
+from plugins.orgunits.tables import org_unit, org_unit_body, org_unit_history
+from plugins.orgunits.views import FIRST_ACCOUNT
+from plugins.orgunits.writer import write_units
+from server.declare.rendered import Rendered, json_bytes
+from server.engine import searches
+from server.engine.caller import TRUSTED
+from server.engine.context import ServerContext, create_context
+from server.storage.prerender import refresh
+from tests.support.contexts import make_settings, per_request
+from tests.support.data import load_small_pyramid
+
+BASE = "http://fhir.example.org/fhir"
+MARKER = b'{"resourceType":"Location","id":"30","name":"from org_unit_body"}'
+
+
+@pytest.fixture
+def fresh_ctx(migrated_url: str, tmp_path: Any) -> Iterator[Callable[..., ServerContext]]:
+    made: list[ServerContext] = []
+
+    def make(**location: Any) -> ServerContext:
+        plugins = {"plugins": {"location": {"config": location}}} if location else {}
+        ctx = create_context(make_settings(migrated_url, tmp_path, **plugins))
+        made.append(ctx)
+        return ctx
+
+    yield make
+    for ctx in made:
+        ctx.db.dispose()
+
+
+def _loaded(ctx: ServerContext) -> ServerContext:
+    load_small_pyramid(ctx.db)
+    refresh(ctx.db, ctx.registry)
+    ctx.freshness.expire()
+    return ctx
+
+
+def _kept(ctx: ServerContext) -> dict[int, tuple[int, bytes]]:
+    with ctx.db.connect() as conn:
+        return {rid: (version, bytes(body)) for rid, version, body in conn.execute(
+            select(org_unit_body.c.org_unit_id, org_unit_body.c.version_id, org_unit_body.c.body))}
+
+
+def _current_stored(ctx: ServerContext) -> dict[int, tuple[int, bytes]]:
+    """What the history holds as each unit's current version's stored body."""
+    with ctx.db.connect() as conn:
+        return {rid: (version, bytes(body)) for rid, version, body in conn.execute(
+            select(org_unit.c.id, org_unit.c.version_id, org_unit_history.c.body).join(
+                org_unit_history, (org_unit_history.c.org_unit_id == org_unit.c.id)
+                & (org_unit_history.c.version_id == org_unit.c.version_id))
+            .where(org_unit_history.c.body.is_not(None)))}
+
+
+def _page(ctx: ServerContext, query: str) -> dict[str, Any]:
+    return orjson.loads(json_bytes(searches.search_type(ctx, TRUSTED, BASE, "Location", parse_qsl(query))))
+
+
+def _names(ctx: ServerContext, query: str) -> dict[str, str]:
+    return {e["resource"]["id"]: e["resource"].get("name") for e in _page(ctx, query).get("entry", [])}
+
+
+def test_a_refresh_keeps_each_current_body_apart(fresh_ctx: Callable[..., ServerContext]) -> None:
+    ctx = _loaded(fresh_ctx())
+    kept = _kept(ctx)
+    assert kept == _current_stored(ctx)
+    assert 32 not in kept  # its rendering does not stay right as time passes: never stored
+    assert len(kept) == len(UNITS) - 1
+
+
+@pytest.mark.parametrize("query", [
+    pytest.param("_id=30", id="a-page"),
+    pytest.param("_id=31&_include=Location:partof", id="an-include"),
+])
+def test_pages_and_includes_splice_the_kept_body(fresh_ctx: Callable[..., ServerContext], query: str) -> None:
+    """The kept row is what a page splices (marked here to see it), for its version only."""
+    ctx = _loaded(fresh_ctx())
+    with ctx.db.begin() as conn:
+        conn.execute(update(org_unit_body).where(org_unit_body.c.org_unit_id == 20).values(
+            body=MARKER.replace(b'"30"', b'"20"')))
+        conn.execute(update(org_unit_body).where(org_unit_body.c.org_unit_id == 30).values(body=MARKER))
+    marked = "20" if "include" in query else "30"
+    assert _names(ctx, query)[marked] == "from org_unit_body"
+    with ctx.db.begin() as conn:  # a row of another version serves nothing: the page renders the current one
+        conn.execute(update(org_unit_body).values(version_id=org_unit_body.c.version_id + 7))
+    assert _names(ctx, query)[marked] != "from org_unit_body"
+    assert _page(ctx, query) == _page(per_request(ctx), query)
+
+
+def test_a_newer_version_is_never_served_an_older_body(fresh_ctx: Callable[..., ServerContext]) -> None:
+    ctx = _loaded(fresh_ctx())
+    before = _kept(ctx)[30]
+    with ctx.db.begin() as conn:
+        write_units(conn, [UnitRecord(30, "CSPS Ségou Renamed", "CSPS", "VALID", source_ref="KvNOePwHFyH",
+                                      parent_id=20)], 1, NOW + timedelta(days=1))
+    ctx.freshness.expire()
+    # written, its body not yet stored: the page renders the new version, the kept row (the old one) serves nothing
+    assert _kept(ctx)[30] == before
+    assert _names(ctx, "_id=30") == {"30": "CSPS Ségou Renamed"}
+    assert refresh(ctx.db, ctx.registry) == 1
+    ctx.freshness.expire()
+    assert _kept(ctx) == _current_stored(ctx) and _kept(ctx)[30][0] == before[0] + 1
+    found = searches.search_type(ctx, TRUSTED, BASE, "Location", [("_id", "30")])["entry"][0]["resource"]
+    assert isinstance(found, Rendered) and found.resource()["name"] == "CSPS Ségou Renamed"
+
+
+def test_other_settings_make_the_kept_bodies_again(fresh_ctx: Callable[..., ServerContext]) -> None:
+    ctx = _loaded(fresh_ctx())
+    assert orjson.loads(_kept(ctx)[11][1])["status"] == "suspended"
+    other = fresh_ctx(status_map={"NEW": "active"})
+    refresh(other.db, other.registry)
+    assert _kept(other) == _current_stored(other)
+    assert orjson.loads(_kept(other)[11][1])["status"] == "active"
+
+
+def test_a_purge_erases_the_kept_bodies(fresh_ctx: Callable[..., ServerContext]) -> None:
+    ctx = _loaded(fresh_ctx())
+    assert _kept(ctx)
+    with ctx.db.begin() as conn:
+        remove_source(conn, FIRST_ACCOUNT, SOURCE_NAME, force=True, now=NOW + timedelta(days=1), purge=True)
+    assert _kept(ctx) == {}
