@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from server.app import create_app
 from server.access.mint import mint_token
-from server.engine.context import ServerContext
+from server.engine.context import ServerContext, create_context
 from server.settings import Settings, parse_settings
 from server.storage.db import create_db_engine
 from tests.support import pg
@@ -117,6 +117,23 @@ def migrated_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_template
     else:
         with pg.scratch_database(migrated=True) as url:
             yield url
+
+
+@pytest.fixture
+def fresh_ctx(migrated_url: str, tmp_path: Path) -> Iterator[Callable[..., ServerContext]]:
+    """Server contexts over one fresh database at the newest schema, each with the Location plugin's `config`
+    given as keywords (none: the defaults): one database seen by servers of different settings."""
+    made: list[ServerContext] = []
+
+    def make(**location: Any) -> ServerContext:
+        plugins = {"plugins": {"location": {"config": location}}} if location else {}
+        ctx = create_context(make_settings(migrated_url, tmp_path, **plugins))
+        made.append(ctx)
+        return ctx
+
+    yield make
+    for ctx in made:
+        ctx.db.dispose()
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ from it; a row serves only the version it was stored for (a newer version is ren
 is stored); other settings empty it; a purge erases its rows with the units."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qsl
@@ -21,28 +21,13 @@ from plugins.orgunits.writer import write_units
 from server.declare.rendered import Rendered, json_bytes
 from server.engine import searches
 from server.engine.caller import TRUSTED
-from server.engine.context import ServerContext, create_context
+from server.engine.context import ServerContext
 from server.storage.prerender import refresh
-from tests.support.contexts import make_settings, per_request
+from tests.support.contexts import per_request
 from tests.support.data import load_small_pyramid
 
 BASE = "http://fhir.example.org/fhir"
 MARKER = b'{"resourceType":"Location","id":"30","name":"from org_unit_body"}'
-
-
-@pytest.fixture
-def fresh_ctx(migrated_url: str, tmp_path: Any) -> Iterator[Callable[..., ServerContext]]:
-    made: list[ServerContext] = []
-
-    def make(**location: Any) -> ServerContext:
-        plugins = {"plugins": {"location": {"config": location}}} if location else {}
-        ctx = create_context(make_settings(migrated_url, tmp_path, **plugins))
-        made.append(ctx)
-        return ctx
-
-    yield make
-    for ctx in made:
-        ctx.db.dispose()
 
 
 def _loaded(ctx: ServerContext) -> ServerContext:

@@ -83,21 +83,6 @@ def test_whether_a_snapshot_splices_a_providers_bodies(small_ctx: ServerContext,
     assert Snapshot(bodies=frozenset(bodies)).splices(provider) is splices  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def fresh_ctx(migrated_url: str, tmp_path: Any) -> Callable[..., ServerContext]:
-    made: list[ServerContext] = []
-
-    def make(**location: Any) -> ServerContext:
-        plugins = {"plugins": {"location": {"config": location}}} if location else {}
-        ctx = create_context(make_settings(migrated_url, tmp_path, **plugins))
-        made.append(ctx)
-        return ctx
-
-    yield make
-    for ctx in made:
-        ctx.db.dispose()
-
-
 def test_other_settings_re_render_every_version(fresh_ctx: Callable[..., ServerContext]) -> None:
     ctx = fresh_ctx()
     load_small_pyramid(ctx.db)
