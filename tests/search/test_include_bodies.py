@@ -11,11 +11,11 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from starlette.testclient import TestClient
 
 from plugins.orgunits.records import UnitRecord
-from plugins.orgunits.tables import org_unit, org_unit_history
+from plugins.orgunits.tables import org_unit, org_unit_body, org_unit_history
 from plugins.orgunits.writer import write_units
 from server.app import create_app
 from server.declare.rendered import Rendered
@@ -45,6 +45,7 @@ def _universe(url: str, var: Path) -> ServerContext:
     refresh(ctx.db, ctx.registry)
     with ctx.db.begin() as conn:
         conn.execute(update(org_unit_history).where(org_unit_history.c.org_unit_id == NULL_BODY).values(body=None))
+        conn.execute(delete(org_unit_body).where(org_unit_body.c.org_unit_id == NULL_BODY))  # nor kept apart
     return ctx
 
 

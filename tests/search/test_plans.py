@@ -160,7 +160,7 @@ def test_counts_and_pages_of_stored_bodies_read_no_type(plans: Plans, query: str
     with captured(plans.ctx.db) as paging:
         search_type(plans.ctx, plans.caller, BASE, "Location", [*items, ("_total", "none")])  # type: ignore[list-item]
     counts = [read for s in counting if "org_unit" in (read := tables_read(plans.ctx.db, s))]
-    pages = [read for s in paging if "org_unit_history" in (read := tables_read(plans.ctx.db, s))]
+    pages = [read for s in paging if "org_unit_body" in (read := tables_read(plans.ctx.db, s))]
     assert counts and pages, f"{query}: no count or no page of stored bodies was run"
     assert not [read for read in counts + pages if "org_unit_type" in read], f"{query}: {counts + pages}"
 
