@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Engine, and_, bindparam, delete, insert, select, tuple_, update
+from sqlalchemy import Connection, Engine, and_, bindparam, delete, insert, null, select, tuple_, update
 
 from server.declare.provider import CurrentBodies, Prerendered, ResourceProvider, snapshot_of
 from server.declare.registry import Registry
@@ -59,7 +59,9 @@ def render_pending(conn: Connection, provider: ResourceProvider, spec: Prerender
     v = provider.versioning
     assert v is not None
     key = tuple_(v.history_id, v.history_version)
-    query = (select(v.history_id, v.history_version, v.history_snapshot)
+    current = (select(v.version).where(provider.id_column == v.history_id).scalar_subquery()
+               if spec.current is not None else null())  # the version the resource is at
+    query = (select(v.history_id, v.history_version, v.history_snapshot, current)
              .where(spec.body.is_(None), v.history_deleted.is_(False))
              .order_by(v.history_id, v.history_version).limit(batch_size))
     store = (update(v.history)
@@ -71,32 +73,30 @@ def render_pending(conn: Connection, provider: ResourceProvider, spec: Prerender
         rows = conn.execute(query if last is None else query.where(key > tuple_(*last))).all()
         if not rows:
             return stored
-        decoded = [(rid, version, snapshot_of(snapshot)) for rid, version, snapshot in rows]
-        batch = [{"b_id": rid, "b_version": version, "b_body": render(provider, snapshot)}
-                 for rid, version, snapshot in decoded if snapshot is not None and spec.storable(snapshot)]
-        if batch:
-            conn.execute(store, batch)
-            if spec.current is not None:
-                _keep_current(conn, provider, spec.current, sorted({row["b_id"] for row in batch}))
-        stored += len(batch)
+        decoded = [(rid, version, snapshot_of(snapshot), at) for rid, version, snapshot, at in rows]
+        rendered = [(rid, version, render(provider, snapshot), at) for rid, version, snapshot, at in decoded
+                    if snapshot is not None and spec.storable(snapshot)]
+        if rendered:
+            conn.execute(store, [{"b_id": rid, "b_version": version, "b_body": body}
+                                 for rid, version, body, _ in rendered])
+        if spec.current is not None:
+            _keep_current(conn, spec.current, [(rid, version, body) for rid, version, body, at in rendered
+                                               if version == at])
+        stored += len(rendered)
         last = (rows[-1][0], rows[-1][1])
         if progress is not None:
             progress(stored)
 
 
-def _keep_current(conn: Connection, provider: ResourceProvider, current: CurrentBodies, ids: list[Any]) -> None:
-    """The current bodies of `ids` as the history now holds them: each id's row replaced by its current version's
-    stored body, none where that version has none (a deletion, a body not stored)."""
-    v = provider.versioning
-    assert v is not None and provider.prerendered is not None
+def _keep_current(conn: Connection, current: CurrentBodies, bodies: list[tuple[Any, Any, bytes]]) -> None:
+    """Each (id, version, body) of a resource's current version, just stored: its row of the current bodies'
+    table, replacing the one of a former version."""
+    if not bodies:
+        return
     table = current.id.table
-    conn.execute(delete(table).where(current.id.in_(ids)))
-    conn.execute(insert(table).from_select(
-        [current.id.key, current.version.key, current.body.key],
-        select(provider.id_column, v.version, provider.prerendered.body)
-        .select_from(provider.table.join(v.history, and_(v.history_id == provider.id_column,
-                                                         v.history_version == v.version)))
-        .where(provider.id_column.in_(ids), provider.prerendered.body.is_not(None))))
+    conn.execute(delete(table).where(current.id.in_([rid for rid, _, _ in bodies])))
+    conn.execute(insert(table), [{current.id.key: rid, current.version.key: version, current.body.key: body}
+                                 for rid, version, body in bodies])
 
 
 def refresh(engine: Engine, registry: Registry, *, progress: Callable[[int], None] | None = None) -> int:
