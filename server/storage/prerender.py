@@ -12,11 +12,11 @@ from typing import Any
 
 import orjson
 from sqlalchemy import Connection, Engine, and_, bindparam, delete, insert, null, select, tuple_, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from server.declare.provider import CurrentBodies, Prerendered, ResourceProvider, snapshot_of
 from server.declare.registry import Registry
 from server.storage.tables import render_state
-from server.storage.writes import writer_lock
 
 BATCH_SIZE = 2000
 log = logging.getLogger("orgunit_fhir")
@@ -90,13 +90,21 @@ def render_pending(conn: Connection, provider: ResourceProvider, spec: Prerender
 
 def _keep_current(conn: Connection, current: CurrentBodies, bodies: list[tuple[Any, Any, bytes]]) -> None:
     """Each (id, version, body) of a resource's current version, just stored: its row of the current bodies'
-    table, replacing the one of a former version."""
+    table, in place of a former version's. One statement per batch, safe beside another render doing the same
+    (an insert meeting the other's row updates it, waiting for it to commit) and never back to an older version
+    (a render that read the resources before a write meets the row of a render that read them after)."""
     if not bodies:
         return
     table = current.id.table
-    conn.execute(delete(table).where(current.id.in_([rid for rid, _, _ in bodies])))
-    conn.execute(insert(table), [{current.id.key: rid, current.version.key: version, current.body.key: body}
-                                 for rid, version, body in bodies])
+    insert_into = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    statement = insert_into(table)
+    statement = statement.on_conflict_do_update(
+        index_elements=[current.id],
+        set_={current.version.key: statement.excluded[current.version.key],
+              current.body.key: statement.excluded[current.body.key]},
+        where=current.version <= statement.excluded[current.version.key])
+    conn.execute(statement, [{current.id.key: rid, current.version.key: version, current.body.key: body}
+                             for rid, version, body in bodies])
 
 
 def refresh(engine: Engine, registry: Registry, *, progress: Callable[[int], None] | None = None) -> int:
@@ -104,7 +112,6 @@ def refresh(engine: Engine, registry: Registry, *, progress: Callable[[int], Non
     total = 0
     for provider, spec in prerendered(registry):
         with engine.begin() as conn:
-            writer_lock(conn)  # two renders (two loads ending) would store the same current bodies at once
             if _claim(conn, provider, spec):
                 log.info("%s: rendering every version for new settings or code", provider.resource_type)
             total += render_pending(conn, provider, spec, progress=progress)

@@ -38,16 +38,14 @@ def begin_writing(conn: Connection, newest: Select[Any]) -> datetime:
     writer of the moment to commit or roll back: concurrent writers run one after the other) and return the stamp
     of the versions this transaction writes: now, and never before the sync point of what is stored (`newest`: the
     instant of the newest version stored, of every versioned type). The lock is released when the transaction ends."""
-    writer_lock(conn)
+    _lock(conn)
     clock = conn.execute(text("SELECT clock_timestamp()")).scalar_one() if conn.dialect.name == "postgresql" \
         else datetime.now(timezone.utc)
     return max(_to_tick(as_utc(clock)), sync_point([conn.execute(newest).scalar()]))
 
 
-def writer_lock(conn: Connection) -> None:
-    """The writer lock, as the first statement of `conn`'s transaction, saying once when it has to wait for another
-    writer: begin_writing's, and what a transaction that stores bodies takes (server.storage.prerender: one at a
-    time, each seeing the versions the last one wrote)."""
+def _lock(conn: Connection) -> None:
+    """The writer lock, saying once when it has to wait for another writer."""
     if conn.dialect.name == "postgresql":
         key = {"key": WRITER_LOCK}
         if not conn.execute(text("SELECT pg_try_advisory_xact_lock(:key)"), key).scalar_one():

@@ -3,6 +3,7 @@ from it; a row serves only the version it was stored for (a newer version is ren
 is stored); other settings empty it; a purge erases its rows with the units."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -10,7 +11,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, text, update
 
 from plugins.orgunits.admin import remove_source
 from plugins.orgunits.records import UnitRecord
@@ -18,11 +19,12 @@ from plugins.orgunits.samples import NOW, SOURCE_NAME, UNITS
 from plugins.orgunits.tables import org_unit, org_unit_body, org_unit_history
 from plugins.orgunits.views import FIRST_ACCOUNT
 from plugins.orgunits.writer import write_units
+from server.declare.provider import CurrentBodies
 from server.declare.rendered import Rendered, json_bytes
 from server.engine import searches
 from server.engine.caller import TRUSTED
 from server.engine.context import ServerContext
-from server.storage.prerender import refresh
+from server.storage.prerender import _keep_current, refresh
 from tests.support.contexts import per_request
 from tests.support.data import load_small_pyramid
 
@@ -120,3 +122,54 @@ def test_a_purge_erases_the_kept_bodies(fresh_ctx: Callable[..., ServerContext])
     with ctx.db.begin() as conn:
         remove_source(conn, FIRST_ACCOUNT, SOURCE_NAME, force=True, now=NOW + timedelta(days=1), purge=True)
     assert _kept(ctx) == {}
+
+
+def _current_spec(ctx: ServerContext) -> CurrentBodies:
+    spec = ctx.registry.get("Location").prerendered  # type: ignore[union-attr]
+    assert spec is not None and spec.current is not None
+    return spec.current
+
+
+def test_a_kept_body_never_goes_back_to_an_older_version(fresh_ctx: Callable[..., ServerContext]) -> None:
+    """A render that read the units before a write stores after one that read them after it: its older row is
+    not written over the newer one."""
+    ctx = _loaded(fresh_ctx())
+    version, body = _kept(ctx)[30]
+    with ctx.db.begin() as conn:
+        _keep_current(conn, _current_spec(ctx), [(30, version + 1, MARKER)])
+        _keep_current(conn, _current_spec(ctx), [(30, version, body)])
+    assert _kept(ctx)[30] == (version + 1, MARKER)
+
+
+def test_two_renders_at_once_store_the_same_row(fresh_ctx: Callable[..., ServerContext]) -> None:
+    """Two renders writing the row of one unit at once (PostgreSQL: the second waits for the first to commit,
+    then updates the row rather than failing on its key; SQLite: one writer at a time)."""
+    ctx = _loaded(fresh_ctx())
+    if ctx.db.dialect.name != "postgresql":
+        pytest.skip("SQLite runs one writer at a time: the second never meets the first's uncommitted row")
+    version, _ = _kept(ctx)[30]
+    with ctx.db.begin() as conn:
+        conn.execute(delete(org_unit_body).where(org_unit_body.c.org_unit_id == 30))
+    failed: list[BaseException] = []
+    transactions = "READ COMMITTED"  # the context's engine autocommits; a render's connection does not
+
+    def second() -> None:
+        try:
+            with ctx.db.connect() as conn, conn.execution_options(isolation_level=transactions).begin():
+                _keep_current(conn, _current_spec(ctx), [(30, version + 1, MARKER)])
+        except BaseException as exc:  # noqa: BLE001  (reported to the test's thread)
+            failed.append(exc)
+
+    with ctx.db.connect() as first:
+        with first.execution_options(isolation_level=transactions).begin():
+            _keep_current(first, _current_spec(ctx), [(30, version, b'{"first":1}')])
+            thread = threading.Thread(target=second)
+            thread.start()
+            with ctx.db.connect() as watch:  # until the second waits for the first's uncommitted row
+                while not watch.execute(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                             "AND datname = current_database()")).scalar():
+                    assert thread.is_alive(), failed
+                    watch.commit()
+        thread.join(timeout=60)
+    assert not thread.is_alive() and not failed, failed
+    assert _kept(ctx)[30] == (version + 1, MARKER)

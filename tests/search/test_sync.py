@@ -150,7 +150,6 @@ WRITERS = [
     (("data-sources", "remove", "--force", "Ministère de la Santé"), 0, ""),
     (("accounts", "rename", DEFAULT_ACCOUNT, "renamed"), 0, ""),
     (("versions", "set-default", "--data-source", "Ministère de la Santé", "--version", "3"), 0, ""),
-    (("render",), 0, ""),  # it stores the current bodies apart (server.CurrentBodies): two at once would collide
 ]
 
 
@@ -158,7 +157,7 @@ WRITERS = [
 def test_cause_4_every_writer_waits_for_the_writer_of_the_moment(served: Any, migrated_url: str, tmp_path: Path,
                                                                   command: tuple[str, ...], status: int,
                                                                   says: str) -> None:
-    """Loads, demo, render and the admin commands take the one writer lock at the start of their transaction: run while a
+    """Loads, demo and the admin commands take the one writer lock at the start of their transaction: run while a
     load holds it, each says it waits, then does its work once the load has committed."""
     settings = tmp_path / "cli.yaml"
     settings.write_text(f"server:\n  data_dir: {tmp_path / 'cli'}\n", encoding="utf-8")
