@@ -322,7 +322,8 @@ class ResourceProvider:
         if self.prerendered is not None and self.versioning is None:
             raise ConfigError(f"{where}: prerendered bodies are kept per version: declare versioning too")
         current = self.prerendered.current if self.prerendered is not None else None
-        if current is not None and not (current.id.table is current.version.table is current.body.table):
+        tables = [getattr(c, "table", None) for c in (current.id, current.version, current.body)] if current else []
+        if current is not None and (None in tables or len(set(tables)) != 1):
             raise ConfigError(f"{where}: Prerendered.current: id, version and body are columns of one table")
         for op in self.operations:
             if not NAME_RE.match(op.name):

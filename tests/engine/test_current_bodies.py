@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qsl
@@ -20,6 +21,7 @@ from plugins.orgunits.tables import org_unit, org_unit_body, org_unit_history
 from plugins.orgunits.views import FIRST_ACCOUNT
 from plugins.orgunits.writer import write_units
 from server.declare.provider import CurrentBodies
+from server.errors import ConfigError
 from server.declare.rendered import Rendered, json_bytes
 from server.engine import searches
 from server.engine.caller import TRUSTED
@@ -173,3 +175,16 @@ def test_two_renders_at_once_store_the_same_row(fresh_ctx: Callable[..., ServerC
         thread.join(timeout=60)
     assert not thread.is_alive() and not failed, failed
     assert _kept(ctx)[30] == (version + 1, MARKER)
+
+
+@pytest.mark.parametrize("columns", [
+    pytest.param((org_unit_body.c.org_unit_id, org_unit.c.version_id, org_unit_body.c.body), id="two-tables"),
+    pytest.param((org_unit_body.c.org_unit_id, org_unit_body.c.version_id, org_unit_body.c.body.label("b")),
+                 id="an-expression"),
+])
+def test_a_current_bodies_table_is_one_table(small_ctx: ServerContext, columns: tuple[Any, Any, Any]) -> None:
+    provider = small_ctx.registry.get("Location")
+    spec = provider.prerendered  # type: ignore[union-attr]
+    declared = replace(provider, prerendered=replace(spec, current=CurrentBodies(*columns)))  # type: ignore[type-var, arg-type]
+    with pytest.raises(ConfigError, match="columns of one table"):
+        declared.check()  # type: ignore[union-attr]
