@@ -29,7 +29,13 @@ from server.errors import (
     StorageBusy,
     StorageFull,
 )
-from server.ops.checks import embedded_database_missing, embedded_file, embedded_path
+from server.ops.checks import (
+    check_database,
+    embedded_database_missing,
+    embedded_file,
+    embedded_path,
+    serving_targets,
+)
 from server.extensions import Extensions
 from server.declare.progress import Progress
 from server.plugins import get_plugin_manager
@@ -278,6 +284,11 @@ def _say_report(args: argparse.Namespace, fmt: LoadFormat, report: LoadReport, l
 
 
 def cmd_render(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
+    """Refuses a schema this server is not at (behind: `migrate`; past it: a newer release's tables, which this
+    release's render would leave as they are, such as bodies kept where it does not know to look)."""
+    found = check_database(serving_targets(settings)[-1], extensions.schema)
+    if found.has_schema and not found.current:
+        raise ConfigError(f"render refused: {found.describe()}")
     render(settings)
     return 0
 

@@ -33,22 +33,29 @@ def prerendered(registry: Registry) -> Iterator[tuple[ResourceProvider, Prerende
             yield provider, provider.prerendered
 
 
-def stored_fingerprint(conn: Connection, resource_type: str) -> str | None:
-    return conn.execute(select(render_state.c.fingerprint)
-                        .where(render_state.c.resource_type == resource_type)).scalar()
+def _made_for(conn: Connection, provider: ResourceProvider, spec: Prerendered) -> bool:
+    """The type's stored bodies were made with this fingerprint, and so were its current bodies kept apart (a
+    release that does not know them claims the type without saying what made them: they prove nothing then)."""
+    row = conn.execute(select(render_state.c.fingerprint, render_state.c.current_fingerprint)
+                       .where(render_state.c.resource_type == provider.resource_type)).first()
+    if row is None or row.fingerprint != spec.fingerprint:
+        return False
+    return spec.current is None or row.current_fingerprint == spec.fingerprint
 
 
 def _claim(conn: Connection, provider: ResourceProvider, spec: Prerendered) -> bool:
-    """Make the stored bodies this fingerprint's: forget them all when another one made them."""
+    """Make the stored bodies this fingerprint's: forget them all (and the current bodies kept apart) unless this
+    fingerprint made them."""
     assert provider.versioning is not None
-    stored = stored_fingerprint(conn, provider.resource_type)
-    if stored == spec.fingerprint:
+    if _made_for(conn, provider, spec):
         return False
     conn.execute(update(provider.versioning.history).where(spec.body.is_not(None)).values({spec.body.key: None}))
     if spec.current is not None:
         conn.execute(delete(spec.current.id.table))
     conn.execute(delete(render_state).where(render_state.c.resource_type == provider.resource_type))
-    conn.execute(insert(render_state).values(resource_type=provider.resource_type, fingerprint=spec.fingerprint))
+    conn.execute(insert(render_state).values(
+        resource_type=provider.resource_type, fingerprint=spec.fingerprint,
+        current_fingerprint=spec.fingerprint if spec.current is not None else None))
     return True
 
 
@@ -121,4 +128,4 @@ def refresh(engine: Engine, registry: Registry, *, progress: Callable[[int], Non
 def usable(conn: Connection, registry: Registry) -> frozenset[str]:
     """The resource types whose stored bodies were rendered with the fingerprint these providers have now."""
     return frozenset(provider.resource_type for provider, spec in prerendered(registry)
-                     if stored_fingerprint(conn, provider.resource_type) == spec.fingerprint)
+                     if _made_for(conn, provider, spec))

@@ -27,6 +27,7 @@ from server.engine import searches
 from server.engine.caller import TRUSTED
 from server.engine.context import ServerContext
 from server.storage.prerender import _keep_current, refresh
+from server.storage.tables import render_state
 from tests.support.contexts import per_request
 from tests.support.data import load_small_pyramid
 
@@ -124,6 +125,29 @@ def test_a_purge_erases_the_kept_bodies(fresh_ctx: Callable[..., ServerContext])
     with ctx.db.begin() as conn:
         remove_source(conn, FIRST_ACCOUNT, SOURCE_NAME, force=True, now=NOW + timedelta(days=1), purge=True)
     assert _kept(ctx) == {}
+
+
+def test_an_older_releases_claim_leaves_the_kept_bodies_unused_until_render(
+        fresh_ctx: Callable[..., ServerContext]) -> None:
+    """A release that does not know the kept bodies claims the type (its render with other settings: the row
+    deleted, one inserted with its fingerprint only) and leaves the table as it was. Even where that fingerprint
+    equals this server's (a provider whose fingerprint names its settings only), the kept rows serve nothing until
+    this release's render makes them again."""
+    ctx = _loaded(fresh_ctx())
+    spec = ctx.registry.get("Location").prerendered  # type: ignore[union-attr]
+    assert spec is not None
+    with ctx.db.begin() as conn:
+        conn.execute(update(org_unit_body).where(org_unit_body.c.org_unit_id == 30).values(body=MARKER))  # stale
+        conn.execute(delete(render_state))
+        conn.execute(text("INSERT INTO render_state (resource_type, fingerprint) VALUES ('Location', :f)"),
+                     {"f": spec.fingerprint})
+    ctx.freshness.expire()
+    assert _names(ctx, "_id=30") == {"30": "CSPS Ségou"}
+    assert _page(ctx, "_id=30") == _page(per_request(ctx), "_id=30")
+    assert refresh(ctx.db, ctx.registry) == len(UNITS) - 1  # claimed again: every body made anew
+    ctx.freshness.expire()
+    assert _kept(ctx) == _current_stored(ctx) and MARKER not in {body for _, body in _kept(ctx).values()}
+    assert _names(ctx, "_id=30") == {"30": "CSPS Ségou"}
 
 
 def _current_spec(ctx: ServerContext) -> CurrentBodies:

@@ -359,3 +359,29 @@ def test_0019_keeps_each_units_current_body_apart(database_url: str) -> None:
         engine.dispose()
     assert kept == [(1, 2, b'{"v":2}')]
     assert gone
+
+
+def test_e003_leaves_the_kept_bodies_unproven(database_url: str) -> None:
+    """A database at e002: render_state gains current_fingerprint, NULL (nothing proves what made the current
+    bodies already kept); a release that does not know the column claims a type by deleting its row and inserting
+    one without it, which leaves it NULL again; going back drops it."""
+    engine = create_engine(normalize_url(database_url))
+    try:
+        SCHEMA.upgrade(engine, {"engine": "e002"})
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO render_state (resource_type, fingerprint) VALUES ('Location', 'f')"))
+        SCHEMA.upgrade(engine)
+        with engine.begin() as conn:
+            migrated = conn.execute(text("SELECT fingerprint, current_fingerprint FROM render_state")).one()
+            conn.execute(text("UPDATE render_state SET current_fingerprint = 'f'"))
+            conn.execute(text("DELETE FROM render_state WHERE resource_type = 'Location'"))  # an older release's claim
+            conn.execute(text("INSERT INTO render_state (resource_type, fingerprint) VALUES ('Location', 'g')"))
+            claimed = conn.execute(text("SELECT fingerprint, current_fingerprint FROM render_state")).one()
+        with engine.begin() as conn:
+            ENGINE_MIGRATIONS.run(conn, "e002", downgrade=True)
+            columns = {c["name"] for c in inspect(conn).get_columns("render_state")}
+    finally:
+        engine.dispose()
+    assert tuple(migrated) == ("f", None)
+    assert tuple(claimed) == ("g", None)
+    assert columns == {"resource_type", "fingerprint"}

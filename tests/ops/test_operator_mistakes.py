@@ -12,9 +12,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from server.cli.main import main
+from server.storage.db import normalize_url
 from tests.support import pg
 from tests.support.contexts import IASO_CSV
 from tests.support.live import live_server, run_cli
@@ -295,3 +297,25 @@ def test_a_command_before_migrate_says_the_schema_is_missing(database_url: str, 
     said = capsys.readouterr().err
     assert "holds no schema of this server" in said and "orgunit-fhir migrate" in said, said
     assert "cannot be opened or reached" not in said and "privileges" not in said, said
+
+
+@pytest.mark.parametrize("revision, words", [
+    pytest.param("0018", "is behind: at 0018, head", id="behind"),
+    pytest.param("0099", "at 0099, a revision this server does not know (migrated by a newer release?)",
+                 id="a-newer-release"),
+])
+def test_render_refuses_a_schema_this_server_is_not_at(database_url: str, capsys: pytest.CaptureFixture[str],
+                                                        revision: str, words: str) -> None:
+    """render writes the tables this release knows: behind, it would fail half way; past it, it would leave a
+    newer release's tables as they were (the bodies that release keeps apart, made for other settings)."""
+    assert main(["migrate", "--database", database_url]) == 0
+    engine = create_engine(normalize_url(database_url))
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = :r"), {"r": revision})
+    finally:
+        engine.dispose()
+    capsys.readouterr()
+    assert main(["render", "--database", database_url]) == 2
+    said = capsys.readouterr().err
+    assert "render refused" in said and words in said, said

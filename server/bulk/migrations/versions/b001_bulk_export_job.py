@@ -1,7 +1,7 @@
 """bulk_export_job: the Bulk Data $export jobs (server.bulk), shared by every worker and replica
 
 The table was the engine chain's revision e002 before Bulk Data became a plugin with its own chain: a database
-made then has it already (its engine chain stays at e002, now empty), and this revision only records it.
+made then has it already (its engine chain recorded e002, now empty), and this revision only records it.
 
 Revision ID: b001
 Revises:
