@@ -16,6 +16,7 @@ from server.engine.context import ServerContext, create_context
 from server.settings import Settings, parse_settings
 from server.storage.db import create_db_engine
 from tests.support import pg
+from tests.support.commands import logging_kept
 from tests.support.contexts import make_settings, migrate, pyramid_context
 from tests.support.schedule import Recorder, costliest_first, recorded
 
@@ -42,23 +43,8 @@ def _logging_restored() -> Iterator[None]:
     process has it configure logging (server.telemetry.logs), which binds a handler to the stderr pytest captured
     for that test; left in place, a later test's log lines go to that closed file ("--- Logging error ---").
     pytest's own capture handlers, which it adds and removes around each phase, are left to it."""
-    def loggers() -> list[logging.Logger]:
-        return [logging.root, *(logger for logger in logging.Logger.manager.loggerDict.values()
-                                if isinstance(logger, logging.Logger))]
-
-    before = {id(logger): (logger.level, {id(h) for h in logger.handlers}, logger.propagate, logger.disabled)
-              for logger in loggers()}
-    try:
+    with logging_kept(owned=lambda handler: type(handler).__module__.startswith("_pytest")):
         yield
-    finally:
-        for logger in loggers():
-            level, handlers, propagate, disabled = before.get(id(logger), (logging.NOTSET, set(), True, False))
-            if any(id(h) not in handlers for h in logger.handlers):
-                logger.handlers[:] = [h for h in logger.handlers
-                                      if id(h) in handlers or type(h).__module__.startswith("_pytest")]
-            if logger.level != level:
-                logger.setLevel(level)  # clears every logger's cache: only where it changed
-            logger.propagate, logger.disabled = propagate, disabled
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,9 @@ from typing import Any
 
 
 from tests.support.bulkclient import deleted, run_export
-from tests.support.live import live_server, run_cli
+from tests.support.commands import run_cli
+from tests.support.live import live_server
+from tests.support.waiting import eventually
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dhis2_sierra_leone_sample.json"
 TYPES = ["Location", "Organization"]
@@ -26,6 +28,17 @@ def _get(base: str, token: str, path: str, **params: Any) -> dict[str, Any]:
 def _transaction_time(folder: Path) -> str:
     events = [json.loads(line) for line in (folder / "log.ndjson").read_text().splitlines()]
     return str(next(e["eventDetail"]["transactionTime"] for e in events if e["eventId"] == "status_complete"))
+
+
+def _sync_point(base: str, token: str) -> str:
+    return str(_get(base, token, "Location", _count=0)["meta"]["lastUpdated"])
+
+
+def _seen_beyond(base: str, token: str, before: str) -> None:
+    """Until the server's snapshot holds a write made since its sync point was `before`: a load shows within a
+    second (README, Sync), and an export reads the snapshot of its kick-off."""
+    eventually(lambda: True if _sync_point(base, token) != before else None,
+               lambda: f"the server's sync point is still {before}")
 
 
 def _ids(lines: list[str]) -> set[str]:
@@ -48,7 +61,9 @@ def test_a_real_bulk_client_exports_everything_then_exactly_what_changed(migrate
         assert len(list((tmp_path / "first").glob("Location.*.ndjson"))) == 3  # 300 split at 120
         since = _transaction_time(tmp_path / "first")
 
+        before = _sync_point(server.base, server.token)
         run_cli("load", "dhis2", str(FIXTURE), "--data-source", "SL sample", settings=settings, database=migrated_url)
+        _seen_beyond(server.base, server.token, before)
         second = run_export(server.base, server.token, tmp_path / "second", TYPES, since)
         for rtype in TYPES:
             assert _ids(second.get(rtype, [])) == _changed_since(server.base, server.token, rtype, since), rtype
@@ -62,9 +77,10 @@ def test_a_real_bulk_client_exports_everything_then_exactly_what_changed(migrate
         units["organisationUnits"] = [u for u in units["organisationUnits"] if u not in leaves]
         smaller = tmp_path / "smaller.json"
         smaller.write_text(json.dumps(units), encoding="utf-8")
-        since = _transaction_time(tmp_path / "second")
+        since, before = _transaction_time(tmp_path / "second"), _sync_point(server.base, server.token)
         run_cli("load", "dhis2", str(smaller), "--data-source", "SL sample", "--delete-missing", settings=settings,
                 database=migrated_url)
+        _seen_beyond(server.base, server.token, before)
         third = run_export(server.base, server.token, tmp_path / "third", TYPES, since)
         assert deleted(tmp_path / "third") == gone
         for rtype in TYPES:

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tests.support.browser import ROOT, require_browser, run_script, square_boundary
-from tests.support.live import LiveServer, live_server, run_cli
+from tests.support.live import LiveServer, live_server
+from tests.support.commands import run_cli
 
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
 XSS = "<img src=x onerror=alert(1)>"

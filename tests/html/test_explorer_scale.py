@@ -16,7 +16,8 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.support.browser import parts_ran, require_browser, run_script
-from tests.support.live import live_server, run_cli
+from tests.support.live import live_server
+from tests.support.commands import run_cli
 
 THRESHOLD = 50
 

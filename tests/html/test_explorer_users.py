@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from tests.support.browser import parts_ran, require_browser, run_script, square_boundary
-from tests.support.live import live_server, run_cli
+from tests.support.live import live_server
+from tests.support.commands import run_cli
 
 SID = "https://example.org/sid/collines"
 EXT = "https://orgunit-fhir.example.org/fhir/StructureDefinition/"

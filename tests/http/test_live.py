@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.contexts import IASO_CSV, REAL_DATA
-from tests.support.live import LiveServer, live_server, run_cli
+from tests.support.live import LiveServer, live_server
+from tests.support.commands import run_cli
 
 FHIRCHECK = REAL_DATA.parents[1] / "conformance" / "fhircheck.py"
 

@@ -22,7 +22,8 @@ from server.storage.budget import database_budget
 from server.storage.db import create_db_engine
 from tests.support import pg
 from tests.support.contexts import make_settings
-from tests.support.live import LiveServer, live_server, run_cli
+from tests.support.live import LiveServer, live_server
+from tests.support.commands import run_cli
 
 STATEMENT_LIMITS = "  max_url_length: 60000\ndatabase:\n  statement_timeout_ms: 300\n"
 REQUEST_LIMITS = "  max_url_length: 60000\n  request_timeout_seconds: 1\ndatabase:\n  statement_timeout_ms: 30000\n"

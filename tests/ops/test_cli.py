@@ -24,7 +24,8 @@ from server.settings import (AuthSettings, BulkSettings, DatabaseSettings, FhirS
 from server.storage.db import create_db_engine
 from plugins.orgunits.tables import org_unit
 from tests.support.contexts import IASO_CSV
-from tests.support.live import cli, live_server, run_cli
+from tests.support.live import cli, live_server
+from tests.support.commands import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DHIS2_SAMPLE = ROOT / "tests" / "fixtures" / "dhis2_sierra_leone_sample.json"

@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 
 from tests.support import pg
 from tests.support.deploy import PUBLIC_HOST, Served, get_status, logged, nginx, serve
-from tests.support.live import run_cli
+from tests.support.commands import run_cli
 from tests.support.proxy import Forwarder
 from tests.support.waiting import eventually
 

@@ -11,7 +11,7 @@ from server.app import create_app
 from server.access.mint import mint_token
 from server.settings import load_settings
 from tests.support.contexts import IASO_CSV
-from tests.support.live import run_cli
+from tests.support.commands import run_cli
 from tests.support.validators import assert_valid
 
 

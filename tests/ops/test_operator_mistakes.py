@@ -19,7 +19,8 @@ from server.cli.main import main
 from server.storage.db import normalize_url
 from tests.support import pg
 from tests.support.contexts import IASO_CSV
-from tests.support.live import live_server, run_cli
+from tests.support.live import live_server
+from tests.support.commands import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 LAKELAND_CSV = ROOT / "tests" / "fixtures" / "mapped" / "lakeland_facilities.csv"

@@ -22,7 +22,8 @@ from tests.support import pg
 from tests.support.bulk import export
 from tests.support.contexts import SECRET, make_settings, migrate
 from tests.support.data import load_small_pyramid
-from tests.support.live import CLI, _env, live_server, run_cli
+from tests.support.live import CLI, _env, live_server
+from tests.support.commands import run_cli
 from tests.support.proxy import Forwarder
 
 pytestmark = pytest.mark.postgres

@@ -26,7 +26,8 @@ from server.storage.replicas import read_router
 from tests.support import pg
 from tests.support.contexts import SECRET, make_settings
 from tests.support.data import UNITS, load_small_pyramid
-from tests.support.live import free_port, run_cli
+from tests.support.live import free_port
+from tests.support.commands import run_cli
 
 pytestmark = pytest.mark.postgres
 

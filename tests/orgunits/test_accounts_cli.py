@@ -12,7 +12,7 @@ from server.storage.db import create_db_engine
 from plugins.orgunits.tables import data_source, source_version
 from plugins.orgunits.views import SERVED, VERSION_PARTITIONS
 from tests.support.contexts import IASO_CSV
-from tests.support.live import cli, run_cli
+from tests.support.commands import cli, run_cli
 
 DHIS2 = Path(__file__).parents[1] / "fixtures" / "dhis2_sierra_leone_sample.json"
 

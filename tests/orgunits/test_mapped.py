@@ -19,7 +19,8 @@ from plugins.orgunits.tables import data_source, org_unit_type
 from server.errors import LoadError
 from tests.support.contexts import REAL_DATA
 from tests.support.data import counts
-from tests.support.live import live_server, run_cli
+from tests.support.live import live_server
+from tests.support.commands import run_cli
 from tests.support.store_snapshot import snapshot, units
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mapped"

@@ -26,7 +26,7 @@ from server.errors import LoadError
 from server.settings import Settings
 from tests.support.contexts import IASO_CSV
 from tests.support.data import counts
-from tests.support.live import cli
+from tests.support.commands import cli
 from tests.support.store_snapshot import snapshot, units
 
 DHIS2 = Path(__file__).resolve().parents[1] / "fixtures" / "dhis2_sierra_leone_sample.json"

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.commands import run_cli
+
 CLI = [sys.executable, "-m", "server.cli"]
 
 
@@ -47,14 +49,6 @@ def free_port() -> int:
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The command line as a user runs it: its exit code and outputs."""
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=_env(), cwd=cwd)
-
-
-def run_cli(*args: str, settings: Path, database: str, timeout: float = 300) -> str:
-    done = subprocess.run([*CLI, *args, "--settings", str(settings), "--database", database],
-                          capture_output=True, text=True, timeout=timeout, env=_env())
-    if done.returncode != 0:
-        raise AssertionError(f"orgunit-fhir {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
-    return done.stdout
 
 
 def _env() -> dict[str, str]:
