@@ -28,11 +28,10 @@ from server.errors import (
 from server.extensions import Extensions, load_extensions
 from server.plugins import Blame, blame
 from server.ops.checks import (
-    check_database,
+    check_primary,
     database_url_problem,
     embedded_database_missing,
     missing_database,
-    serving_targets,
     storage_problems,
 )
 from server.telemetry.logs import configure_logging
@@ -133,10 +132,19 @@ def _schema_unready(settings: Settings | None, extensions: Extensions | None) ->
     if settings is None or extensions is None:
         return None
     try:
-        found = check_database(serving_targets(settings)[-1], extensions.schema)
+        found = check_primary(settings, extensions.schema)
     except Exception:  # noqa: BLE001 - the check is a better message, never a second failure
         return None
     return None if not found.reachable or found.current else found.describe()
+
+
+def _newer_schema(settings: Settings, extensions: Extensions) -> str | None:
+    """What a newer release migrated (a chain at a revision this server does not know), which no command of this
+    release reads or writes, else None (check-config lists it; serve refuses it with the rest of its checks)."""
+    if embedded_database_missing(settings):
+        return None  # nothing to look at (and looking would create the file)
+    found = check_primary(settings, extensions.schema)
+    return None if not found.reachable or found.migratable else found.describe()
 
 
 def _fail(name: str, message: str, status: int, exc_info: bool = False) -> int:
@@ -173,6 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError("; ".join(found))  # check-config lists them among its lines
         if not _may_create(args) and _needs_database(args, extensions) and embedded_database_missing(settings):
             raise ConfigError(missing_database(settings))
+        if name not in ("check-config", "serve") and _needs_database(args, extensions) and \
+                (newer := _newer_schema(settings, extensions)):
+            raise ConfigError(newer)
         return runs[args.command](args, settings, extensions)
     except ConfigError as exc:
         return _fail(name, f"configuration error: {exc}", 2)

@@ -27,14 +27,13 @@ from server.extensions import Extensions
 from server.cli.common import say
 from server.http.protocol import open_files_needed
 from server.ops.checks import (
-    check_database,
+    check_primary,
     check_serving_databases,
     default_account_problem,
     embedded_database_missing,
     embedded_path,
     missing_database,
     no_schema,
-    serving_targets,
     validate,
 )
 from server.telemetry.logs import configure_logging
@@ -123,7 +122,7 @@ def _migrate_embedded(settings: Settings, extensions: Extensions) -> None:
     """The embedded database is the server's own: each chain behind (a new release, a plugin newly enabled) is
     migrated as serve starts, named in a warning first; a chain at a revision this server does not know (a newer
     release migrated it) is refused, not half-migrated."""
-    found = check_database(serving_targets(settings)[-1], extensions.schema)
+    found = check_primary(settings, extensions.schema)
     if found.reachable and not found.migratable:
         raise ConfigError(found.describe())
     for chain in found.stale:

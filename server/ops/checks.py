@@ -20,7 +20,7 @@ from server.telemetry.logs import LOG_FORMATS
 from server.settings import DATABASE_ENV, Settings, named_text
 from server.storage.backend import backend_of, is_embedded, is_postgresql, translate_errors, unknown_driver
 from server.storage.db import normalize_url
-from server.storage.migrate import ChainState, Schema, describe
+from server.storage.migrate import NEWER_SCHEMA, ChainState, Schema, describe
 from server.storage.replicas import PRIMARY, Target, replica_targets
 
 MIN_METRICS_TOKEN = 16
@@ -219,8 +219,6 @@ MIGRATE_IT = ("run `orgunit-fhir migrate --database <url>` with a role that may 
               "refuses this database and /readyz answers 503)")
 SERVE_MIGRATES = ("`orgunit-fhir serve` migrates this embedded database when it starts (`load` and `demo` too); "
                   "`orgunit-fhir migrate` does it now")
-NEWER_SCHEMA = ("this server cannot migrate it (a release newer than this one migrated the database?): serve refuses "
-                "it; run the release that migrated it, or restore a copy of the database of this release")
 
 
 def serving_targets(settings: Settings) -> tuple[Target, ...]:
@@ -245,6 +243,11 @@ def check_database(target: Target, schema: Schema, timeout_s: int = 5) -> Databa
     finally:
         engine.dispose()
     return DatabaseCheck(target.name, _safe(target.url), True, revision, head, chains=schema.states(revision))
+
+
+def check_primary(settings: Settings, schema: Schema) -> DatabaseCheck:
+    """The check of the database that commands write (and `serve` migrates, when it is embedded)."""
+    return check_database(serving_targets(settings)[-1], schema)
 
 
 def check_serving_databases(settings: Settings, schema: Schema) -> list[DatabaseCheck]:

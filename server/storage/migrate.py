@@ -69,6 +69,11 @@ class Migrations:
 ENGINE_MIGRATIONS = Migrations("engine", Path(__file__).parent / "migrations", engine_metadata)
 
 
+NEWER_SCHEMA = ("this server cannot migrate it (a release newer than this one migrated the database?): no command of "
+                "this release reads or writes it; run the release that migrated it, or restore a copy of the database "
+                "of this release")
+
+
 @dataclass(frozen=True)
 class ChainState:
     """One chain in one database: the revision its version table records, the head this server has, and the
@@ -158,7 +163,12 @@ class Schema:
                                 chain.knows(revisions.get(chain.name))) for chain in self.chains)
 
     def upgrade(self, engine: Engine, targets: Mapping[str, str] | None = None) -> None:
-        """Each chain to its head (or to the revision `targets` names for it), each in its own transaction."""
+        """Each chain to its head (or to the revision `targets` names for it), each in its own transaction; a chain
+        at a revision this server does not know (a newer release migrated it) is refused before any is run."""
+        with engine.connect() as conn:
+            unknown = [state for state in self.states(self.current(conn)) if not state.known]
+        if unknown:
+            raise ConfigError(f"{'; '.join(state.describe() for state in unknown)}: {NEWER_SCHEMA}")
         for chain in self.chains:
             with engine.begin() as conn:
                 chain.run(conn, (targets or {}).get(chain.name, "heads"))

@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from plugins.orgunits.tables import MIGRATIONS as ORGUNITS
 from plugins.orgunits.tables import data_source, data_source_history, orgunit_setting
 from plugins.orgunits.views import FIRST_ACCOUNT, PUBLISHED_FROM, SOURCE_SYSTEM
+from server.errors import ConfigError
 from server.extensions import load_extensions
 from server.settings import parse_settings
 from server.storage.db import normalize_url
@@ -385,3 +386,20 @@ def test_e003_leaves_the_kept_bodies_unproven(database_url: str) -> None:
     assert tuple(migrated) == ("f", None)
     assert tuple(claimed) == ("g", None)
     assert columns == {"resource_type", "fingerprint"}
+
+
+def test_an_upgrade_refuses_a_chain_a_newer_release_migrated(database_url: str) -> None:
+    """A chain at a revision this server does not know: nothing is run (alembic would fail half way, after the
+    chains before it), and the error says which chain and what to do."""
+    engine = create_engine(normalize_url(database_url))
+    try:
+        SCHEMA.upgrade(engine, {"engine": "e002"})
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))
+        with pytest.raises(ConfigError, match=r"chain orgunits .* is at 0099, a revision this server does not know "
+                                              r".*run the release that migrated it"):
+            SCHEMA.upgrade(engine)
+        with engine.connect() as conn:
+            assert SCHEMA.current(conn)["engine"] == "e002"  # the engine's chain, first, was not run either
+    finally:
+        engine.dispose()

@@ -300,15 +300,8 @@ def test_a_command_before_migrate_says_the_schema_is_missing(database_url: str, 
     assert "cannot be opened or reached" not in said and "privileges" not in said, said
 
 
-@pytest.mark.parametrize("revision, words", [
-    pytest.param("0018", "is behind: at 0018, head", id="behind"),
-    pytest.param("0099", "at 0099, a revision this server does not know (migrated by a newer release?)",
-                 id="a-newer-release"),
-])
-def test_render_refuses_a_schema_this_server_is_not_at(database_url: str, capsys: pytest.CaptureFixture[str],
-                                                        revision: str, words: str) -> None:
-    """render writes the tables this release knows: behind, it would fail half way; past it, it would leave a
-    newer release's tables as they were (the bodies that release keeps apart, made for other settings)."""
+def _recorded_at(database_url: str, revision: str) -> None:
+    """A migrated database whose org-unit chain records `revision` (behind this release, or past what it knows)."""
     assert main(["migrate", "--database", database_url]) == 0
     engine = create_engine(normalize_url(database_url))
     try:
@@ -316,7 +309,44 @@ def test_render_refuses_a_schema_this_server_is_not_at(database_url: str, capsys
             conn.execute(text("UPDATE alembic_version SET version_num = :r"), {"r": revision})
     finally:
         engine.dispose()
+
+
+def test_render_refuses_a_schema_behind_this_release(database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """render writes the tables this release knows: behind, it would fail half way (`migrate` first)."""
+    _recorded_at(database_url, "0018")
     capsys.readouterr()
     assert main(["render", "--database", database_url]) == 2
     said = capsys.readouterr().err
-    assert "render refused" in said and words in said, said
+    assert "render refused" in said and "is behind: at 0018, head" in said and "orgunit-fhir migrate" in said, said
+
+
+@pytest.mark.parametrize("command", [
+    pytest.param(["migrate"], id="migrate"),
+    pytest.param(["load", "iaso-csv", str(IASO_CSV)], id="load"),
+    pytest.param(["demo", "--size", "10"], id="demo"),
+    pytest.param(["render"], id="render"),
+    pytest.param(["accounts", "list"], id="accounts-list"),
+    pytest.param(["versions", "list"], id="versions-list"),
+    pytest.param(["data-sources", "rename", "Demo", "Other"], id="data-sources-rename"),
+    pytest.param(["token"], id="token"),
+])
+def test_a_newer_releases_schema_is_refused_by_every_command(database_url: str, capsys: pytest.CaptureFixture[str],
+                                                              command: list[str]) -> None:
+    """A database a newer release migrated: every command of this one refuses it, naming the chain and what to do
+    (before: `migrate`, `load` and `demo` failed in alembic as "unexpected CommandError ... a bug"; the others ran
+    against tables they do not know), and nothing is written."""
+    _recorded_at(database_url, "0099")
+    engine = create_engine(normalize_url(database_url))
+    try:
+        with engine.connect() as conn:
+            before = conn.execute(text("SELECT count(*) FROM org_unit")).scalar_one()
+        capsys.readouterr()
+        assert main([*command, "--database", database_url]) == 2
+        said = capsys.readouterr().err
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0099"
+            assert conn.execute(text("SELECT count(*) FROM org_unit")).scalar_one() == before
+    finally:
+        engine.dispose()
+    assert "at 0099, a revision this server does not know (migrated by a newer release?)" in said, said
+    assert "run the release that migrated it" in said and "a bug" not in said, said

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from unittest.mock import patch
 
 from server.cli.main import main
 
@@ -46,9 +49,30 @@ def logging_kept(owned: Callable[[logging.Handler], bool] = lambda handler: Fals
             logger.propagate, logger.disabled = propagate, disabled
 
 
+TIMEOUT_S = 300  # a command stuck (behind another writer's lock, say) fails its test instead of hanging its worker
+
+
+@contextmanager
+def _within(seconds: int, what: str) -> Iterator[None]:
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError(f"{what} still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def cli(*args: str) -> Ran:
+    """As `live.cli` runs it: without the ORGUNIT_FHIR_* variables of the test's environment (a database named
+    there is never the one a test writes), within TIMEOUT_S."""
     out, err = io.StringIO(), io.StringIO()
-    with logging_kept(), redirect_stdout(out), redirect_stderr(err):
+    theirs = {name: value for name, value in os.environ.items() if not name.startswith("ORGUNIT_FHIR_")}
+    with patch.dict(os.environ, theirs, clear=True), logging_kept(), redirect_stdout(out), redirect_stderr(err), \
+            _within(TIMEOUT_S, f"orgunit-fhir {' '.join(args)}"):
         try:
             status = main(list(args))
         except SystemExit as exc:  # argparse's --help or a usage error, as the process would exit
