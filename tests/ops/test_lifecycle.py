@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import io
-import time
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +59,8 @@ def test_load_change_reload_sync_delete(database_url: str, tmp_path: Path, closi
     changed = tmp_path / "changed.csv"
     rewrite(rows, header, changed)
 
-    time.sleep(1.1)  # `before` is whole seconds: keep it clear of the first load's lastUpdated
-    before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    time.sleep(1.1)
+    _looks_again(client)
+    before = client.get("/fhir/Location?_count=0").json()["meta"]["lastUpdated"]  # the sync point: after the first load
     run_cli("load", "iaso-csv", str(changed), settings=settings_path, database=database_url)
     _looks_again(client)
 
