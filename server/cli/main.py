@@ -28,6 +28,7 @@ from server.errors import (
 from server.extensions import Extensions, load_extensions
 from server.plugins import Blame, blame
 from server.ops.checks import (
+    DatabaseCheck,
     check_primary,
     database_url_problem,
     embedded_database_missing,
@@ -126,10 +127,12 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _schema_unready(settings: Settings | None, extensions: Extensions | None) -> str | None:
+def _schema_unready(settings: Settings | None, extensions: Extensions | None,
+                    before: DatabaseCheck | None) -> str | None:
     """What is wrong with the primary database's schema when it is not this server's current one (no schema, or
-    one behind: what `migrate` does), else None."""
-    if settings is None or extensions is None:
+    one behind: what `migrate` does), else None; not looked at again when the check `before` the command found
+    the database unreachable (a silent one would make the operator wait out the connection bound twice)."""
+    if settings is None or extensions is None or (before is not None and not before.reachable):
         return None
     try:
         found = check_primary(settings, extensions.schema)
@@ -138,13 +141,16 @@ def _schema_unready(settings: Settings | None, extensions: Extensions | None) ->
     return None if not found.reachable or found.current else found.describe()
 
 
-def _newer_schema(settings: Settings, extensions: Extensions) -> str | None:
+def _primary_before(settings: Settings, extensions: Extensions) -> DatabaseCheck | None:
+    """The primary database as the command finds it, None where there is nothing to look at (an embedded database
+    not created yet: looking would create the file)."""
+    return None if embedded_database_missing(settings) else check_primary(settings, extensions.schema)
+
+
+def _newer_schema(before: DatabaseCheck | None) -> str | None:
     """What a newer release migrated (a chain at a revision this server does not know), which no command of this
     release reads or writes, else None (check-config lists it; serve refuses it with the rest of its checks)."""
-    if embedded_database_missing(settings):
-        return None  # nothing to look at (and looking would create the file)
-    found = check_primary(settings, extensions.schema)
-    return None if not found.reachable or found.migratable else found.describe()
+    return None if before is None or not before.reachable or before.migratable else before.describe()
 
 
 def _fail(name: str, message: str, status: int, exc_info: bool = False) -> int:
@@ -162,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings: Settings | None = None
     extensions: Extensions | None = None
     args: argparse.Namespace | None = None
+    before: DatabaseCheck | None = None  # the primary database as the command found it, once looked at
     try:
         settings = settings_of(known)
         try:
@@ -181,9 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError("; ".join(found))  # check-config lists them among its lines
         if not _may_create(args) and _needs_database(args, extensions) and embedded_database_missing(settings):
             raise ConfigError(missing_database(settings))
-        if name not in ("check-config", "serve") and _needs_database(args, extensions) and \
-                (newer := _newer_schema(settings, extensions)):
-            raise ConfigError(newer)
+        if name not in ("check-config", "serve") and _needs_database(args, extensions):
+            before = _primary_before(settings, extensions)
+            if newer := _newer_schema(before):
+                raise ConfigError(newer)
         return runs[args.command](args, settings, extensions)
     except ConfigError as exc:
         return _fail(name, f"configuration error: {exc}", 2)
@@ -192,13 +200,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AfterCommit as exc:  # committed, then a step failed or was interrupted: the truth, exit 3
         return _fail(name, exc.message, AfterCommit.EXIT_STATUS)
     except StorageError as exc:
-        return _fail(name, _storage_failure(name, exc, settings, extensions), 1)
+        return _fail(name, _storage_failure(name, exc, settings, extensions, before), 1)
     except KeyboardInterrupt:
         return _fail(name, f"interrupted{_rolled_back(name)}", 130)
     except Exception as exc:  # noqa: BLE001 - one line, not a traceback
         cause = _storage_cause(exc)  # SQLAlchemy's PendingRollbackError after a connection lost mid-command
         if cause is not None:
-            return _fail(name, _storage_failure(name, cause, settings, extensions), 1)
+            return _fail(name, _storage_failure(name, cause, settings, extensions, before), 1)
         shown = bool(os.environ.get(TRACEBACK_ENV))
         culprit = _culprit(exc, args, extensions)
         if culprit is not None:  # a plugin's code failed: named, with its frame, never as the server's bug
@@ -252,7 +260,8 @@ def _storage_cause(exc: BaseException) -> StorageError | None:
     return None
 
 
-def _storage_failure(name: str, exc: StorageError, settings: Settings | None, extensions: Extensions | None) -> str:
+def _storage_failure(name: str, exc: StorageError, settings: Settings | None, extensions: Extensions | None,
+                     before: DatabaseCheck | None) -> str:
     """A database failure in one line: the real cause (a full disk, another writer, a connection lost, no schema,
     no privilege) and what to do, never a request to report a bug for a known condition."""
     rolled = _rolled_back(name)
@@ -262,7 +271,7 @@ def _storage_failure(name: str, exc: StorageError, settings: Settings | None, ex
     if isinstance(exc, StorageBusy):
         return (f"another writer held the database's lock longer than this command waits ({_first_line(exc)})"
                 f"{rolled}; run it again once that write is done")
-    unready = _schema_unready(settings, extensions)
+    unready = _schema_unready(settings, extensions, before)
     if unready is not None:  # a command run before `migrate`: its tables are missing, not forbidden
         return f"{unready} ({_first_line(exc)})"
     if isinstance(exc, StorageUnavailable) and exc.repeatable:  # reached, then dropped mid-command

@@ -6,6 +6,7 @@ import json
 import re
 import socket
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from server.storage.db import normalize_url
 from tests.support import pg
 from tests.support.contexts import IASO_CSV
 from tests.support.live import live_server
-from tests.support.commands import run_cli
+from tests.support.commands import cli, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 LAKELAND_CSV = ROOT / "tests" / "fixtures" / "mapped" / "lakeland_facilities.csv"
@@ -350,3 +351,34 @@ def test_a_newer_releases_schema_is_refused_by_every_command(database_url: str, 
         engine.dispose()
     assert "at 0099, a revision this server does not know (migrated by a newer release?)" in said, said
     assert "run the release that migrated it" in said and "a bug" not in said, said
+
+
+@pytest.fixture
+def hanging_up() -> Iterator[tuple[int, list[socket.socket]]]:
+    """A port whose every connection is closed at once, and the connections it took."""
+    taken: list[socket.socket] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+
+        def take() -> None:
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                taken.append(conn)
+                conn.close()
+
+        threading.Thread(target=take, daemon=True).start()
+        yield listener.getsockname()[1], taken
+
+
+def test_a_database_that_cannot_be_reached_is_looked_at_once_before_the_command(
+        hanging_up: tuple[int, list[socket.socket]]) -> None:
+    """The look before the command (is it a newer release's schema?) and the command's own connection: the failure
+    is explained without a third (a silent database makes the operator wait out the connection bound each time)."""
+    port, taken = hanging_up
+    done = cli("accounts", "list", "--database", f"postgresql://postgres@127.0.0.1:{port}/x")
+    assert done.returncode == 1 and "cannot be opened or reached" in done.stderr, done.stderr
+    assert len(taken) == 2
