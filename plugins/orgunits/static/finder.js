@@ -109,6 +109,8 @@
       if (!name && !selection.length) { show([], new Map(), '', false); exported = null; shownFor = key; return; }
       pending = new AbortController();
       const { signal } = pending;
+      // a new search: the results shown are the former filters' until it answers, so they are not offered for export
+      if (!more) { exported = null; $('export-results').hidden = true; }
       const paths = ['_include:iterate', 'Location:partof'];
       const recent = Boolean(filters.since.value) && !name;
       const named = [...(name ? [['name:contains', name]] : []), ...selection];
