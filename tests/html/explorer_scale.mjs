@@ -368,9 +368,16 @@ try {
     const text = fs.readFileSync(await csv.path(), 'utf8');
     found.csvExport = { name: csv.suggestedFilename(), lines: text.split('\r\n').filter(Boolean).length, header: text.slice(0, 20) };
     await page.selectOption('#type-filter', 'CSPS');
-    await page.selectOption('#status-filter', 'active');
     await note(page, 'matching the filters');
+    // the status's search held back: until it answers, the type's results are shown, never offered for export
+    let release;
+    const held = new Promise((resolve) => { release = resolve; });
+    await page.route(/\/Location\?.*status=active/, async (route) => { await held; await route.continue(); });
+    await page.selectOption('#status-filter', 'active');
+    found.exportWhileSearching = await page.locator('#export-results').isVisible();
+    release();
     const [geo] = await Promise.all([page.waitForEvent('download'), page.click('#export-results-geojson')]);
+    await page.unroute(/\/Location\?.*status=active/);
     found.geojsonExport = { name: geo.suggestedFilename(), features: JSON.parse(fs.readFileSync(await geo.path(), 'utf8')).features.length };
     await clearSearch(page);
     await go(page, `unit=${T.facility}`);

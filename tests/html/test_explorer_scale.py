@@ -241,6 +241,7 @@ def test_9_week_one_features(found: dict[str, Any]) -> None:
     csv_lines = found["csvExport"]
     assert csv_lines["name"] == f"locations-{t['district']}.csv" and csv_lines["lines"] == t["below"]["district"] + 2
     assert csv_lines["header"].startswith("\ufeffid,name,type"), csv_lines
+    assert found["exportWhileSearching"] is False  # the former filters' results are not offered for export
     geo = found["geojsonExport"]
     assert geo["name"] == "locations-search.geojson" and geo["features"] == t["cspsActive"], geo
     assert found["copied"] == {"id": t["facility"], "code": t["code"], "uuid": t["uuid"]}, found["copied"]
