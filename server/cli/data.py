@@ -30,7 +30,6 @@ from server.errors import (
     StorageFull,
 )
 from server.ops.checks import (
-    check_primary,
     embedded_database_missing,
     embedded_file,
     embedded_path,
@@ -283,11 +282,7 @@ def _say_report(args: argparse.Namespace, fmt: LoadFormat, report: LoadReport, l
 
 
 def cmd_render(args: argparse.Namespace, settings: Settings, extensions: Extensions) -> int:
-    """Refuses a schema this server is not at (behind: `migrate`; past it: a newer release's tables, which this
-    release's render would leave as they are, such as bodies kept where it does not know to look)."""
-    found = check_primary(settings, extensions.schema)
-    if found.has_schema and not found.current:
-        raise ConfigError(f"render refused: {found.describe()}")
+    """Run on the current schema only (server.cli.main refuses one behind or past it before the command)."""
     render(settings)
     return 0
 

@@ -147,10 +147,23 @@ def _primary_before(settings: Settings, extensions: Extensions) -> DatabaseCheck
     return None if embedded_database_missing(settings) else check_primary(settings, extensions.schema)
 
 
-def _newer_schema(before: DatabaseCheck | None) -> str | None:
-    """What a newer release migrated (a chain at a revision this server does not know), which no command of this
-    release reads or writes, else None (check-config lists it; serve refuses it with the rest of its checks)."""
-    return None if before is None or not before.reachable or before.migratable else before.describe()
+#: the commands that refuse a schema behind this release's (`render` writes what this release knows: behind, it
+#: would fail half way); the others meet it as they meet it (migrate brings it to the head, load and demo migrate)
+CURRENT_SCHEMA_ONLY = ("render",)
+
+
+def _refused_schema(command: str, before: DatabaseCheck | None) -> str | None:
+    """Why the command refuses the primary database's schema as found `before` it, else None: what a newer release
+    migrated (a chain at a revision this server does not know), which no command of this release reads or writes
+    (check-config lists it; serve refuses it with the rest of its checks); a schema behind, for the commands that
+    need the current one."""
+    if before is None or not before.reachable:
+        return None
+    if not before.migratable:
+        return before.describe()
+    if command in CURRENT_SCHEMA_ONLY and before.has_schema and not before.current:
+        return f"{command} refused: {before.describe()}"
+    return None
 
 
 def _fail(name: str, message: str, status: int, exc_info: bool = False) -> int:
@@ -190,8 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(missing_database(settings))
         if name not in ("check-config", "serve") and _needs_database(args, extensions):
             before = _primary_before(settings, extensions)
-            if newer := _newer_schema(before):
-                raise ConfigError(newer)
+            if refused := _refused_schema(name, before):
+                raise ConfigError(refused)
         return runs[args.command](args, settings, extensions)
     except ConfigError as exc:
         return _fail(name, f"configuration error: {exc}", 2)

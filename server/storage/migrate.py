@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,12 @@ class Migrations:
         return config
 
     def script(self) -> ScriptDirectory:
+        """The chain's revisions, read from its directory once per chain object (they are the package's code, read
+        like its modules: a command asks for its heads and known revisions several times)."""
+        return self._script
+
+    @cached_property
+    def _script(self) -> ScriptDirectory:
         return ScriptDirectory.from_config(self.config())
 
     def head(self) -> str | None:
@@ -53,8 +60,7 @@ class Migrations:
         return revision is None or revision in {script.revision for script in self.script().walk_revisions()}
 
     def run(self, conn: Connection, destination: str, *, downgrade: bool = False) -> None:
-        config = self.config()
-        script = ScriptDirectory.from_config(config)
+        config, script = self.config(), self.script()
 
         def steps(rev: Any, _context: Any) -> Any:
             return script._downgrade_revs(destination, rev) if downgrade else script._upgrade_revs(destination, rev)
@@ -166,12 +172,16 @@ class Schema:
         """Each chain to its head (or to the revision `targets` names for it), each in its own transaction; a chain
         at a revision this server does not know (a newer release migrated it) is refused before any is run."""
         with engine.connect() as conn:
-            unknown = [state for state in self.states(self.current(conn)) if not state.known]
+            states = self.states(self.current(conn))
+        unknown = [state for state in states if not state.known]
         if unknown:
             raise ConfigError(f"{'; '.join(state.describe() for state in unknown)}: {NEWER_SCHEMA}")
-        for chain in self.chains:
+        for chain, state in zip(self.chains, states):
+            target = (targets or {}).get(chain.name)
+            if target is None and state.current:
+                continue  # at its head already: nothing to run
             with engine.begin() as conn:
-                chain.run(conn, (targets or {}).get(chain.name, "heads"))
+                chain.run(conn, target or "heads")
 
     def is_current(self, engine: Engine) -> bool:
         with engine.connect() as conn:
