@@ -75,10 +75,10 @@ chromium:
 
 # the suite runs on JOBS pytest-xdist workers (3 by default), each test file whole on one worker (--dist loadfile), so a
 # module's fixtures are built once; the files are handed out costliest first (tests/costs.json, kept in that order by
-# --no-loadscope-reorder: tests/support/schedule.py), so the workers finish together: on two cores 16-36 minutes as
-# measured on fresh clones and in CI, by the machine (2026-11-30: 16 min for 9,263 tests, 17 with JOBS=4 on the
-# same machine an hour later; 23-26 min and 30-36 min on slower machines of the same size), one process (JOBS=0)
-# longer. Every test passes with the machine so loaded: a time bound in a test proves a behaviour against what the
+# --no-loadscope-reorder: tests/support/schedule.py), so the workers finish together: on two cores 12-13 minutes on
+# fresh clones, setup included (2026-12-01: 12:55 for 9,288 tests; 15-17 the day before, when every command
+# re-read each migration chain's revision files several times; slower machines of the same size have taken up to
+# twice that; JOBS=4 was slower), one process (JOBS=0) longer. Every test passes with the machine so loaded: a time bound in a test proves a behaviour against what the
 # wrong one would take, never how fast this machine is; each process serves on its own ports
 JOBS ?= 3
 test: shared $(STAMP) postgres nginx authserver chromium
