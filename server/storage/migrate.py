@@ -178,8 +178,8 @@ class Schema:
             raise ConfigError(f"{'; '.join(state.describe() for state in unknown)}: {NEWER_SCHEMA}")
         for chain, state in zip(self.chains, states):
             target = (targets or {}).get(chain.name)
-            if target is None and state.current:
-                continue  # at its head already: nothing to run
+            if target is None and state.current and state.revision is not None:
+                continue  # at its head already: nothing to run (a chain without revisions still gets its table)
             with engine.begin() as conn:
                 chain.run(conn, target or "heads")
 

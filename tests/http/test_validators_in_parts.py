@@ -31,6 +31,9 @@ CASES = [
                  id="an-entry-with-a-bad-reference"),
     pytest.param(_bundle(_location("a"), type="listing"), False, id="a-bad-bundle-type"),
     pytest.param(_bundle(_location("a"), total="many"), False, id="a-bad-total"),
+    pytest.param({**_bundle(_location("a")), "entry": 5}, False, id="entries-not-a-list"),
+    pytest.param({**_bundle(_location("a")), "entry": {"fullUrl": "http://x/fhir/Location/a"}}, False,
+                 id="entries-an-object"),
     pytest.param(_bundle(_location("a"), _location("b", meta={"versionId": "1", "lastUpdated": "yesterday"})), False,
                  id="an-entry-with-a-bad-meta"),
 ]

@@ -44,7 +44,7 @@ def google_problems(resource: dict[str, Any]) -> list[str]:
     Its parser and validator go field by field (no rule joins a Bundle's fields to its entries'), so the Bundle is
     valid exactly when the parts are; where a part is not, the whole Bundle is validated and its message returned."""
     entries = resource.get("entry") if resource.get("resourceType") == "Bundle" else None
-    if not entries:
+    if not entries or not isinstance(entries, list):
         return _google_whole(resource)
     shell = {k: v for k, v in resource.items() if k != "entry"}
     parts = [shell, *({"resourceType": "Bundle", "type": resource.get("type"), "entry": [entry]} for entry in entries)]
