@@ -19,7 +19,7 @@ from server.errors import ConfigError
 from server.extensions import load_extensions
 from server.settings import parse_settings
 from server.storage.db import normalize_url
-from server.storage.migrate import ENGINE_MIGRATIONS, Schema
+from server.storage.migrate import ENGINE_MIGRATIONS, Migrations, Schema
 
 SCHEMA = load_extensions(parse_settings({})).schema
 
@@ -403,3 +403,37 @@ def test_an_upgrade_refuses_a_chain_a_newer_release_migrated(database_url: str) 
             assert SCHEMA.current(conn)["engine"] == "e002"  # the engine's chain, first, was not run either
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("downgraded, ran", [
+    pytest.param(None, [], id="every-chain-at-its-head"),
+    pytest.param("0018", ["orgunits"], id="one-chain-behind"),
+])
+def test_an_upgrade_runs_only_the_chains_behind(database_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                downgraded: str | None, ran: list[str]) -> None:
+    engine = create_engine(normalize_url(database_url))
+    try:
+        SCHEMA.upgrade(engine)
+        if downgraded is not None:
+            with engine.begin() as conn:
+                ORGUNITS.run(conn, downgraded, downgrade=True)
+        run = Migrations.run
+        seen: list[str] = []
+
+        def recorded(self: Migrations, conn: Any, destination: str, *, downgrade: bool = False) -> None:
+            seen.append(self.name)
+            run(self, conn, destination, downgrade=downgrade)
+
+        monkeypatch.setattr(Migrations, "run", recorded)
+        SCHEMA.upgrade(engine)
+        assert seen == ran
+        assert SCHEMA.is_current(engine)
+    finally:
+        engine.dispose()
+
+
+def test_a_chain_reads_its_revisions_once() -> None:
+    """A command asks for a chain's heads and known revisions several times: each read every revision file."""
+    assert ORGUNITS.script() is ORGUNITS.script()
+    again = Migrations(ORGUNITS.name, ORGUNITS.directory, ORGUNITS.metadata, ORGUNITS.version_table)
+    assert again.script() is not ORGUNITS.script() and again.head() == ORGUNITS.head()
