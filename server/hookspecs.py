@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from server.declare.extensions import Command, DemoData, LoadFormat
     from server.errors import FhirError
     from server.declare.interaction import Interaction
-    from server.declare.provider import Operation, ResourceProvider
+    from server.declare.provider import Operation, ResourceProvider, StaticProvider
     from server.declare.registry import Registry
     from server.engine.context import ServerContext
     from server.html.web import WebAssets, WebPage
@@ -26,7 +26,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 # -- start-up -------------------------------------------------------------------------------------
 
 @hookspec
-def register_resource_providers(settings: Settings) -> list[ResourceProvider] | None:
+def register_resource_providers(settings: Settings) -> list[ResourceProvider | StaticProvider] | None:
     """Return this plugin's providers; raise ConfigError if the plugin's settings are wrong."""
 
 

@@ -317,6 +317,13 @@ def _with_versions(provider: ResourceProvider, vis: Visibility) -> Visibility:
     return replace(vis, departed=_departed(provider, vis))
 
 
+def _open_to(provider: ResourceProvider, scope: AccessScope) -> bool:
+    """Whether the caller sees every row of the provider: one without tenancy is public (every account, every
+    subtree), unless the caller's SMART scope queries on its type narrow it (a query is never ignored)."""
+    return provider.tenancy is None and all(resource_type != provider.resource_type
+                                            for resource_type, _ in scope.filters)
+
+
 # what a SMART scope's queries on a type select, compiled as `[type]?query` is for the caller (the engine's one
 # compile path, server.engine.conditions, handed down by server.engine.visibility): (connection, provider, the scope
 # without its queries on that type, what that scope sees of the provider, the queries) -> a condition on its rows,
@@ -344,7 +351,7 @@ class Scoper:
              database: str) -> Visibility | None:
         """The visibility already built for this snapshot of `database`, without any query (the hot path); None
         when it is not built yet (the caller then takes the path that builds it)."""
-        if provider.tenancy is None:
+        if _open_to(provider, scope):
             return UNRESTRICTED
         return self._cache.peek((database, snapshot.stamp, provider.resource_type, scope))
 
@@ -355,12 +362,11 @@ class Scoper:
 
     def _visibility(self, conn: Connection, provider: ResourceProvider, scope: AccessScope, narrow: Narrow,
                     chain: tuple[str, ...]) -> Visibility:
-        tenancy = provider.tenancy
-        if tenancy is None:
+        if _open_to(provider, scope):
             return UNRESTRICTED
         snapshot = self.freshness.snapshot(conn)
         key = (database_of(conn), snapshot.stamp, provider.resource_type, scope)
-        return self._cache.get(key, lambda: self._build(conn, snapshot, provider, tenancy, scope, narrow,
+        return self._cache.get(key, lambda: self._build(conn, snapshot, provider, scope, narrow,
                                                         (*chain, provider.resource_type)))
 
     def _partitions(self, snapshot: Snapshot, provider: ResourceProvider, scope: AccessScope,
@@ -374,9 +380,11 @@ class Scoper:
         # account's, a new version) stays out until the next look (a second at most), never the other way
         return Partitions(allowed, frozenset(k for k, served in mine if not served))
 
-    def _build(self, conn: Connection, snapshot: Snapshot, provider: ResourceProvider, tenancy: Tenancy,
-               scope: AccessScope, narrow: Narrow, chain: tuple[str, ...]) -> Visibility:
-        vis = self._scoped(conn, snapshot, provider, tenancy, scope, narrow, chain)
+    def _build(self, conn: Connection, snapshot: Snapshot, provider: ResourceProvider, scope: AccessScope,
+               narrow: Narrow, chain: tuple[str, ...]) -> Visibility:
+        tenancy = provider.tenancy  # without it, public: every row, before the scope's queries narrow it
+        vis = self._scoped(conn, snapshot, provider, tenancy, scope, narrow, chain) if tenancy is not None \
+            else UNRESTRICTED
         queries = dict(scope.filters).get(provider.resource_type)
         if queries is not None:  # `vis` narrowed to the matches of any of the scope's queries (a union)
             narrowed, compiled_against = narrow(conn, provider, scope.without_filter(provider.resource_type), vis,

@@ -9,7 +9,6 @@ import resource
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 
 from collections.abc import Collection, Mapping
@@ -167,10 +166,12 @@ def _refuse_busy_port(host: str, port: int) -> None:
 
 
 def _banner(settings: Settings, ctx: ServerContext, host: str, port: int) -> None:
-    print(f"FHIR base: http://{host}:{port}{FHIR_MOUNT}", file=sys.stderr, flush=True)
+    """What `serve` prints for its user, on stdout (README, Commands): the base, and on the embedded database a token
+    (the logs go to stderr)."""
+    print(f"FHIR base: http://{host}:{port}{FHIR_MOUNT}", flush=True)
     if not is_embedded(settings.database_url):  # a production log gets no token
         print("tokens: from your identity provider, or `orgunit-fhir token` with the HMAC secret",
-              file=sys.stderr, flush=True)
+              flush=True)
         return
     try:
         ctx.freshness.expire()
@@ -179,14 +180,14 @@ def _banner(settings: Settings, ctx: ServerContext, host: str, port: int) -> Non
             sees = claimless_account(settings, held, first_account(ctx))
         except Forbidden as exc:
             print(f"(no local token: {exc.diagnostics}; mint one with `orgunit-fhir token --account NAME`, accounts: "
-                  f"{', '.join(held) or 'none'})", file=sys.stderr, flush=True)
+                  f"{', '.join(held) or 'none'})", flush=True)
             return
         account = sees if len(held) > 1 else None
         token = mint_token(settings, ttl=24 * 3600, account=account)
         print(f"A token valid for 24 hours{f' (account {account})' if account else ''}:\n{token}",
-              file=sys.stderr, flush=True)
+              flush=True)
     except ConfigError as exc:
-        print(f"(no local token: {exc})", file=sys.stderr)
+        print(f"(no local token: {exc})", flush=True)
 
 
 def _allow_open_files(needed: int) -> None:

@@ -327,6 +327,10 @@ def test_another_account_sees_nothing(contract_api: TestClient, contract_ctx: Se
     """Nothing of the account, whatever the interaction: no match, no read, no kept version (its history and each
     vread are 404 as an unknown id's), nothing in the type's history."""
     rtype, headers = tenanted.resource_type, _headers(contract_ctx, account=f"not-{tenanted.account}")
+    provider = _provider(contract_ctx, tenanted)
+    assert provider is None or provider.tenancy is not None, (
+        f"{rtype} declares no tenancy, so every caller sees it: its Samples say tenanted=True (the default); say "
+        "tenanted=False, or declare the provider's Tenancy")
     assert contract_api.get(fhir_path(rtype), headers=headers).json()["total"] == 0
     for rid in sorted(tenanted.ids | tenanted.deleted):
         assert outcome_code(contract_api.get(fhir_path(rtype, rid), headers=headers), 404) == "not-found"

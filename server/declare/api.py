@@ -76,17 +76,18 @@ class Compatibility:
                 f"from {major}.{minor + 1}: {change.what}. Migrating: {change.migrating}")
 
 
-def stated_version(plugin: object) -> str | None:
-    """`PLUGIN_API` of the plugin's module (or the object), else of the nearest package above it that states one."""
+def stated_version(plugin: object) -> object | None:
+    """`PLUGIN_API` of the plugin's module (or the object), else of the nearest package above it that states one, as
+    written (a version is a string: `compatibility` refuses anything else)."""
     found = getattr(plugin, ATTRIBUTE, None)
     if found is not None:
-        return str(found)
+        return found
     name = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
     while "." in name:
         name = name.rpartition(".")[0]
         module = sys.modules.get(name)
         if module is not None and getattr(module, ATTRIBUTE, None) is not None:
-            return str(getattr(module, ATTRIBUTE))
+            return getattr(module, ATTRIBUTE)
     return None
 
 
@@ -98,6 +99,9 @@ def compatibility(name: str, plugin: object) -> Compatibility:
     """Whether plugin `name` runs on this server (ConfigError naming it, the changes and their migration notes when
     not), and the old forms it is still allowed."""
     stated = stated_version(plugin)
+    if stated is not None and not isinstance(stated, str):  # 1.10 as a number is 1.1: never read one
+        raise ConfigError(f"plugin {name} states {ATTRIBUTE} = {stated!r}, not a string: write the version as one, "
+                          f"{ATTRIBUTE} = \"{PLUGIN_API}\" (this server's plugin API)")
     version = stated or UNSTATED
     current = parse(PLUGIN_API)
     try:

@@ -54,6 +54,23 @@ def _without_references(to_resource: Callable[[Any], dict[str, Any]],
     return render
 
 
+def _checked(resource_type: str, id_key: str, to_resource: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+    """`to_resource` refusing what would publish a wrong resource: another type, or an id other than its row's (the
+    engine names a resource by its row's id: a search's fullUrl, a reference, the stored body's key)."""
+    def render(row: Any) -> dict[str, Any]:
+        resource = to_resource(row)
+        if not isinstance(resource, dict) or resource.get("resourceType") != resource_type:
+            found = resource.get("resourceType") if isinstance(resource, dict) else type(resource).__name__
+            raise ValueError(f"provider {resource_type}: to_resource gave {found!r} where a {resource_type} was due")
+        rid = row.get(id_key) if isinstance(row, Mapping) else None
+        if rid is not None and resource.get("id") != str(rid):
+            raise ValueError(f"provider {resource_type}: to_resource gave id {resource.get('id')!r} for the row of "
+                             f"id {str(rid)!r} (the id is the row's, as a string)")
+        return resource
+
+    return render
+
+
 def _hierarchy(provider: ResourceProvider) -> Hierarchy | None:
     """The tree of the provider's resources: the path of its self-reference, else its subtree tenancy's; None."""
     own = (t.path for p in provider.search_params for t in p.targets if isinstance(t, ReferenceTarget)
@@ -84,10 +101,9 @@ def _link(provider: ResourceProvider, served: frozenset[str], trees: Mapping[str
     if prerendered is not None:  # the stored bodies must name what besides the provider made them
         prerendered = replace(prerendered, fingerprint=f"{prerendered.fingerprint};engine={_engine_rendering()};"
                                                        f"without={','.join(sorted(dangling))}")
-    if not dangling:
-        return replace(provider, search_params=params, prerendered=prerendered)
-    return replace(provider, search_params=params, to_resource=_without_references(provider.to_resource, dangling),
-                   prerendered=prerendered)
+    to_resource = _without_references(provider.to_resource, dangling) if dangling else provider.to_resource
+    return replace(provider, search_params=params, prerendered=prerendered,
+                   to_resource=_checked(provider.resource_type, provider.id_column.key, to_resource))
 
 
 @functools.cache
@@ -167,6 +183,9 @@ class Registry:
                 provider.check()
             except ConfigError as exc:  # the declaration's mistake, named by the plugin that made it
                 raise ConfigError(f"plugin {plugin}: {exc}") from exc
+            if not _is_resource_type(provider.resource_type):  # a typo would publish a type no client knows
+                raise ConfigError(f"plugin {plugin}: {provider.resource_type!r} is not a FHIR R4 resource type (a "
+                                  "typo? a resource of a kind FHIR has no type for is published as Basic)")
             if provider.resource_type in providers:
                 raise ConfigError(f"plugin {plugin}: resource type {provider.resource_type} is already provided")
             providers[provider.resource_type] = provider

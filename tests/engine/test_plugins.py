@@ -13,7 +13,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table
 from starlette.testclient import TestClient
 
 import plugins.orgunits.location
-from server import ConfigError, ResourceProvider, SearchParam, StringTarget, hookimpl
+from server import ConfigError, ResourceProvider, SearchParam, StaticProvider, StringTarget, hookimpl
 from server import hookspecs
 from server.app import create_app
 from server.access.mint import mint_token
@@ -108,6 +108,78 @@ class DuplicateLocation:
 def test_duplicate_resource_type_fails_at_start_up(small_ctx: ServerContext, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="already provided"):
         create_context(settings_with(small_ctx, tmp_path), [("dup", DuplicateLocation())], db=small_ctx.db)
+
+
+class NamedProvider:
+    def __init__(self, resource_type: str, static: bool) -> None:
+        self.resource_type, self.static = resource_type, static
+
+    @hookimpl
+    def register_resource_providers(self, settings: Settings) -> list[ResourceProvider | StaticProvider]:
+        if self.static:
+            return [StaticProvider(self.resource_type, lambda: [])]
+        return [ResourceProvider(self.resource_type, colours, colours.c.id, tuple(colours.c),
+                                 lambda row: {"resourceType": self.resource_type, "id": str(row["id"])})]
+
+
+@pytest.mark.parametrize(("resource_type", "static", "refused"), [
+    pytest.param("Endpont", False, True, id="a-typo"),
+    pytest.param("Organisation", True, True, id="a-typo-static"),
+    pytest.param("HumanName", False, True, id="a-data-type"),
+    pytest.param("Endpoint", False, False, id="a-resource-type"),
+    pytest.param("Basic", True, False, id="a-resource-type-static"),
+])
+def test_a_provider_of_no_fhir_resource_type_fails_at_start_up(small_ctx: ServerContext, tmp_path: Path,
+                                                               resource_type: str, static: bool,
+                                                               refused: bool) -> None:
+    """A misspelled type would be served under its own URL and listed in the CapabilityStatement, which no
+    validator or client accepts (a platform-team walk of 2026-12-01)."""
+    plugin = [("named", NamedProvider(resource_type, static))]
+    if not refused:
+        assert resource_type in create_context(settings_with(small_ctx, tmp_path), plugin, db=small_ctx.db).registry.providers
+        return
+    with pytest.raises(ConfigError, match=f"plugin named: '{resource_type}' is not a FHIR R4 resource type"):
+        create_context(settings_with(small_ctx, tmp_path), plugin, db=small_ctx.db)
+
+
+class Rendering:
+    def __init__(self, to_resource: Any) -> None:
+        self.to_resource = to_resource
+
+    @hookimpl
+    def register_resource_providers(self, settings: Settings) -> list[ResourceProvider]:
+        return [ResourceProvider("Basic", colours, colours.c.id, tuple(colours.c), self.to_resource,
+                                 search_params=(SearchParam("name", "string", (StringTarget(colours.c.norm, colours.c.name),), "Name"),))]
+
+
+@pytest.mark.parametrize(("to_resource", "fault"), [
+    pytest.param(lambda row: {"resourceType": "Basic", "id": str(row["id"])}, None, id="right"),
+    pytest.param(lambda row: {"resourceType": "Organization", "id": str(row["id"])}, "gave 'Organization'",
+                 id="another-type"),
+    pytest.param(lambda row: {"resourceType": "Basic", "id": f"x{row['id']}"}, "gave id 'x1'", id="another-id"),
+    pytest.param(lambda row: {"resourceType": "Basic"}, "gave id None", id="no-id"),
+    pytest.param(lambda row: ["Basic"], "gave 'list'", id="not-an-object"),
+])
+def test_a_provider_rendering_a_wrong_resource_answers_500_and_is_logged(
+        small_ctx: ServerContext, tmp_path: Path, caplog: pytest.LogCaptureFixture, to_resource: Any,
+        fault: str | None) -> None:
+    """What `to_resource` gives is published only as the resource of its type and row: never another type, or
+    a search entry whose fullUrl names one id and its resource another (a platform-team walk of 2026-12-01)."""
+    with small_ctx.db.begin() as conn:
+        colours.create(conn, checkfirst=True)
+        conn.execute(colours.delete())
+        conn.execute(colours.insert(), [{"id": 1, "name": "Rouge", "norm": "rouge"}])
+    client = client_for(settings_with(small_ctx, tmp_path), small_ctx, [("rendering", Rendering(to_resource))])
+    for url in ("/fhir/Basic/1", "/fhir/Basic?name=rouge"):
+        answer = client.get(url)
+        if fault is None:
+            assert answer.status_code == 200, answer.text
+            continue
+        assert answer.status_code == 500 and answer.json()["resourceType"] == "OperationOutcome", answer.text
+        assert fault not in answer.text  # the provider's fault is the operator's to read, in the log
+        assert any(fault in record.getMessage() or fault in (record.exc_text or "") or
+                   (record.exc_info and fault in str(record.exc_info[1])) for record in caplog.records), url
+        caplog.clear()
 
 
 # -- a second provider in one small class: the promise made to platform teams --------------------

@@ -295,7 +295,7 @@ def test_serve_prints_no_token_that_would_be_refused(operator: Operator, capsys:
     try:
         capsys.readouterr()
         serve._banner(settings, ctx, "127.0.0.1", 8000)
-        printed = capsys.readouterr().err
+        printed = capsys.readouterr().out
     finally:
         ctx.db.dispose()
     if operator.url.startswith("postgresql"):  # a production log gets no token

@@ -30,7 +30,7 @@ from tests.support.proof import SERVICES
 LEGACY = Path(__file__).resolve().parent / "legacy_site"
 
 
-def _plugin(version: str | None) -> types.ModuleType:
+def _plugin(version: object) -> types.ModuleType:
     module = types.ModuleType("some_plugin")
     if version is not None:
         module.PLUGIN_API = version  # type: ignore[attr-defined]
@@ -46,8 +46,10 @@ def _plugin(version: str | None) -> types.ModuleType:
     pytest.param("0.9", "another major version", id="older-major"),
     pytest.param("1", "not a version `major.minor`", id="not-major-minor"),
     pytest.param("1.x", "not a version `major.minor`", id="not-digits"),
+    pytest.param(1.1, r"1.1, not a string: write the version as one", id="a-number"),  # 1.10 would read as 1.1
+    pytest.param(1, "= 1, not a string", id="a-whole-number"),
 ])
-def test_a_plugin_is_checked_against_the_version_it_states(version: str | None, refused: str | None) -> None:
+def test_a_plugin_is_checked_against_the_version_it_states(version: object, refused: str | None) -> None:
     if refused is None:
         found = api.compatibility("some_plugin", _plugin(version))
         assert found.stated is (version is not None)
