@@ -54,7 +54,8 @@ def software_version() -> str:
 
 
 def _interactions(rtype: str, versioned: bool) -> list[dict[str, str]]:
-    out = [{"code": "read", "documentation": f"GET [base]/{rtype}/[id]; 410 if deleted"}]
+    gone = "; 410 if deleted" if versioned else ""  # a deletion is known from the versions kept only
+    out = [{"code": "read", "documentation": f"GET [base]/{rtype}/[id]{gone}"}]
     if versioned:
         out += [
             {"code": "vread", "documentation": f"GET [base]/{rtype}/[id]/_history/[vid]"},

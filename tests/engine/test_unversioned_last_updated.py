@@ -52,3 +52,15 @@ def test_what_a_type_with_instants_gets(api: TestClient, stamped: str, resource_
     assert ("meta" in found and "lastUpdated" in found["meta"]) is versioned  # a sync point: versioned types only
     assert (api.get(f"/fhir/{resource_type}/1/_history").status_code == 200) is versioned
     assert (api.get(f"/fhir/{resource_type}/1/_history/1").status_code == 200) is versioned
+
+
+@pytest.mark.parametrize("resource_type, versioned", [
+    pytest.param("Basic", False, id="last-updated-only"),
+    pytest.param("Organization", True, id="versioned"),
+])
+def test_the_capability_statement_promises_410_for_a_versioned_type_only(api: TestClient, resource_type: str,
+                                                                        versioned: bool) -> None:
+    """A deletion is known from the versions kept: a type without them answers 404 for a removed row."""
+    entry = next(r for r in api.get("/fhir/metadata").json()["rest"][0]["resource"] if r["type"] == resource_type)
+    read = next(i for i in entry["interaction"] if i["code"] == "read")
+    assert ("410 if deleted" in read["documentation"]) is versioned
