@@ -391,10 +391,13 @@ class Scoper:
                                                 queries)
             # keyed by what the queries were compiled against too: the cached counts and pages of a search are
             # keyed by it, and a narrower view of a type a query crosses is another visibility (issue 36, review)
+            # what left the view of its account and roots left this one too: told as it is to a token without the
+            # queries (a departure names no content; the query is proven on the current row only)
+            departed = _with_versions(provider, vis).departed
             vis = Visibility(narrowed if vis.clause is None else and_(vis.clause, narrowed),
                              _digest(vis.key, queries, compiled_against),
                              vis.partitions, vis.paths, by_row=False, filtered=True, unfiltered=vis.clause,
-                             restricted=True)
+                             restricted=True, departed=departed)
         return _with_versions(provider, vis)
 
     def _scoped(self, conn: Connection, snapshot: Snapshot, provider: ResourceProvider, tenancy: Tenancy,

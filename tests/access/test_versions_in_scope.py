@@ -140,3 +140,27 @@ def test_the_units_below_a_moved_one_leave_and_enter_with_it(api: tuple[TestClie
         for vid, status in vreads.items():
             assert client.get(f"/fhir/Location/{rid}/_history/{vid}", headers=headers).status_code == status, \
                 (rid, vid)
+
+
+# a token of subtree roots AND a scope query is told the departures of its roots too (an attacker's walk of
+# 2026-12-01: it was told none, so its copy kept a unit moved out of its district for ever, which it could no longer
+# read); a departure names no content, and the query is proven on the current row only, so every unit that left
+# is told, as a roots-only token is
+@pytest.mark.parametrize(("scope", "entries", "read"), [
+    pytest.param("system/Location.rs?type=CSPS", {"20": "2-", "30": "2-", "31": "2-"}, {"32": 200},
+                 id="left-the-roots"),
+    pytest.param("system/Location.rs?_id=20,31", {"20": "2-", "30": "2-", "31": "2-"}, {},
+                 id="left-the-roots-matching-or-not"),
+])
+def test_a_query_scoped_token_with_roots_is_told_what_left_its_roots(api: tuple[TestClient, ServerContext],
+                                                                    scope: str, entries: dict[str, str],
+                                                                    read: dict[str, int]) -> None:
+    client, ctx = api
+    headers = bearer(ctx.settings, org_unit_roots=["Location/10"], scope=scope)
+    _move_area(ctx)
+    walked = client.get("/fhir/Location/_history", params={"_since": "2025-03-05T00:00:00Z", "_count": 100},
+                        headers=headers).json()
+    assert {e["fullUrl"].rsplit("/", 1)[1]: e["response"]["etag"][3:-1] +
+            ("-" if e["request"]["method"] == "DELETE" else "") for e in walked.get("entry", ())} == entries
+    for rid in (AREA, 30, 31, 32):
+        assert client.get(f"/fhir/Location/{rid}", headers=headers).status_code == read.get(str(rid), 404), rid
