@@ -11,15 +11,20 @@ import re
 from urllib.parse import unquote
 
 MASK = "***"
-# a run of base64url characters, dots and percent-escapes (a JWT, encoded or not, stands in one)
-_RUN = re.compile(r"[A-Za-z0-9_.%-]{8,}")
+# a run of base64url characters, dots, percent-escapes and the padding before a dot (a JWT, encoded or not,
+# stands in one; `hdr=.payload.sig` is one a reader turns back into the token)
+_RUN = re.compile(r"(?:[A-Za-z0-9_.%-]|=+(?=\.|%2[Ee]))+")
+_RUN_LENGTH = 8
 # dot-separated base64url segments, at least three (a JWS; a JWE has five; the last of an unsecured JWS is empty)
-_SEGMENTS = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]*){2,}")
-_OBJECT_START = re.compile(r"e[w-z0-9_-]")  # where base64url of `{` may start
+_SEGMENTS = re.compile(r"[A-Za-z0-9_-]+=*(?:\.[A-Za-z0-9_-]*=*){2,}")
+# where base64url of `{` may start, or of the white space JSON allows before it (tab, line feed: C; carriage
+# return: D; space: I)
+_OBJECT_START = re.compile(r"e[w-z0-9_-]|[CDI]")
 # an Authorization value: the scheme, its separator (raw, `+` or percent-encoded in a query) and the credentials
 _SCHEME = re.compile(r"(?i)(?<![A-Za-z0-9])(bearer|dpop|basic)((?:\s|\+|%20|%09)+)([A-Za-z0-9._~+/=%-]+)")
-# no JWT to look for without a header's start (`{` is `e` then one of w-z 0-9 - _) before a dot, or an escape
-_MAYBE_JWT = re.compile(r"e[w-z0-9_-][A-Za-z0-9_-]*\.|%")
+# no JWT to look for without a header's start (`{` is `e` then one of w-z 0-9 - _; white space C, D or I) before a
+# dot, or an escape
+_MAYBE_JWT = re.compile(r"(?:e[w-z0-9_-]|[CDI])[A-Za-z0-9_-]*=*\.|%")
 
 
 def _decoded(text: str) -> str:
@@ -33,7 +38,7 @@ def _decoded(text: str) -> str:
 
 def _header(segment: str) -> bool:
     """Whether a base64url segment decodes to the start of a JSON object (`{"` or `{}`, white space allowed)."""
-    head = segment[:64]
+    head = segment[:64].rstrip("=")
     head = head[:-1] if len(head) % 4 == 1 else head + "=" * (-len(head) % 4)
     try:
         raw = base64.urlsafe_b64decode(head)
@@ -69,6 +74,7 @@ def redact(text: str) -> str:
     """The text with every JWT-shaped value (the whole run of characters holding it) and every Authorization
     value's credentials replaced by ***."""
     if _MAYBE_JWT.search(text):
-        text = _RUN.sub(lambda m: MASK if holds_jwt(m.group(0)) else m.group(0), text)
+        text = _RUN.sub(lambda m: MASK if len(m.group(0)) >= _RUN_LENGTH and holds_jwt(m.group(0)) else m.group(0),
+                        text)
     low = text.lower()
     return _SCHEME.sub(_credentials, text) if "bearer" in low or "dpop" in low or "basic" in low else text

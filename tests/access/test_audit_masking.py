@@ -154,6 +154,18 @@ def test_every_other_log_line_is_redacted(formatter: logging.Formatter) -> None:
     pytest.param("e30.e30.", "***", id="an-unsecured-jwt"),
     pytest.param("eyJhbGciOiJIUzI1NiJ9.eyJhIjoxfQ.c2ln.aXY.dGFn", "***", id="five-segments-a-jwe"),
     pytest.param("ewogICJhbGciOiJIUzI1NiJ9.e30.c2ln", "***", id="a-header-with-white-space"),
+    # white space before the header's `{` (JSON allows it, PyJWT verifies such a token: an attacker's walk)
+    pytest.param("name=CnsiYWxnIjoiSFMyNTYifQ.e30.c2ln", "name=***", id="a-header-after-a-line-feed"),
+    pytest.param("name=IHsiYWxnIjoiSFMyNTYifQ.e30.c2ln", "name=***", id="a-header-after-a-space"),
+    pytest.param("DQp7ImFsZyI6IkhTMjU2In0.e30.c2ln", "***", id="a-header-after-cr-lf"),
+    pytest.param("CXsiYWxnIjoiSFMyNTYifQ.e30.c2ln", "***", id="a-header-after-a-tab"),
+    # padding before a dot: a reader deletes it and holds the token
+    pytest.param("name=eyJhbGciOiJIUzI1NiJ9=.eyJhIjoxfQ.c2ln", "name=***", id="padded-before-a-dot"),
+    pytest.param("name=eyJhbGciOiJIUzI1NiJ9==.eyJhIjoxfQ==.c2ln&_count=2", "name=***&_count=2",
+                 id="padded-segments"),
+    pytest.param("name=Cote.Ivoire.Dispensaire&x=a=b", "name=Cote.Ivoire.Dispensaire&x=a=b",
+                 id="words-resembling-white-space-headers"),
+    pytest.param("CSPS.Dakar.Centre", "CSPS.Dakar.Centre", id="a-dotted-name"),
 ])
 def test_redact(text: str, expected: Any) -> None:
     assert redact(text) == expected
