@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, case, func, not_, null, or_, select, true, type_coerce
+from sqlalchemy import ColumnElement, Select, and_, case, exists, func, not_, null, or_, select, true, type_coerce
 from sqlalchemy.sql.util import ClauseAdapter
 
 from server.declare.provider import ResourceProvider, Versioning
@@ -63,19 +63,27 @@ def _seen(provider: ResourceProvider, view: AsOf, flag: ColumnElement[Any], dele
 
 
 def _gone(provider: ResourceProvider, view: AsOf, flag: ColumnElement[Any],
-          version: ColumnElement[bool] | None, departed: ColumnElement[bool] | None) -> ColumnElement[bool]:
+          version: ColumnElement[bool] | None, departed: ColumnElement[bool] | None,
+          number: ColumnElement[Any]) -> ColumnElement[bool]:
     """What a `_since` export lists as deleted, of the versions at T (`flag`: their deletion; `version`: the caller
-    sees them, None: by the current row): every deletion it sees, whatever `_typeFilter` says (a resource that left
-    the filter and was then deleted between two exports matches it no more, yet the copy holds it), departures
-    (`departed`: they left its view), and, with `_typeFilter`, a live resource it sees that no longer matches it (a
-    sync client filtered so drops it)."""
+    sees them, None: by the current row; `number`: their version number): every deletion it sees, whatever
+    `_typeFilter` says (a resource that left the filter and was then deleted between two exports matches it no more,
+    yet the copy holds it), departures (`departed`: they left its view), and, with `_typeFilter`, a live resource it
+    sees that no longer matches it (a sync client filtered so drops it) but its first version: a resource whose one
+    version does not match was never in a copy so filtered (a `_since` of 1970 listed every other unit, as the
+    scope queries' unmatched once did: server.access.tenancy.shown_gone)."""
     if version is None:
         deletions, live = _seen(provider, view, flag, True), _seen(provider, view, flag, False)
     else:
         deletions, live = seen_versions(flag, version, deleted=True), seen_versions(flag, version, deleted=False)
     arms = [and_(*deletions), *([departed] if departed is not None else [])]
     if view.matching is not None:
-        arms.append(and_(*live, not_(and_(*_filtered(provider, view)))))
+        v = provider.versioning
+        assert v is not None
+        before = v.history.alias("before")  # type: ignore[attr-defined]
+        changed_since_first = exists().where(before.c[v.history_id.key] == provider.id_column,
+                                             before.c[v.history_version.key] < number)
+        arms.append(and_(*live, not_(and_(*_filtered(provider, view))), changed_since_first))
     return or_(*arms)
 
 
@@ -94,10 +102,10 @@ def unchanged(provider: ResourceProvider, view: AsOf, *, deleted: bool = False,
     body (True: the body alone), or only those without one (False)."""
     v = provider.versioning
     assert v is not None
-    hid, _, updated, is_deleted, snapshot = _versions(v)
+    hid, hversion, updated, is_deleted, snapshot = _versions(v)
     since = [updated > view.since] if view.since is not None else []
     if deleted:
-        where = [updated <= view.at, *since, _gone(provider, view, is_deleted, None, view.departed)]
+        where = [updated <= view.at, *since, _gone(provider, view, is_deleted, None, view.departed, hversion)]
         return select(hid).select_from(_current_join(provider, v)).where(*where).order_by(hid)
     where = [updated <= view.at, *_seen(provider, view, is_deleted, False), *since, *_filtered(provider, view)]
     body = provider.prerendered.body if view.bodies and provider.prerendered is not None else null()
@@ -127,7 +135,7 @@ def changed(provider: ResourceProvider, view: AsOf, *, deleted: bool = False) ->
     version = ClauseAdapter(at_t).traverse(view.versions) if view.versions is not None else None
     if deleted:
         departed = ClauseAdapter(at_t).traverse(view.departed) if view.departed is not None else None
-        where = [updated > view.at, *since, _gone(provider, view, flag, version, departed)]
+        where = [updated > view.at, *since, _gone(provider, view, flag, version, departed, at_t.c[hversion.key])]
         return select(provider.id_column).select_from(source).where(*where).order_by(provider.id_column)
     scope = seen_versions(flag, version, deleted=False) if version is not None else _seen(provider, view, flag, False)
     where = [updated > view.at, *scope, *since, *_filtered(provider, view)]

@@ -101,6 +101,24 @@ def test_a_unit_retyped_out_of_a_query_scope_is_a_departure(operator: Operator, 
         assert _ids(client, after, "deleted") == {unit} and not _ids(client, after)
 
 
+def test_a_unit_retyped_out_of_a_type_filter_is_listed_deleted_and_no_unit_that_never_matched_is(
+        operator: Operator, tmp_path: Path) -> None:
+    """A sync filtered by `_typeFilter` drops what left its filter, and is never told of a unit whose one version
+    never matched it (an attacker's walk: a `_since` of 1970 listed every other unit of the account as deleted)."""
+    operator.load_lakeland()
+    filtered = "Location?type=dispensary"
+    with operator.consumer() as client:
+        unit = client.get("/fhir/Location", params={"identifier": RETYPED}).json()["entry"][0]["resource"]["id"]
+        before = export(client, _since="1970-01-01T00:00:00Z", _typeFilter=filtered)
+        assert unit in _ids(client, before) and not _ids(client, before, "deleted")
+        operator.load_lakeland(csv=_retyped(tmp_path))
+        client.app.state.ctx.freshness.expire()
+        after = export(client, _since=before["transactionTime"], _typeFilter=filtered)
+        assert _ids(client, after, "deleted") == {unit} and not _ids(client, after)
+        again = export(client, _since="1970-01-01T00:00:00Z", _typeFilter=filtered)
+        assert _ids(client, again, "deleted") == {unit} and unit not in _ids(client, again)
+
+
 def test_a_write_committed_between_an_exports_reads_names_no_resource_twice(
         operator: Operator, monkeypatch: pytest.MonkeyPatch) -> None:
     """An export reads a type by several queries (the resources whose current version was stamped at or before T,
