@@ -94,11 +94,15 @@ def _matches(provider: ResourceProvider, subtree: Subtree, roots: Sequence[Root]
 
 def root_paths(conn: Connection, provider: ResourceProvider, subtree: Subtree, roots: Sequence[Root],
                bare_type: str | None, partitions: frozenset[Any] | None,
-               gone: frozenset[Any] = frozenset()) -> list[str]:
+               gone: frozenset[Any] = frozenset(), versions: Sequence[ColumnElement[bool]] | None = None) -> list[str]:
     """The paths of the provider's rows that the roots name, within the caller's partitions: live ones, and deleted
     ones there or in `gone` (the caller's partitions no longer served: its removed data sources). A root deleted
     (`--delete-missing`, a data source or account removed) still names its subtree, whose deletions the token that
-    saw it must be shown (410, `DELETE` entries): a deletion is seen by whoever saw the resource."""
+    saw it must be shown (410, `DELETE` entries): a deletion is seen by whoever saw the resource. With `versions`
+    (the caller's condition on the kept versions of a provider scoped per version, VersionScope), also the places
+    the roots held in the versions it sees: a root that moved still names what was below it before (its versions
+    of before, and the deletions there), and a root whose data source was removed and loaded into another account
+    still names, to the first account's tokens, what they held (their copies are told how it ended)."""
     matches = _matches(provider, subtree, roots, bare_type)
     tenancy = provider.tenancy
     if not matches or tenancy is None:
@@ -114,6 +118,13 @@ def root_paths(conn: Connection, provider: ResourceProvider, subtree: Subtree, r
              .where(or_(*matches), subtree.path.is_not(None), *scoped)
              .order_by(subtree.path).limit(MAX_ROOT_UNITS + 1))
     paths = list(conn.execute(query).scalars())
+    own, versioning = tenancy.versions, provider.versioning
+    if versions is not None and own is not None and own.path is not None and versioning is not None:
+        named = select(provider.id_column).select_from(provider.source).where(or_(*matches))
+        held = (select(own.path).select_from(versioning.history)
+                .where(versioning.history_id.in_(named), own.path.is_not(None), *versions).distinct()
+                .order_by(own.path).limit(MAX_ROOT_UNITS + 1))
+        paths = sorted({*paths, *conn.execute(held).scalars()})
     if len(paths) > MAX_ROOT_UNITS:
         raise Forbidden(f"the token's subtree roots match more than {MAX_ROOT_UNITS} {provider.resource_type} "
                         "resources; name the roots by id or by a unique identifier")

@@ -272,7 +272,8 @@ def _current_versions(provider: ResourceProvider, clause: ColumnElement[bool]) -
 
 def _departed(provider: ResourceProvider, vis: Visibility) -> ColumnElement[bool] | None:
     """The versions a caller narrowed beyond its account provably left its view by (Visibility.departed): each
-    version scoped by what scoped it (`versions`), those not in its view whose version before was."""
+    version scoped by what scoped it (`versions`), those not in its view whose version before was, live (one
+    after a deletion it was shown leaves nothing: its copy dropped the resource already)."""
     versioning = provider.versioning
     assert versioning is not None
     if vis.filtered or not vis.restricted or vis.versions is None:
@@ -281,7 +282,8 @@ def _departed(provider: ResourceProvider, vis: Visibility) -> ColumnElement[bool
     was_seen = ClauseAdapter(before).traverse(vis.versions)
     return and_(not_(vis.versions), exists().where(
         before.c[versioning.history_id.key] == versioning.history_id,
-        before.c[versioning.history_version.key] == versioning.history_version - 1, was_seen))
+        before.c[versioning.history_version.key] == versioning.history_version - 1,
+        before.c[versioning.history_deleted.key].is_(False), was_seen))
 
 
 def shown_gone(provider: ResourceProvider, vis: Visibility, since: datetime | None) -> ColumnElement[bool] | None:
@@ -415,8 +417,11 @@ class Scoper:
         if scope.roots is None:
             return _own(provider, tenancy, parts, None)
         roots = parse_roots(scope.roots)
+        versioning, own = provider.versioning, tenancy.versions
+        readable = parts.versions(versioning, own.partition if tenancy.partition is not None else None) \
+            if versioning is not None and own is not None and tenancy.scoped_per_version(versioning) else None
         paths = root_paths(conn, provider, tenancy.subtree, roots, bare_root_type(self.freshness.registry),
-                           parts.served, parts.gone) if roots else []
+                           parts.served, parts.gone, readable) if roots else []
         return _own(provider, tenancy, parts, outermost(paths))
 
     def _through(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy, via: Via, scope: AccessScope,

@@ -233,3 +233,44 @@ def test_a_deleted_unit_listed_again_is_placed_where_its_parent_is(api: tuple[Te
     assert client.get(f"/fhir/Location/{GONE}", headers=left).status_code == 404
     assert client.get("/fhir/Location", params={"partof:below": "Location/11", "_id": str(GONE)},
                       headers=there).json()["total"] == 1
+
+
+# -- a root names its places of before too (an attacker's walk of 2026-12-01): a token rooted at a unit that moved
+# lost what was below it before the move, and a token of an account whose data source was removed and loaded into
+# another account lost its roots' subtree altogether (404, an empty history: its copy was never told how it ended)
+
+
+def test_a_root_that_moved_still_names_what_was_below_it_before(api: tuple[TestClient, ServerContext]) -> None:
+    client, ctx = api
+    _move_area(ctx)
+    headers = bearer(ctx.settings, org_unit_roots=[f"Location/{AREA}"])
+    for rid in (AREA, 30, 31):
+        assert _versions(client, rid, headers) == ["2", "1"], rid
+        assert client.get(f"/fhir/Location/{rid}/_history/1", headers=headers).status_code == 200, rid
+        assert client.get(f"/fhir/Location/{rid}", headers=headers).status_code == 200, rid
+    for rid in (10, 11, 32):  # never below it
+        assert client.get(f"/fhir/Location/{rid}", headers=headers).status_code == 404, rid
+        assert _versions(client, rid, headers) == 404, rid
+
+
+def test_a_root_loaded_into_another_account_still_tells_the_first_how_it_ended(
+        api: tuple[TestClient, ServerContext]) -> None:
+    client, ctx = api
+    with ctx.db.begin() as conn:
+        remove_source(conn, "default", "Ministère de la Santé", force=True, now=NOW + timedelta(days=1))
+        source = ensure_data_source(conn, "Ministère de la Santé", now=NOW, account="bf")
+        ensure_types(conn, TYPES, account="bf")
+        write_units(conn, UNITS, ensure_source_version(conn, source, 1), NOW + timedelta(days=2))
+    ctx.freshness.expire()
+    first = bearer(ctx.settings, account="default", org_unit_roots=["Location/10"])
+    for rid in (10, 20, 30, 31, 32):
+        assert _versions(client, rid, first) == ["2-", "1"], rid
+        assert client.get(f"/fhir/Location/{rid}/_history/1", headers=first).status_code == 200, rid
+        assert client.get(f"/fhir/Location/{rid}/_history/3", headers=first).status_code == 404, rid  # bf's
+    walked = client.get("/fhir/Location/_history", params={"_since": "2025-03-05T00:00:00Z", "_count": 100},
+                        headers=first).json()
+    assert sorted(e["fullUrl"].rsplit("/", 1)[1] for e in walked["entry"] if e["request"]["method"] == "DELETE") == \
+        ["10", "20", "30", "31", "32"]
+    assert all(e["request"]["method"] == "DELETE" for e in walked["entry"])
+    for rid in (2, 3, 11):  # never below it
+        assert _versions(client, rid, first) == 404, rid
