@@ -220,11 +220,13 @@ def _where_last_published(conn: Connection, ids: list[int], now: datetime) -> No
     of their last version published before it: the version this write made for them is never published (amended
     into the deletion), so the deletion is recorded where the unit stood, never in a subtree it never stood in."""
     published = org_unit_history.alias("published")
-    last = (select(published.c.path).where(published.c.org_unit_id == org_unit.c.id, published.c.updated_at < now)
-            .order_by(published.c.version_id.desc()).limit(1).scalar_subquery())
+    last_path = (select(published.c.path)
+                 .where(published.c.org_unit_id == org_unit.c.id, published.c.updated_at < now)
+                 .order_by(published.c.version_id.desc()).limit(1).scalar_subquery())
     conn.execute(update(org_unit).where(org_unit.c.id.in_(ids), org_unit.c.deleted.is_(False),
-                                        org_unit.c.updated_at == now, last.is_not(None), org_unit.c.path != last)
-                 .values(path=last))
+                                        org_unit.c.updated_at == now, last_path.is_not(None),
+                                        org_unit.c.path != last_path)
+                 .values(path=last_path))
 
 
 def record_sources(conn: Connection, now: datetime, ids: Iterable[int]) -> list[int]:

@@ -54,7 +54,8 @@ def _without_references(to_resource: Callable[[Any], dict[str, Any]],
     return render
 
 
-def _checked(resource_type: str, id_key: str, to_resource: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+def _checked(resource_type: str, id_key: str,
+             to_resource: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
     """`to_resource` refusing what would publish a wrong resource: another type, or an id other than its row's (the
     engine names a resource by its row's id: a search's fullUrl, a reference, the stored body's key)."""
     def render(row: Any) -> dict[str, Any]:

@@ -136,7 +136,8 @@ def test_a_provider_of_no_fhir_resource_type_fails_at_start_up(small_ctx: Server
     validator or client accepts (a platform-team walk of 2026-12-01)."""
     plugin = [("named", NamedProvider(resource_type, static))]
     if not refused:
-        assert resource_type in create_context(settings_with(small_ctx, tmp_path), plugin, db=small_ctx.db).registry.providers
+        made = create_context(settings_with(small_ctx, tmp_path), plugin, db=small_ctx.db)
+        assert resource_type in made.registry.providers
         return
     with pytest.raises(ConfigError, match=f"plugin named: '{resource_type}' is not a FHIR R4 resource type"):
         create_context(settings_with(small_ctx, tmp_path), plugin, db=small_ctx.db)
@@ -149,7 +150,8 @@ class Rendering:
     @hookimpl
     def register_resource_providers(self, settings: Settings) -> list[ResourceProvider]:
         return [ResourceProvider("Basic", colours, colours.c.id, tuple(colours.c), self.to_resource,
-                                 search_params=(SearchParam("name", "string", (StringTarget(colours.c.norm, colours.c.name),), "Name"),))]
+                                 search_params=(SearchParam("name", "string",
+                                                            (StringTarget(colours.c.norm, colours.c.name),), "Name"),))]
 
 
 @pytest.mark.parametrize(("to_resource", "fault"), [
