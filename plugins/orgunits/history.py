@@ -54,12 +54,6 @@ _SCOPED = (org_unit.c.source_version_id.label("scope_partition"), org_unit.c.pat
 _PUBLISHED_KEYS = tuple(column.key for column in PUBLISHED_COLUMNS)
 _MANY_MOVES = 500  # past this many moved units, the current versions' paths are compared over the whole table
 
-# deleted by its source (not withdrawn with a source version no longer served, which a switch publishes again): it
-# stays where it was deleted. The moves of its former ancestors never carry it (its place and the deletion version's
-# are the subtree it was published in), so a subtree it never stood in is never told its id; a load that lists it
-# again places it anew (plugins.orgunits.writer: revived)
-DELETED_WHERE_IT_WAS = and_(org_unit.c.deleted.is_(True), org_unit.c.withdrawn.is_(False))
-
 RECORDED = exists().where(org_unit_history.c.org_unit_id == org_unit.c.id,  # the current version is in history
                           org_unit_history.c.version_id == org_unit.c.version_id)
 
@@ -74,14 +68,12 @@ def amend(conn: Connection, where: ColumnElement[bool], now: datetime) -> None:
 
 
 def refresh_paths(conn: Connection, moved: list[int]) -> None:
-    """Keep org_unit.path ("/root/.../self/") right: clear it under moved units (but where units deleted by their
-    source stay: DELETED_WHERE_IT_WAS), then fill level by level."""
+    """Keep org_unit.path ("/root/.../self/") right: clear it under moved units, then fill level by level."""
     for start in range(0, len(moved), _ID_CHUNK):
         old = conn.execute(select(org_unit.c.path).where(org_unit.c.id.in_(moved[start:start + _ID_CHUNK]),
                                                          org_unit.c.path.is_not(None))).scalars().all()
         for path in old:
-            conn.execute(update(org_unit).where(path_subtree(org_unit.c.path, path), ~DELETED_WHERE_IT_WAS)
-                         .values(path=None))
+            conn.execute(update(org_unit).where(path_subtree(org_unit.c.path, path)).values(path=None))
     conn.execute(update(org_unit).where(org_unit.c.path.is_(None), org_unit.c.parent_id.is_(None))
                  .values(path=path_below(None, org_unit.c.id)))
     parent = org_unit.alias("p")
@@ -101,8 +93,7 @@ def sync_current_paths(conn: Connection, moved: list[int]) -> None:
     if not moved:
         return
     current = [org_unit_history.c.org_unit_id == org_unit.c.id, org_unit_history.c.version_id == org_unit.c.version_id,
-               or_(org_unit_history.c.path.is_(None), org_unit_history.c.path != org_unit.c.path),
-               ~DELETED_WHERE_IT_WAS]
+               or_(org_unit_history.c.path.is_(None), org_unit_history.c.path != org_unit.c.path)]
     if len(moved) > _MANY_MOVES:
         conn.execute(update(org_unit_history).where(*current).values(path=org_unit.c.path))
         return
@@ -204,7 +195,6 @@ def delete_units(conn: Connection, ids: list[int], now: datetime, *, what: str) 
             if child_id not in wanted:
                 raise LoadError(f"org unit {child_id} (of another data source) has parent {parent_id}, which "
                                 f"{what} would delete")
-        _where_last_published(conn, chunk, now)
         amend(conn, and_(org_unit.c.id.in_(chunk), org_unit.c.deleted.is_(False)), now)
         conn.execute(update(org_unit).where(org_unit.c.id.in_(chunk), org_unit.c.deleted.is_(False))
                      .values(deleted=True, withdrawn=False, version_id=org_unit.c.version_id + case((RECORDED, 1),
@@ -213,20 +203,6 @@ def delete_units(conn: Connection, ids: list[int], now: datetime, *, what: str) 
         conn.execute(update(org_unit).where(org_unit.c.id.in_(chunk), org_unit.c.withdrawn.is_(True))
                      .values(withdrawn=False))
     record_history(conn)
-
-
-def _where_last_published(conn: Connection, ids: list[int], now: datetime) -> None:
-    """Units about to be deleted that this write placed elsewhere (a former ancestor moved) go back to the place
-    of their last version published before it: the version this write made for them is never published (amended
-    into the deletion), so the deletion is recorded where the unit stood, never in a subtree it never stood in."""
-    published = org_unit_history.alias("published")
-    last_path = (select(published.c.path)
-                 .where(published.c.org_unit_id == org_unit.c.id, published.c.updated_at < now)
-                 .order_by(published.c.version_id.desc()).limit(1).scalar_subquery())
-    conn.execute(update(org_unit).where(org_unit.c.id.in_(ids), org_unit.c.deleted.is_(False),
-                                        org_unit.c.updated_at == now, last_path.is_not(None),
-                                        org_unit.c.path != last_path)
-                 .values(path=last_path))
 
 
 def record_sources(conn: Connection, now: datetime, ids: Iterable[int]) -> list[int]:

@@ -185,7 +185,7 @@ def write_units(conn: Connection, records: Iterable[UnitRecord], source_version_
         refresh_statistics(conn, org_unit)
     _refuse_cycles(conn, writer.reparented)
     new_versions_below(conn, writer.moved, as_utc(now))  # before the paths change: each version keeps its own
-    refresh_paths(conn, [*writer.moved, *writer.revived])
+    refresh_paths(conn, writer.moved)
     new_versions_for_children(conn, writer.renamed, as_utc(now))
     record_history(conn)
     return replace(report, moved_ids=tuple(writer.moved))
@@ -210,7 +210,6 @@ class _BatchWriter:
         self.reparented: list[int] = []
         self.renamed: list[int] = []
         self.moved: list[int] = []
-        self.revived: list[int] = []
         set_values = {name: bindparam(f"b_{name}") for name in (*_COMPARED, "updated_at", "version_id")}
         self._update = (update(org_unit).where(org_unit.c.id == bindparam("b_id"))
                         .values({**set_values, "aliases": bindparam("b_aliases", type_=_ALIASES)}))
@@ -252,8 +251,6 @@ class _BatchWriter:
                     self.renamed.append(record.id)
                 if row.parent_id != values["parent_id"]:
                     self.moved.append(record.id)
-                elif row.deleted and not row.withdrawn and not values["deleted"]:
-                    self.revived.append(record.id)  # deleted where it was: placed anew under its parent
             else:
                 continue
             names.extend({"org_unit_id": record.id, "position": position, "text": text, "norm": normalize(text)}

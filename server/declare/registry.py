@@ -185,7 +185,7 @@ class Registry:
             except ConfigError as exc:  # the declaration's mistake, named by the plugin that made it
                 raise ConfigError(f"plugin {plugin}: {exc}") from exc
             if not _is_resource_type(provider.resource_type):  # a typo would publish a type no client knows
-                raise ConfigError(f"plugin {plugin}: {provider.resource_type!r} is not a FHIR R4 resource type (a "
+                raise ConfigError(f"plugin {plugin}: {provider.resource_type!r} is not a FHIR resource type (a "
                                   "typo? a resource of a kind FHIR has no type for is published as Basic)")
             if provider.resource_type in providers:
                 raise ConfigError(f"plugin {plugin}: resource type {provider.resource_type} is already provided")

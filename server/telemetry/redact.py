@@ -11,20 +11,22 @@ import re
 from urllib.parse import unquote
 
 MASK = "***"
-# a run of base64url characters, dots, percent-escapes and the padding before a dot (a JWT, encoded or not,
-# stands in one; `hdr=.payload.sig` is one a reader turns back into the token)
-_RUN = re.compile(r"(?:[A-Za-z0-9_.%-]|=+(?=\.|%2[Ee]))+")
+# Every pattern below is one character class or a fixed-length pattern, and what is split is split in Python: the
+# work is linear in the text, whatever a request sends (a run of 8,000 `C`s or `=`s took a second and more when a
+# pattern could backtrack over it).
+# a run of base64url characters, dots, percent-escapes and `=` (a JWT, encoded or not, stands in one); it is then
+# cut at each `=` that is no padding before a dot (`name=<token>`: the name stays, `hdr=.payload.sig` is one piece,
+# which a reader turns back into the token)
+_RUN = re.compile(r"[A-Za-z0-9_.%=-]+")
 _RUN_LENGTH = 8
-# dot-separated base64url segments, at least three (a JWS; a JWE has five; the last of an unsecured JWS is empty)
-_SEGMENTS = re.compile(r"[A-Za-z0-9_-]+=*(?:\.[A-Za-z0-9_-]*=*){2,}")
+_EQUALS = re.compile(r"=+")
+# base64url characters, padding and dots: a JWT's segments, decoded, stand in one such run
+_DOTTED = re.compile(r"[A-Za-z0-9_=.-]+")
 # where base64url of `{` may start, or of the white space JSON allows before it (tab, line feed: C; carriage
 # return: D; space: I)
 _OBJECT_START = re.compile(r"e[w-z0-9_-]|[CDI]")
 # an Authorization value: the scheme, its separator (raw, `+` or percent-encoded in a query) and the credentials
 _SCHEME = re.compile(r"(?i)(?<![A-Za-z0-9])(bearer|dpop|basic)((?:\s|\+|%20|%09)+)([A-Za-z0-9._~+/=%-]+)")
-# no JWT to look for without a header's start (`{` is `e` then one of w-z 0-9 - _; white space C, D or I) before a
-# dot, or an escape
-_MAYBE_JWT = re.compile(r"(?:e[w-z0-9_-]|[CDI])[A-Za-z0-9_-]*=*\.|%")
 
 
 def _decoded(text: str) -> str:
@@ -51,12 +53,32 @@ def _header(segment: str) -> bool:
 def holds_jwt(text: str) -> bool:
     """Whether the text, percent-decoded to any depth, holds a JWT: a segment followed by two more (the second not
     empty), a tail of which decodes to the start of a JSON object (a header glued to what precedes it counts)."""
-    for run in _SEGMENTS.finditer(_decoded(text)):
+    decoded = _decoded(text)
+    if decoded.count(".") < 2:
+        return False
+    for run in _DOTTED.finditer(decoded):
         segments = run.group(0).split(".")
         for first, second in zip(segments[:-2], segments[1:-1]):
-            if second and any(_header(first[m.start():]) for m in _OBJECT_START.finditer(first)):
+            if second.strip("=") and any(_header(first[m.start():]) for m in _OBJECT_START.finditer(first)):
                 return True
     return False
+
+
+def _pieces(run: str) -> list[str]:
+    """The run cut at each `=` that is no padding before a dot (raw or `%2E`), the `=`s a piece of their own."""
+    pieces, start = [], 0
+    for equals in _EQUALS.finditer(run):
+        after = run[equals.end():equals.end() + 3]
+        if not (after.startswith(".") or after.lower() == "%2e"):
+            pieces += [run[start:equals.start()], equals.group(0)]
+            start = equals.end()
+    return [*pieces, run[start:]]
+
+
+def _masked(run: str) -> str:
+    if len(run) < _RUN_LENGTH:
+        return run
+    return "".join(MASK if len(piece) >= _RUN_LENGTH and holds_jwt(piece) else piece for piece in _pieces(run))
 
 
 def _credentials(match: re.Match[str]) -> str:
@@ -73,8 +95,7 @@ def _credentials(match: re.Match[str]) -> str:
 def redact(text: str) -> str:
     """The text with every JWT-shaped value (the whole run of characters holding it) and every Authorization
     value's credentials replaced by ***."""
-    if _MAYBE_JWT.search(text):
-        text = _RUN.sub(lambda m: MASK if len(m.group(0)) >= _RUN_LENGTH and holds_jwt(m.group(0)) else m.group(0),
-                        text)
+    if "." in text or "%" in text:  # no JWT without its dots, raw or percent-encoded
+        text = _RUN.sub(lambda m: _masked(m.group(0)), text)
     low = text.lower()
     return _SCHEME.sub(_credentials, text) if "bearer" in low or "dpop" in low or "basic" in low else text

@@ -13,7 +13,6 @@ import pytest
 from starlette.testclient import TestClient
 
 from plugins.orgunits.admin import remove_source
-from plugins.orgunits.history import delete_missing
 from plugins.orgunits.writer import ensure_data_source, ensure_source_version, ensure_types, write_units
 from server.engine.context import ServerContext
 from tests.support.contexts import bearer
@@ -165,74 +164,6 @@ def test_a_query_scoped_token_with_roots_is_told_what_left_its_roots(api: tuple[
             ("-" if e["request"]["method"] == "DELETE" else "") for e in walked.get("entry", ())} == entries
     for rid in (AREA, 30, 31, 32):
         assert client.get(f"/fhir/Location/{rid}", headers=headers).status_code == read.get(str(rid), 404), rid
-
-
-# -- a unit deleted by its source stays where it was deleted (an attacker's walk of 2026-12-01) ----------------------
-# A load that moved an area and deleted one of its facilities recorded the deletion in the district the area entered,
-# where the facility never stood: that district's token was told its id (410, a DELETE entry), and the district it
-# stood in got 404 for a unit whose versions it had read. A later move of a former ancestor carried a deleted unit
-# along the same way.
-
-GONE = 31  # CMA Boromo, below area 20
-
-
-def _write(ctx: ServerContext, units: tuple[Any, ...], at: Any, delete: bool = False) -> None:
-    with ctx.db.begin() as conn:
-        source = ensure_data_source(conn, "Ministère de la Santé")
-        write_units(conn, units, ensure_source_version(conn, source, 3), at)
-        if delete:
-            delete_missing(conn, data_source_id=source, seen_ids={u.id for u in units}, now=at)
-    ctx.freshness.expire()
-
-
-def _moved(units: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(replace(u, parent_id=11) if u.id == AREA else u for u in units)
-
-
-def _without(rid: int) -> tuple[Any, ...]:
-    return tuple(u for u in UNITS if u.id != rid)
-
-
-def _told(client: TestClient, headers: dict[str, str], rid: int) -> list[str]:
-    walked = client.get("/fhir/Location/_history", params={"_count": 100}, headers=headers).json()
-    return [e["response"]["etag"][3:-1] + ("-" if e["request"]["method"] == "DELETE" else "")
-            for e in walked.get("entry", ()) if e["fullUrl"].endswith(f"/Location/{rid}")]
-
-
-WRITES = {
-    "moved-and-deleted-in-one-load": lambda ctx: _write(ctx, _moved(_without(GONE)), NOW + timedelta(days=1), True),
-    "deleted-then-its-area-moved": lambda ctx: (_write(ctx, _without(GONE), NOW + timedelta(days=1), True),
-                                                _write(ctx, _moved(_without(GONE)), NOW + timedelta(days=2))),
-}
-
-
-@pytest.mark.parametrize("writes", sorted(WRITES))
-@pytest.mark.parametrize(("roots", "read", "told"), [
-    pytest.param(["Location/10"], 410, ["2-", "1"], id="the-district-it-stood-in"),
-    pytest.param(["Location/11"], 404, [], id="the-district-it-never-stood-in"),
-    pytest.param(None, 410, ["2-", "1"], id="the-whole-account"),
-])
-def test_a_deleted_unit_stays_where_it_was_deleted(api: tuple[TestClient, ServerContext], writes: str,
-                                                   roots: list[str] | None, read: int, told: list[str]) -> None:
-    client, ctx = api
-    WRITES[writes](ctx)
-    headers = bearer(ctx.settings, **({"org_unit_roots": roots} if roots is not None else {}))
-    assert client.get(f"/fhir/Location/{GONE}", headers=headers).status_code == read
-    assert _told(client, headers, GONE) == told
-    assert client.get(f"/fhir/Location/{GONE}/_history/2", headers=headers).status_code == (404 if read == 404 else 410)
-    assert client.get(f"/fhir/Location/{AREA}", headers=headers).status_code == (404 if roots == ["Location/10"]
-                                                                                  else 200)
-
-
-def test_a_deleted_unit_listed_again_is_placed_where_its_parent_is(api: tuple[TestClient, ServerContext]) -> None:
-    client, ctx = api
-    WRITES["deleted-then-its-area-moved"](ctx)
-    _write(ctx, _moved(UNITS), NOW + timedelta(days=3))
-    there, left = (bearer(ctx.settings, org_unit_roots=[f"Location/{d}"]) for d in (11, 10))
-    assert client.get(f"/fhir/Location/{GONE}", headers=there).json()["meta"]["versionId"] == "3"
-    assert client.get(f"/fhir/Location/{GONE}", headers=left).status_code == 404
-    assert client.get("/fhir/Location", params={"partof:below": "Location/11", "_id": str(GONE)},
-                      headers=there).json()["total"] == 1
 
 
 # -- a root names its places of before too (an attacker's walk of 2026-12-01): a token rooted at a unit that moved

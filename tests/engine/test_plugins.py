@@ -139,7 +139,7 @@ def test_a_provider_of_no_fhir_resource_type_fails_at_start_up(small_ctx: Server
         made = create_context(settings_with(small_ctx, tmp_path), plugin, db=small_ctx.db)
         assert resource_type in made.registry.providers
         return
-    with pytest.raises(ConfigError, match=f"plugin named: '{resource_type}' is not a FHIR R4 resource type"):
+    with pytest.raises(ConfigError, match=f"plugin named: '{resource_type}' is not a FHIR resource type"):
         create_context(settings_with(small_ctx, tmp_path), plugin, db=small_ctx.db)
 
 
