@@ -54,7 +54,7 @@ def holds_jwt(text: str) -> bool:
     """Whether the text, percent-decoded to any depth, holds a JWT: a segment followed by two more (the second not
     empty), a tail of which decodes to the start of a JSON object (a header glued to what precedes it counts)."""
     decoded = _decoded(text)
-    if decoded.count(".") < 2:
+    if decoded.count(".") < 2 or not _OBJECT_START.search(decoded):  # no segments, or nowhere a header starts
         return False
     for run in _DOTTED.finditer(decoded):
         segments = run.group(0).split(".")
@@ -78,6 +78,9 @@ def _pieces(run: str) -> list[str]:
 def _masked(run: str) -> str:
     if len(run) < _RUN_LENGTH:
         return run
+    decoded = _decoded(run) if "%" in run else run
+    if decoded.count(".") < 2 or not _OBJECT_START.search(decoded):  # no segments, or nowhere a header starts
+        return run
     return "".join(MASK if len(piece) >= _RUN_LENGTH and holds_jwt(piece) else piece for piece in _pieces(run))
 
 
@@ -95,7 +98,8 @@ def _credentials(match: re.Match[str]) -> str:
 def redact(text: str) -> str:
     """The text with every JWT-shaped value (the whole run of characters holding it) and every Authorization
     value's credentials replaced by ***."""
-    if "." in text or "%" in text:  # no JWT without its dots, raw or percent-encoded
+    # no JWT without its dots and where a header may start, unless percent-encoded
+    if "%" in text or "." in text and _OBJECT_START.search(text):
         text = _RUN.sub(lambda m: _masked(m.group(0)), text)
     low = text.lower()
     return _SCHEME.sub(_credentials, text) if "bearer" in low or "dpop" in low or "basic" in low else text
