@@ -68,16 +68,21 @@ def test_a_moved_unit_shows_each_subtree_the_versions_it_held_there(api: tuple[T
     assert kept == (history if isinstance(history, list) else [])
 
 
-def test_a_unit_of_another_account_shows_none_of_its_versions_of_before(api: tuple[TestClient, ServerContext]) -> None:
-    """The file was loaded into the wrong account: removed there, loaded into the right one (README "Undoing a
-    mistake"): the same ids, new versions. The right account's token sees its own versions only."""
-    client, ctx = api
+def _loaded_into_another_account(ctx: ServerContext) -> None:
+    """The pyramid's data source removed from the default account and its file loaded into account "bf"."""
     with ctx.db.begin() as conn:
         remove_source(conn, "default", "Ministère de la Santé", force=True, now=NOW + timedelta(days=1))
         source = ensure_data_source(conn, "Ministère de la Santé", now=NOW, account="bf")
         ensure_types(conn, TYPES, account="bf")
         write_units(conn, UNITS, ensure_source_version(conn, source, 1), NOW + timedelta(days=2))
     ctx.freshness.expire()
+
+
+def test_a_unit_of_another_account_shows_none_of_its_versions_of_before(api: tuple[TestClient, ServerContext]) -> None:
+    """The file was loaded into the wrong account: removed there, loaded into the right one (README "Undoing a
+    mistake"): the same ids, new versions. The right account's token sees its own versions only."""
+    client, ctx = api
+    _loaded_into_another_account(ctx)
     headers = bearer(ctx.settings, account="bf")
     for unit in UNITS:
         assert client.get(f"/fhir/Location/{unit.id}", headers=headers).json()["meta"]["versionId"] == "3"
@@ -187,12 +192,7 @@ def test_a_root_that_moved_still_names_what_was_below_it_before(api: tuple[TestC
 def test_a_root_loaded_into_another_account_still_tells_the_first_how_it_ended(
         api: tuple[TestClient, ServerContext]) -> None:
     client, ctx = api
-    with ctx.db.begin() as conn:
-        remove_source(conn, "default", "Ministère de la Santé", force=True, now=NOW + timedelta(days=1))
-        source = ensure_data_source(conn, "Ministère de la Santé", now=NOW, account="bf")
-        ensure_types(conn, TYPES, account="bf")
-        write_units(conn, UNITS, ensure_source_version(conn, source, 1), NOW + timedelta(days=2))
-    ctx.freshness.expire()
+    _loaded_into_another_account(ctx)
     first = bearer(ctx.settings, account="default", org_unit_roots=["Location/10"])
     for rid in (10, 20, 30, 31, 32):
         assert _versions(client, rid, first) == ["2-", "1"], rid
