@@ -47,7 +47,9 @@ def get_status(url: str) -> int | None:
 
 @contextmanager
 def serve(tmp: Path, database: str, settings_text: str, workers: int = 2) -> Iterator[Served]:
-    """Started and ready (/readyz 200); stopped at the end if the test has not stopped it."""
+    """Started and ready: every worker's application started (one answering /readyz 200 says nothing of the
+    others: a metric summed over the workers read then missed one), and /readyz 200; stopped at the end if the test
+    has not stopped it."""
     settings = tmp / "settings.yaml"
     settings.write_text(f"server:\n  data_dir: {tmp / 'var'}\n{settings_text}", encoding="utf-8")
     port = free_port()
@@ -64,6 +66,7 @@ def serve(tmp: Path, database: str, settings_text: str, workers: int = 2) -> Ite
                 raise AssertionError(f"server did not become ready:\n{log.read_text()}")
             time.sleep(0.2)
         own(proc, log, port)
+        logged(log, lambda text: text.count("Application startup complete.") >= workers, within=120)
         yield served
     finally:
         if proc.poll() is None:
