@@ -153,6 +153,16 @@ def _all(conds: list[ColumnElement[bool]]) -> ColumnElement[bool] | None:
     return and_(true(), *conds) if conds else None
 
 
+def _readable_versions(provider: ResourceProvider, tenancy: Tenancy,
+                       parts: Partitions) -> list[ColumnElement[bool]] | None:
+    """The conditions on the kept versions of the caller's partitions (Partitions.versions), for a provider scoped
+    per version; None otherwise."""
+    versioning, own = provider.versioning, tenancy.versions
+    if versioning is None or own is None or not tenancy.scoped_per_version(versioning):
+        return None
+    return parts.versions(versioning, own.partition if tenancy.partition is not None else None)
+
+
 def _own(provider: ResourceProvider, tenancy: Tenancy, parts: Partitions, paths: tuple[str, ...] | None) -> Visibility:
     """Scoped by its partitions, and by its own subtree when `paths` is given; each kept version by its own
     partition and path when the provider declares them (Tenancy.versions)."""
@@ -160,12 +170,11 @@ def _own(provider: ResourceProvider, tenancy: Tenancy, parts: Partitions, paths:
     key = _digest(sorted(parts.served, key=str) if parts.served is not None else None, sorted(parts.gone, key=str),
                   paths)
     versions = None
-    if clause is not None and tenancy.scoped_per_version(provider.versioning) and tenancy.via is None:
-        own, versioning = tenancy.versions, provider.versioning
-        assert own is not None and versioning is not None
-        versions = and_(true(), *parts.versions(versioning,
-                                                own.partition if tenancy.partition is not None else None),
-                        *_in_paths(own.path, paths))
+    readable = _readable_versions(provider, tenancy, parts)
+    if clause is not None and readable is not None and tenancy.via is None:
+        own = tenancy.versions
+        assert own is not None
+        versions = and_(true(), *readable, *_in_paths(own.path, paths))
     return Visibility(clause, key, parts.served, paths, gone=parts.gone, versions=versions,
                       restricted=paths is not None)
 
@@ -417,11 +426,8 @@ class Scoper:
         if scope.roots is None:
             return _own(provider, tenancy, parts, None)
         roots = parse_roots(scope.roots)
-        versioning, own = provider.versioning, tenancy.versions
-        readable = parts.versions(versioning, own.partition if tenancy.partition is not None else None) \
-            if versioning is not None and own is not None and tenancy.scoped_per_version(versioning) else None
         paths = root_paths(conn, provider, tenancy.subtree, roots, bare_root_type(self.freshness.registry),
-                           parts.served, parts.gone, readable) if roots else []
+                           parts.served, parts.gone, _readable_versions(provider, tenancy, parts)) if roots else []
         return _own(provider, tenancy, parts, outermost(paths))
 
     def _through(self, conn: Connection, provider: ResourceProvider, tenancy: Tenancy, via: Via, scope: AccessScope,
